@@ -1,0 +1,153 @@
+/**
+ * Tunnel address pool of a config's `network_cidr` (IPv4 only for now).
+ *
+ * Addresses are dotted-quad strings (`"10.0.0.7"`), networks are CIDR strings (`"10.0.0.0/24"`).
+ * Only strict four-part decimal addresses are accepted: no leading zeros, no hex or short forms
+ * (ipaddr.js would otherwise read `"010.0.0.1"` as octal and `"10.1"` as `10.0.0.1`).
+ *
+ * Pure functions; errors are {@link AppError}s.
+ */
+import ipaddr from "ipaddr.js";
+import { AppError } from "../errors.js";
+
+/** Smallest accepted prefix length: a /8 already holds 16 million addresses. */
+const MIN_PREFIX_LENGTH = 8;
+/** Largest accepted prefix length: a /30 is the smallest network with two host addresses. */
+const MAX_PREFIX_LENGTH = 30;
+
+/** A normalized IPv4 network. */
+export interface NetworkCidr {
+  /** Normalized CIDR, host bits cleared: `"10.0.0.0/24"`. */
+  cidr: string;
+  /** Network address: `"10.0.0.0"`. */
+  network: string;
+  /** Prefix length in bits, 8..30. */
+  prefixLength: number;
+}
+
+/** Numeric form of a network: first (network) and last (broadcast) address as uint32. */
+interface NetworkRange {
+  cidr: string;
+  prefixLength: number;
+  first: number;
+  last: number;
+}
+
+/**
+ * Parses and normalizes an IPv4 network in CIDR notation.
+ *
+ * @param cidr e.g. `"10.0.0.7/24"`.
+ * @returns e.g. `{ cidr: "10.0.0.0/24", network: "10.0.0.0", prefixLength: 24 }`.
+ * @throws AppError `VALIDATION_FAILED` for anything but `a.b.c.d/n` with a strict dotted-quad
+ *   IPv4 address and 8 <= n <= 30 (IPv6, garbage, /31, /32, /7 ...).
+ */
+export function parseNetworkCidr(cidr: string): NetworkCidr {
+  const { cidr: normalized, prefixLength, first } = parseRange(cidr);
+  return { cidr: normalized, network: numberToIpv4(first), prefixLength };
+}
+
+/**
+ * Picks the lowest free host address of a network.
+ *
+ * The network and broadcast addresses are never handed out. Runs in O(|used| + pool size) with a
+ * Set of numeric addresses, so a /16 with 60k used entries takes milliseconds.
+ *
+ * @param cidr The config's `network_cidr` (normalized or not).
+ * @param used Addresses already taken (dotted quads); entries outside the network are ignored.
+ * @returns The lowest host address not in `used`, as a dotted quad.
+ * @throws AppError `VALIDATION_FAILED` when `cidr` is invalid (see {@link parseNetworkCidr}) or an
+ *   entry of `used` is not a dotted-quad IPv4 address (refusing beats handing out a duplicate).
+ * @throws AppError `ADDRESS_POOL_EXHAUSTED` with details `{ network_cidr }` (normalized) when every
+ *   host address is used.
+ */
+export function allocateAddress(cidr: string, used: readonly string[]): string {
+  const range = parseRange(cidr);
+  const taken = new Set<number>();
+  for (const address of used) {
+    const n = ipv4ToNumber(address);
+    if (n === undefined) {
+      throw new AppError("VALIDATION_FAILED", `used address ${JSON.stringify(address)} is not an IPv4 address`);
+    }
+    taken.add(n);
+  }
+  for (let n = range.first + 1; n < range.last; n++) {
+    if (!taken.has(n)) return numberToIpv4(n);
+  }
+  throw new AppError("ADDRESS_POOL_EXHAUSTED", `network ${range.cidr} has no free tunnel address left`, {
+    network_cidr: range.cidr,
+  });
+}
+
+/**
+ * True when `address` lies inside the network, network and broadcast addresses included.
+ *
+ * @param address Dotted quad; anything else (IPv6, garbage, CIDR notation) gives false.
+ * @param cidr Network in CIDR notation.
+ * @throws AppError `VALIDATION_FAILED` when `cidr` is invalid (see {@link parseNetworkCidr}).
+ */
+export function isAddressInNetwork(address: string, cidr: string): boolean {
+  const range = parseRange(cidr);
+  const n = ipv4ToNumber(address);
+  return n !== undefined && n >= range.first && n <= range.last;
+}
+
+/**
+ * True when `address` is a usable host address of the network: inside it, and neither its
+ * network nor its broadcast address.
+ *
+ * @param address Dotted quad; anything else gives false.
+ * @param cidr Network in CIDR notation.
+ * @throws AppError `VALIDATION_FAILED` when `cidr` is invalid (see {@link parseNetworkCidr}).
+ */
+export function isHostAddress(address: string, cidr: string): boolean {
+  const range = parseRange(cidr);
+  const n = ipv4ToNumber(address);
+  return n !== undefined && n > range.first && n < range.last;
+}
+
+/**
+ * Parses a strict dotted-quad IPv4 address into its uint32 value.
+ * @returns undefined when `address` is not a strict dotted quad.
+ */
+export function ipv4ToNumber(address: string): number | undefined {
+  if (!ipaddr.IPv4.isValidFourPartDecimal(address)) return undefined;
+  const [a, b, c, d] = ipaddr.IPv4.parse(address).octets;
+  if (a === undefined || b === undefined || c === undefined || d === undefined) return undefined;
+  return ((a << 24) >>> 0) + (b << 16) + (c << 8) + d;
+}
+
+/** Formats a uint32 as a dotted quad. */
+function numberToIpv4(n: number): string {
+  return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join(".");
+}
+
+function parseRange(cidr: string): NetworkRange {
+  const invalid = (why: string): AppError =>
+    new AppError("VALIDATION_FAILED", `network_cidr ${JSON.stringify(cidr)} is invalid: ${why}`, {
+      network_cidr: cidr,
+    });
+  const slash = cidr.indexOf("/");
+  if (slash < 0) throw invalid("expected an IPv4 network such as 10.0.0.0/24");
+  const addressPart = cidr.slice(0, slash);
+  const prefixPart = cidr.slice(slash + 1);
+  const address = ipv4ToNumber(addressPart);
+  if (address === undefined) {
+    throw invalid(
+      ipaddr.IPv6.isValid(addressPart)
+        ? "only IPv4 networks are supported"
+        : "the address is not a dotted-quad IPv4 address",
+    );
+  }
+  if (!/^(0|[1-9][0-9]?)$/.test(prefixPart)) throw invalid("the prefix length is not a number");
+  const prefixLength = Number(prefixPart);
+  if (prefixLength < MIN_PREFIX_LENGTH || prefixLength > MAX_PREFIX_LENGTH) {
+    throw invalid(
+      `the prefix length must be ${MIN_PREFIX_LENGTH}..${MAX_PREFIX_LENGTH} ` +
+        "(a /31 or /32 has no host address to hand out)",
+    );
+  }
+  const size = 2 ** (32 - prefixLength);
+  const first = address - (address % size);
+  const last = first + size - 1;
+  return { cidr: `${numberToIpv4(first)}/${prefixLength}`, prefixLength, first, last };
+}

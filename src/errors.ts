@@ -1,0 +1,81 @@
+/**
+ * The one registry of error codes the service answers with.
+ *
+ * Every error that leaves a boundary (HTTP, and later MQTT and the CLI) is an {@link AppError}
+ * carrying one of these codes. The HTTP status of each code lives here and nowhere else; the
+ * error body is `{"error": {"code", "message", "details"?}}` (DESIGN §3).
+ *
+ * Codes named by the specification (spec §7): `INVALID_DOWNLOAD_TOKEN`,
+ * `DOWNLOAD_TOKEN_SCOPE_MISMATCH`, `MQTT_DISABLED`. The others are ours (DESIGN §3).
+ */
+export const ERROR_CODES = {
+  VALIDATION_FAILED: { status: 400, description: "The request does not match the documented schema." },
+  UNAUTHORIZED: { status: 401, description: "Missing, unknown or expired admin bearer token, or a wrong password." },
+  INVALID_DOWNLOAD_TOKEN: { status: 401, description: "spec §7: the download token is unknown or expired." },
+  INVALID_BIND_TOKEN: { status: 401, description: "The bind token is unknown, expired or invalidated." },
+  FORBIDDEN: { status: 403, description: "The caller may not do this." },
+  DOWNLOAD_TOKEN_SCOPE_MISMATCH: {
+    status: 403,
+    description: "spec §7: the download token is bound to another kind or resource.",
+  },
+  NOT_FOUND: { status: 404, description: "No such route or resource." },
+  RELEASE_NOT_FOUND: {
+    status: 404,
+    description: "spec §7: the release tag or asset of the current version is missing; no fallback.",
+  },
+  CONFLICT: { status: 409, description: "The request conflicts with stored state (for example a duplicate name)." },
+  ADDRESS_POOL_EXHAUSTED: { status: 409, description: "The config's network_cidr has no free tunnel address left." },
+  MQTT_DISABLED: { status: 409, description: "spec §7: an MQTT write API was called while SVC_ENABLE_MQTT_SERVICES=false." },
+  NODE_NOT_DYNAMIC: { status: 409, description: "The operation needs a dynamic node." },
+  BIND_TOKEN_USED: { status: 409, description: "The bind token was already used." },
+  PAYLOAD_TOO_LARGE: { status: 413, description: "The request body is larger than allowed." },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, description: "The request body's content type is not accepted." },
+  RATE_LIMITED: { status: 429, description: "Too many requests from this address; retry later." },
+  INTERNAL: { status: 500, description: "An unexpected server error; details are logged, not returned." },
+  SERVICE_UNAVAILABLE: { status: 503, description: "A dependency is unavailable; retry later." },
+} as const satisfies Record<string, { status: number; description: string }>;
+
+/** One of the registered error codes. */
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** The JSON error body every failing request answers with (DESIGN §3). */
+export interface ErrorBody {
+  error: { code: ErrorCode; message: string; details?: Record<string, unknown> };
+}
+
+/**
+ * An error with a stable registered code. Thrown anywhere below the HTTP layer; the HTTP error
+ * handler turns it into the status of {@link ERROR_CODES} and the body of {@link ErrorBody}.
+ */
+export class AppError extends Error {
+  readonly code: ErrorCode;
+  readonly details: Record<string, unknown> | undefined;
+
+  constructor(code: ErrorCode, message: string, details?: Record<string, unknown>) {
+    super(message);
+    this.name = "AppError";
+    this.code = code;
+    this.details = details;
+  }
+
+  /** HTTP status of this error's code. */
+  get status(): number {
+    return ERROR_CODES[this.code].status;
+  }
+
+  /** The body to answer with. */
+  toBody(): ErrorBody {
+    return {
+      error: {
+        code: this.code,
+        message: this.message,
+        ...(this.details === undefined ? {} : { details: this.details }),
+      },
+    };
+  }
+}
+
+/** True when `err` is an {@link AppError}, optionally with the given code. */
+export function isAppError(err: unknown, code?: ErrorCode): err is AppError {
+  return err instanceof AppError && (code === undefined || err.code === code);
+}

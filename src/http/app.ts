@@ -1,0 +1,209 @@
+import fastifySwagger from "@fastify/swagger";
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import {
+  hasZodFastifySchemaValidationErrors,
+  isResponseSerializationError,
+  jsonSchemaTransform,
+  jsonSchemaTransformObject,
+  serializerCompiler,
+  validatorCompiler,
+  type ZodTypeProvider,
+} from "fastify-type-provider-zod";
+import type { Clock } from "../clock.js";
+import type { Settings } from "../config.js";
+import { AppError, ERROR_CODES, type ErrorCode } from "../errors.js";
+import type { Logger } from "../logger.js";
+import type { AuthService } from "../services/auth.service.js";
+import type { DownloadsService } from "../services/downloads.service.js";
+import type { MeshService } from "../services/mesh.service.js";
+import { VERSION } from "../version.js";
+import { authRoutes } from "./routes/auth.routes.js";
+import { configsRoutes } from "./routes/configs.routes.js";
+import { healthRoutes } from "./routes/health.routes.js";
+import { meshPairsRoutes } from "./routes/mesh-pairs.routes.js";
+import { nodesRoutes } from "./routes/nodes.routes.js";
+import { portForwardsRoutes } from "./routes/port-forwards.routes.js";
+
+/** Everything the HTTP layer needs, built by `main.ts` (or a test). */
+export interface AppDeps {
+  settings: Settings;
+  log: Logger;
+  clock: Clock;
+  auth: AuthService;
+  mesh: MeshService;
+  downloads: DownloadsService;
+}
+
+/** Who may call a route: the admin (bearer token) or anyone (the route checks its own token). */
+export type RouteAuth = "admin" | "public";
+
+declare module "fastify" {
+  interface FastifyContextConfig {
+    /** Defaults to "admin". */
+    auth?: RouteAuth;
+  }
+}
+
+export type App = FastifyInstance<
+  import("node:http").Server,
+  import("node:http").IncomingMessage,
+  import("node:http").ServerResponse,
+  Logger,
+  ZodTypeProvider
+>;
+
+/**
+ * Builds the Fastify application: zod validation and response whitelists, OpenAPI at
+ * `/api/v1/openapi.json`, admin bearer auth on every route not marked `auth: "public"`, and one
+ * error handler mapping {@link AppError} codes to statuses through {@link ERROR_CODES}.
+ * The caller owns `listen()` and `close()`.
+ */
+export async function buildApp(deps: AppDeps): Promise<App> {
+  const httpLog = deps.log.child({ name: "http" });
+  const app = Fastify({
+    loggerInstance: httpLog,
+    // Request lines are logged by the onResponse hook below, with query strings (which may
+    // carry download tokens) removed.
+    disableRequestLogging: true,
+    bodyLimit: deps.settings.maxBodyBytes,
+    routerOptions: { maxParamLength: 256 },
+  }).withTypeProvider<ZodTypeProvider>() as unknown as App;
+
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+
+  // An empty body with a JSON content type is "no body", not a parse error: POSTs such as
+  // download-token take none, and many clients still send the header.
+  const defaultJson = app.getDefaultJsonParser("error", "error");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) => {
+    if (body === "" || (typeof body === "string" && body.trim() === "")) {
+      done(null, undefined);
+      return;
+    }
+    defaultJson(req, body as string, done);
+  });
+
+  await app.register(fastifySwagger, {
+    openapi: {
+      openapi: "3.1.0",
+      info: {
+        title: "Device mesh control service",
+        version: VERSION,
+        description: errorCodesDescription(),
+      },
+      components: {
+        securitySchemes: { bearer: { type: "http", scheme: "bearer" } },
+      },
+      security: [{ bearer: [] }],
+    },
+    transform: jsonSchemaTransform,
+    transformObject: (doc) => {
+      const out = jsonSchemaTransformObject(doc) as Record<string, unknown>;
+      out["x-error-codes"] = Object.entries(ERROR_CODES).map(([code, v]) => ({
+        code,
+        status: v.status,
+        description: v.description,
+      }));
+      return out as ReturnType<typeof jsonSchemaTransformObject>;
+    },
+  });
+
+  app.addHook("onRequest", async (req) => {
+    if (req.routeOptions.config.auth === "public") return;
+    await deps.auth.verifyAccessToken(bearerToken(req));
+  });
+
+  app.addHook("onResponse", async (req, reply) => {
+    httpLog.info(
+      { method: req.method, path: req.url.split("?")[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) },
+      "request",
+    );
+  });
+
+  app.setNotFoundHandler((req, reply) => {
+    sendError(reply, new AppError("NOT_FOUND", `no route ${req.method} ${req.url.split("?")[0]}`));
+  });
+
+  app.setErrorHandler((err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
+    sendError(reply, toAppError(err, httpLog));
+  });
+
+  await app.register(healthRoutes);
+  await app.register(authRoutes, { auth: deps.auth });
+  await app.register(configsRoutes, { mesh: deps.mesh });
+  await app.register(nodesRoutes, {
+    mesh: deps.mesh,
+    downloads: deps.downloads,
+    clock: deps.clock,
+  });
+  await app.register(meshPairsRoutes, { mesh: deps.mesh });
+  await app.register(portForwardsRoutes, { mesh: deps.mesh });
+
+  app.get(
+    "/api/v1/openapi.json",
+    { schema: { hide: true } },
+    async () => app.swagger(),
+  );
+  return app;
+}
+
+/** The token of an `Authorization: Bearer <token>` header, if any. */
+export function bearerToken(req: FastifyRequest): string | undefined {
+  const header = req.headers.authorization;
+  if (typeof header !== "string") return undefined;
+  const m = /^Bearer ([^\s]+)$/i.exec(header.trim());
+  return m?.[1];
+}
+
+function sendError(reply: FastifyReply, err: AppError): void {
+  void reply.status(err.status).type("application/json; charset=utf-8").send(err.toBody());
+}
+
+/** Maps anything thrown in a request to a registered error; unknown errors become INTERNAL. */
+function toAppError(err: FastifyError | Error, log: Logger): AppError {
+  if (err instanceof AppError) return err;
+  if (hasZodFastifySchemaValidationErrors(err)) {
+    const issues = err.validation.map((v) => ({
+      where: (err as FastifyError).validationContext ?? "request",
+      path: v.instancePath,
+      message: v.message ?? "invalid",
+    }));
+    const first = issues[0];
+    return new AppError(
+      "VALIDATION_FAILED",
+      first ? `${first.where}${first.path.replaceAll("/", ".")}: ${first.message}` : "invalid request",
+      { issues },
+    );
+  }
+  if (isResponseSerializationError(err)) {
+    log.error({ err }, "response failed its schema");
+    return new AppError("INTERNAL", "internal error");
+  }
+  const code = (err as FastifyError).code;
+  const byFastifyCode: Record<string, ErrorCode> = {
+    FST_ERR_CTP_BODY_TOO_LARGE: "PAYLOAD_TOO_LARGE",
+    FST_ERR_CTP_INVALID_MEDIA_TYPE: "UNSUPPORTED_MEDIA_TYPE",
+    FST_ERR_CTP_INVALID_CONTENT_LENGTH: "VALIDATION_FAILED",
+    FST_ERR_CTP_EMPTY_JSON_BODY: "VALIDATION_FAILED",
+    FST_ERR_CTP_INVALID_JSON_BODY: "VALIDATION_FAILED",
+  };
+  const mapped = code === undefined ? undefined : byFastifyCode[code];
+  if (mapped) return new AppError(mapped, err.message);
+  if (code === "SQLITE_CONSTRAINT_UNIQUE") return new AppError("CONFLICT", "the request conflicts with stored data");
+  const status = (err as FastifyError).statusCode;
+  if (status === 400 || err instanceof SyntaxError) return new AppError("VALIDATION_FAILED", "malformed request body");
+  if (status === 429) return new AppError("RATE_LIMITED", err.message);
+  log.error({ err }, "unhandled error");
+  return new AppError("INTERNAL", "internal error");
+}
+
+function errorCodesDescription(): string {
+  const rows = Object.entries(ERROR_CODES).map(([code, v]) => `| ${code} | ${v.status} | ${v.description} |`);
+  return [
+    "REST API of the device mesh control service. Every error answers `{\"error\": {\"code\", \"message\", \"details\"?}}` with one of these codes:",
+    "",
+    "| code | HTTP status | meaning |",
+    "|---|---|---|",
+    ...rows,
+  ].join("\n");
+}

@@ -1,0 +1,45 @@
+import { z } from "zod";
+import { isoTime } from "../../clock.js";
+import type { AuthService } from "../../services/auth.service.js";
+import { bearerToken, type App } from "../app.js";
+import { errorResponses, loginBody } from "../schemas.js";
+
+/** Admin login and logout (DESIGN §3 Admin auth, §5). */
+export async function authRoutes(app: App, opts: { auth: AuthService }): Promise<void> {
+  app.post(
+    "/api/v1/auth/login",
+    {
+      config: { auth: "public" },
+      schema: {
+        tags: ["auth"],
+        summary: "Exchange the admin password for a bearer access token",
+        security: [],
+        body: loginBody,
+        response: {
+          200: z.object({ access_token: z.string(), token_type: z.literal("Bearer"), expires_at: z.string() }),
+          ...errorResponses(),
+        },
+      },
+    },
+    async (req) => {
+      const { accessToken, expiresAt } = await opts.auth.login(req.body.password);
+      return { access_token: accessToken, token_type: "Bearer" as const, expires_at: isoTime(expiresAt) };
+    },
+  );
+
+  app.post(
+    "/api/v1/auth/logout",
+    {
+      schema: {
+        tags: ["auth"],
+        summary: "End the presented bearer token's session",
+        response: { 204: z.null(), ...errorResponses() },
+      },
+    },
+    async (req, reply) => {
+      const token = bearerToken(req);
+      if (token !== undefined) await opts.auth.logout(token);
+      return reply.status(204).send(null);
+    },
+  );
+}

@@ -1,0 +1,62 @@
+import { z } from "zod";
+import type { MeshService } from "../../services/mesh.service.js";
+import type { App } from "../app.js";
+import { configParams, createPairBody, errorResponses, meshPairResponse, pairParams, updatePairBody } from "../schemas.js";
+
+/** Mesh pairs with their connection integrity (DESIGN §5). */
+export async function meshPairsRoutes(app: App, opts: { mesh: MeshService }): Promise<void> {
+  const { mesh } = opts;
+  const tags = ["mesh pairs"];
+
+  app.get(
+    "/api/v1/configs/:config_id/mesh-pairs",
+    {
+      schema: {
+        tags,
+        summary: "List mesh pairs with connection integrity",
+        params: configParams,
+        response: { 200: z.object({ mesh_pairs: z.array(meshPairResponse) }), ...errorResponses(404) },
+      },
+    },
+    async (req) => ({ mesh_pairs: await mesh.listPairs(req.params.config_id) }),
+  );
+
+  app.post(
+    "/api/v1/configs/:config_id/mesh-pairs",
+    {
+      schema: {
+        tags,
+        summary: "Pair two nodes of the config",
+        params: configParams,
+        body: createPairBody,
+        response: { 201: meshPairResponse, ...errorResponses(404, 409) },
+      },
+    },
+    async (req, reply) => reply.status(201).send(await mesh.createPair(req.params.config_id, req.body)),
+  );
+
+  app.patch(
+    "/api/v1/configs/:config_id/mesh-pairs/:pair_id",
+    {
+      schema: {
+        tags,
+        summary: "Enable or disable a mesh pair",
+        params: pairParams,
+        body: updatePairBody,
+        response: { 200: meshPairResponse, ...errorResponses(404) },
+      },
+    },
+    async (req) => mesh.updatePair(req.params.config_id, req.params.pair_id, req.body),
+  );
+
+  app.delete(
+    "/api/v1/configs/:config_id/mesh-pairs/:pair_id",
+    {
+      schema: { tags, summary: "Delete a mesh pair", params: pairParams, response: { 204: z.null(), ...errorResponses(404) } },
+    },
+    async (req, reply) => {
+      await mesh.deletePair(req.params.config_id, req.params.pair_id);
+      return reply.status(204).send(null);
+    },
+  );
+}

@@ -1,0 +1,169 @@
+import { z } from "zod";
+import { isoTime, type Clock } from "../../clock.js";
+import type { DownloadsService } from "../../services/downloads.service.js";
+import type { MeshService } from "../../services/mesh.service.js";
+import type { App } from "../app.js";
+import {
+  createNodeBody,
+  downloadQuery,
+  downloadTokenResponse,
+  errorResponses,
+  nodeParams,
+  nodeResponse,
+  stagedConfigResponse,
+  configParams,
+  updateNodeBody,
+} from "../schemas.js";
+
+/** The resource id a node config download token is bound to (spec §2.1: config_id + node_id). */
+export function nodeConfigResource(configId: string, nodeId: string): string {
+  return `${configId}/${nodeId}`;
+}
+
+/** The path behind `download_path` of a node config download (spec §4 rows 1–2). */
+export function nodeConfigDownloadPath(configId: string, nodeId: string): string {
+  return `/api/v1/configs/${configId}/nodes/${nodeId}/config/download`;
+}
+
+/** Nodes, their staged config, and node config downloads (DESIGN §5; spec §4 rows 1–2, rule 1). */
+export async function nodesRoutes(
+  app: App,
+  opts: { mesh: MeshService; downloads: DownloadsService; clock: Clock },
+): Promise<void> {
+  const { mesh, downloads } = opts;
+  const tags = ["nodes"];
+
+  app.get(
+    "/api/v1/configs/:config_id/nodes",
+    {
+      schema: {
+        tags,
+        summary: "List the nodes of a config",
+        params: configParams,
+        response: { 200: z.object({ nodes: z.array(nodeResponse) }), ...errorResponses(404) },
+      },
+    },
+    async (req) => ({ nodes: await mesh.listNodes(req.params.config_id) }),
+  );
+
+  app.post(
+    "/api/v1/configs/:config_id/nodes",
+    {
+      schema: {
+        tags,
+        summary: "Create a node; it is paired with every existing node unless auto_pair is false",
+        params: configParams,
+        body: createNodeBody,
+        response: { 201: nodeResponse, ...errorResponses(404, 409) },
+      },
+    },
+    async (req, reply) => reply.status(201).send(await mesh.createNode(req.params.config_id, req.body)),
+  );
+
+  app.get(
+    "/api/v1/configs/:config_id/nodes/:node_id",
+    { schema: { tags, summary: "A node", params: nodeParams, response: { 200: nodeResponse, ...errorResponses(404) } } },
+    async (req) => mesh.getNode(req.params.config_id, req.params.node_id),
+  );
+
+  app.patch(
+    "/api/v1/configs/:config_id/nodes/:node_id",
+    {
+      schema: {
+        tags,
+        summary: "Change a node",
+        params: nodeParams,
+        body: updateNodeBody,
+        response: { 200: nodeResponse, ...errorResponses(404, 409) },
+      },
+    },
+    async (req) => mesh.updateNode(req.params.config_id, req.params.node_id, req.body),
+  );
+
+  app.delete(
+    "/api/v1/configs/:config_id/nodes/:node_id",
+    {
+      schema: {
+        tags,
+        summary: "Delete a node with its mesh pairs, port forwards and download tokens",
+        params: nodeParams,
+        response: { 204: z.null(), ...errorResponses(404) },
+      },
+    },
+    async (req, reply) => {
+      await mesh.deleteNode(req.params.config_id, req.params.node_id);
+      return reply.status(204).send(null);
+    },
+  );
+
+  app.get(
+    "/api/v1/configs/:config_id/nodes/:node_id/config",
+    {
+      schema: {
+        tags,
+        summary: "The node's staged config (holds its private key; admin only)",
+        params: nodeParams,
+        response: { 200: stagedConfigResponse, ...errorResponses(404) },
+      },
+    },
+    async (req) => {
+      const staged = await mesh.getStagedConfig(req.params.config_id, req.params.node_id);
+      return {
+        config_id: staged.node.config_id,
+        node_id: staged.node.node_id,
+        config_version: staged.config_version,
+        config_sha256: staged.config_sha256,
+        config_text: staged.config_text,
+      };
+    },
+  );
+
+  app.post(
+    "/api/v1/configs/:config_id/nodes/:node_id/download-token",
+    {
+      schema: {
+        tags,
+        summary: "Issue a 5-minute token that downloads this node's config (spec §4 rule 1)",
+        params: nodeParams,
+        response: { 200: downloadTokenResponse, ...errorResponses(404) },
+      },
+    },
+    async (req) => {
+      const { config_id, node_id } = req.params;
+      await mesh.getNode(config_id, node_id); // 404 for unknown nodes
+      const issued = await downloads.issue("node_config", nodeConfigResource(config_id, node_id));
+      return {
+        download_path: `${nodeConfigDownloadPath(config_id, node_id)}?download_token=${encodeURIComponent(issued.token)}`,
+        download_token: issued.token,
+        download_token_expires_at: isoTime(issued.expiresAt),
+      };
+    },
+  );
+
+  app.get(
+    "/api/v1/configs/:config_id/nodes/:node_id/config/download",
+    {
+      config: { auth: "public" },
+      schema: {
+        tags,
+        summary: "Download the node's config text with a download token (no admin session)",
+        security: [],
+        params: nodeParams,
+        querystring: downloadQuery,
+        response: { 200: z.string().describe("config text (text/plain)"), ...errorResponses(403, 404) },
+      },
+    },
+    async (req, reply) => {
+      const { config_id, node_id } = req.params;
+      // Token first: an unauthenticated caller learns nothing about which nodes exist.
+      await downloads.verify(req.query.download_token, "node_config", nodeConfigResource(config_id, node_id));
+      const staged = await mesh.getStagedConfig(config_id, node_id);
+      return reply
+        .status(200)
+        .header("content-type", "text/plain; charset=utf-8")
+        .header("content-disposition", `attachment; filename="${staged.node.interface_name}.conf"`)
+        .header("cache-control", "no-store")
+        .send(staged.config_text);
+    },
+  );
+}

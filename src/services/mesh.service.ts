@@ -1,0 +1,533 @@
+import type { Clock } from "../clock.js";
+import { allocateAddress, isHostAddress, parseNetworkCidr } from "../domain/address-pool.js";
+import { generateAwgParams } from "../domain/awg.js";
+import { generateKeyPair } from "../domain/keys.js";
+import { AppError } from "../errors.js";
+import { newId } from "../protocol/ids.js";
+import * as configsRepo from "../store/configs.repository.js";
+import type { Db, Store } from "../store/db.js";
+import * as pairsRepo from "../store/mesh-pairs.repository.js";
+import * as nodesRepo from "../store/nodes.repository.js";
+import * as forwardsRepo from "../store/port-forwards.repository.js";
+import type { ConfigRow, NodeRow } from "../store/schema.js";
+import { restageConfig } from "../store/staging.js";
+import * as tokensRepo from "../store/tokens.repository.js";
+import {
+  configView,
+  meshPairView,
+  nodeView,
+  portForwardView,
+  type ConfigView,
+  type MeshPairView,
+  type NodeView,
+  type PortForwardView,
+} from "./views.js";
+
+/** Default WireGuard listen port when a node has a public address but no port (DESIGN decision, docs/decisions.md). */
+export const DEFAULT_LISTEN_PORT = 51820;
+/** Default profile interface name. */
+export const DEFAULT_INTERFACE_NAME = "svc0";
+
+export interface CreateConfigInput {
+  name: string;
+  tunnel_protocol: "wireguard" | "awg_2";
+  network_cidr: string;
+}
+
+export interface UpdateConfigInput {
+  name?: string | undefined;
+  tunnel_protocol?: "wireguard" | "awg_2" | undefined;
+  network_cidr?: string | undefined;
+}
+
+export interface CreateNodeInput {
+  name: string;
+  mode: "static" | "dynamic";
+  address?: string | undefined;
+  public_address?: string | null | undefined;
+  listen_port?: number | null | undefined;
+  interface_name?: string | undefined;
+  tags?: string[] | undefined;
+  auto_pair?: boolean | undefined;
+}
+
+export interface UpdateNodeInput {
+  name?: string | undefined;
+  mode?: "static" | "dynamic" | undefined;
+  public_address?: string | null | undefined;
+  listen_port?: number | null | undefined;
+  interface_name?: string | undefined;
+  tags?: string[] | undefined;
+}
+
+export interface PortForwardInput {
+  protocol: "tcp" | "udp";
+  listen_port: number;
+  target_address: string;
+  target_port: number;
+  enabled?: boolean | undefined;
+}
+
+export interface ConfigDetailView extends ConfigView {
+  nodes: NodeView[];
+  tags: TagView[];
+}
+
+export interface TagView {
+  tag: string;
+  node_ids: string[];
+}
+
+export interface MeshServiceDeps {
+  store: Store;
+  clock: Clock;
+  /** spec §1.7 feature switch. */
+  mqttEnabled: boolean;
+}
+
+/**
+ * Configs, nodes, mesh pairs, port forwards and tags: every write runs in one transaction,
+ * validates against stored state, and re-stages the affected node configs (DESIGN §3 Config
+ * versions) before it commits. Throws {@link AppError} with `NOT_FOUND`, `CONFLICT`,
+ * `VALIDATION_FAILED`, `ADDRESS_POOL_EXHAUSTED` or `MQTT_DISABLED`.
+ */
+export class MeshService {
+  readonly #store: Store;
+  readonly #clock: Clock;
+  readonly #mqttEnabled: boolean;
+
+  constructor(deps: MeshServiceDeps) {
+    this.#store = deps.store;
+    this.#clock = deps.clock;
+    this.#mqttEnabled = deps.mqttEnabled;
+  }
+
+  // ---- configs -------------------------------------------------------------------------
+
+  async listConfigs(): Promise<ConfigView[]> {
+    return (await configsRepo.listConfigs(this.#store.db)).map(configView);
+  }
+
+  async getConfig(configId: string): Promise<ConfigDetailView> {
+    const db = this.#store.db;
+    const config = await requireConfig(db, configId);
+    const nodes = await this.#nodeViews(db, configId);
+    return { ...configView(config), nodes, tags: tagViews(nodes) };
+  }
+
+  async createConfig(input: CreateConfigInput): Promise<ConfigView> {
+    const { cidr } = parseNetworkCidr(input.network_cidr);
+    const now = this.#clock.now();
+    return this.#store.transaction(async (trx) => {
+      if (await configsRepo.findConfigByName(trx, input.name)) {
+        throw new AppError("CONFLICT", `a config named "${input.name}" already exists`, { field: "name" });
+      }
+      const row: ConfigRow = {
+        config_id: newId("cfg"),
+        name: input.name,
+        tunnel_protocol: input.tunnel_protocol,
+        network_cidr: cidr,
+        // Generated once per config, so every peer of the mesh agrees (DESIGN §3 awg_2); kept
+        // even while the config runs plain WireGuard, so switching back and forth is stable.
+        awg_params: JSON.stringify(generateAwgParams()),
+        created_at: now,
+        updated_at: now,
+      };
+      await configsRepo.insertConfig(trx, row);
+      return configView(row);
+    });
+  }
+
+  async updateConfig(configId: string, input: UpdateConfigInput): Promise<ConfigView> {
+    const now = this.#clock.now();
+    return this.#store.transaction(async (trx) => {
+      const config = await requireConfig(trx, configId);
+      const patch: Partial<ConfigRow> = { updated_at: now };
+      if (input.name !== undefined && input.name !== config.name) {
+        const other = await configsRepo.findConfigByName(trx, input.name);
+        if (other && other.config_id !== configId) {
+          throw new AppError("CONFLICT", `a config named "${input.name}" already exists`, { field: "name" });
+        }
+        patch.name = input.name;
+      }
+      if (input.tunnel_protocol !== undefined) patch.tunnel_protocol = input.tunnel_protocol;
+      if (input.network_cidr !== undefined) {
+        const { cidr } = parseNetworkCidr(input.network_cidr);
+        if (cidr !== config.network_cidr) {
+          if ((await nodesRepo.countNodes(trx, configId)) > 0) {
+            throw new AppError("CONFLICT", "network_cidr cannot change while the config has nodes", {
+              field: "network_cidr",
+            });
+          }
+          patch.network_cidr = cidr;
+        }
+      }
+      await configsRepo.updateConfig(trx, configId, patch);
+      await restageConfig(trx, configId, now);
+      return configView({ ...config, ...patch });
+    });
+  }
+
+  async deleteConfig(configId: string): Promise<void> {
+    await this.#store.transaction(async (trx) => {
+      await requireConfig(trx, configId);
+      for (const node of await nodesRepo.listNodes(trx, configId)) {
+        await tokensRepo.deleteDownloadTokensOf(trx, "node_config", `${configId}/${node.node_id}`);
+      }
+      await configsRepo.deleteConfig(trx, configId);
+    });
+  }
+
+  // ---- nodes ---------------------------------------------------------------------------
+
+  async listNodes(configId: string): Promise<NodeView[]> {
+    await requireConfig(this.#store.db, configId);
+    return this.#nodeViews(this.#store.db, configId);
+  }
+
+  async getNode(configId: string, nodeId: string): Promise<NodeView> {
+    return this.#nodeView(this.#store.db, await requireNode(this.#store.db, configId, nodeId));
+  }
+
+  async createNode(configId: string, input: CreateNodeInput): Promise<NodeView> {
+    if (input.mode === "dynamic" && !this.#mqttEnabled) {
+      throw new AppError("MQTT_DISABLED", "creating a dynamic node needs MQTT services (spec §1.7)");
+    }
+    const now = this.#clock.now();
+    return this.#store.transaction(async (trx) => {
+      const config = await requireConfig(trx, configId);
+      if (await nodesRepo.findNodeByName(trx, configId, input.name)) {
+        throw new AppError("CONFLICT", `a node named "${input.name}" already exists in this config`, { field: "name" });
+      }
+      const used = await nodesRepo.listNodeAddresses(trx, configId);
+      let address: string;
+      if (input.address !== undefined) {
+        if (!isHostAddress(input.address, config.network_cidr)) {
+          throw new AppError("VALIDATION_FAILED", `address must be a host address inside ${config.network_cidr}`, {
+            field: "address",
+          });
+        }
+        if (used.includes(input.address)) {
+          throw new AppError("CONFLICT", `address ${input.address} is already used in this config`, { field: "address" });
+        }
+        address = input.address;
+      } else {
+        address = allocateAddress(config.network_cidr, used);
+      }
+      const publicAddress = input.public_address ?? null;
+      const keys = generateKeyPair();
+      const row: NodeRow = {
+        node_id: newId("node"),
+        config_id: configId,
+        name: input.name,
+        mode: input.mode,
+        interface_name: input.interface_name ?? DEFAULT_INTERFACE_NAME,
+        address,
+        public_address: publicAddress,
+        listen_port: input.listen_port ?? (publicAddress !== null ? DEFAULT_LISTEN_PORT : null),
+        private_key: keys.privateKey,
+        public_key: keys.publicKey,
+        staged_config_version: 0,
+        staged_config_sha256: null,
+        staged_config_text: null,
+        confirmed_config_version: null,
+        confirmed_config_sha256: null,
+        created_at: now,
+        updated_at: now,
+      };
+      const existing = await nodesRepo.listNodes(trx, configId);
+      await nodesRepo.insertNode(trx, row, now);
+      await nodesRepo.replaceNodeTags(trx, row.node_id, dedupe(input.tags ?? []));
+      if (input.auto_pair !== false) {
+        for (const other of existing) {
+          const [a, b] = pairsRepo.orderPair(row.node_id, other.node_id);
+          await pairsRepo.insertPair(trx, {
+            pair_id: newId("pair"),
+            config_id: configId,
+            node_a: a,
+            node_b: b,
+            enabled: 1,
+            created_at: now,
+            updated_at: now,
+          });
+        }
+      }
+      await touchConfig(trx, configId, now);
+      await restageConfig(trx, configId, now);
+      return this.#nodeView(trx, await requireNode(trx, configId, row.node_id));
+    });
+  }
+
+  async updateNode(configId: string, nodeId: string, input: UpdateNodeInput): Promise<NodeView> {
+    if (input.mode === "dynamic" && !this.#mqttEnabled) {
+      throw new AppError("MQTT_DISABLED", "making a node dynamic needs MQTT services (spec §1.7)");
+    }
+    const now = this.#clock.now();
+    return this.#store.transaction(async (trx) => {
+      const node = await requireNode(trx, configId, nodeId);
+      const patch: Partial<NodeRow> = { updated_at: now };
+      if (input.name !== undefined && input.name !== node.name) {
+        const other = await nodesRepo.findNodeByName(trx, configId, input.name);
+        if (other && other.node_id !== nodeId) {
+          throw new AppError("CONFLICT", `a node named "${input.name}" already exists in this config`, {
+            field: "name",
+          });
+        }
+        patch.name = input.name;
+      }
+      if (input.mode !== undefined) patch.mode = input.mode;
+      if (input.interface_name !== undefined) patch.interface_name = input.interface_name;
+      if (input.public_address !== undefined) patch.public_address = input.public_address;
+      if (input.listen_port !== undefined) patch.listen_port = input.listen_port;
+      const publicAddress = patch.public_address !== undefined ? patch.public_address : node.public_address;
+      const listenPort = patch.listen_port !== undefined ? patch.listen_port : node.listen_port;
+      if (publicAddress !== null && listenPort === null) patch.listen_port = DEFAULT_LISTEN_PORT;
+      await nodesRepo.updateNode(trx, nodeId, patch);
+      if (input.tags !== undefined) await nodesRepo.replaceNodeTags(trx, nodeId, dedupe(input.tags));
+      await touchConfig(trx, configId, now);
+      await restageConfig(trx, configId, now);
+      return this.#nodeView(trx, await requireNode(trx, configId, nodeId));
+    });
+  }
+
+  async deleteNode(configId: string, nodeId: string): Promise<void> {
+    const now = this.#clock.now();
+    await this.#store.transaction(async (trx) => {
+      await requireNode(trx, configId, nodeId);
+      await tokensRepo.deleteDownloadTokensOf(trx, "node_config", `${configId}/${nodeId}`);
+      await nodesRepo.deleteNode(trx, nodeId);
+      await touchConfig(trx, configId, now);
+      await restageConfig(trx, configId, now);
+    });
+  }
+
+  /** The staged config of a node (admin only: it holds the private key). */
+  async getStagedConfig(
+    configId: string,
+    nodeId: string,
+  ): Promise<{ node: NodeRow; config_version: number; config_sha256: string; config_text: string }> {
+    const node = await requireNode(this.#store.db, configId, nodeId);
+    if (node.staged_config_text === null || node.staged_config_sha256 === null) {
+      // Every write re-stages, so this only happens on a database edited by hand.
+      throw new AppError("NOT_FOUND", "the node has no staged config");
+    }
+    return {
+      node,
+      config_version: node.staged_config_version,
+      config_sha256: node.staged_config_sha256,
+      config_text: node.staged_config_text,
+    };
+  }
+
+  // ---- mesh pairs ----------------------------------------------------------------------
+
+  async listPairs(configId: string): Promise<MeshPairView[]> {
+    const db = this.#store.db;
+    await requireConfig(db, configId);
+    const nodes = byId(await nodesRepo.listNodes(db, configId));
+    return (await pairsRepo.listPairs(db, configId)).map((p) => meshPairView(p, nodes));
+  }
+
+  async createPair(configId: string, input: { node_a: string; node_b: string; enabled?: boolean | undefined }): Promise<MeshPairView> {
+    if (input.node_a === input.node_b) {
+      throw new AppError("VALIDATION_FAILED", "a mesh pair needs two different nodes", { field: "node_b" });
+    }
+    const now = this.#clock.now();
+    return this.#store.transaction(async (trx) => {
+      await requireConfig(trx, configId);
+      await requireNode(trx, configId, input.node_a);
+      await requireNode(trx, configId, input.node_b);
+      if (await pairsRepo.findPairByNodes(trx, input.node_a, input.node_b)) {
+        throw new AppError("CONFLICT", "these nodes are already paired");
+      }
+      const [a, b] = pairsRepo.orderPair(input.node_a, input.node_b);
+      const row = {
+        pair_id: newId("pair"),
+        config_id: configId,
+        node_a: a,
+        node_b: b,
+        enabled: input.enabled === false ? 0 : 1,
+        created_at: now,
+        updated_at: now,
+      };
+      await pairsRepo.insertPair(trx, row);
+      await touchConfig(trx, configId, now);
+      await restageConfig(trx, configId, now);
+      return meshPairView(row, byId(await nodesRepo.listNodes(trx, configId)));
+    });
+  }
+
+  async updatePair(configId: string, pairId: string, input: { enabled: boolean }): Promise<MeshPairView> {
+    const now = this.#clock.now();
+    return this.#store.transaction(async (trx) => {
+      const pair = await requirePair(trx, configId, pairId);
+      await pairsRepo.setPairEnabled(trx, pairId, input.enabled, now);
+      await touchConfig(trx, configId, now);
+      await restageConfig(trx, configId, now);
+      return meshPairView(
+        { ...pair, enabled: input.enabled ? 1 : 0, updated_at: now },
+        byId(await nodesRepo.listNodes(trx, configId)),
+      );
+    });
+  }
+
+  async deletePair(configId: string, pairId: string): Promise<void> {
+    const now = this.#clock.now();
+    await this.#store.transaction(async (trx) => {
+      await requirePair(trx, configId, pairId);
+      await pairsRepo.deletePair(trx, pairId);
+      await touchConfig(trx, configId, now);
+      await restageConfig(trx, configId, now);
+    });
+  }
+
+  // ---- port forwards -------------------------------------------------------------------
+
+  async listPortForwards(configId: string, nodeId: string): Promise<PortForwardView[]> {
+    const db = this.#store.db;
+    await requireNode(db, configId, nodeId);
+    return (await forwardsRepo.listPortForwards(db, nodeId)).map(portForwardView);
+  }
+
+  async createPortForward(configId: string, nodeId: string, input: PortForwardInput): Promise<PortForwardView> {
+    const now = this.#clock.now();
+    return this.#store.transaction(async (trx) => {
+      await requireNode(trx, configId, nodeId);
+      if (await forwardsRepo.findPortForwardByPort(trx, nodeId, input.protocol, input.listen_port)) {
+        throw new AppError("CONFLICT", `${input.protocol} port ${input.listen_port} is already forwarded on this node`, {
+          field: "listen_port",
+        });
+      }
+      const row = {
+        forward_id: newId("pf"),
+        node_id: nodeId,
+        protocol: input.protocol,
+        listen_port: input.listen_port,
+        target_address: input.target_address,
+        target_port: input.target_port,
+        enabled: input.enabled === false ? 0 : 1,
+        created_at: now,
+        updated_at: now,
+      };
+      await forwardsRepo.insertPortForward(trx, row);
+      await touchConfig(trx, configId, now);
+      await restageConfig(trx, configId, now);
+      return portForwardView(row);
+    });
+  }
+
+  async updatePortForward(
+    configId: string,
+    nodeId: string,
+    forwardId: string,
+    input: Partial<PortForwardInput>,
+  ): Promise<PortForwardView> {
+    const now = this.#clock.now();
+    return this.#store.transaction(async (trx) => {
+      await requireNode(trx, configId, nodeId);
+      const current = await forwardsRepo.findPortForward(trx, nodeId, forwardId);
+      if (!current) throw new AppError("NOT_FOUND", `port forward ${forwardId} not found`);
+      const next = {
+        ...current,
+        ...(input.protocol !== undefined ? { protocol: input.protocol } : {}),
+        ...(input.listen_port !== undefined ? { listen_port: input.listen_port } : {}),
+        ...(input.target_address !== undefined ? { target_address: input.target_address } : {}),
+        ...(input.target_port !== undefined ? { target_port: input.target_port } : {}),
+        ...(input.enabled !== undefined ? { enabled: input.enabled ? 1 : 0 } : {}),
+        updated_at: now,
+      };
+      const clash = await forwardsRepo.findPortForwardByPort(trx, nodeId, next.protocol, next.listen_port);
+      if (clash && clash.forward_id !== forwardId) {
+        throw new AppError("CONFLICT", `${next.protocol} port ${next.listen_port} is already forwarded on this node`, {
+          field: "listen_port",
+        });
+      }
+      await forwardsRepo.updatePortForward(trx, forwardId, next);
+      await touchConfig(trx, configId, now);
+      await restageConfig(trx, configId, now);
+      return portForwardView(next);
+    });
+  }
+
+  async deletePortForward(configId: string, nodeId: string, forwardId: string): Promise<void> {
+    const now = this.#clock.now();
+    await this.#store.transaction(async (trx) => {
+      await requireNode(trx, configId, nodeId);
+      if (!(await forwardsRepo.findPortForward(trx, nodeId, forwardId))) {
+        throw new AppError("NOT_FOUND", `port forward ${forwardId} not found`);
+      }
+      await forwardsRepo.deletePortForward(trx, forwardId);
+      await touchConfig(trx, configId, now);
+      await restageConfig(trx, configId, now);
+    });
+  }
+
+  // ---- tags ----------------------------------------------------------------------------
+
+  async listTags(configId: string): Promise<TagView[]> {
+    await requireConfig(this.#store.db, configId);
+    return tagViews(await this.#nodeViews(this.#store.db, configId));
+  }
+
+  // ---- helpers -------------------------------------------------------------------------
+
+  async #nodeViews(db: Db, configId: string): Promise<NodeView[]> {
+    const [nodes, tags, clients] = await Promise.all([
+      nodesRepo.listNodes(db, configId),
+      nodesRepo.listTagsByNode(db, configId),
+      nodesRepo.listClientStates(db, configId),
+    ]);
+    return nodes.map((n) => nodeView(n, tags.get(n.node_id) ?? [], clients.get(n.node_id), this.#mqttEnabled));
+  }
+
+  async #nodeView(db: Db, node: NodeRow): Promise<NodeView> {
+    const [tags, clients] = await Promise.all([
+      nodesRepo.listTagsByNode(db, node.config_id),
+      nodesRepo.listClientStates(db, node.config_id),
+    ]);
+    return nodeView(node, tags.get(node.node_id) ?? [], clients.get(node.node_id), this.#mqttEnabled);
+  }
+}
+
+async function requireConfig(db: Db, configId: string): Promise<ConfigRow> {
+  const config = await configsRepo.findConfig(db, configId);
+  if (!config) throw new AppError("NOT_FOUND", `config ${configId} not found`);
+  return config;
+}
+
+/** @throws AppError NOT_FOUND when the node is not in that config */
+export async function requireNode(db: Db, configId: string, nodeId: string): Promise<NodeRow> {
+  const node = await nodesRepo.findNode(db, configId, nodeId);
+  if (!node) {
+    await requireConfig(db, configId);
+    throw new AppError("NOT_FOUND", `node ${nodeId} not found in config ${configId}`);
+  }
+  return node;
+}
+
+async function requirePair(db: Db, configId: string, pairId: string) {
+  const pair = await pairsRepo.findPair(db, configId, pairId);
+  if (!pair) {
+    await requireConfig(db, configId);
+    throw new AppError("NOT_FOUND", `mesh pair ${pairId} not found in config ${configId}`);
+  }
+  return pair;
+}
+
+async function touchConfig(db: Db, configId: string, now: number): Promise<void> {
+  await configsRepo.updateConfig(db, configId, { updated_at: now });
+}
+
+function byId(nodes: readonly NodeRow[]): Map<string, NodeRow> {
+  return new Map(nodes.map((n) => [n.node_id, n]));
+}
+
+function dedupe(tags: readonly string[]): string[] {
+  return [...new Set(tags)].sort();
+}
+
+function tagViews(nodes: readonly NodeView[]): TagView[] {
+  const out = new Map<string, string[]>();
+  for (const n of nodes) for (const t of n.tags) out.set(t, [...(out.get(t) ?? []), n.node_id]);
+  return [...out.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([tag, node_ids]) => ({ tag, node_ids }));
+}

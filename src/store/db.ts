@@ -1,0 +1,86 @@
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import SQLite from "better-sqlite3";
+import { Kysely, Migrator, SqliteDialect, type MigrationProvider, type Transaction } from "kysely";
+import type { Logger } from "../logger.js";
+import { migrations } from "./migrations.js";
+import type { Database } from "./schema.js";
+
+/** A Kysely handle usable both outside and inside a transaction. */
+export type Db = Kysely<Database>;
+export type Trx = Transaction<Database>;
+
+/** Registers work to run after the surrounding transaction commits (SSE frames, kicks). */
+export type AfterCommit = (fn: () => void) => void;
+
+/**
+ * The one owner of the SQLite file: WAL, `busy_timeout`, foreign keys on, migrations at open,
+ * and {@link Store.transaction} with commit hooks.
+ */
+export class Store {
+  readonly sqlite: SQLite.Database;
+  readonly db: Db;
+  readonly #log: Logger;
+
+  private constructor(sqlite: SQLite.Database, log: Logger) {
+    this.sqlite = sqlite;
+    this.#log = log;
+    this.db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+  }
+
+  /**
+   * Opens (creating if needed) the database file and applies pending migrations.
+   * @param file path of the SQLite file, or ":memory:"
+   * @throws Error when a migration fails (the caller exits non-zero)
+   */
+  static async open(file: string, log: Logger): Promise<Store> {
+    if (file !== ":memory:") mkdirSync(dirname(file), { recursive: true });
+    const sqlite = new SQLite(file);
+    sqlite.pragma("journal_mode = WAL");
+    sqlite.pragma("busy_timeout = 5000");
+    sqlite.pragma("foreign_keys = ON");
+    sqlite.pragma("synchronous = NORMAL");
+    const store = new Store(sqlite, log);
+    try {
+      await store.migrate();
+    } catch (err) {
+      await store.close();
+      throw err;
+    }
+    return store;
+  }
+
+  /** Applies pending migrations. @throws Error naming the failed migration. */
+  async migrate(): Promise<void> {
+    const provider: MigrationProvider = { getMigrations: async () => migrations };
+    const { error, results } = await new Migrator({ db: this.db, provider }).migrateToLatest();
+    for (const r of results ?? []) {
+      if (r.status === "Success") this.#log.info({ migration: r.migrationName }, "migration applied");
+      if (r.status === "Error") this.#log.error({ migration: r.migrationName }, "migration failed");
+    }
+    if (error) throw new Error(`database migration failed: ${error instanceof Error ? error.message : String(error)}`);
+  }
+
+  /**
+   * Runs `fn` in one transaction. Callbacks registered with `afterCommit` run, in order, only
+   * after the commit succeeded; on rollback they are dropped. An error thrown by `fn` rolls back
+   * and is rethrown.
+   */
+  async transaction<T>(fn: (trx: Trx, afterCommit: AfterCommit) => Promise<T>): Promise<T> {
+    const hooks: Array<() => void> = [];
+    const result = await this.db.transaction().execute((trx) => fn(trx, (h) => hooks.push(h)));
+    for (const h of hooks) {
+      try {
+        h();
+      } catch (err) {
+        this.#log.error({ err }, "after-commit hook failed");
+      }
+    }
+    return result;
+  }
+
+  /** Closes the database. */
+  async close(): Promise<void> {
+    await this.db.destroy();
+  }
+}

@@ -1,0 +1,141 @@
+import { sql, type Kysely, type Migration } from "kysely";
+
+/**
+ * In-code migrations, applied in name order at start. A released migration is frozen: change
+ * the schema only by adding a new one. A failing migration throws; `main.ts` then exits
+ * non-zero.
+ */
+export const migrations: Record<string, Migration> = {
+  "0001_init": {
+    // Kysely<any> is the documented type for migrations: they must not depend on today's types.
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    async up(db: Kysely<any>): Promise<void> {
+      const t = (strings: TemplateStringsArray) => sql.raw(strings.join("")).execute(db);
+      await t`CREATE TABLE settings_kv (
+        key TEXT PRIMARY KEY NOT NULL,
+        value TEXT NOT NULL,
+        updated_at INTEGER NOT NULL
+      ) STRICT`;
+      await t`CREATE TABLE admin_sessions (
+        token_hash TEXT PRIMARY KEY NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL
+      ) STRICT`;
+      await t`CREATE TABLE configs (
+        config_id TEXT PRIMARY KEY NOT NULL,
+        name TEXT NOT NULL UNIQUE COLLATE NOCASE,
+        tunnel_protocol TEXT NOT NULL CHECK (tunnel_protocol IN ('wireguard', 'awg_2')),
+        network_cidr TEXT NOT NULL,
+        awg_params TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+      ) STRICT`;
+      await t`CREATE TABLE nodes (
+        node_id TEXT PRIMARY KEY NOT NULL,
+        config_id TEXT NOT NULL REFERENCES configs(config_id) ON DELETE CASCADE,
+        name TEXT NOT NULL COLLATE NOCASE,
+        mode TEXT NOT NULL CHECK (mode IN ('static', 'dynamic')),
+        interface_name TEXT NOT NULL,
+        address TEXT NOT NULL,
+        public_address TEXT,
+        listen_port INTEGER CHECK (listen_port BETWEEN 1 AND 65535),
+        private_key TEXT NOT NULL,
+        public_key TEXT NOT NULL,
+        staged_config_version INTEGER NOT NULL DEFAULT 0,
+        staged_config_sha256 TEXT,
+        staged_config_text TEXT,
+        confirmed_config_version INTEGER,
+        confirmed_config_sha256 TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        UNIQUE (config_id, name),
+        UNIQUE (config_id, address)
+      ) STRICT`;
+      await t`CREATE INDEX nodes_config ON nodes (config_id)`;
+      await t`CREATE TABLE node_tags (
+        node_id TEXT NOT NULL REFERENCES nodes(node_id) ON DELETE CASCADE,
+        tag TEXT NOT NULL,
+        PRIMARY KEY (node_id, tag)
+      ) STRICT`;
+      await t`CREATE TABLE node_client_state (
+        node_id TEXT PRIMARY KEY NOT NULL REFERENCES nodes(node_id) ON DELETE CASCADE,
+        client_initialized INTEGER NOT NULL DEFAULT 0 CHECK (client_initialized IN (0, 1)),
+        client_presence_state TEXT NOT NULL DEFAULT 'offline'
+          CHECK (client_presence_state IN ('online', 'dropped', 'offline')),
+        runtime_state TEXT NOT NULL DEFAULT 'unknown' CHECK (runtime_state IN ('unknown', 'running', 'stopped')),
+        last_reachable_at INTEGER,
+        last_signal_at INTEGER,
+        client_version TEXT,
+        platform TEXT,
+        hostname TEXT,
+        mqtt_username TEXT UNIQUE,
+        mqtt_password_hash TEXT,
+        boot_id TEXT,
+        session_id TEXT,
+        machine_snapshot TEXT,
+        machine_version INTEGER,
+        updated_at INTEGER NOT NULL
+      ) STRICT`;
+      await t`CREATE TABLE mesh_pairs (
+        pair_id TEXT PRIMARY KEY NOT NULL,
+        config_id TEXT NOT NULL REFERENCES configs(config_id) ON DELETE CASCADE,
+        node_a TEXT NOT NULL REFERENCES nodes(node_id) ON DELETE CASCADE,
+        node_b TEXT NOT NULL REFERENCES nodes(node_id) ON DELETE CASCADE,
+        enabled INTEGER NOT NULL DEFAULT 1 CHECK (enabled IN (0, 1)),
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        CHECK (node_a < node_b),
+        UNIQUE (node_a, node_b)
+      ) STRICT`;
+      await t`CREATE INDEX mesh_pairs_config ON mesh_pairs (config_id)`;
+      await t`CREATE INDEX mesh_pairs_node_b ON mesh_pairs (node_b)`;
+      await t`CREATE TABLE port_forwards (
+        forward_id TEXT PRIMARY KEY NOT NULL,
+        node_id TEXT NOT NULL REFERENCES nodes(node_id) ON DELETE CASCADE,
+        protocol TEXT NOT NULL CHECK (protocol IN ('tcp', 'udp')),
+        listen_port INTEGER NOT NULL CHECK (listen_port BETWEEN 1 AND 65535),
+        target_address TEXT NOT NULL,
+        target_port INTEGER NOT NULL CHECK (target_port BETWEEN 1 AND 65535),
+        enabled INTEGER NOT NULL DEFAULT 1 CHECK (enabled IN (0, 1)),
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        UNIQUE (node_id, protocol, listen_port)
+      ) STRICT`;
+      await t`CREATE TABLE download_tokens (
+        token_hash TEXT PRIMARY KEY NOT NULL,
+        kind TEXT NOT NULL
+          CHECK (kind IN ('node_config', 'client_artifact', 'config_bulk_package', 'snapshot_export')),
+        resource_id TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL
+      ) STRICT`;
+      await t`CREATE INDEX download_tokens_resource ON download_tokens (kind, resource_id)`;
+      await t`CREATE INDEX download_tokens_expiry ON download_tokens (expires_at)`;
+      await t`CREATE TABLE bind_tokens (
+        token_hash TEXT PRIMARY KEY NOT NULL,
+        node_id TEXT NOT NULL REFERENCES nodes(node_id) ON DELETE CASCADE,
+        state TEXT NOT NULL CHECK (state IN ('valid', 'used', 'invalidated')),
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        used_at INTEGER
+      ) STRICT`;
+      await t`CREATE INDEX bind_tokens_node ON bind_tokens (node_id)`;
+      await t`CREATE TABLE control_logs (
+        log_id INTEGER PRIMARY KEY AUTOINCREMENT,
+        node_id TEXT NOT NULL REFERENCES nodes(node_id) ON DELETE CASCADE,
+        config_id TEXT NOT NULL,
+        request_id TEXT,
+        kind TEXT NOT NULL CHECK (kind IN ('command', 'output', 'event')),
+        action TEXT,
+        status TEXT CHECK (status IN ('pending', 'accepted', 'applied', 'failed', 'timed_out')),
+        message TEXT,
+        stream TEXT,
+        output TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+      ) STRICT`;
+      await t`CREATE INDEX control_logs_node ON control_logs (node_id, created_at)`;
+      await t`CREATE INDEX control_logs_request ON control_logs (request_id)`;
+    },
+  },
+};

@@ -1,0 +1,87 @@
+import type { Db } from "./db.js";
+import type { NewNodeRow, NodeClientStateRow, NodeRow, NodeUpdate } from "./schema.js";
+
+/** Repository of `nodes`, `node_tags` and `node_client_state`. */
+
+export async function insertNode(db: Db, row: NewNodeRow, now: number): Promise<void> {
+  await db.insertInto("nodes").values(row).execute();
+  await db.insertInto("node_client_state").values({ node_id: row.node_id, updated_at: now }).execute();
+}
+
+export async function findNode(db: Db, configId: string, nodeId: string): Promise<NodeRow | undefined> {
+  return db
+    .selectFrom("nodes")
+    .selectAll()
+    .where("config_id", "=", configId)
+    .where("node_id", "=", nodeId)
+    .executeTakeFirst();
+}
+
+export async function findNodeByName(db: Db, configId: string, name: string): Promise<NodeRow | undefined> {
+  return db.selectFrom("nodes").selectAll().where("config_id", "=", configId).where("name", "=", name).executeTakeFirst();
+}
+
+export async function listNodes(db: Db, configId: string): Promise<NodeRow[]> {
+  return db.selectFrom("nodes").selectAll().where("config_id", "=", configId).orderBy("created_at").orderBy("node_id").execute();
+}
+
+export async function listNodeAddresses(db: Db, configId: string): Promise<string[]> {
+  const rows = await db.selectFrom("nodes").select("address").where("config_id", "=", configId).execute();
+  return rows.map((r) => r.address);
+}
+
+export async function countNodes(db: Db, configId: string): Promise<number> {
+  const row = await db
+    .selectFrom("nodes")
+    .select((eb) => eb.fn.countAll<number>().as("n"))
+    .where("config_id", "=", configId)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+export async function updateNode(db: Db, nodeId: string, patch: NodeUpdate): Promise<void> {
+  await db.updateTable("nodes").set(patch).where("node_id", "=", nodeId).execute();
+}
+
+export async function deleteNode(db: Db, nodeId: string): Promise<void> {
+  await db.deleteFrom("nodes").where("node_id", "=", nodeId).execute();
+}
+
+export async function replaceNodeTags(db: Db, nodeId: string, tags: readonly string[]): Promise<void> {
+  await db.deleteFrom("node_tags").where("node_id", "=", nodeId).execute();
+  if (tags.length > 0) {
+    await db
+      .insertInto("node_tags")
+      .values(tags.map((tag) => ({ node_id: nodeId, tag })))
+      .execute();
+  }
+}
+
+/** Tags of every node of a config: node_id → sorted tags. */
+export async function listTagsByNode(db: Db, configId: string): Promise<Map<string, string[]>> {
+  const rows = await db
+    .selectFrom("node_tags")
+    .innerJoin("nodes", "nodes.node_id", "node_tags.node_id")
+    .select(["node_tags.node_id", "node_tags.tag"])
+    .where("nodes.config_id", "=", configId)
+    .orderBy("node_tags.tag")
+    .execute();
+  const out = new Map<string, string[]>();
+  for (const r of rows) {
+    const list = out.get(r.node_id) ?? [];
+    list.push(r.tag);
+    out.set(r.node_id, list);
+  }
+  return out;
+}
+
+/** Client state of every node of a config: node_id → row. */
+export async function listClientStates(db: Db, configId: string): Promise<Map<string, NodeClientStateRow>> {
+  const rows = await db
+    .selectFrom("node_client_state")
+    .innerJoin("nodes", "nodes.node_id", "node_client_state.node_id")
+    .selectAll("node_client_state")
+    .where("nodes.config_id", "=", configId)
+    .execute();
+  return new Map(rows.map((r) => [r.node_id, r]));
+}

@@ -1,0 +1,164 @@
+import type { Generated, Insertable, Selectable, Updateable } from "kysely";
+
+/**
+ * Kysely table types of the SQLite store. Times are INTEGER milliseconds since the epoch;
+ * booleans are INTEGER 0/1; JSON columns are TEXT. The layout is that of migration
+ * `0001_init` (src/store/migrations.ts).
+ */
+
+export interface SettingsKvTable {
+  key: string;
+  value: string;
+  updated_at: number;
+}
+
+export interface AdminSessionsTable {
+  /** SHA-256 hex of the bearer token. */
+  token_hash: string;
+  created_at: number;
+  expires_at: number;
+}
+
+export interface ConfigsTable {
+  config_id: string;
+  name: string;
+  tunnel_protocol: "wireguard" | "awg_2";
+  network_cidr: string;
+  /** JSON of AwgParams; generated once per config (DESIGN §3 awg_2). */
+  awg_params: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface NodesTable {
+  node_id: string;
+  config_id: string;
+  name: string;
+  mode: "static" | "dynamic";
+  interface_name: string;
+  /** Tunnel address inside the config's network_cidr. */
+  address: string;
+  public_address: string | null;
+  listen_port: number | null;
+  private_key: string;
+  public_key: string;
+  /** Staged config (DESIGN §3 Config versions): 0 before the first render. */
+  staged_config_version: number;
+  staged_config_sha256: string | null;
+  staged_config_text: string | null;
+  /** What the agent last confirmed with an `applied` push ACK (spec §3.5). */
+  confirmed_config_version: number | null;
+  confirmed_config_sha256: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface NodeTagsTable {
+  node_id: string;
+  tag: string;
+}
+
+export interface NodeClientStateTable {
+  node_id: string;
+  client_initialized: Generated<number>;
+  client_presence_state: Generated<"online" | "dropped" | "offline">;
+  runtime_state: Generated<"unknown" | "running" | "stopped">;
+  last_reachable_at: number | null;
+  last_signal_at: number | null;
+  client_version: string | null;
+  platform: string | null;
+  hostname: string | null;
+  mqtt_username: string | null;
+  mqtt_password_hash: string | null;
+  boot_id: string | null;
+  session_id: string | null;
+  /** Persisted XState snapshot (JSON) and its machine version. */
+  machine_snapshot: string | null;
+  machine_version: number | null;
+  updated_at: number;
+}
+
+export interface MeshPairsTable {
+  pair_id: string;
+  config_id: string;
+  /** node_a < node_b (the store normalizes the order). */
+  node_a: string;
+  node_b: string;
+  enabled: number;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface PortForwardsTable {
+  forward_id: string;
+  node_id: string;
+  protocol: "tcp" | "udp";
+  listen_port: number;
+  target_address: string;
+  target_port: number;
+  enabled: number;
+  created_at: number;
+  updated_at: number;
+}
+
+/** Kinds of download token: the spec §2.1 file token kinds plus the node config download token. */
+export type DownloadTokenKind = "node_config" | "client_artifact" | "config_bulk_package" | "snapshot_export";
+
+export interface DownloadTokensTable {
+  token_hash: string;
+  kind: DownloadTokenKind;
+  /** `{config_id}/{node_id}` for node_config; the spec §2.1 resource id otherwise. */
+  resource_id: string;
+  created_at: number;
+  expires_at: number;
+}
+
+export interface BindTokensTable {
+  token_hash: string;
+  node_id: string;
+  state: "valid" | "used" | "invalidated";
+  created_at: number;
+  expires_at: number;
+  used_at: number | null;
+}
+
+export interface ControlLogsTable {
+  log_id: Generated<number>;
+  node_id: string;
+  config_id: string;
+  request_id: string | null;
+  /** `command` (sent by the backend), `output` (command_output event), `event` (other client events). */
+  kind: "command" | "output" | "event";
+  action: string | null;
+  status: "pending" | "accepted" | "applied" | "failed" | "timed_out" | null;
+  message: string | null;
+  stream: string | null;
+  output: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface Database {
+  settings_kv: SettingsKvTable;
+  admin_sessions: AdminSessionsTable;
+  configs: ConfigsTable;
+  nodes: NodesTable;
+  node_tags: NodeTagsTable;
+  node_client_state: NodeClientStateTable;
+  mesh_pairs: MeshPairsTable;
+  port_forwards: PortForwardsTable;
+  download_tokens: DownloadTokensTable;
+  bind_tokens: BindTokensTable;
+  control_logs: ControlLogsTable;
+}
+
+export type ConfigRow = Selectable<ConfigsTable>;
+export type NewConfigRow = Insertable<ConfigsTable>;
+export type ConfigUpdate = Updateable<ConfigsTable>;
+export type NodeRow = Selectable<NodesTable>;
+export type NewNodeRow = Insertable<NodesTable>;
+export type NodeUpdate = Updateable<NodesTable>;
+export type NodeClientStateRow = Selectable<NodeClientStateTable>;
+export type MeshPairRow = Selectable<MeshPairsTable>;
+export type PortForwardRow = Selectable<PortForwardsTable>;
+export type DownloadTokenRow = Selectable<DownloadTokensTable>;

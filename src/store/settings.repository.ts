@@ -1,0 +1,16 @@
+import type { Db } from "./db.js";
+
+/** Repository of `settings_kv`: generated secrets and server-side settings. */
+
+export async function getSetting(db: Db, key: string): Promise<string | undefined> {
+  const row = await db.selectFrom("settings_kv").select("value").where("key", "=", key).executeTakeFirst();
+  return row?.value;
+}
+
+export async function putSetting(db: Db, key: string, value: string, now: number): Promise<void> {
+  await db
+    .insertInto("settings_kv")
+    .values({ key, value, updated_at: now })
+    .onConflict((oc) => oc.column("key").doUpdateSet({ value, updated_at: now }))
+    .execute();
+}

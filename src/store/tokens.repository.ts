@@ -1,0 +1,40 @@
+import type { Db } from "./db.js";
+import type { DownloadTokenKind, DownloadTokenRow } from "./schema.js";
+
+/** Repository of `admin_sessions` and `download_tokens`. Only token hashes are stored. */
+
+export async function insertAdminSession(db: Db, tokenHash: string, now: number, expiresAt: number): Promise<void> {
+  await db.insertInto("admin_sessions").values({ token_hash: tokenHash, created_at: now, expires_at: expiresAt }).execute();
+}
+
+export async function findAdminSession(db: Db, tokenHash: string): Promise<{ token_hash: string; expires_at: number } | undefined> {
+  return db.selectFrom("admin_sessions").select(["token_hash", "expires_at"]).where("token_hash", "=", tokenHash).executeTakeFirst();
+}
+
+export async function deleteExpiredAdminSessions(db: Db, now: number): Promise<void> {
+  await db.deleteFrom("admin_sessions").where("expires_at", "<=", now).execute();
+}
+
+export async function deleteAdminSession(db: Db, tokenHash: string): Promise<void> {
+  await db.deleteFrom("admin_sessions").where("token_hash", "=", tokenHash).execute();
+}
+
+export async function insertDownloadToken(
+  db: Db,
+  row: { token_hash: string; kind: DownloadTokenKind; resource_id: string; created_at: number; expires_at: number },
+): Promise<void> {
+  await db.insertInto("download_tokens").values(row).execute();
+}
+
+export async function findDownloadToken(db: Db, tokenHash: string): Promise<DownloadTokenRow | undefined> {
+  return db.selectFrom("download_tokens").selectAll().where("token_hash", "=", tokenHash).executeTakeFirst();
+}
+
+export async function deleteExpiredDownloadTokens(db: Db, now: number): Promise<void> {
+  await db.deleteFrom("download_tokens").where("expires_at", "<=", now).execute();
+}
+
+/** Removes every token bound to one resource (the resource is gone or replaced). */
+export async function deleteDownloadTokensOf(db: Db, kind: DownloadTokenKind, resourceId: string): Promise<void> {
+  await db.deleteFrom("download_tokens").where("kind", "=", kind).where("resource_id", "=", resourceId).execute();
+}
