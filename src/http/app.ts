@@ -1,5 +1,5 @@
 import fastifySwagger from "@fastify/swagger";
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import {
   hasZodFastifySchemaValidationErrors,
   isResponseSerializationError,
@@ -64,9 +64,11 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     loggerInstance: httpLog,
     // Request lines are logged by the onResponse hook below, with query strings (which may
     // carry download tokens) removed.
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: deps.settings.maxBodyBytes,
     routerOptions: { maxParamLength: 256 },
+    // Malformed URLs and over-long path parameters answer our error body too.
+    frameworkErrors: (err, _req, reply) => sendError(reply, toAppError(err, httpLog)),
   }).withTypeProvider<ZodTypeProvider>() as unknown as App;
 
   app.setValidatorCompiler(validatorCompiler);
@@ -186,6 +188,8 @@ function toAppError(err: FastifyError | Error, log: Logger): AppError {
     FST_ERR_CTP_INVALID_CONTENT_LENGTH: "VALIDATION_FAILED",
     FST_ERR_CTP_EMPTY_JSON_BODY: "VALIDATION_FAILED",
     FST_ERR_CTP_INVALID_JSON_BODY: "VALIDATION_FAILED",
+    FST_ERR_BAD_URL: "VALIDATION_FAILED",
+    FST_ERR_MAX_PARAM_LENGTH: "VALIDATION_FAILED",
   };
   const mapped = code === undefined ? undefined : byFastifyCode[code];
   if (mapped) return new AppError(mapped, err.message);

@@ -1,9 +1,11 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { once } from "node:events";
+import { readFileSync, readdirSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 
 export const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
@@ -22,6 +24,38 @@ export interface RunningService {
   stop(): Promise<void>;
   /** Everything the service printed so far, stdout and stderr interleaved. */
   output(): string;
+}
+
+/**
+ * Whether any live (non-zombie) process is left in process group `pgid`. Members that outlive
+ * npm are re-parented to init, which may reap them late, hence /proc rather than kill(-pgid, 0).
+ */
+function groupAlive(pgid: number): boolean {
+  let entries: string[];
+  try {
+    entries = readdirSync("/proc");
+  } catch {
+    // no procfs: fall back to the signal probe, which counts zombies as alive
+    try {
+      process.kill(-pgid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+    } catch {
+      continue; // exited while we looked
+    }
+    // Fields after "(comm) ": state, ppid, pgrp, ...
+    const [state, , pgrp] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    if (Number(pgrp) === pgid && state !== "Z" && state !== "X") return true;
+  }
+  return false;
 }
 
 /** The "listening" line: pino JSON whose msg is "listening" and which carries the url. */
@@ -108,12 +142,11 @@ export async function startService(env: Record<string, string> = {}): Promise<Ru
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
       process.removeListener("exit", onRunnerExit);
-      if (child.exitCode === null && child.signalCode === null) {
-        signalGroup("SIGTERM");
-        const timer = new Promise<"timeout">((resolve) => setTimeout(() => resolve("timeout"), STOP_GRACE_MS).unref());
-        await Promise.race([exited, timer]);
-      }
-      // npm waits for its child, so by now the service is down; this only sweeps stragglers.
+      // npm may exit on SIGTERM before the service has finished shutting down, so wait for the
+      // whole group (npm, sh, tsx, node), not just for npm.
+      signalGroup("SIGTERM");
+      const deadline = Date.now() + STOP_GRACE_MS;
+      while (pgid !== undefined && groupAlive(pgid) && Date.now() < deadline) await delay(50);
       signalGroup("SIGKILL");
       if (child.exitCode === null && child.signalCode === null) await exited;
       if (ownDataDir) await rm(dataDir, { recursive: true, force: true });

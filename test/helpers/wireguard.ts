@@ -120,8 +120,8 @@ export async function createWgQuick(lab: Lab): Promise<WgQuick> {
         try {
           await lab.exec(tunnel.ns, wgQuickCopy, ["down", tunnel.confPath], { env });
         } catch (downError) {
-          // wireguard-go exits when its control socket is deleted (this is how wg-quick itself
-          // stops userspace interfaces); lab.destroy() kills whatever is left by pid.
+          // wireguard-go watches its control socket and exits when the file is deleted;
+          // lab.destroy() then kills by pid whatever is still left in the namespace.
           try {
             await rm(socketPath(tunnel.interfaceName), { force: true });
           } catch (rmError) {

@@ -1,0 +1,128 @@
+import { createHash } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { TestContext } from "node:test";
+import assert from "node:assert/strict";
+import { ManualClock } from "../../src/clock.js";
+import { testSettings, type Settings } from "../../src/config.js";
+import { ERROR_CODES, type ErrorCode } from "../../src/errors.js";
+import { createLogger } from "../../src/logger.js";
+import { createServer, type Server } from "../../src/server.js";
+
+export const ADMIN_PASSWORD = "correct horse battery staple";
+
+export interface Harness {
+  server: Server;
+  clock: ManualClock;
+  token: string;
+  dataDir: string;
+  /** Sends a request as the admin (unless `auth: false` or another token is given). */
+  req(method: string, url: string, body?: unknown, opts?: { auth?: boolean | string; headers?: Record<string, string> }): Promise<Res>;
+  /** SHA-256 over every row of every table: equal before and after means nothing was written. */
+  fingerprint(): string;
+}
+
+export interface Res {
+  status: number;
+  headers: Record<string, string | string[] | number | undefined>;
+  text: string;
+  json: any; // eslint-disable-line @typescript-eslint/no-explicit-any -- test convenience: bodies are checked field by field
+}
+
+/**
+ * A real service over a real SQLite file in a temp directory, with a {@link ManualClock};
+ * logged in as admin. Closed and removed after the test.
+ */
+export async function startHarness(t: TestContext, overrides: Partial<Settings> = {}): Promise<Harness> {
+  const dataDir = mkdtempSync(join(tmpdir(), "svc-test-"));
+  const clock = new ManualClock();
+  const settings = testSettings({ dataDir, adminPassword: ADMIN_PASSWORD, ...overrides });
+  const server = await createServer(settings, createLogger("silent"), { clock });
+  t.after(async () => {
+    await server.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  const h: Harness = {
+    server,
+    clock,
+    token: "",
+    dataDir,
+    async req(method, url, body, opts = {}) {
+      const headers: Record<string, string> = { ...(opts.headers ?? {}) };
+      const auth = opts.auth ?? true;
+      if (auth !== false) headers.authorization = `Bearer ${typeof auth === "string" ? auth : h.token}`;
+      let payload: string | undefined;
+      if (body !== undefined) {
+        payload = typeof body === "string" ? body : JSON.stringify(body);
+        headers["content-type"] ??= "application/json";
+      }
+      const res = await server.app.inject({
+        method: method as "GET",
+        url,
+        headers,
+        ...(payload === undefined ? {} : { payload }),
+      });
+      let json: unknown;
+      try {
+        json = JSON.parse(res.body);
+      } catch {
+        json = undefined;
+      }
+      return { status: res.statusCode, headers: res.headers, text: res.body, json };
+    },
+    fingerprint() {
+      const sqlite = server.store.sqlite;
+      const tables = sqlite
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+        .all() as Array<{ name: string }>;
+      const hash = createHash("sha256");
+      for (const { name } of tables) {
+        hash.update(`#${name}\n`);
+        for (const row of sqlite.prepare(`SELECT * FROM "${name}" ORDER BY rowid`).all()) hash.update(JSON.stringify(row));
+      }
+      return hash.digest("hex");
+    },
+  };
+  const login = await h.req("POST", "/api/v1/auth/login", { password: ADMIN_PASSWORD }, { auth: false });
+  assert.equal(login.status, 200, login.text);
+  h.token = login.json.access_token;
+  return h;
+}
+
+/** Asserts an error answer: the registered status of `code` and the DESIGN §3 error body. */
+export function assertError(res: Res, code: ErrorCode, context = ""): void {
+  assert.equal(res.status, ERROR_CODES[code].status, `${context} status; body: ${res.text}`);
+  assert.equal(res.json?.error?.code, code, `${context} code; body: ${res.text}`);
+  assert.equal(typeof res.json.error.message, "string");
+}
+
+/** Creates a config and returns its body. */
+export async function createConfig(
+  h: Harness,
+  body: { name?: string; tunnel_protocol?: string; network_cidr?: string } = {},
+): Promise<{ config_id: string; [k: string]: unknown }> {
+  const res = await h.req("POST", "/api/v1/configs", {
+    name: body.name ?? `mesh-${Math.random().toString(36).slice(2, 8)}`,
+    tunnel_protocol: body.tunnel_protocol ?? "wireguard",
+    network_cidr: body.network_cidr ?? "10.20.0.0/24",
+  });
+  assert.equal(res.status, 201, res.text);
+  return res.json;
+}
+
+/** Creates a node and returns its body. */
+export async function createNode(
+  h: Harness,
+  configId: string,
+  body: Record<string, unknown> = {},
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- test convenience: bodies are checked field by field
+): Promise<{ node_id: string; address: string; [k: string]: any }> {
+  const res = await h.req("POST", `/api/v1/configs/${configId}/nodes`, {
+    name: `node-${Math.random().toString(36).slice(2, 8)}`,
+    mode: "static",
+    ...body,
+  });
+  assert.equal(res.status, 201, res.text);
+  return res.json;
+}
