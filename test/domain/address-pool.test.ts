@@ -1,8 +1,11 @@
 import assert from "node:assert/strict";
+import { randomInt } from "node:crypto";
 import { test } from "node:test";
+import ipaddr from "ipaddr.js";
 import { isAppError } from "../../src/errors.js";
 import {
   allocateAddress,
+  ipv4ToNumber,
   isAddressInNetwork,
   isHostAddress,
   parseNetworkCidr,
@@ -128,4 +131,15 @@ test("isAddressInNetwork / isHostAddress give false for malformed addresses and 
   }
   assert.throws(() => isHostAddress("10.0.0.1", "10.0.0.0/32"), (err) => isAppError(err, "VALIDATION_FAILED"));
   assert.throws(() => isAddressInNetwork("10.0.0.1", "fd00::/64"), (err) => isAppError(err, "VALIDATION_FAILED"));
+});
+
+test("ipv4ToNumber accepts exactly what ipaddr.js accepts as a four-part decimal, with the same value", () => {
+  const samples = ["0.0.0.0", "255.255.255.255", "256.1.1.1", "01.2.3.4", "1.2.3", "1.2.3.4.5", " 1.2.3.4", "1.2.3.4\n", "a.b.c.d", "1.2.3.-4"];
+  for (let i = 0; i < 20000; i++) samples.push([0, 0, 0, 0].map(() => String(randomInt(0, 300))).join("."));
+  for (const s of samples) {
+    const expected = ipaddr.IPv4.isValidFourPartDecimal(s)
+      ? ipaddr.IPv4.parse(s).octets.reduce((acc, o) => acc * 256 + o, 0)
+      : undefined;
+    assert.equal(ipv4ToNumber(s), expected, JSON.stringify(s));
+  }
 });

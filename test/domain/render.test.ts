@@ -251,7 +251,7 @@ test("renderNodeConfig refuses input that could inject lines or break the config
     ["own public_address garbage", { ...base, node: { ...base.node, public_address: "bad host" } }],
     ["bad private key", { ...base, node: { ...base.node, private_key: "x".repeat(44) } }],
     ["bad peer key", { ...base, peers: [{ ...PEER.nas, public_key: "nope" }] }],
-    ["peer is the node itself (key)", { ...base, peers: [{ ...PEER.nas, public_key: KEYS.hub.pub }] }],
+    ["peer is the node itself (key)", { ...base, node: { ...base.node, public_key: KEYS.hub.pub }, peers: [{ ...PEER.nas, public_key: KEYS.hub.pub }] }],
     ["peer is the node itself (id)", { ...base, peers: [{ ...PEER.nas, node_id: "hub-1" }] }],
     ["duplicate peer", { ...base, peers: [PEER.nas, PEER.nas] }],
     ["duplicate peer address", { ...base, peers: [PEER.nas, { ...PEER.phone, address: PEER.nas.address }] }],

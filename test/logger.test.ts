@@ -1,0 +1,65 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import { test } from "node:test";
+import { ManualClock } from "../src/clock.js";
+import { testSettings } from "../src/config.js";
+import { createLogger } from "../src/logger.js";
+import { createServer } from "../src/server.js";
+
+function capture(): { stream: Writable; text(): string } {
+  const chunks: string[] = [];
+  const stream = new Writable({
+    write(chunk, _enc, cb) {
+      chunks.push(String(chunk));
+      cb();
+    },
+  });
+  return { stream, text: () => chunks.join("") };
+}
+
+test("the logger redacts passwords, tokens, private keys and config texts", () => {
+  const out = capture();
+  const log = createLogger("info", out.stream);
+  log.info({
+    password: "p-secret",
+    access_token: "a-secret",
+    download_token: "d-secret",
+    nested: { private_key: "k-secret", config_text: "c-secret", bind_token: "b-secret" },
+    req: { headers: { authorization: "Bearer h-secret" } },
+  }, "x");
+  const text = out.text();
+  for (const secret of ["p-secret", "a-secret", "d-secret", "k-secret", "c-secret", "b-secret", "h-secret"]) {
+    assert.ok(!text.includes(secret), `${secret} leaked: ${text}`);
+  }
+  assert.match(text, /\[redacted\]/);
+});
+
+test("request logs carry no password, bearer token, download token or config text", async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), "svc-log-"));
+  const out = capture();
+  const server = await createServer(
+    testSettings({ dataDir, adminPassword: "log-test-password", logLevel: "info" }),
+    createLogger("info", out.stream),
+    { clock: new ManualClock() },
+  );
+  t.after(async () => {
+    await server.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  const login = await server.app.inject({ method: "POST", url: "/api/v1/auth/login", payload: { password: "log-test-password" } });
+  const auth = { authorization: `Bearer ${login.json().access_token}` };
+  const config = await server.app.inject({ method: "POST", url: "/api/v1/configs", headers: auth, payload: { name: "c", tunnel_protocol: "wireguard", network_cidr: "10.0.0.0/24" } });
+  const node = await server.app.inject({ method: "POST", url: `/api/v1/configs/${config.json().config_id}/nodes`, headers: auth, payload: { name: "n", mode: "static" } });
+  const issued = await server.app.inject({ method: "POST", url: `/api/v1/configs/${config.json().config_id}/nodes/${node.json().node_id}/download-token`, headers: auth });
+  const download = await server.app.inject({ method: "GET", url: issued.json().download_path });
+  assert.equal(download.statusCode, 200);
+  await server.app.inject({ method: "GET", url: `${issued.json().download_path}x` }); // a failing one too
+  const text = out.text();
+  assert.match(text, /"msg":"request"/, "requests are logged");
+  for (const secret of ["log-test-password", login.json().access_token, issued.json().download_token, /PrivateKey = (.+)/.exec(download.body)?.[1] ?? "missing"]) {
+    assert.ok(!text.includes(secret), `a secret leaked into the log`);
+  }
+});
