@@ -252,8 +252,7 @@ export class MeshService {
           });
         }
       }
-      await touchConfig(trx, configId, now);
-      await restageConfig(trx, configId, now);
+      await meshChanged(trx, configId, now);
       return this.#nodeView(trx, await requireNode(trx, configId, row.node_id));
     });
   }
@@ -284,8 +283,7 @@ export class MeshService {
       if (publicAddress !== null && listenPort === null) patch.listen_port = DEFAULT_LISTEN_PORT;
       await nodesRepo.updateNode(trx, nodeId, patch);
       if (input.tags !== undefined) await nodesRepo.replaceNodeTags(trx, nodeId, dedupe(input.tags));
-      await touchConfig(trx, configId, now);
-      await restageConfig(trx, configId, now);
+      await meshChanged(trx, configId, now);
       return this.#nodeView(trx, await requireNode(trx, configId, nodeId));
     });
   }
@@ -296,8 +294,7 @@ export class MeshService {
       await requireNode(trx, configId, nodeId);
       await tokensRepo.deleteDownloadTokensOf(trx, "node_config", `${configId}/${nodeId}`);
       await nodesRepo.deleteNode(trx, nodeId);
-      await touchConfig(trx, configId, now);
-      await restageConfig(trx, configId, now);
+      await meshChanged(trx, configId, now);
     });
   }
 
@@ -351,8 +348,7 @@ export class MeshService {
         updated_at: now,
       };
       await pairsRepo.insertPair(trx, row);
-      await touchConfig(trx, configId, now);
-      await restageConfig(trx, configId, now);
+      await meshChanged(trx, configId, now);
       return meshPairView(row, byId(await nodesRepo.listNodes(trx, configId)));
     });
   }
@@ -362,8 +358,7 @@ export class MeshService {
     return this.#store.transaction(async (trx) => {
       const pair = await requirePair(trx, configId, pairId);
       await pairsRepo.setPairEnabled(trx, pairId, input.enabled, now);
-      await touchConfig(trx, configId, now);
-      await restageConfig(trx, configId, now);
+      await meshChanged(trx, configId, now);
       return meshPairView(
         { ...pair, enabled: input.enabled ? 1 : 0, updated_at: now },
         byId(await nodesRepo.listNodes(trx, configId)),
@@ -376,8 +371,7 @@ export class MeshService {
     await this.#store.transaction(async (trx) => {
       await requirePair(trx, configId, pairId);
       await pairsRepo.deletePair(trx, pairId);
-      await touchConfig(trx, configId, now);
-      await restageConfig(trx, configId, now);
+      await meshChanged(trx, configId, now);
     });
   }
 
@@ -410,8 +404,7 @@ export class MeshService {
         updated_at: now,
       };
       await forwardsRepo.insertPortForward(trx, row);
-      await touchConfig(trx, configId, now);
-      await restageConfig(trx, configId, now);
+      await meshChanged(trx, configId, now);
       return portForwardView(row);
     });
   }
@@ -443,8 +436,7 @@ export class MeshService {
         });
       }
       await forwardsRepo.updatePortForward(trx, forwardId, next);
-      await touchConfig(trx, configId, now);
-      await restageConfig(trx, configId, now);
+      await meshChanged(trx, configId, now);
       return portForwardView(next);
     });
   }
@@ -457,8 +449,7 @@ export class MeshService {
         throw new AppError("NOT_FOUND", `port forward ${forwardId} not found`);
       }
       await forwardsRepo.deletePortForward(trx, forwardId);
-      await touchConfig(trx, configId, now);
-      await restageConfig(trx, configId, now);
+      await meshChanged(trx, configId, now);
     });
   }
 
@@ -514,8 +505,14 @@ async function requirePair(db: Db, configId: string, pairId: string) {
   return pair;
 }
 
-async function touchConfig(db: Db, configId: string, now: number): Promise<void> {
+/**
+ * Bookkeeping of every write that changes a config's mesh: the config's `updated_at`, then the
+ * re-staging of its nodes' configs. The place where later issues hook config push and SSE.
+ * @returns ids of nodes whose staged config changed
+ */
+async function meshChanged(db: Db, configId: string, now: number): Promise<string[]> {
   await configsRepo.updateConfig(db, configId, { updated_at: now });
+  return restageConfig(db, configId, now);
 }
 
 function byId(nodes: readonly NodeRow[]): Map<string, NodeRow> {
