@@ -32,6 +32,20 @@ const envSchema = z.object({
   SVC_ADMIN_SESSION_TTL_S: seconds.default(12 * 3600),
   SVC_DOWNLOAD_TOKEN_TTL_S: seconds.default(300),
   SVC_MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
+  SVC_MQTT_BROKER: z.enum(["embedded"], { error: "must be embedded (emqx and mosquitto arrive with issue 6)" }).default("embedded"),
+  SVC_EMBEDDED_BROKER_HOST: z.string().min(1).default("0.0.0.0"),
+  SVC_EMBEDDED_BROKER_PORT: port(true).default(1883),
+  SVC_MQTT_PUBLIC_HOST: z.string().min(1).max(253).optional(),
+  SVC_MQTT_PUBLIC_PORT: port(false).optional(),
+  SVC_MQTT_BACKEND_USERNAME: z.string().regex(/^[a-zA-Z0-9_.-]{1,64}$/, "must be 1-64 of [a-zA-Z0-9_.-]").default("svc-backend"),
+  SVC_MQTT_BACKEND_PASSWORD: z.string().min(16, "must be at least 16 characters").max(1024).optional(),
+  SVC_BROKER_AUTHZ_SHARED_KEY: z.string().min(16, "must be at least 16 characters").max(1024).optional(),
+  SVC_ONLINE_TTL_S: seconds.min(1801, "must exceed the 30-minute heartbeat interval (spec §6.4 rule 7)").default(2700),
+  SVC_DETECT_INTERVAL_S: seconds.default(120),
+  SVC_DETECT_TIMEOUT_S: seconds.default(20),
+  SVC_COMMAND_TIMEOUT_S: seconds.default(60),
+  SVC_BIND_TOKEN_TTL_S: seconds.default(300),
+  SVC_CONFIG_PUSH_DEBOUNCE_MS: z.coerce.number().int().min(0).max(60_000).default(2000),
 });
 
 /** The parsed, frozen settings object passed down from `main.ts`. */
@@ -54,6 +68,30 @@ export interface Settings {
   readonly downloadTokenTtlMs: number;
   /** Largest accepted request body, bytes. */
   readonly maxBodyBytes: number;
+  /** Broker kind (DESIGN §6); only the embedded aedes broker so far. */
+  readonly mqttBroker: "embedded";
+  readonly embeddedBrokerHost: string;
+  /** 0 picks a free port (tests). */
+  readonly embeddedBrokerPort: number;
+  /** Broker host and port put into bind profiles (DESIGN §6). */
+  readonly mqttPublicHost: string;
+  readonly mqttPublicPort: number | undefined;
+  readonly mqttBackendUsername: string;
+  /** Undefined: generated once and stored. */
+  readonly mqttBackendPassword: string | undefined;
+  /** Undefined: generated once and stored. */
+  readonly brokerAuthzSharedKey: string | undefined;
+  /** Online TTL, ms (spec §8: longer than the 30-minute heartbeat). */
+  readonly onlineTtlMs: number;
+  /** Detect interval while SSE subscribers exist, ms (spec §6.4 rule 8: 2 minutes). */
+  readonly detectIntervalMs: number;
+  readonly detectTimeoutMs: number;
+  /** A command without a final ACK after this long ends as timed_out, ms. */
+  readonly commandTimeoutMs: number;
+  /** Bind token validity, ms (spec §8: 5 minutes). */
+  readonly bindTokenTtlMs: number;
+  /** Delay that gathers staged-config changes into one automatic push, ms. */
+  readonly configPushDebounceMs: number;
 }
 
 /** Raised when the environment holds an invalid setting; its message is one line. */
@@ -91,10 +129,30 @@ export function loadSettings(env: Record<string, string | undefined> = process.e
     adminSessionTtlMs: e.SVC_ADMIN_SESSION_TTL_S * 1000,
     downloadTokenTtlMs: e.SVC_DOWNLOAD_TOKEN_TTL_S * 1000,
     maxBodyBytes: e.SVC_MAX_BODY_BYTES,
+    mqttBroker: e.SVC_MQTT_BROKER,
+    embeddedBrokerHost: e.SVC_EMBEDDED_BROKER_HOST,
+    embeddedBrokerPort: e.SVC_EMBEDDED_BROKER_PORT,
+    mqttPublicHost: e.SVC_MQTT_PUBLIC_HOST ?? new URL(publicUrl).hostname,
+    mqttPublicPort: e.SVC_MQTT_PUBLIC_PORT,
+    mqttBackendUsername: e.SVC_MQTT_BACKEND_USERNAME,
+    mqttBackendPassword: e.SVC_MQTT_BACKEND_PASSWORD,
+    brokerAuthzSharedKey: e.SVC_BROKER_AUTHZ_SHARED_KEY,
+    onlineTtlMs: e.SVC_ONLINE_TTL_S * 1000,
+    detectIntervalMs: e.SVC_DETECT_INTERVAL_S * 1000,
+    detectTimeoutMs: e.SVC_DETECT_TIMEOUT_S * 1000,
+    commandTimeoutMs: e.SVC_COMMAND_TIMEOUT_S * 1000,
+    bindTokenTtlMs: e.SVC_BIND_TOKEN_TTL_S * 1000,
+    configPushDebounceMs: e.SVC_CONFIG_PUSH_DEBOUNCE_MS,
   });
 }
 
 /** Settings for tests: defaults, overridden by `overrides`. */
 export function testSettings(overrides: Partial<Settings> = {}): Settings {
-  return Object.freeze({ ...loadSettings({}), logLevel: "silent" as const, ...overrides });
+  return Object.freeze({
+    ...loadSettings({}),
+    logLevel: "silent" as const,
+    embeddedBrokerHost: "127.0.0.1",
+    embeddedBrokerPort: 0,
+    ...overrides,
+  });
 }

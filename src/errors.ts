@@ -28,6 +28,7 @@ export const ERROR_CODES = {
   MQTT_DISABLED: { status: 409, description: "spec §7: an MQTT write API was called while SVC_ENABLE_MQTT_SERVICES=false." },
   NODE_NOT_DYNAMIC: { status: 409, description: "The operation needs a dynamic node." },
   BIND_TOKEN_USED: { status: 409, description: "The bind token was already used." },
+  CLIENT_NOT_INITIALIZED: { status: 409, description: "No client has bound to this dynamic node yet." },
   PAYLOAD_TOO_LARGE: { status: 413, description: "The request body is larger than allowed." },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, description: "The request body's content type is not accepted." },
   RATE_LIMITED: { status: 429, description: "Too many requests from this address; retry later." },

@@ -1,3 +1,4 @@
+import fastifyRateLimit from "@fastify/rate-limit";
 import fastifySwagger from "@fastify/swagger";
 import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import {
@@ -16,6 +17,14 @@ import type { Logger } from "../logger.js";
 import type { AuthService } from "../services/auth.service.js";
 import type { DownloadsService } from "../services/downloads.service.js";
 import type { MeshService } from "../services/mesh.service.js";
+import type { ControlService } from "../services/control.service.js";
+import type { SystemStatus } from "../services/notifier.js";
+import type { EventHub } from "../events/hub.js";
+import type { BrokerIdentity } from "../mqtt/authz.policy.js";
+import { clientRoutes } from "./routes/client.routes.js";
+import { eventsRoutes } from "./routes/events.routes.js";
+import { internalAuthzRoutes } from "./routes/internal-authz.routes.js";
+import { systemRoutes } from "./routes/system.routes.js";
 import { VERSION } from "../version.js";
 import { authRoutes } from "./routes/auth.routes.js";
 import { configsRoutes } from "./routes/configs.routes.js";
@@ -32,6 +41,10 @@ export interface AppDeps {
   auth: AuthService;
   mesh: MeshService;
   downloads: DownloadsService;
+  control: ControlService;
+  hub: EventHub;
+  status: () => Promise<SystemStatus>;
+  internalAuthz: { sharedKey: () => string; resolve: (username: string) => BrokerIdentity | undefined };
 }
 
 /** Who may call a route: the admin (bearer token) or anyone (the route checks its own token). */
@@ -110,6 +123,15 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     },
   });
 
+  // Per-route limits only (login, bind): against guessing, per source address.
+  await app.register(fastifyRateLimit, {
+    global: false,
+    errorResponseBuilder: (_req, ctx) =>
+      Object.assign(new AppError("RATE_LIMITED", `too many requests; retry in ${Math.ceil(ctx.ttl / 1000)} s`), {
+        statusCode: 429,
+      }),
+  });
+
   app.addHook("onRequest", async (req) => {
     if (req.routeOptions.config.auth === "public") return;
     await deps.auth.verifyAccessToken(bearerToken(req));
@@ -140,6 +162,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   });
   await app.register(meshPairsRoutes, { mesh: deps.mesh });
   await app.register(portForwardsRoutes, { mesh: deps.mesh });
+  await app.register(clientRoutes, { control: deps.control });
+  await app.register(eventsRoutes, { hub: deps.hub });
+  await app.register(internalAuthzRoutes, deps.internalAuthz);
+  await app.register(systemRoutes, { status: deps.status });
 
   app.get(
     "/api/v1/openapi.json",

@@ -5,12 +5,13 @@ import { generateKeyPair } from "../domain/keys.js";
 import { AppError } from "../errors.js";
 import { newId } from "../protocol/ids.js";
 import * as configsRepo from "../store/configs.repository.js";
-import type { Db, Store } from "../store/db.js";
+import type { AfterCommit, Db, Store } from "../store/db.js";
 import * as pairsRepo from "../store/mesh-pairs.repository.js";
 import * as nodesRepo from "../store/nodes.repository.js";
 import * as forwardsRepo from "../store/port-forwards.repository.js";
 import type { ConfigRow, NodeRow } from "../store/schema.js";
-import { restageConfig } from "../store/staging.js";
+import { restageConfig, type StagedChange } from "../store/staging.js";
+import { clearClientCredentials } from "./control.service.js";
 import * as tokensRepo from "../store/tokens.repository.js";
 import {
   configView,
@@ -78,11 +79,31 @@ export interface TagView {
   node_ids: string[];
 }
 
+/** What one committed write changed; handed to {@link MeshHooks.afterCommit}. */
+export interface MeshChange {
+  configId: string;
+  configDeleted?: boolean;
+  created: NodeRow[];
+  deleted: string[];
+  modeChanged: Array<{ nodeId: string; mode: "static" | "dynamic" }>;
+  /** Nodes whose staged config changed, with the new pair. */
+  staged: StagedChange[];
+  /** Nodes whose own fields changed. */
+  touched: string[];
+}
+
+/** Called after a mesh write commits: node actors, SSE (spec §6.5 rule 6: after the write). */
+export interface MeshHooks {
+  /** May return a promise: the write's caller waits for it (actors settled before the answer). */
+  afterCommit(change: MeshChange): void | Promise<unknown>;
+}
+
 export interface MeshServiceDeps {
   store: Store;
   clock: Clock;
   /** spec §1.7 feature switch. */
   mqttEnabled: boolean;
+  hooks?: MeshHooks;
 }
 
 /**
@@ -95,11 +116,18 @@ export class MeshService {
   readonly #store: Store;
   readonly #clock: Clock;
   readonly #mqttEnabled: boolean;
+  #hooks: MeshHooks | undefined;
 
   constructor(deps: MeshServiceDeps) {
     this.#store = deps.store;
     this.#clock = deps.clock;
     this.#mqttEnabled = deps.mqttEnabled;
+    this.#hooks = deps.hooks;
+  }
+
+  /** Sets the after-commit hooks (wired once at start-up). */
+  setHooks(hooks: MeshHooks): void {
+    this.#hooks = hooks;
   }
 
   // ---- configs -------------------------------------------------------------------------
@@ -118,7 +146,7 @@ export class MeshService {
   async createConfig(input: CreateConfigInput): Promise<ConfigView> {
     const { cidr } = parseNetworkCidr(input.network_cidr);
     const now = this.#clock.now();
-    return this.#store.transaction(async (trx) => {
+    return this.#store.transaction(async (trx, afterCommit) => {
       if (await configsRepo.findConfigByName(trx, input.name)) {
         throw new AppError("CONFLICT", `a config named "${input.name}" already exists`, { field: "name" });
       }
@@ -134,13 +162,14 @@ export class MeshService {
         updated_at: now,
       };
       await configsRepo.insertConfig(trx, row);
+      afterCommit(() => this.#hooks?.afterCommit({ configId: row.config_id, created: [], deleted: [], modeChanged: [], staged: [], touched: [] }));
       return configView(row);
     });
   }
 
   async updateConfig(configId: string, input: UpdateConfigInput): Promise<ConfigView> {
     const now = this.#clock.now();
-    return this.#store.transaction(async (trx) => {
+    return this.#store.transaction(async (trx, afterCommit) => {
       const config = await requireConfig(trx, configId);
       const patch: Partial<ConfigRow> = { updated_at: now };
       if (input.name !== undefined && input.name !== config.name) {
@@ -163,18 +192,23 @@ export class MeshService {
         }
       }
       await configsRepo.updateConfig(trx, configId, patch);
-      await restageConfig(trx, configId, now);
+      await this.#changed(trx, afterCommit, configId, now);
       return configView({ ...config, ...patch });
     });
   }
 
   async deleteConfig(configId: string): Promise<void> {
-    await this.#store.transaction(async (trx) => {
+    await this.#store.transaction(async (trx, afterCommit) => {
       await requireConfig(trx, configId);
-      for (const node of await nodesRepo.listNodes(trx, configId)) {
+      const nodes = await nodesRepo.listNodes(trx, configId);
+      for (const node of nodes) {
         await tokensRepo.deleteDownloadTokensOf(trx, "node_config", `${configId}/${node.node_id}`);
       }
       await configsRepo.deleteConfig(trx, configId);
+      const deleted = nodes.map((n) => n.node_id);
+      afterCommit(() =>
+        this.#hooks?.afterCommit({ configId, configDeleted: true, created: [], deleted, modeChanged: [], staged: [], touched: [] }),
+      );
     });
   }
 
@@ -194,7 +228,7 @@ export class MeshService {
       throw new AppError("MQTT_DISABLED", "creating a dynamic node needs MQTT services (spec §1.7)");
     }
     const now = this.#clock.now();
-    return this.#store.transaction(async (trx) => {
+    return this.#store.transaction(async (trx, afterCommit) => {
       const config = await requireConfig(trx, configId);
       if (await nodesRepo.findNodeByName(trx, configId, input.name)) {
         throw new AppError("CONFLICT", `a node named "${input.name}" already exists in this config`, { field: "name" });
@@ -252,7 +286,7 @@ export class MeshService {
           });
         }
       }
-      await meshChanged(trx, configId, now);
+      await this.#changed(trx, afterCommit, configId, now, { created: [row] });
       return this.#nodeView(trx, await requireNode(trx, configId, row.node_id));
     });
   }
@@ -262,7 +296,7 @@ export class MeshService {
       throw new AppError("MQTT_DISABLED", "making a node dynamic needs MQTT services (spec §1.7)");
     }
     const now = this.#clock.now();
-    return this.#store.transaction(async (trx) => {
+    return this.#store.transaction(async (trx, afterCommit) => {
       const node = await requireNode(trx, configId, nodeId);
       const patch: Partial<NodeRow> = { updated_at: now };
       if (input.name !== undefined && input.name !== node.name) {
@@ -283,18 +317,24 @@ export class MeshService {
       if (publicAddress !== null && listenPort === null) patch.listen_port = DEFAULT_LISTEN_PORT;
       await nodesRepo.updateNode(trx, nodeId, patch);
       if (input.tags !== undefined) await nodesRepo.replaceNodeTags(trx, nodeId, dedupe(input.tags));
-      await meshChanged(trx, configId, now);
+      const modeChanged = patch.mode !== undefined && patch.mode !== node.mode;
+      // spec §3.1 dynamic → static: binding permissions and client state cleared in the same write.
+      if (modeChanged && patch.mode === "static") await clearClientCredentials(trx, nodeId, now);
+      await this.#changed(trx, afterCommit, configId, now, {
+        touched: [nodeId],
+        ...(modeChanged ? { modeChanged: [{ nodeId, mode: patch.mode as "static" | "dynamic" }] } : {}),
+      });
       return this.#nodeView(trx, await requireNode(trx, configId, nodeId));
     });
   }
 
   async deleteNode(configId: string, nodeId: string): Promise<void> {
     const now = this.#clock.now();
-    await this.#store.transaction(async (trx) => {
+    await this.#store.transaction(async (trx, afterCommit) => {
       await requireNode(trx, configId, nodeId);
       await tokensRepo.deleteDownloadTokensOf(trx, "node_config", `${configId}/${nodeId}`);
       await nodesRepo.deleteNode(trx, nodeId);
-      await meshChanged(trx, configId, now);
+      await this.#changed(trx, afterCommit, configId, now, { deleted: [nodeId] });
     });
   }
 
@@ -330,7 +370,7 @@ export class MeshService {
       throw new AppError("VALIDATION_FAILED", "a mesh pair needs two different nodes", { field: "node_b" });
     }
     const now = this.#clock.now();
-    return this.#store.transaction(async (trx) => {
+    return this.#store.transaction(async (trx, afterCommit) => {
       await requireConfig(trx, configId);
       await requireNode(trx, configId, input.node_a);
       await requireNode(trx, configId, input.node_b);
@@ -348,17 +388,17 @@ export class MeshService {
         updated_at: now,
       };
       await pairsRepo.insertPair(trx, row);
-      await meshChanged(trx, configId, now);
+      await this.#changed(trx, afterCommit, configId, now);
       return meshPairView(row, byId(await nodesRepo.listNodes(trx, configId)));
     });
   }
 
   async updatePair(configId: string, pairId: string, input: { enabled: boolean }): Promise<MeshPairView> {
     const now = this.#clock.now();
-    return this.#store.transaction(async (trx) => {
+    return this.#store.transaction(async (trx, afterCommit) => {
       const pair = await requirePair(trx, configId, pairId);
       await pairsRepo.setPairEnabled(trx, pairId, input.enabled, now);
-      await meshChanged(trx, configId, now);
+      await this.#changed(trx, afterCommit, configId, now);
       return meshPairView(
         { ...pair, enabled: input.enabled ? 1 : 0, updated_at: now },
         byId(await nodesRepo.listNodes(trx, configId)),
@@ -368,10 +408,10 @@ export class MeshService {
 
   async deletePair(configId: string, pairId: string): Promise<void> {
     const now = this.#clock.now();
-    await this.#store.transaction(async (trx) => {
+    await this.#store.transaction(async (trx, afterCommit) => {
       await requirePair(trx, configId, pairId);
       await pairsRepo.deletePair(trx, pairId);
-      await meshChanged(trx, configId, now);
+      await this.#changed(trx, afterCommit, configId, now);
     });
   }
 
@@ -385,7 +425,7 @@ export class MeshService {
 
   async createPortForward(configId: string, nodeId: string, input: PortForwardInput): Promise<PortForwardView> {
     const now = this.#clock.now();
-    return this.#store.transaction(async (trx) => {
+    return this.#store.transaction(async (trx, afterCommit) => {
       await requireNode(trx, configId, nodeId);
       if (await forwardsRepo.findPortForwardByPort(trx, nodeId, input.protocol, input.listen_port)) {
         throw new AppError("CONFLICT", `${input.protocol} port ${input.listen_port} is already forwarded on this node`, {
@@ -404,7 +444,7 @@ export class MeshService {
         updated_at: now,
       };
       await forwardsRepo.insertPortForward(trx, row);
-      await meshChanged(trx, configId, now);
+      await this.#changed(trx, afterCommit, configId, now);
       return portForwardView(row);
     });
   }
@@ -416,7 +456,7 @@ export class MeshService {
     input: Partial<PortForwardInput>,
   ): Promise<PortForwardView> {
     const now = this.#clock.now();
-    return this.#store.transaction(async (trx) => {
+    return this.#store.transaction(async (trx, afterCommit) => {
       await requireNode(trx, configId, nodeId);
       const current = await forwardsRepo.findPortForward(trx, nodeId, forwardId);
       if (!current) throw new AppError("NOT_FOUND", `port forward ${forwardId} not found`);
@@ -436,20 +476,20 @@ export class MeshService {
         });
       }
       await forwardsRepo.updatePortForward(trx, forwardId, next);
-      await meshChanged(trx, configId, now);
+      await this.#changed(trx, afterCommit, configId, now);
       return portForwardView(next);
     });
   }
 
   async deletePortForward(configId: string, nodeId: string, forwardId: string): Promise<void> {
     const now = this.#clock.now();
-    await this.#store.transaction(async (trx) => {
+    await this.#store.transaction(async (trx, afterCommit) => {
       await requireNode(trx, configId, nodeId);
       if (!(await forwardsRepo.findPortForward(trx, nodeId, forwardId))) {
         throw new AppError("NOT_FOUND", `port forward ${forwardId} not found`);
       }
       await forwardsRepo.deletePortForward(trx, forwardId);
-      await meshChanged(trx, configId, now);
+      await this.#changed(trx, afterCommit, configId, now);
     });
   }
 
@@ -461,6 +501,30 @@ export class MeshService {
   }
 
   // ---- helpers -------------------------------------------------------------------------
+
+  /**
+   * Bookkeeping of every write that changes a config's mesh: the config's `updated_at`, the
+   * re-staging of its nodes' configs, and the change report handed to the hooks after commit.
+   */
+  async #changed(
+    trx: Db,
+    afterCommit: AfterCommit,
+    configId: string,
+    now: number,
+    extra: Partial<Pick<MeshChange, "created" | "deleted" | "modeChanged" | "touched">> = {},
+  ): Promise<void> {
+    await configsRepo.updateConfig(trx, configId, { updated_at: now });
+    const staged = await restageConfig(trx, configId, now);
+    const change: MeshChange = {
+      configId,
+      created: extra.created ?? [],
+      deleted: extra.deleted ?? [],
+      modeChanged: extra.modeChanged ?? [],
+      staged,
+      touched: extra.touched ?? [],
+    };
+    afterCommit(() => this.#hooks?.afterCommit(change));
+  }
 
   async #nodeViews(db: Db, configId: string): Promise<NodeView[]> {
     const [nodes, tags, clients] = await Promise.all([
@@ -505,15 +569,6 @@ async function requirePair(db: Db, configId: string, pairId: string) {
   return pair;
 }
 
-/**
- * Bookkeeping of every write that changes a config's mesh: the config's `updated_at`, then the
- * re-staging of its nodes' configs. The place where later issues hook config push and SSE.
- * @returns ids of nodes whose staged config changed
- */
-async function meshChanged(db: Db, configId: string, now: number): Promise<string[]> {
-  await configsRepo.updateConfig(db, configId, { updated_at: now });
-  return restageConfig(db, configId, now);
-}
 
 function byId(nodes: readonly NodeRow[]): Map<string, NodeRow> {
   return new Map(nodes.map((n) => [n.node_id, n]));

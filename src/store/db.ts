@@ -10,8 +10,11 @@ import type { Database } from "./schema.js";
 export type Db = Kysely<Database>;
 export type Trx = Transaction<Database>;
 
-/** Registers work to run after the surrounding transaction commits (SSE frames, kicks). */
-export type AfterCommit = (fn: () => void) => void;
+/**
+ * Registers work to run after the surrounding transaction commits (actors, SSE frames, kicks).
+ * A hook may return a promise; the transaction's own promise settles after it.
+ */
+export type AfterCommit = (fn: () => void | Promise<unknown>) => void;
 
 /**
  * The one owner of the SQLite file: WAL, `busy_timeout`, foreign keys on, migrations at open,
@@ -63,19 +66,24 @@ export class Store {
 
   /**
    * Runs `fn` in one transaction. Callbacks registered with `afterCommit` run, in order, only
-   * after the commit succeeded; on rollback they are dropped. An error thrown by `fn` rolls back
-   * and is rethrown.
+   * after the commit succeeded; on rollback they are dropped. The returned promise settles after
+   * the hooks' promises (so a request answers once its after-commit work is done); a failing
+   * hook is logged, never turned into a failure of the committed write. An error thrown by `fn`
+   * rolls back and is rethrown.
    */
   async transaction<T>(fn: (trx: Trx, afterCommit: AfterCommit) => Promise<T>): Promise<T> {
-    const hooks: Array<() => void> = [];
+    const hooks: Array<() => void | Promise<unknown>> = [];
     const result = await this.db.transaction().execute((trx) => fn(trx, (h) => hooks.push(h)));
+    const pending: Array<Promise<unknown>> = [];
     for (const h of hooks) {
       try {
-        h();
+        const r = h();
+        if (r instanceof Promise) pending.push(r.catch((err: unknown) => this.#log.error({ err }, "after-commit hook failed")));
       } catch (err) {
         this.#log.error({ err }, "after-commit hook failed");
       }
     }
+    await Promise.all(pending);
     return result;
   }
 

@@ -6,6 +6,13 @@ import { listPairs } from "./mesh-pairs.repository.js";
 import { listNodes, updateNode } from "./nodes.repository.js";
 import { listPortForwardsOfConfig } from "./port-forwards.repository.js";
 
+/** A node whose staged config changed. */
+export interface StagedChange {
+  nodeId: string;
+  version: number;
+  sha: string;
+}
+
 /**
  * Re-renders the config of every node of one config and stores the staged
  * `(config_version, config_sha256, config_text)` (DESIGN §3 Config versions): the version
@@ -15,9 +22,9 @@ import { listPortForwardsOfConfig } from "./port-forwards.repository.js";
  * Peers of a node are the other sides of its enabled mesh pairs whose connection integrity is
  * not broken (a pair no side can initiate is left out rather than rendered half-way).
  *
- * @returns ids of the nodes whose staged config changed
+ * @returns the nodes whose staged config changed, with their new version and sha
  */
-export async function restageConfig(db: Db, configId: string, now: number): Promise<string[]> {
+export async function restageConfig(db: Db, configId: string, now: number): Promise<StagedChange[]> {
   const config = await findConfig(db, configId);
   if (!config) return [];
   const [nodes, pairs, forwards] = await Promise.all([
@@ -48,7 +55,7 @@ export async function restageConfig(db: Db, configId: string, now: number): Prom
     }
   }
   const awg = config.awg_params === null ? null : (JSON.parse(config.awg_params) as AwgParams);
-  const changed: string[] = [];
+  const changed: StagedChange[] = [];
   for (const node of nodes) {
     const text = renderNodeConfig({
       config_id: config.config_id,
@@ -85,7 +92,7 @@ export async function restageConfig(db: Db, configId: string, now: number): Prom
         staged_config_text: staged.config_text,
         updated_at: now,
       });
-      changed.push(node.node_id);
+      changed.push({ nodeId: node.node_id, version: staged.config_version, sha: staged.config_sha256 });
     }
   }
   return changed;

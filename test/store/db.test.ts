@@ -60,14 +60,18 @@ test("transaction: after-commit hooks run only after a commit; a rollback drops 
   const seen: string[] = [];
   await store.transaction(async (trx, afterCommit) => {
     await putSetting(trx, "a", "1", 0);
-    afterCommit(() => seen.push(`hook sees a=${String(store.sqlite.prepare("SELECT value FROM settings_kv WHERE key = 'a'").pluck().get())}`));
+    afterCommit(() => {
+      seen.push(`hook sees a=${String(store.sqlite.prepare("SELECT value FROM settings_kv WHERE key = 'a'").pluck().get())}`);
+    });
     seen.push("body done");
   });
   assert.deepEqual(seen, ["body done", "hook sees a=1"]);
   await assert.rejects(
     store.transaction(async (trx, afterCommit) => {
       await putSetting(trx, "b", "2", 0);
-      afterCommit(() => seen.push("must not run"));
+      afterCommit(() => {
+        seen.push("must not run");
+      });
       throw new Error("boom");
     }),
     /boom/,

@@ -3,13 +3,14 @@ import { isoTime } from "../../clock.js";
 import type { AuthService } from "../../services/auth.service.js";
 import { bearerToken, type App } from "../app.js";
 import { errorResponses, loginBody } from "../schemas.js";
+import { GUESSING_RATE_LIMIT } from "./client.routes.js";
 
 /** Admin login and logout (DESIGN §3 Admin auth, §5). */
 export async function authRoutes(app: App, opts: { auth: AuthService }): Promise<void> {
   app.post(
     "/api/v1/auth/login",
     {
-      config: { auth: "public" },
+      config: { auth: "public", rateLimit: GUESSING_RATE_LIMIT },
       schema: {
         tags: ["auth"],
         summary: "Exchange the admin password for a bearer access token",
@@ -17,7 +18,7 @@ export async function authRoutes(app: App, opts: { auth: AuthService }): Promise
         body: loginBody,
         response: {
           200: z.object({ access_token: z.string(), token_type: z.literal("Bearer"), expires_at: z.string() }),
-          ...errorResponses(),
+          ...errorResponses(429),
         },
       },
     },

@@ -1,0 +1,289 @@
+import { randomUUID } from "node:crypto";
+import { isoTime, type Clock } from "../clock.js";
+import type { Logger } from "../logger.js";
+import type { AckPayload, Envelope } from "../protocol/envelope.schema.js";
+import { nodeTopic, type DownstreamKind } from "../protocol/topics.js";
+import type { Store } from "../store/db.js";
+
+/**
+ * Commands to agents and their closing ACKs (spec §6.4 rules 1–2, §3.4, §2.8). The control log
+ * row is written before the downstream message is published with a fresh `request_id`; only an
+ * ACK with that `request_id`, from the same node, on the matching ACK topic closes it
+ * (accepted → applied | failed). Duplicate, late, unknown and foreign ACKs change nothing and
+ * are logged. A command without a final ACK within `timeoutMs` ends as `timed_out`. Detects are
+ * tracked the same way but not logged as control logs (one every 2 minutes per node would bury
+ * the operator's own commands).
+ */
+
+export type CommandKind = DownstreamKind;
+
+/** The ACK topic kind that answers each command kind. */
+export const ACK_KIND_OF: Record<CommandKind, "config_push_ack" | "control_ack" | "detect_ack" | "info_ack"> = {
+  config_push: "config_push_ack",
+  control: "control_ack",
+  detect: "detect_ack",
+  info: "info_ack",
+};
+
+export interface ControlLogView {
+  log_id: number;
+  config_id: string;
+  node_id: string;
+  request_id: string | null;
+  kind: "command" | "output" | "event";
+  action: string | null;
+  status: "pending" | "accepted" | "applied" | "failed" | "timed_out" | null;
+  message: string | null;
+  stream: string | null;
+  output: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface OpenCommand {
+  requestId: string;
+  configId: string;
+  nodeId: string;
+  kind: CommandKind;
+  action: string;
+  logId: number | null;
+  /** For config pushes: the pair the agent is asked to apply. */
+  pushed: { version: number; sha: string; protocol: "wireguard" | "awg_2" } | null;
+  status: "pending" | "accepted";
+  timer: unknown;
+}
+
+export interface CommandTrackerDeps {
+  store: Store;
+  clock: Clock;
+  log: Logger;
+  /** ms until an unanswered command ends as timed_out (DESIGN §3: 60 s). */
+  timeoutMs: number;
+  /** ms a detect waits for its ACK (DESIGN §3: 20 s); the node machine keeps its own timer. */
+  detectTimeoutMs: number;
+  /** Publishes one envelope (QoS 1, not retained); rejects when the broker did not take it. */
+  publish(topic: string, envelope: Envelope): Promise<void>;
+  /** After a control log row was written (SSE control.log.created / control.log.updated). */
+  onLog(change: "created" | "updated", log: ControlLogView): void;
+  /** A command ended without an ACK (detects: the machine marks the probe failed). */
+  onTimeout(command: OpenCommand): void;
+}
+
+interface LogRow {
+  log_id: number;
+  node_id: string;
+  config_id: string;
+  request_id: string | null;
+  kind: "command" | "output" | "event";
+  action: string | null;
+  status: ControlLogView["status"];
+  message: string | null;
+  stream: string | null;
+  output: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+/** Wire shape of a control log row. */
+export function controlLogView(row: LogRow): ControlLogView {
+  return {
+    log_id: row.log_id,
+    config_id: row.config_id,
+    node_id: row.node_id,
+    request_id: row.request_id,
+    kind: row.kind,
+    action: row.action,
+    status: row.status,
+    message: row.message,
+    stream: row.stream,
+    output: row.output,
+    created_at: isoTime(row.created_at),
+    updated_at: isoTime(row.updated_at),
+  };
+}
+
+export class CommandTracker {
+  readonly #deps: CommandTrackerDeps;
+  readonly #open = new Map<string, OpenCommand>();
+  readonly #insert;
+  readonly #update;
+  readonly #select;
+  readonly #insertOutput;
+
+  constructor(deps: CommandTrackerDeps) {
+    this.#deps = deps;
+    const db = deps.store.sqlite;
+    this.#insert = db.prepare(
+      `INSERT INTO control_logs (node_id, config_id, request_id, kind, action, status, message, created_at, updated_at)
+       VALUES (?, ?, ?, 'command', ?, 'pending', '', ?, ?)`,
+    );
+    this.#update = db.prepare("UPDATE control_logs SET status = ?, message = ?, updated_at = ? WHERE log_id = ?");
+    this.#select = db.prepare("SELECT * FROM control_logs WHERE log_id = ?");
+    this.#insertOutput = db.prepare(
+      `INSERT INTO control_logs (node_id, config_id, request_id, kind, action, status, message, stream, output, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)`,
+    );
+  }
+
+  /** Number of commands waiting for a final ACK. */
+  get openCount(): number {
+    return this.#open.size;
+  }
+
+  /**
+   * Re-arms the timeouts of commands left open by a previous run, with the time left; a late
+   * ACK can still close them.
+   */
+  start(): void {
+    const now = this.#deps.clock.now();
+    const rows = this.#deps.store.sqlite
+      .prepare("SELECT * FROM control_logs WHERE kind = 'command' AND status IN ('pending', 'accepted')")
+      .all() as LogRow[];
+    for (const row of rows) {
+      if (row.request_id === null) continue;
+      const kind = (row.action === "push_config" ? "config_push" : row.action === "wg_show" ? "info" : "control") as CommandKind;
+      this.#track({
+        requestId: row.request_id,
+        configId: row.config_id,
+        nodeId: row.node_id,
+        kind,
+        action: row.action ?? "",
+        logId: row.log_id,
+        pushed: null,
+        status: row.status === "accepted" ? "accepted" : "pending",
+        timer: null,
+      }, Math.max(0, row.created_at + this.#deps.timeoutMs - now));
+    }
+  }
+
+  /**
+   * Writes the control log row (not for detects), then publishes the command.
+   * @returns the request_id and the log row (null for detects)
+   */
+  async send(
+    configId: string,
+    nodeId: string,
+    kind: CommandKind,
+    action: string,
+    payload: Record<string, unknown>,
+    pushed: OpenCommand["pushed"] = null,
+  ): Promise<{ requestId: string; log: ControlLogView | null }> {
+    const now = this.#deps.clock.now();
+    const requestId = randomUUID();
+    let log: ControlLogView | null = null;
+    let logId: number | null = null;
+    if (kind !== "detect") {
+      const info = this.#insert.run(nodeId, configId, requestId, action, now, now);
+      logId = Number(info.lastInsertRowid);
+      log = controlLogView(this.#select.get(logId) as LogRow);
+      this.#deps.onLog("created", log);
+    }
+    const command: OpenCommand = { requestId, configId, nodeId, kind, action, logId, pushed, status: "pending", timer: null };
+    this.#track(command, kind === "detect" ? this.#deps.detectTimeoutMs : this.#deps.timeoutMs);
+    const envelope: Envelope = {
+      type: kind === "config_push" ? "config_push" : kind,
+      request_id: requestId,
+      config_id: configId,
+      node_id: nodeId,
+      boot_id: "",
+      session_id: "",
+      sent_at: isoTime(now),
+      payload,
+    };
+    try {
+      await this.#deps.publish(nodeTopic(configId, nodeId, kind), envelope);
+    } catch (err) {
+      this.#close(command, "failed", `publish to the broker failed: ${err instanceof Error ? err.message : String(err)}`);
+      if (kind === "detect") this.#deps.onTimeout(command);
+      return { requestId, log: logId === null ? null : controlLogView(this.#select.get(logId) as LogRow) };
+    }
+    return { requestId, log: logId === null ? null : controlLogView(this.#select.get(logId) as LogRow) };
+  }
+
+  /**
+   * Matches an ACK to its open command.
+   * @returns the command when the ACK belongs to it (its status then moved), else null — an
+   *   unknown, late, duplicate or foreign ACK, which changes nothing
+   */
+  ack(
+    ackKind: "config_push_ack" | "control_ack" | "detect_ack" | "info_ack",
+    configId: string,
+    nodeId: string,
+    requestId: string,
+    payload: AckPayload,
+  ): OpenCommand | null {
+    const command = this.#open.get(requestId);
+    if (!command || command.configId !== configId || command.nodeId !== nodeId || ACK_KIND_OF[command.kind] !== ackKind) {
+      this.#deps.log.warn(
+        { config_id: configId, node_id: nodeId, request_id: requestId, ack: ackKind, status: payload.status },
+        command ? "foreign ACK ignored" : "ACK for no open command ignored (unknown, late or duplicate)",
+      );
+      return null;
+    }
+    if (payload.status === "accepted") {
+      if (command.status === "accepted") {
+        this.#deps.log.warn({ request_id: requestId }, "duplicate accepted ACK ignored");
+        return null;
+      }
+      command.status = "accepted";
+      this.#writeStatus(command, "accepted", payload.message);
+      return command;
+    }
+    this.#close(command, payload.status, payload.message);
+    return command;
+  }
+
+  /**
+   * Stores command output (an `event` with `command_output`) as a control log row (spec §2.8).
+   * @returns the stored row
+   */
+  recordOutput(
+    configId: string,
+    nodeId: string,
+    fields: { request_id: string | null; kind: "output" | "event"; action: string | null; message: string; stream: string | null; output: string | null },
+  ): ControlLogView {
+    const now = this.#deps.clock.now();
+    const info = this.#insertOutput.run(
+      nodeId,
+      configId,
+      fields.request_id,
+      fields.kind,
+      fields.action,
+      fields.message,
+      fields.stream,
+      fields.output,
+      now,
+      now,
+    );
+    const log = controlLogView(this.#select.get(Number(info.lastInsertRowid)) as LogRow);
+    this.#deps.onLog("created", log);
+    return log;
+  }
+
+  /** Cancels every timer (shutdown); open commands stay open in the store for the next run. */
+  stop(): void {
+    for (const c of this.#open.values()) this.#deps.clock.clearTimeout(c.timer);
+    this.#open.clear();
+  }
+
+  #track(command: OpenCommand, timeoutMs: number): void {
+    command.timer = this.#deps.clock.setTimeout(() => {
+      if (!this.#open.has(command.requestId)) return;
+      this.#close(command, "timed_out", "no final ACK before the timeout");
+      this.#deps.onTimeout(command);
+    }, timeoutMs);
+    this.#open.set(command.requestId, command);
+  }
+
+  #close(command: OpenCommand, status: "applied" | "failed" | "timed_out", message: string): void {
+    this.#open.delete(command.requestId);
+    this.#deps.clock.clearTimeout(command.timer);
+    this.#writeStatus(command, status, message);
+  }
+
+  #writeStatus(command: OpenCommand, status: "accepted" | "applied" | "failed" | "timed_out", message: string): void {
+    if (command.logId === null) return;
+    this.#update.run(status, message, this.#deps.clock.now(), command.logId);
+    this.#deps.onLog("updated", controlLogView(this.#select.get(command.logId) as LogRow));
+  }
+}

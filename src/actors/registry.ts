@@ -1,0 +1,295 @@
+import { createActor, type Actor } from "xstate";
+import type { Clock } from "../clock.js";
+import type { Logger } from "../logger.js";
+import { NODE_MACHINE_VERSION, nodeMachine, type NodeEvent, type NodeMachine } from "../machines/node.machine.js";
+import type { Store } from "../store/db.js";
+import { projectNode, projectionChanged, type NodeProjection } from "./projection.js";
+
+/** Effects the machine asks for; each runs after the state that asked for it is committed. */
+export interface RegistryEffects {
+  /** Cut the node's live broker connection (its credentials are already gone from the store). */
+  revokeClient(configId: string, nodeId: string, reason: "reset" | "made_static"): void;
+  /** The node is online with a staged config it may not have: push it (debounced by the callee). */
+  requestConfigPush(configId: string, nodeId: string): void;
+}
+
+export interface RegistryDeps {
+  store: Store;
+  clock: Clock;
+  log: Logger;
+  onlineTtlMs: number;
+  detectTimeoutMs: number;
+  effects: RegistryEffects;
+  /** Called after commit when a node's projection changed (SSE `endpoint.status.updated`). */
+  onStatusChanged(configId: string, nodeId: string, projection: NodeProjection): void;
+}
+
+interface Entry {
+  configId: string;
+  nodeId: string;
+  actor: Actor<NodeMachine>;
+  /** Projection as last committed. */
+  committed: NodeProjection | undefined;
+}
+
+interface NodeRowForActor {
+  node_id: string;
+  config_id: string;
+  mode: "static" | "dynamic";
+  staged_config_version: number;
+  staged_config_sha256: string | null;
+  machine_snapshot: string | null;
+  machine_version: number | null;
+}
+
+/**
+ * The actor system: one XState actor per node, keyed by `config_id/node_id` (design card).
+ *
+ * Persist-then-emit: every snapshot change of an actor (an event, or a timer firing) is queued;
+ * the queue is written in one SQLite transaction on the next turn of the event loop (group
+ * commit), and only after the commit are SSE notifications and machine effects run. A failed
+ * write is logged and rejects the {@link NodeActorRegistry.send} promises waiting on it.
+ */
+export class NodeActorRegistry {
+  readonly #deps: RegistryDeps;
+  readonly #entries = new Map<string, Entry>();
+  readonly #machine: NodeMachine;
+  #dirty = new Map<string, Entry>();
+  #effects: Array<() => void> = [];
+  #waiters: Array<{ resolve: () => void; reject: (err: unknown) => void }> = [];
+  #flushScheduled = false;
+  #stopped = false;
+  readonly #persistState;
+  readonly #persistConfirmed;
+
+  constructor(deps: RegistryDeps) {
+    this.#deps = deps;
+    this.#machine = nodeMachine.provide({
+      actions: {
+        revokeClient: ({ context }, params) => {
+          this.#effects.push(() => deps.effects.revokeClient(context.configId, context.nodeId, params.reason));
+        },
+        requestConfigPush: ({ context }) => {
+          this.#effects.push(() => deps.effects.requestConfigPush(context.configId, context.nodeId));
+        },
+      },
+    });
+    const sqlite = deps.store.sqlite;
+    this.#persistState = sqlite.prepare(
+      `UPDATE node_client_state SET client_initialized = ?, client_presence_state = ?, runtime_state = ?,
+         last_reachable_at = ?, last_signal_at = ?, client_version = ?, machine_snapshot = ?, machine_version = ?,
+         updated_at = ? WHERE node_id = ?`,
+    );
+    this.#persistConfirmed = sqlite.prepare(
+      "UPDATE nodes SET confirmed_config_version = ?, confirmed_config_sha256 = ? WHERE node_id = ?",
+    );
+  }
+
+  /**
+   * Creates an actor for every stored node: restored from its persisted snapshot when the
+   * machine version matches (then `system.restored` re-arms its timers with the time left),
+   * fresh otherwise. Brings stored mode and staged config into the actor when they differ.
+   * @returns number of actors
+   */
+  async start(): Promise<number> {
+    const rows = this.#deps.store.sqlite
+      .prepare(
+        `SELECT n.node_id, n.config_id, n.mode, n.staged_config_version, n.staged_config_sha256,
+                s.machine_snapshot, s.machine_version
+           FROM nodes n LEFT JOIN node_client_state s ON s.node_id = n.node_id`,
+      )
+      .all() as NodeRowForActor[];
+    for (const row of rows) this.#spawn(row);
+    await this.#flushNow();
+    return rows.length;
+  }
+
+  /** Creates the actor of a node that was just created. */
+  async add(row: NodeRowForActor): Promise<void> {
+    if (!this.#entries.has(key(row.config_id, row.node_id))) this.#spawn(row);
+    await this.#wait();
+  }
+
+  /** Stops and forgets the actor of a deleted node. */
+  remove(configId: string, nodeId: string): void {
+    const k = key(configId, nodeId);
+    this.#entries.get(k)?.actor.stop();
+    this.#entries.delete(k);
+    this.#dirty.delete(k);
+  }
+
+  has(configId: string, nodeId: string): boolean {
+    return this.#entries.has(key(configId, nodeId));
+  }
+
+  /** Number of live actors. */
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /** The committed-or-current projection of a node, or undefined for an unknown node. */
+  projection(configId: string, nodeId: string): NodeProjection | undefined {
+    const entry = this.#entries.get(key(configId, nodeId));
+    return entry ? projectNode(entry.actor.getSnapshot()) : undefined;
+  }
+
+  /** Every node's current projection (for detect scheduling and metrics). */
+  *projections(): Iterable<{ configId: string; nodeId: string; projection: NodeProjection }> {
+    for (const e of this.#entries.values()) {
+      yield { configId: e.configId, nodeId: e.nodeId, projection: projectNode(e.actor.getSnapshot()) };
+    }
+  }
+
+  /**
+   * Sends an event to a node's actor (a no-op for unknown nodes).
+   * @returns resolves once the resulting state is committed; rejects if that write failed
+   */
+  send(configId: string, nodeId: string, event: NodeEvent): Promise<void> {
+    const entry = this.#entries.get(key(configId, nodeId));
+    if (!entry) return Promise.resolve();
+    entry.actor.send(event);
+    return this.#wait();
+  }
+
+  /** Sends without waiting for the commit (the MQTT router's hot path). */
+  post(configId: string, nodeId: string, event: NodeEvent): boolean {
+    const entry = this.#entries.get(key(configId, nodeId));
+    if (!entry) return false;
+    entry.actor.send(event);
+    return true;
+  }
+
+  /** Writes what is queued and stops every actor. */
+  async stop(): Promise<void> {
+    await this.#flushNow().catch(() => undefined);
+    this.#stopped = true;
+    for (const e of this.#entries.values()) e.actor.stop();
+    this.#entries.clear();
+  }
+
+  #spawn(row: NodeRowForActor): void {
+    const input = {
+      configId: row.config_id,
+      nodeId: row.node_id,
+      mode: row.mode,
+      onlineTtlMs: this.#deps.onlineTtlMs,
+      detectTimeoutMs: this.#deps.detectTimeoutMs,
+    };
+    let snapshot: unknown;
+    if (row.machine_snapshot !== null && row.machine_version === NODE_MACHINE_VERSION) {
+      try {
+        snapshot = JSON.parse(row.machine_snapshot);
+      } catch (err) {
+        this.#deps.log.error({ err, node_id: row.node_id }, "stored machine snapshot is unreadable; starting fresh");
+      }
+    }
+    const actor = createActor(this.#machine, {
+      input,
+      clock: this.#deps.clock,
+      ...(snapshot === undefined ? {} : { snapshot: snapshot as never }),
+    });
+    const entry: Entry = { configId: row.config_id, nodeId: row.node_id, actor, committed: undefined };
+    this.#entries.set(key(row.config_id, row.node_id), entry);
+    actor.subscribe({
+      next: () => this.#markDirty(entry),
+      error: (err) => this.#deps.log.error({ err, node_id: row.node_id }, "node actor failed"),
+    });
+    actor.start();
+    const at = this.#deps.clock.now();
+    if (snapshot !== undefined) {
+      entry.committed = projectNode(actor.getSnapshot());
+      actor.send({ type: "system.restored", at });
+    }
+    const ctx = actor.getSnapshot().context;
+    if (ctx.mode !== row.mode) actor.send({ type: "node.mode_changed", at, mode: row.mode });
+    if (row.staged_config_sha256 !== null && ctx.stagedSha !== row.staged_config_sha256) {
+      actor.send({ type: "config.staged", at, version: row.staged_config_version, sha: row.staged_config_sha256 });
+    }
+    this.#markDirty(entry);
+  }
+
+  #markDirty(entry: Entry): void {
+    if (this.#stopped) return;
+    this.#dirty.set(key(entry.configId, entry.nodeId), entry);
+    this.#schedule();
+  }
+
+  #wait(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.#waiters.push({ resolve, reject });
+      this.#schedule();
+    });
+  }
+
+  #schedule(): void {
+    if (this.#flushScheduled) return;
+    this.#flushScheduled = true;
+    setImmediate(() => {
+      this.#flushScheduled = false;
+      void this.#flushNow().catch(() => undefined);
+    });
+  }
+
+  /** Group commit: one transaction for every queued snapshot, then notifications and effects. */
+  async #flushNow(): Promise<void> {
+    const sqlite = this.#deps.store.sqlite;
+    if (sqlite.inTransaction) {
+      // A request's transaction holds the connection: write after it, never inside it.
+      this.#schedule();
+      return;
+    }
+    const dirty = [...this.#dirty.values()];
+    this.#dirty = new Map();
+    const effects = this.#effects;
+    this.#effects = [];
+    const waiters = this.#waiters;
+    this.#waiters = [];
+    const now = this.#deps.clock.now();
+    const changed: Array<{ entry: Entry; projection: NodeProjection }> = [];
+    try {
+      sqlite.transaction(() => {
+        for (const entry of dirty) {
+          const snap = entry.actor.getSnapshot();
+          const p = projectNode(snap);
+          this.#persistState.run(
+            p.clientInitialized ? 1 : 0,
+            p.presence,
+            p.runtime,
+            p.lastReachableAt,
+            p.lastSignalAt,
+            p.clientVersion,
+            JSON.stringify(entry.actor.getPersistedSnapshot()),
+            NODE_MACHINE_VERSION,
+            now,
+            entry.nodeId,
+          );
+          if (entry.committed?.confirmedSha !== p.confirmedSha) {
+            this.#persistConfirmed.run(p.confirmedVersion, p.confirmedSha, entry.nodeId);
+          }
+          if (projectionChanged(entry.committed, p)) changed.push({ entry, projection: p });
+        }
+      })();
+    } catch (err) {
+      this.#deps.log.error({ err, nodes: dirty.length }, "persisting node state failed");
+      for (const w of waiters) w.reject(err);
+      throw err;
+    }
+    for (const { entry, projection } of changed) {
+      const first = entry.committed === undefined;
+      entry.committed = projection;
+      if (!first) this.#deps.onStatusChanged(entry.configId, entry.nodeId, projection);
+    }
+    for (const effect of effects) {
+      try {
+        effect();
+      } catch (err) {
+        this.#deps.log.error({ err }, "node effect failed");
+      }
+    }
+    for (const w of waiters) w.resolve();
+  }
+}
+
+function key(configId: string, nodeId: string): string {
+  return `${configId}/${nodeId}`;
+}

@@ -1,0 +1,151 @@
+import { z } from "zod";
+import type { ControlService } from "../../services/control.service.js";
+import type { App } from "../app.js";
+import { errorResponses, nodeParams } from "../schemas.js";
+import { controlActionSchema } from "../../protocol/envelope.schema.js";
+
+const endpointStatusResponse = z.object({
+  config_id: z.string(),
+  node_id: z.string(),
+  mode: z.enum(["static", "dynamic"]),
+  effective_mode: z.enum(["static", "dynamic"]),
+  client_initialized: z.boolean(),
+  client_presence_state: z.enum(["online", "dropped", "offline"]),
+  runtime_state: z.enum(["unknown", "running", "stopped"]),
+  last_reachable_at: z.string().nullable(),
+  client_version: z.string().nullable(),
+  config_version_state: z.enum(["latest", "pending"]).nullable(),
+  staged_config: z.object({ config_version: z.number(), config_sha256: z.string().nullable() }),
+  confirmed_config: z.object({ config_version: z.number().nullable(), config_sha256: z.string().nullable() }),
+  mqtt_enabled: z.boolean(),
+});
+
+export const controlLogResponse = z.object({
+  log_id: z.number(),
+  config_id: z.string(),
+  node_id: z.string(),
+  request_id: z.string().nullable(),
+  kind: z.enum(["command", "output", "event"]),
+  action: z.string().nullable(),
+  status: z.enum(["pending", "accepted", "applied", "failed", "timed_out"]).nullable(),
+  message: z.string().nullable(),
+  stream: z.string().nullable(),
+  output: z.string().nullable(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+
+const bindBody = z.strictObject({
+  bind_token: z.string().min(20).max(128),
+  server_url: z.url({ protocol: /^https?$/ }).max(2048),
+  client_version: z.string().min(1).max(64),
+  platform: z.string().min(1).max(64),
+  hostname: z.string().min(1).max(253),
+});
+
+const bindResponse = z.object({
+  profile: z.object({ config_id: z.string(), node_id: z.string(), server_url: z.string() }),
+  mqtt: z.object({
+    host: z.string(),
+    port: z.number(),
+    tls: z.boolean(),
+    username: z.string(),
+    password: z.string(),
+    client_id: z.string(),
+  }),
+  topics: z.record(z.string(), z.string()),
+});
+
+/** Per source address, against guessing (issue 3 item 6). */
+export const GUESSING_RATE_LIMIT = { max: 20, timeWindow: 60_000 } as const;
+
+/**
+ * Client lifecycle and endpoint control (spec §4 rows bind-command, bind, reset-client; rules
+ * 10–12, 14; DESIGN §5 control, endpoint-status, control-logs).
+ */
+export async function clientRoutes(app: App, opts: { control: ControlService }): Promise<void> {
+  const { control } = opts;
+  const tags = ["endpoint control"];
+
+  app.post(
+    "/api/v1/configs/:config_id/nodes/:node_id/bind-command",
+    {
+      schema: {
+        tags,
+        summary: "Issue a one-time bind token (5 minutes) and the svcctl command that uses it (spec §4 rule 10)",
+        params: nodeParams,
+        response: { 200: z.object({ command: z.string(), expires_at: z.string() }), ...errorResponses(404, 409) },
+      },
+    },
+    async (req) => control.bindCommand(req.params.config_id, req.params.node_id),
+  );
+
+  app.post(
+    "/api/client/bind",
+    {
+      config: { auth: "public", rateLimit: GUESSING_RATE_LIMIT },
+      schema: {
+        tags,
+        summary: "Redeem a bind token: the agent's profile with fresh MQTT credentials (spec §4 rule 11)",
+        security: [],
+        body: bindBody,
+        response: { 200: bindResponse, ...errorResponses(409, 429) },
+      },
+    },
+    async (req) => control.bind(req.body),
+  );
+
+  app.post(
+    "/api/v1/configs/:config_id/nodes/:node_id/reset-client",
+    {
+      schema: {
+        tags,
+        summary: "Forget the bound client: credentials revoked, connection cut, state cleared (spec §4 rule 12)",
+        params: nodeParams,
+        response: { 200: endpointStatusResponse, ...errorResponses(404, 409) },
+      },
+    },
+    async (req) => control.reset(req.params.config_id, req.params.node_id),
+  );
+
+  app.post(
+    "/api/v1/configs/:config_id/nodes/:node_id/control",
+    {
+      schema: {
+        tags,
+        summary: "Send start, stop, push_config or wg_show to the node's agent; the ACK closes it later",
+        params: nodeParams,
+        body: z.strictObject({ action: controlActionSchema }),
+        response: { 202: z.object({ request_id: z.string(), log: controlLogResponse }), ...errorResponses(404, 409) },
+      },
+    },
+    async (req, reply) => reply.status(202).send(await control.control(req.params.config_id, req.params.node_id, req.body.action)),
+  );
+
+  app.get(
+    "/api/v1/configs/:config_id/nodes/:node_id/endpoint-status",
+    {
+      schema: {
+        tags,
+        summary: "Presence, runtime and config version state of the node's client",
+        params: nodeParams,
+        response: { 200: endpointStatusResponse, ...errorResponses(404) },
+      },
+    },
+    async (req) => control.endpointStatus(req.params.config_id, req.params.node_id),
+  );
+
+  app.get(
+    "/api/v1/configs/:config_id/nodes/:node_id/control-logs",
+    {
+      schema: {
+        tags,
+        summary: "Control logs of the node, newest first",
+        params: nodeParams,
+        querystring: z.strictObject({ limit: z.coerce.number().int().min(1).max(1000).default(100) }),
+        response: { 200: z.object({ logs: z.array(controlLogResponse) }), ...errorResponses(404) },
+      },
+    },
+    async (req) => ({ logs: await control.controlLogs(req.params.config_id, req.params.node_id, req.query.limit) }),
+  );
+}

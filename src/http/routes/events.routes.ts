@@ -1,0 +1,54 @@
+import { z } from "zod";
+import type { EventHub } from "../../events/hub.js";
+import type { App } from "../app.js";
+import { errorResponses } from "../schemas.js";
+
+/**
+ * `GET /api/v1/events/stream`: the console's realtime SSE stream (spec §6.5), admin bearer token
+ * required (spec §5: `Authorization: Bearer <ACCESS_TOKEN>`; enforced by the app's global
+ * onRequest hook, so a refused stream answers the usual error body and never reaches the hub).
+ *
+ * The reply is hijacked and served by {@link EventHub.attach}. A `preClose` hook closes the hub,
+ * so `app.close()` ends open streams instead of waiting on them (spec §6.5 rule 4).
+ */
+export async function eventsRoutes(app: App, opts: { hub: EventHub }): Promise<void> {
+  const { hub } = opts;
+
+  app.addHook("preClose", async () => {
+    await hub.close();
+  });
+
+  app.get(
+    "/api/v1/events/stream",
+    {
+      // HEAD would open a stream that can never carry a frame.
+      exposeHeadRoute: false,
+      schema: {
+        tags: ["events"],
+        summary: "Realtime console events (Server-Sent Events)",
+        description: [
+          "A `text/event-stream` of frames `id`, `event` (the event type) and `data`",
+          '(JSON `{"type", "payload"}`), spec §6.5. The stream opens with `system.status.updated` and',
+          "`system.clock.sync`, then carries a `system.clock.sync` about every 15 s and every event",
+          "published after a database write. A reconnecting client may send `Last-Event-ID` to get",
+          "the buffered frames it missed. Answers 503 while the service shuts down.",
+        ].join(" "),
+        headers: z.looseObject({
+          "last-event-id": z
+            .string()
+            .optional()
+            .describe("the id of the last frame received; buffered frames after it are replayed"),
+        }),
+        response: {
+          200: z.string().describe("text/event-stream frames"),
+          ...errorResponses(503),
+        },
+      },
+    },
+    async (req, reply) => {
+      reply.hijack();
+      const header = req.headers["last-event-id"];
+      await hub.attach(reply.raw, Array.isArray(header) ? header[header.length - 1] : header);
+    },
+  );
+}

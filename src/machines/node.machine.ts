@@ -1,0 +1,377 @@
+import { and, assign, enqueueActions, not, raise, setup, stateIn } from "xstate";
+
+/**
+ * The statechart of one node (design card: one XState actor per node). Pure: no I/O, no clock
+ * reads — every event carries `at` (ms since the epoch, stamped by the actor layer), and the
+ * delays are computed from context and that `at`, so a restored actor re-arms its timers with
+ * the time that is left (`system.restored`; XState does not re-arm `after` timers of a restored
+ * snapshot, xstate issue #5331).
+ *
+ * Parallel regions:
+ * - `mode`            static | dynamic                          (spec §1.1, §3.1 dynamic→static)
+ * - `initialization`  uninitialized | initialized               (spec §3.2)
+ * - `presence`        offline | online | dropped                (spec §3.1; TTL, will, detect)
+ * - `runtime`         unknown | running | stopped               (spec §3.3)
+ * - `bindToken`       none | valid | used | expired | invalidated (spec §3.6)
+ * - `sync`            pending | latest                          (spec §3.5)
+ * - `probe`           idle | waiting                            (spec §6.4 rule 8: detect timeout)
+ *
+ * Effects are named actions with empty defaults here; `src/actors` provides the real ones with
+ * `machine.provide()`. Persisting the snapshot and emitting SSE happen in the actor layer after
+ * each event, from the settled snapshot (an action would see a half-applied transition).
+ */
+
+/** Version of this machine's persisted snapshot shape; stored beside the snapshot. */
+export const NODE_MACHINE_VERSION = 1;
+
+export interface NodeMachineInput {
+  configId: string;
+  nodeId: string;
+  mode: "static" | "dynamic";
+  /** Online TTL, ms; must exceed the 30-minute heartbeat interval (spec §6.4 rule 7, §8). */
+  onlineTtlMs: number;
+  /** How long a detect waits for its ACK, ms (DESIGN §3: 20 s). */
+  detectTimeoutMs: number;
+}
+
+export interface NodeContext {
+  configId: string;
+  nodeId: string;
+  mode: "static" | "dynamic";
+  onlineTtlMs: number;
+  detectTimeoutMs: number;
+  /** Last reachable signal (heartbeat, any ACK, non-offline event), ms. */
+  lastSignalAt: number | null;
+  /** Last ACK, ms (spec §6.4 rule 3: every ACK refreshes last_reachable_at). */
+  lastReachableAt: number | null;
+  /** When the outstanding detect was sent, ms. */
+  detectSentAt: number | null;
+  /** Expiry of the current bind token, ms. */
+  bindTokenExpiresAt: number | null;
+  stagedVersion: number;
+  stagedSha: string | null;
+  confirmedVersion: number | null;
+  confirmedSha: string | null;
+  /** Tunnel protocol of the confirmed config: the next push's `previous_tunnel_protocol`. */
+  confirmedProtocol: "wireguard" | "awg_2" | null;
+  /** Reported by bind requests and detect ACKs (spec §9 rule 3). */
+  clientVersion: string | null;
+}
+
+/** Which upstream message a reachable signal came from. */
+export type SignalSource = "heartbeat" | "ack" | "event";
+
+export type NodeEvent =
+  /** The stored mode changed (REST). */
+  | { type: "node.mode_changed"; at: number; mode: "static" | "dynamic" }
+  /** A bind succeeded (the guarded database write already happened). */
+  | { type: "client.bound"; at: number; clientVersion: string | null }
+  /** reset-client (spec §4 rule 12). */
+  | { type: "client.reset"; at: number }
+  /** bind-command issued a token; any earlier token is invalidated (spec §3.6). */
+  | { type: "bind_token.issued"; at: number; expiresAt: number }
+  /**
+   * A reachable signal (spec §3.1): heartbeat, any ACK, or an event other than `offline`.
+   * `wgOnline` is the runtime report it carries, if any (heartbeat, detect ACK, or a start/stop
+   * control ACK). `ack` marks ACKs, which refresh last_reachable_at (spec §6.4 rule 3).
+   */
+  | { type: "mqtt.signal"; at: number; source: SignalSource; wgOnline?: boolean; clientVersion?: string }
+  /** The will message: event `offline` (spec §6.3, §6.4 rule 6). */
+  | { type: "mqtt.will"; at: number }
+  /** A detect was published. */
+  | { type: "detect.sent"; at: number }
+  /**
+   * The detect failed: publish error, or an ACK with status failed (spec §3.1). A failed ACK
+   * (`ack: true`) still refreshes last_reachable_at (spec §6.4 rule 3) but is not "another
+   * recent signal": it is the failure itself.
+   */
+  | { type: "detect.failed"; at: number; ack?: boolean }
+  /** The staged config changed (DESIGN §3 Config versions). */
+  | { type: "config.staged"; at: number; version: number; sha: string }
+  /** An `applied` config push ACK confirmed a version (spec §3.5). */
+  | { type: "config.applied"; at: number; version: number; sha: string; protocol?: "wireguard" | "awg_2" }
+  /** The actor was restored from a persisted snapshot: re-arm timers with the time left. */
+  | { type: "system.restored"; at: number }
+  /** Raised internally: the detect ACK did not arrive in time. */
+  | { type: "detect.timed_out"; at: number }
+  /** Raised internally: presence left `online`. */
+  | { type: "presence.lost"; at: number };
+
+function eventAt(event: { type: string; at?: number }, fallback: number | null): number {
+  return typeof event.at === "number" ? event.at : (fallback ?? 0);
+}
+
+export const nodeMachine = setup({
+  types: {
+    context: {} as NodeContext,
+    events: {} as NodeEvent,
+    input: {} as NodeMachineInput,
+  },
+  actions: {
+    /** Delete or disable the node's broker user and cut its live connection (spec §3.1, §4 rule 12). */
+    revokeClient: (_args, _params: { reason: "reset" | "made_static" }) => {},
+    /** The node came online, or its staged config changed while online and pending: push it. */
+    requestConfigPush: () => {},
+    recordSignal: assign(({ context, event }) => {
+      if (event.type !== "mqtt.signal") return {};
+      return {
+        lastSignalAt: event.at,
+        lastReachableAt: event.source === "ack" ? event.at : context.lastReachableAt,
+        clientVersion: event.clientVersion ?? context.clientVersion,
+      };
+    }),
+    recordFailedAck: assign(({ context, event }) =>
+      event.type === "detect.failed" && event.ack === true ? { lastReachableAt: event.at } : { lastReachableAt: context.lastReachableAt },
+    ),
+    recordBind: assign(({ context, event }) =>
+      event.type === "client.bound" ? { clientVersion: event.clientVersion ?? context.clientVersion } : {},
+    ),
+    clearClientState: assign({
+      lastSignalAt: null,
+      detectSentAt: null,
+    }),
+  },
+  guards: {
+    isDynamic: ({ context }) => context.mode === "dynamic",
+    isStatic: ({ context }) => context.mode === "static",
+    /** Signals count only for a dynamic node that has bound (spec §3.1: never bound → offline). */
+    acceptsSignals: and(["isDynamic", stateIn({ initialization: "initialized" })]),
+    toStatic: ({ event }) => event.type === "node.mode_changed" && event.mode === "static",
+    toDynamic: ({ event }) => event.type === "node.mode_changed" && event.mode === "dynamic",
+    /** No reachable signal since the outstanding detect was sent (spec §3.1 "no other recent signal"). */
+    noSignalSinceProbe: ({ context }) =>
+      context.detectSentAt !== null && (context.lastSignalAt === null || context.lastSignalAt < context.detectSentAt),
+    carriesRunning: ({ event }) => event.type === "mqtt.signal" && event.wgOnline === true,
+    carriesStopped: ({ event }) => event.type === "mqtt.signal" && event.wgOnline === false,
+    /** spec §3.3: running/stopped only from an online (accepted) client's report. */
+    reportsRunning: and(["acceptsSignals", "carriesRunning"]),
+    reportsStopped: and(["acceptsSignals", "carriesStopped"]),
+    isLatest: ({ context }) => context.stagedSha !== null && context.confirmedSha === context.stagedSha,
+  },
+  delays: {
+    /** Time left until the online TTL runs out, counted from the last signal. */
+    onlineTtl: ({ context, event }) =>
+      Math.max(0, (context.lastSignalAt ?? eventAt(event, 0)) + context.onlineTtlMs - eventAt(event, context.lastSignalAt)),
+    /** Time left until the outstanding detect times out. */
+    detectTimeout: ({ context, event }) =>
+      Math.max(0, (context.detectSentAt ?? eventAt(event, 0)) + context.detectTimeoutMs - eventAt(event, context.detectSentAt)),
+    /** Time left until the bind token expires. */
+    bindTokenTtl: ({ context, event }) =>
+      Math.max(0, (context.bindTokenExpiresAt ?? 0) - eventAt(event, context.bindTokenExpiresAt)),
+  },
+}).createMachine({
+  id: "node",
+  type: "parallel",
+  context: ({ input }) => ({
+    configId: input.configId,
+    nodeId: input.nodeId,
+    mode: input.mode,
+    onlineTtlMs: input.onlineTtlMs,
+    detectTimeoutMs: input.detectTimeoutMs,
+    lastSignalAt: null,
+    lastReachableAt: null,
+    detectSentAt: null,
+    bindTokenExpiresAt: null,
+    stagedVersion: 0,
+    stagedSha: null,
+    confirmedVersion: null,
+    confirmedSha: null,
+    confirmedProtocol: null,
+    clientVersion: null,
+  }),
+  states: {
+    mode: {
+      initial: "starting",
+      states: {
+        starting: {
+          always: [{ guard: "isDynamic", target: "dynamic" }, { target: "static" }],
+        },
+        static: {
+          on: {
+            "node.mode_changed": {
+              guard: "toDynamic",
+              target: "dynamic",
+              actions: assign({ mode: "dynamic" }),
+            },
+          },
+        },
+        dynamic: {
+          on: {
+            "node.mode_changed": {
+              guard: "toStatic",
+              target: "static",
+              actions: [assign({ mode: "static" }), { type: "revokeClient", params: { reason: "made_static" } }],
+            },
+          },
+        },
+      },
+    },
+
+    initialization: {
+      initial: "uninitialized",
+      states: {
+        uninitialized: {
+          on: { "client.bound": { guard: "isDynamic", target: "initialized", actions: "recordBind" } },
+        },
+        initialized: {
+          on: {
+            "client.bound": { guard: "isDynamic", actions: "recordBind" },
+            // spec §3.2: a bind on an initialized node rotates credentials; it stays initialized.
+            "client.reset": { target: "uninitialized" },
+            "node.mode_changed": { guard: "toStatic", target: "uninitialized" },
+          },
+        },
+      },
+    },
+
+    presence: {
+      initial: "offline",
+      states: {
+        offline: {
+          entry: raise(({ event }) => ({ type: "presence.lost" as const, at: eventAt(event, null) })),
+          on: {
+            "mqtt.signal": { guard: "acceptsSignals", target: "online", actions: "recordSignal" },
+          },
+        },
+        online: {
+          entry: "requestConfigPush",
+          initial: "fresh",
+          states: {
+            // Re-entered on every signal, so that only the TTL timer is re-armed (not online's entry).
+            fresh: {
+              after: { onlineTtl: { target: "#node.presence.dropped" } },
+              on: {
+                "mqtt.signal": { target: "fresh", reenter: true, actions: "recordSignal" },
+                "system.restored": { target: "fresh", reenter: true },
+              },
+            },
+          },
+          on: {
+            "detect.timed_out": { guard: "noSignalSinceProbe", target: "dropped" },
+            "detect.failed": { guard: "noSignalSinceProbe", target: "dropped" },
+          },
+        },
+        dropped: {
+          entry: raise(({ event }) => ({ type: "presence.lost" as const, at: eventAt(event, null) })),
+          on: {
+            "mqtt.signal": { guard: "acceptsSignals", target: "online", actions: "recordSignal" },
+          },
+        },
+      },
+      on: {
+        "mqtt.will": { target: ".offline" },
+        "client.reset": { target: ".offline", actions: ["clearClientState", { type: "revokeClient", params: { reason: "reset" } }] },
+        "node.mode_changed": { guard: "toStatic", target: ".offline", actions: "clearClientState" },
+      },
+    },
+
+    runtime: {
+      initial: "unknown",
+      states: {
+        unknown: {},
+        running: {},
+        stopped: {},
+      },
+      on: {
+        "mqtt.signal": [
+          { guard: "reportsRunning", target: ".running" },
+          { guard: "reportsStopped", target: ".stopped" },
+        ],
+        "presence.lost": { target: ".unknown" },
+        "detect.timed_out": { target: ".unknown" },
+        "client.reset": { target: ".unknown" },
+        "node.mode_changed": { guard: "toStatic", target: ".unknown" },
+      },
+    },
+
+    bindToken: {
+      initial: "none",
+      states: {
+        none: {},
+        valid: {
+          after: { bindTokenTtl: { target: "expired" } },
+          on: {
+            "client.bound": { target: "used" },
+            "bind_token.issued": {
+              target: "valid",
+              reenter: true,
+              actions: assign(({ event }) => ({ bindTokenExpiresAt: event.expiresAt })),
+            },
+            "client.reset": { target: "invalidated" },
+            "node.mode_changed": { guard: "toStatic", target: "invalidated" },
+            "system.restored": { target: "valid", reenter: true },
+          },
+        },
+        used: {},
+        expired: {},
+        invalidated: {},
+      },
+      on: {
+        "bind_token.issued": {
+          target: ".valid",
+          actions: assign(({ event }) => ({ bindTokenExpiresAt: event.expiresAt })),
+        },
+      },
+    },
+
+    sync: {
+      initial: "pending",
+      on: {
+        "config.staged": {
+          actions: [
+            assign(({ event }) => ({ stagedVersion: event.version, stagedSha: event.sha })),
+            // An online node whose new staged config it has not confirmed gets it pushed.
+            enqueueActions(({ context, check, enqueue }) => {
+              if (check(stateIn({ presence: "online" })) && context.confirmedSha !== context.stagedSha) {
+                enqueue("requestConfigPush");
+              }
+            }),
+          ],
+        },
+        "config.applied": {
+          actions: assign(({ context, event }) => ({
+            confirmedVersion: event.version,
+            confirmedSha: event.sha,
+            confirmedProtocol: event.protocol ?? context.confirmedProtocol,
+          })),
+        },
+      },
+      states: {
+        pending: { always: { guard: "isLatest", target: "latest" } },
+        latest: { always: { guard: not("isLatest"), target: "pending" } },
+      },
+    },
+
+    probe: {
+      initial: "idle",
+      states: {
+        idle: {
+          on: {
+            "detect.sent": { target: "waiting", actions: assign(({ event }) => ({ detectSentAt: event.at })) },
+          },
+        },
+        waiting: {
+          after: {
+            detectTimeout: {
+              target: "idle",
+              actions: raise(({ context }) => ({
+                type: "detect.timed_out" as const,
+                at: (context.detectSentAt ?? 0) + context.detectTimeoutMs,
+              })),
+            },
+          },
+          on: {
+            "mqtt.signal": { target: "idle" },
+            "detect.failed": { target: "idle", actions: "recordFailedAck" },
+            "detect.sent": { target: "waiting", reenter: true, actions: assign(({ event }) => ({ detectSentAt: event.at })) },
+            "system.restored": { target: "waiting", reenter: true },
+            "client.reset": { target: "idle" },
+            "node.mode_changed": { guard: "toStatic", target: "idle" },
+          },
+        },
+      },
+    },
+  },
+});
+
+export type NodeMachine = typeof nodeMachine;

@@ -1,0 +1,358 @@
+import type { EventEmitter } from "node:events";
+import { createServer, type AddressInfo, type Server as NetServer, type Socket } from "node:net";
+import {
+  Aedes,
+  type AedesOptions,
+  type AuthenticateError,
+  type Client,
+  type ConnectPacket,
+} from "aedes";
+import type { Logger } from "../logger.js";
+import { MAX_ENVELOPE_BYTES } from "../protocol/envelope.schema.js";
+import { authorize, type BrokerIdentity } from "./authz.policy.js";
+import { verifyBrokerPassword, type BrokerUserLookup } from "./broker-users.js";
+
+export type { BrokerUser, BrokerUserLookup } from "./broker-users.js";
+
+/**
+ * The embedded MQTT broker (aedes 1.2, MQTT 3.1.1 only): per-node credentials and client ids
+ * (DESIGN §3 "Broker identity"), every publish, will and subscription judged by
+ * {@link authorize} (spec §5 rules 1-3, §6.4 rule 5), packets capped at the socket, and slow
+ * subscribers cut off by aedes's `drainTimeout`.
+ */
+
+export interface EmbeddedBrokerOptions {
+  host: string;
+  /** 0 picks a free port; read it back from {@link EmbeddedBroker.port}. */
+  port: number;
+  users: BrokerUserLookup;
+  log: Logger;
+  /** Largest MQTT packet accepted (fixed header included); default MAX_ENVELOPE_BYTES + 4096. */
+  maxPacketBytes?: number;
+  /**
+   * aedes `drainTimeout`: a client whose socket does not drain in this time is dropped (its will
+   * is published), so a subscriber that never reads cannot stall delivery to everyone. Default
+   * 30 s; 0 disables it (never do that in production).
+   */
+  drainTimeoutMs?: number;
+  /** aedes `connectTimeout`: a connection must send CONNECT within this time. Default 10 s. */
+  connectTimeoutMs?: number;
+}
+
+/** CONNACK return codes of MQTT 3.1.1 (§3.2.2.3) used here. */
+const RC_IDENTIFIER_REJECTED = 2;
+const RC_SERVER_UNAVAILABLE = 3;
+const RC_BAD_USERNAME_OR_PASSWORD = 4;
+const RC_NOT_AUTHORIZED = 5;
+
+/** What aedes has at runtime but does not declare: the live clients by id, and their state. */
+interface AedesInternals {
+  clients: Record<string, Client | undefined>;
+}
+
+type Will = NonNullable<ConnectPacket["will"]>;
+
+function refuse(returnCode: number, message: string): AuthenticateError {
+  return Object.assign(new Error(message), { returnCode }) as AuthenticateError;
+}
+
+function sameIdentity(a: BrokerIdentity | undefined, b: BrokerIdentity): boolean {
+  if (a === undefined || a.kind !== b.kind) return false;
+  if (a.kind === "backend" || b.kind === "backend") return true;
+  return a.configId === b.configId && a.nodeId === b.nodeId;
+}
+
+/** A topic shortened for a log line. */
+function logTopic(topic: unknown): string {
+  return typeof topic === "string" ? topic.slice(0, 300) : String(topic);
+}
+
+export class EmbeddedBroker {
+  /** The port actually listened on. */
+  readonly port: number;
+  private closing: Promise<void> | undefined;
+
+  private constructor(
+    private readonly broker: Aedes,
+    private readonly server: NetServer,
+    private readonly sockets: Set<Socket>,
+    port: number,
+    private readonly log: Logger,
+  ) {
+    this.port = port;
+  }
+
+  /**
+   * Creates the broker and listens.
+   * @throws when the address cannot be listened on (the broker is closed again first)
+   */
+  static async start(opts: EmbeddedBrokerOptions): Promise<EmbeddedBroker> {
+    const log = opts.log;
+    const maxPacketBytes = opts.maxPacketBytes ?? MAX_ENVELOPE_BYTES + 4096;
+    const identities = new WeakMap<Client, BrokerIdentity>();
+    const wills = new WeakMap<Client, Will>();
+    // Set once the broker exists; the hooks below only run after that.
+    let internals: AedesInternals = { clients: {} };
+
+    const hooks: Pick<
+      AedesOptions,
+      "preConnect" | "authenticate" | "authorizePublish" | "authorizeSubscribe" | "authorizeForward"
+    > = {
+      preConnect(client, packet, done) {
+        if (packet.will) wills.set(client, packet.will);
+        done(null, true);
+      },
+
+      authenticate(client, rawUsername, password, done) {
+        const username = rawUsername === undefined ? undefined : rawUsername.slice(0, 200);
+        let user;
+        try {
+          user = rawUsername === undefined ? undefined : opts.users.find(rawUsername);
+        } catch (err) {
+          log.error({ err, clientId: client.id }, "broker user lookup failed");
+          done(refuse(RC_SERVER_UNAVAILABLE, "server unavailable"), null);
+          return;
+        }
+        if (!verifyBrokerPassword(user, password) || user === undefined) {
+          log.warn({ clientId: client.id, username }, "mqtt connect refused: bad username or password");
+          done(refuse(RC_BAD_USERNAME_OR_PASSWORD, "bad username or password"), null);
+          return;
+        }
+        const identity = user.identity;
+        // DESIGN §3: a node connects only with its own client id.
+        if (identity.kind === "node" && client.id !== identity.clientId) {
+          log.warn({ clientId: client.id, username }, "mqtt connect refused: client id does not belong to the user");
+          done(refuse(RC_IDENTIFIER_REJECTED, "identifier rejected"), null);
+          return;
+        }
+        // A live client with this id is taken over by aedes (MQTT-3.1.4-2); only its own
+        // identity may do that.
+        const live = internals.clients[client.id];
+        if (live !== undefined && live !== client && !sameIdentity(identities.get(live), identity)) {
+          log.warn({ clientId: client.id, username }, "mqtt connect refused: client id in use by another user");
+          done(refuse(RC_IDENTIFIER_REJECTED, "identifier rejected"), null);
+          return;
+        }
+        // The will must be a publish this identity may make (spec §6.3 LWT on its event topic,
+        // not retained per §6.4 rule 5); refused now rather than silently dropped later.
+        const will = wills.get(client);
+        if (will !== undefined && authorize(identity, "publish", will.topic, { retain: will.retain === true, qos: will.qos ?? 0 }) === "deny") {
+          log.warn({ clientId: client.id, username, topic: logTopic(will.topic) }, "mqtt connect refused: will not authorized");
+          done(refuse(RC_NOT_AUTHORIZED, "will not authorized"), null);
+          return;
+        }
+        identities.set(client, identity);
+        done(null, true);
+      },
+
+      // Called for every inbound PUBLISH and for the will when a client drops or is kicked.
+      // An error closes the connection (MQTT 3.1.1 cannot refuse one publish).
+      authorizePublish(client, packet, done) {
+        const identity = client === null ? undefined : identities.get(client);
+        const size = packet.payload === undefined ? 0 : Buffer.byteLength(packet.payload);
+        if (size > maxPacketBytes) {
+          log.warn({ clientId: client?.id, topic: logTopic(packet.topic), size }, "mqtt publish refused: too large");
+          done(new Error("payload too large"));
+          return;
+        }
+        // aedes's default `$SYS/` protection, kept explicitly (the policy denies `$` topics too).
+        if (typeof packet.topic !== "string" || packet.topic.startsWith("$SYS/")) {
+          done(new Error("$SYS/ topic is reserved"));
+          return;
+        }
+        const verdict = authorize(identity ?? null, "publish", packet.topic, {
+          retain: packet.retain === true,
+          qos: packet.qos,
+        });
+        if (verdict === "deny") {
+          log.warn(
+            { clientId: client?.id, topic: logTopic(packet.topic), retain: packet.retain === true, qos: packet.qos },
+            "mqtt publish refused",
+          );
+          done(new Error("publish not authorized"));
+          return;
+        }
+        done(null);
+      },
+
+      // A denied filter answers SUBACK 128 for that filter alone; the others of the same
+      // SUBSCRIBE go on.
+      authorizeSubscribe(client, sub, done) {
+        const identity = identities.get(client) ?? null;
+        if (authorize(identity, "subscribe", sub.topic, { qos: sub.qos }) === "deny") {
+          log.warn({ clientId: client.id, topic: logTopic(sub.topic), qos: sub.qos }, "mqtt subscribe refused");
+          done(null, null);
+          return;
+        }
+        done(null, sub);
+      },
+
+      // Defence in depth: a node only ever receives its own downstream topics.
+      authorizeForward(client, packet) {
+        const identity = identities.get(client);
+        if (identity === undefined) return null;
+        if (identity.kind === "backend") return packet;
+        return authorize(identity, "subscribe", packet.topic) === "allow" ? packet : null;
+      },
+    };
+
+    const broker = await Aedes.createBroker({
+      ...hooks,
+      drainTimeout: opts.drainTimeoutMs ?? 30_000,
+      connectTimeout: opts.connectTimeoutMs ?? 10_000,
+    });
+    internals = broker as unknown as AedesInternals;
+    // aedes emits "error" on itself (for example from will housekeeping); unhandled it would throw.
+    (broker as unknown as EventEmitter).on("error", (err: unknown) => log.error({ err }, "mqtt broker error"));
+    broker.on("clientError", (client, err) => log.debug({ clientId: client.id, err: err.message }, "mqtt client error"));
+    broker.on("connectionError", (_client, err) => log.debug({ err: err.message }, "mqtt connection error"));
+    broker.on("clientReady", (client) => {
+      log.info({ clientId: client.id, kind: identities.get(client)?.kind }, "mqtt client connected");
+    });
+    broker.on("clientDisconnect", (client) => log.info({ clientId: client.id }, "mqtt client disconnected"));
+
+    const sockets = new Set<Socket>();
+    const server = createServer((socket) => {
+      sockets.add(socket);
+      socket.once("close", () => sockets.delete(socket));
+      broker.handle(socket);
+      guardPacketSize(socket, maxPacketBytes, (declared) => {
+        log.warn({ remote: socket.remoteAddress, declared, max: maxPacketBytes }, "mqtt packet over the size cap: connection closed");
+        socket.destroy();
+      });
+    });
+    server.on("error", (err) => log.error({ err }, "mqtt listener error"));
+
+    let port: number;
+    try {
+      port = await new Promise<number>((resolve, reject) => {
+        server.once("error", reject);
+        server.listen(opts.port, opts.host, () => {
+          server.off("error", reject);
+          resolve((server.address() as AddressInfo).port);
+        });
+      });
+    } catch (err) {
+      await new Promise<void>((resolve) => broker.close(() => resolve()));
+      throw err;
+    }
+    log.info({ host: opts.host, port, maxPacketBytes }, "embedded mqtt broker listening");
+    return new EmbeddedBroker(broker, server, sockets, port, log);
+  }
+
+  private live(clientId: string): Client | undefined {
+    return (this.broker as unknown as AedesInternals).clients[clientId];
+  }
+
+  /**
+   * Disconnects the live client with this id, as a drop: its will is published (spec §6.3 LWT).
+   * @returns false when no such client is connected
+   */
+  kick(clientId: string): boolean {
+    const client = this.live(clientId);
+    if (client === undefined || client.closed) return false;
+    this.log.info({ clientId }, "mqtt client kicked");
+    client.close();
+    return true;
+  }
+
+  /**
+   * True while an authenticated client with this id is registered (from just before its CONNACK
+   * until its connection ends). aedes sets `client.connected` only after the CONNACK is written and
+   * the offline queue drained, so that flag lags what the client already knows.
+   */
+  isConnected(clientId: string): boolean {
+    const client = this.live(clientId);
+    return client !== undefined && !client.closed;
+  }
+
+  /** The number of connected clients. */
+  connectedCount(): number {
+    const clients = (this.broker as unknown as AedesInternals).clients;
+    return Object.values(clients).filter((c) => c !== undefined && !c.closed).length;
+  }
+
+  /** Stops listening, closes every client (their wills are published) and the broker. Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      const serverClosed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+      await new Promise<void>((resolve) => this.broker.close(() => resolve()));
+      // Connections that never sent CONNECT are not aedes clients yet.
+      for (const socket of this.sockets) socket.destroy();
+      await serverClosed;
+      this.log.info("embedded mqtt broker closed");
+    })();
+    return this.closing;
+  }
+}
+
+/**
+ * Watches the bytes aedes reads from `socket` and calls `onOversize` as soon as a packet's fixed
+ * header declares more than `maxBytes` (or a malformed length): aedes's parser has no cap and
+ * would otherwise buffer up to 256 MB per packet.
+ *
+ * aedes reads with `readable` + `read()`; a `data` listener added next to it sees each chunk
+ * `read()` returns, synchronously, without switching the socket to flowing mode.
+ */
+export function guardPacketSize(socket: Socket, maxBytes: number, onOversize: (declared: number) => void): void {
+  const framer = new PacketFramer(maxBytes);
+  const onData = (chunk: Buffer): void => {
+    const declared = framer.feed(chunk);
+    if (declared !== null) {
+      socket.off("data", onData);
+      onOversize(declared);
+    }
+  };
+  socket.on("data", onData);
+}
+
+/**
+ * Follows MQTT packet boundaries (fixed header: 1 type byte, 1-4 bytes of remaining length)
+ * across chunks without buffering payloads.
+ */
+export class PacketFramer {
+  private state: "type" | "length" | "body" = "type";
+  private length = 0;
+  private multiplier = 1;
+  private lengthBytes = 0;
+  private remaining = 0;
+
+  constructor(private readonly maxBytes: number) {}
+
+  /**
+   * @returns null while every packet fits; else the declared size of the first packet that does
+   *   not (Infinity for a malformed remaining length)
+   */
+  feed(chunk: Buffer): number | null {
+    let i = 0;
+    while (i < chunk.length) {
+      if (this.state === "type") {
+        i += 1;
+        this.state = "length";
+        this.length = 0;
+        this.multiplier = 1;
+        this.lengthBytes = 0;
+      } else if (this.state === "length") {
+        const b = chunk.readUInt8(i);
+        i += 1;
+        this.length += (b & 0x7f) * this.multiplier;
+        this.multiplier *= 128;
+        this.lengthBytes += 1;
+        if ((b & 0x80) !== 0) {
+          if (this.lengthBytes >= 4) return Number.POSITIVE_INFINITY;
+          continue;
+        }
+        const total = 1 + this.lengthBytes + this.length;
+        if (total > this.maxBytes) return total;
+        this.remaining = this.length;
+        this.state = this.remaining === 0 ? "type" : "body";
+      } else {
+        const n = Math.min(this.remaining, chunk.length - i);
+        i += n;
+        this.remaining -= n;
+        if (this.remaining === 0) this.state = "type";
+      }
+    }
+    return null;
+  }
+}

@@ -1,0 +1,143 @@
+import type { CommandTracker } from "../actors/commands.js";
+import type { NodeActorRegistry } from "../actors/registry.js";
+import type { Clock } from "../clock.js";
+import type { Logger } from "../logger.js";
+import {
+  MAX_ENVELOPE_BYTES,
+  UPSTREAM_PAYLOAD_SCHEMAS,
+  envelopeSchema,
+  type AckPayload,
+  type DetectAckPayload,
+  type EventPayload,
+  type HeartbeatPayload,
+} from "../protocol/envelope.schema.js";
+import { parseTopic, type UpstreamKind } from "../protocol/topics.js";
+
+/** Why an upstream message was dropped; counted per reason. */
+export type DropReason =
+  | "too_large"
+  | "bad_topic"
+  | "bad_json"
+  | "bad_envelope"
+  | "id_mismatch"
+  | "bad_payload"
+  | "unknown_node";
+
+export interface RouterDeps {
+  registry: NodeActorRegistry;
+  commands: CommandTracker;
+  clock: Clock;
+  log: Logger;
+}
+
+/**
+ * The MQTT router (DESIGN §1 inbound): topic → envelope → payload → node actor. It checks the
+ * size, the topic (one of spec §6.1's upstream topics with valid ids), the JSON, the envelope
+ * (spec §6.2), that the envelope's ids equal the topic's, and the payload (spec §6.3), then
+ * dispatches by `config_id`/`node_id`. Anything malformed is logged, counted and dropped; it
+ * never throws and never changes a node.
+ */
+export class MqttRouter {
+  readonly #deps: RouterDeps;
+  readonly dropped = new Map<DropReason, number>();
+  received = 0;
+
+  constructor(deps: RouterDeps) {
+    this.#deps = deps;
+  }
+
+  /** Handles one upstream message. @returns true when it was dispatched */
+  handle(topic: string, message: Buffer): boolean {
+    this.received++;
+    if (message.length > MAX_ENVELOPE_BYTES) return this.#drop("too_large", topic);
+    const parsed = parseTopic(topic);
+    if (parsed === null || parsed.direction !== "upstream") return this.#drop("bad_topic", topic);
+    let json: unknown;
+    try {
+      json = JSON.parse(message.toString("utf8"));
+    } catch {
+      return this.#drop("bad_json", topic);
+    }
+    const envelope = envelopeSchema.safeParse(json);
+    if (!envelope.success) return this.#drop("bad_envelope", topic, envelope.error.issues[0]?.message);
+    const env = envelope.data;
+    if (env.config_id !== parsed.configId || env.node_id !== parsed.nodeId) return this.#drop("id_mismatch", topic);
+    const kind = parsed.kind as UpstreamKind;
+    const payload = UPSTREAM_PAYLOAD_SCHEMAS[kind].safeParse(env.payload);
+    if (!payload.success) return this.#drop("bad_payload", topic, payload.error.issues[0]?.message);
+    const { configId, nodeId } = parsed;
+    const projection = this.#deps.registry.projection(configId, nodeId);
+    if (projection === undefined || projection.mode !== "dynamic") return this.#drop("unknown_node", topic);
+    const at = this.#deps.clock.now();
+    const registry = this.#deps.registry;
+    switch (kind) {
+      case "heartbeat": {
+        const p = payload.data as HeartbeatPayload;
+        registry.post(configId, nodeId, { type: "mqtt.signal", at, source: "heartbeat", wgOnline: p.wg_online });
+        return true;
+      }
+      case "event": {
+        const p = payload.data as EventPayload;
+        if (p.event === "offline") {
+          registry.post(configId, nodeId, { type: "mqtt.will", at });
+          return true;
+        }
+        registry.post(configId, nodeId, { type: "mqtt.signal", at, source: "event" });
+        if (p.event === "command_output" || p.level === "error") {
+          this.#deps.commands.recordOutput(configId, nodeId, {
+            request_id: p.request_id ?? (env.request_id || null),
+            kind: p.event === "command_output" ? "output" : "event",
+            action: p.action ?? null,
+            message: p.message,
+            stream: p.stream ?? null,
+            output: p.output ?? null,
+          });
+        }
+        return true;
+      }
+      default: {
+        const ack = payload.data as AckPayload;
+        const command = this.#deps.commands.ack(kind, configId, nodeId, env.request_id, ack);
+        if (command === null) return true; // logged by the tracker; changes nothing
+        let wgOnline: boolean | undefined;
+        let clientVersion: string | undefined;
+        if (kind === "detect_ack") {
+          const d = payload.data as DetectAckPayload;
+          clientVersion = d.client_version;
+          if (ack.status === "failed") {
+            registry.post(configId, nodeId, { type: "detect.failed", at, ack: true });
+            return true;
+          }
+          if (ack.status === "applied") wgOnline = d.wg_online;
+        } else if (kind === "control_ack" && ack.status === "applied") {
+          if (command.action === "start") wgOnline = true;
+          if (command.action === "stop") wgOnline = false;
+        }
+        registry.post(configId, nodeId, {
+          type: "mqtt.signal",
+          at,
+          source: "ack",
+          ...(wgOnline === undefined ? {} : { wgOnline }),
+          ...(clientVersion === undefined ? {} : { clientVersion }),
+        });
+        if (kind === "config_push_ack" && ack.status === "applied" && command.pushed !== null) {
+          registry.post(configId, nodeId, {
+            type: "config.applied",
+            at,
+            version: command.pushed.version,
+            sha: command.pushed.sha,
+            protocol: command.pushed.protocol,
+          });
+        }
+        return true;
+      }
+    }
+  }
+
+  #drop(reason: DropReason, topic: string, detail?: string): false {
+    this.dropped.set(reason, (this.dropped.get(reason) ?? 0) + 1);
+    // The topic is bounded by the broker's checks; the payload is never logged (it may hold secrets).
+    this.#deps.log.warn({ reason, topic: topic.slice(0, 256), detail }, "upstream message dropped");
+    return false;
+  }
+}

@@ -1,0 +1,340 @@
+import { randomBytes } from "node:crypto";
+import { isoTime, type Clock } from "../clock.js";
+import type { CommandTracker, ControlLogView } from "../actors/commands.js";
+import type { NodeProjection } from "../actors/projection.js";
+import type { NodeActorRegistry } from "../actors/registry.js";
+import { hashToken, mintToken } from "../domain/tokens.js";
+import { AppError } from "../errors.js";
+import { nodeClientId, nodeUsername } from "../mqtt/authz.policy.js";
+import type { ControlAction, TunnelProtocol } from "../protocol/envelope.schema.js";
+import { nodeTopics } from "../protocol/topics.js";
+import type { Store } from "../store/db.js";
+import type { NodeRow } from "../store/schema.js";
+import { requireNode } from "./mesh.service.js";
+
+/** The `endpoint.status.updated` payload and the endpoint-status answer (DESIGN §5). */
+export interface EndpointStatusView {
+  config_id: string;
+  node_id: string;
+  mode: "static" | "dynamic";
+  effective_mode: "static" | "dynamic";
+  client_initialized: boolean;
+  client_presence_state: "online" | "dropped" | "offline";
+  runtime_state: "unknown" | "running" | "stopped";
+  last_reachable_at: string | null;
+  client_version: string | null;
+  config_version_state: "latest" | "pending" | null;
+  staged_config: { config_version: number; config_sha256: string | null };
+  confirmed_config: { config_version: number | null; config_sha256: string | null };
+  mqtt_enabled: boolean;
+}
+
+/** The bind answer (spec §2.6, DESIGN §5). */
+export interface BindProfile {
+  profile: { config_id: string; node_id: string; server_url: string };
+  mqtt: { host: string; port: number; tls: boolean; username: string; password: string; client_id: string };
+  topics: ReturnType<typeof nodeTopics>;
+}
+
+export interface ControlServiceDeps {
+  store: Store;
+  clock: Clock;
+  registry: NodeActorRegistry;
+  commands: CommandTracker;
+  mqttEnabled: boolean;
+  publicUrl: string;
+  bindTokenTtlMs: number;
+  configPushDebounceMs: number;
+  /** Host and port bind profiles give agents. */
+  brokerEndpoint(): { host: string; port: number; tls: boolean };
+  /** Cuts a live broker connection (the embedded broker's kick). */
+  kick(clientId: string): void;
+}
+
+/**
+ * The MQTT write APIs (spec §4 rules 10–12, 14; DESIGN §5 control): bind-command, bind, reset,
+ * control and config push, plus the endpoint status read. Every write API answers
+ * `MQTT_DISABLED` while `SVC_ENABLE_MQTT_SERVICES=false` (spec §1.7).
+ */
+export class ControlService {
+  readonly #d: ControlServiceDeps;
+  readonly #pushTimers = new Map<string, unknown>();
+
+  constructor(deps: ControlServiceDeps) {
+    this.#d = deps;
+  }
+
+  /**
+   * spec §4 rule 10: validates that the node is dynamic and issues a one-time bind token valid
+   * for 5 minutes; any earlier valid token of the node is invalidated (spec §3.6).
+   * @throws AppError MQTT_DISABLED, NOT_FOUND, NODE_NOT_DYNAMIC
+   */
+  async bindCommand(configId: string, nodeId: string): Promise<{ command: string; expires_at: string }> {
+    this.#requireMqtt();
+    const now = this.#d.clock.now();
+    const { token, hash } = mintToken();
+    const expiresAt = now + this.#d.bindTokenTtlMs;
+    await this.#d.store.transaction(async (trx) => {
+      const node = await requireNode(trx, configId, nodeId);
+      if (node.mode !== "dynamic") throw new AppError("NODE_NOT_DYNAMIC", "bind commands are for dynamic nodes");
+      await trx.updateTable("bind_tokens").set({ state: "invalidated" }).where("node_id", "=", nodeId).where("state", "=", "valid").execute();
+      await trx
+        .insertInto("bind_tokens")
+        .values({ token_hash: hash, node_id: nodeId, state: "valid", created_at: now, expires_at: expiresAt, used_at: null })
+        .execute();
+    });
+    await this.#d.registry.send(configId, nodeId, { type: "bind_token.issued", at: now, expiresAt });
+    return { command: `svcctl bind --server ${this.#d.publicUrl} --token ${token}`, expires_at: isoTime(expiresAt) };
+  }
+
+  /**
+   * spec §4 rule 11: redeems a bind token once. One guarded UPDATE decides, so concurrent
+   * redemptions of one token yield exactly one success. Rotates the node's MQTT credentials
+   * (the broker reads them from the store, so the broker user exists as soon as this commits).
+   * @throws AppError MQTT_DISABLED, INVALID_BIND_TOKEN (unknown, expired, invalidated),
+   *   BIND_TOKEN_USED, NODE_NOT_DYNAMIC
+   */
+  async bind(input: { bind_token: string; server_url: string; client_version: string; platform: string; hostname: string }): Promise<BindProfile> {
+    this.#requireMqtt();
+    const now = this.#d.clock.now();
+    const hash = hashToken(input.bind_token);
+    const password = randomBytes(32).toString("base64url");
+    const node = await this.#d.store.transaction(async (trx) => {
+      const row = await trx.selectFrom("bind_tokens").selectAll().where("token_hash", "=", hash).executeTakeFirst();
+      if (!row) throw new AppError("INVALID_BIND_TOKEN", "unknown bind token");
+      if (row.state === "used") throw new AppError("BIND_TOKEN_USED", "this bind token was already used");
+      if (row.state !== "valid" || row.expires_at <= now) throw new AppError("INVALID_BIND_TOKEN", "the bind token expired or was invalidated");
+      const claimed = await trx
+        .updateTable("bind_tokens")
+        .set({ state: "used", used_at: now })
+        .where("token_hash", "=", hash)
+        .where("state", "=", "valid")
+        .where("expires_at", ">", now)
+        .executeTakeFirst();
+      if (Number(claimed.numUpdatedRows) !== 1) throw new AppError("BIND_TOKEN_USED", "this bind token was already used");
+      const n = await trx.selectFrom("nodes").selectAll().where("node_id", "=", row.node_id).executeTakeFirstOrThrow();
+      if (n.mode !== "dynamic") throw new AppError("NODE_NOT_DYNAMIC", "the node is no longer dynamic");
+      await trx
+        .updateTable("node_client_state")
+        .set({
+          client_initialized: 1,
+          mqtt_username: nodeUsername(n.config_id, n.node_id),
+          mqtt_password_hash: hashToken(password),
+          client_version: input.client_version,
+          platform: input.platform,
+          hostname: input.hostname,
+          updated_at: now,
+        })
+        .where("node_id", "=", n.node_id)
+        .execute();
+      return n;
+    });
+    await this.#d.registry.send(node.config_id, node.node_id, { type: "client.bound", at: now, clientVersion: input.client_version });
+    // A rebind rotates credentials: an agent still connected with the old ones is cut off.
+    this.#d.kick(nodeClientId(node.config_id, node.node_id));
+    const broker = this.#d.brokerEndpoint();
+    return {
+      profile: { config_id: node.config_id, node_id: node.node_id, server_url: this.#d.publicUrl },
+      mqtt: {
+        host: broker.host,
+        port: broker.port,
+        tls: broker.tls,
+        username: nodeUsername(node.config_id, node.node_id),
+        password,
+        client_id: nodeClientId(node.config_id, node.node_id),
+      },
+      topics: nodeTopics(node.config_id, node.node_id),
+    };
+  }
+
+  /**
+   * spec §4 rule 12: clears runtime state, `client_initialized=false`, presence offline, deletes
+   * the node's broker credentials (old ones stop working at once: the broker reads the store),
+   * invalidates bind tokens, then cuts the live connection and publishes the status.
+   * @throws AppError MQTT_DISABLED, NOT_FOUND, NODE_NOT_DYNAMIC
+   */
+  async reset(configId: string, nodeId: string): Promise<EndpointStatusView> {
+    this.#requireMqtt();
+    const now = this.#d.clock.now();
+    await this.#d.store.transaction(async (trx) => {
+      const node = await requireNode(trx, configId, nodeId);
+      if (node.mode !== "dynamic") throw new AppError("NODE_NOT_DYNAMIC", "reset-client is for dynamic nodes");
+      await clearClientCredentials(trx, nodeId, now);
+    });
+    await this.#d.registry.send(configId, nodeId, { type: "client.reset", at: now });
+    return this.endpointStatus(configId, nodeId);
+  }
+
+  /**
+   * DESIGN §5 control: start / stop go to the control topic, wg_show to the info topic (spec
+   * §6.5 diagnostics flow), push_config to config/push.
+   * @returns 202 body: the request_id and the control log row
+   * @throws AppError MQTT_DISABLED, NOT_FOUND, NODE_NOT_DYNAMIC, CLIENT_NOT_INITIALIZED
+   */
+  async control(configId: string, nodeId: string, action: ControlAction): Promise<{ request_id: string; log: ControlLogView }> {
+    this.#requireMqtt();
+    const { node, protocol } = await this.#boundNode(configId, nodeId);
+    const result =
+      action === "push_config"
+        ? await this.#push(node, protocol)
+        : action === "wg_show"
+          ? await this.#d.commands.send(configId, nodeId, "info", "wg_show", {
+              action: "wg_show",
+              tunnel_protocol: protocol,
+              interface_name: node.interface_name,
+            })
+          : await this.#d.commands.send(configId, nodeId, "control", action, {
+              action,
+              tunnel_protocol: protocol,
+              interface_name: node.interface_name,
+            });
+    if (result.log === null) throw new AppError("INTERNAL", "the command was not logged");
+    return { request_id: result.requestId, log: result.log };
+  }
+
+  /**
+   * Automatic push (the machine's `requestConfigPush`): debounced per node; pushes only while the
+   * node is online and its config is pending (spec §3.5), and never while MQTT is disabled.
+   */
+  schedulePush(configId: string, nodeId: string): void {
+    if (!this.#d.mqttEnabled) return;
+    const k = `${configId}/${nodeId}`;
+    this.#d.clock.clearTimeout(this.#pushTimers.get(k));
+    this.#pushTimers.set(
+      k,
+      this.#d.clock.setTimeout(() => {
+        this.#pushTimers.delete(k);
+        const p = this.#d.registry.projection(configId, nodeId);
+        if (!p || p.presence !== "online" || p.sync !== "pending" || !p.clientInitialized) return;
+        this.#boundNode(configId, nodeId)
+          .then(({ node, protocol }) => this.#push(node, protocol))
+          .catch(() => undefined); // the node went away or was reset meanwhile: nothing to push
+      }, this.#d.configPushDebounceMs),
+    );
+  }
+
+  /** Cancels pending automatic pushes (shutdown). */
+  stop(): void {
+    for (const t of this.#pushTimers.values()) this.#d.clock.clearTimeout(t);
+    this.#pushTimers.clear();
+  }
+
+  /** The endpoint status of a node (the `endpoint.status.updated` payload). @throws AppError NOT_FOUND */
+  async endpointStatus(configId: string, nodeId: string): Promise<EndpointStatusView> {
+    const node = await requireNode(this.#d.store.db, configId, nodeId);
+    return endpointStatusView(node, this.#d.registry.projection(configId, nodeId), this.#d.mqttEnabled);
+  }
+
+  /** Control logs of a node, newest first (DESIGN §5). */
+  async controlLogs(configId: string, nodeId: string, limit: number): Promise<ControlLogView[]> {
+    await requireNode(this.#d.store.db, configId, nodeId);
+    const rows = await this.#d.store.db
+      .selectFrom("control_logs")
+      .selectAll()
+      .where("node_id", "=", nodeId)
+      .orderBy("created_at", "desc")
+      .orderBy("log_id", "desc")
+      .limit(limit)
+      .execute();
+    return rows.map((r) => ({
+      log_id: r.log_id,
+      config_id: r.config_id,
+      node_id: r.node_id,
+      request_id: r.request_id,
+      kind: r.kind,
+      action: r.action,
+      status: r.status,
+      message: r.message,
+      stream: r.stream,
+      output: r.output,
+      created_at: isoTime(r.created_at),
+      updated_at: isoTime(r.updated_at),
+    }));
+  }
+
+  async #push(node: NodeRow, protocol: TunnelProtocol) {
+    if (node.staged_config_text === null || node.staged_config_sha256 === null) {
+      throw new AppError("CONFLICT", "the node has no staged config");
+    }
+    const p = this.#d.registry.projection(node.config_id, node.node_id);
+    return this.#d.commands.send(
+      node.config_id,
+      node.node_id,
+      "config_push",
+      "push_config",
+      {
+        action: "push_config",
+        tunnel_protocol: protocol,
+        previous_tunnel_protocol: p?.confirmedProtocol ?? protocol,
+        interface_name: node.interface_name,
+        config_version: node.staged_config_version,
+        config_sha256: node.staged_config_sha256,
+        config_text: node.staged_config_text,
+      },
+      { version: node.staged_config_version, sha: node.staged_config_sha256, protocol },
+    );
+  }
+
+  async #boundNode(configId: string, nodeId: string): Promise<{ node: NodeRow; protocol: TunnelProtocol }> {
+    const node = await requireNode(this.#d.store.db, configId, nodeId);
+    if (node.mode !== "dynamic") throw new AppError("NODE_NOT_DYNAMIC", "endpoint control is for dynamic nodes");
+    if (!this.#d.registry.projection(configId, nodeId)?.clientInitialized) {
+      throw new AppError("CLIENT_NOT_INITIALIZED", "no client has bound to this node yet");
+    }
+    const config = await this.#d.store.db
+      .selectFrom("configs")
+      .select("tunnel_protocol")
+      .where("config_id", "=", configId)
+      .executeTakeFirstOrThrow();
+    return { node, protocol: config.tunnel_protocol };
+  }
+
+  #requireMqtt(): void {
+    if (!this.#d.mqttEnabled) throw new AppError("MQTT_DISABLED", "MQTT services are disabled (SVC_ENABLE_MQTT_SERVICES=false)");
+  }
+}
+
+/**
+ * Removes a node's broker credentials and client state and invalidates its bind tokens (reset,
+ * and dynamic → static: spec §3.1). Run inside the caller's transaction.
+ */
+export async function clearClientCredentials(trx: Store["db"], nodeId: string, now: number): Promise<void> {
+  await trx
+    .updateTable("node_client_state")
+    .set({
+      client_initialized: 0,
+      client_presence_state: "offline",
+      runtime_state: "unknown",
+      mqtt_username: null,
+      mqtt_password_hash: null,
+      updated_at: now,
+    })
+    .where("node_id", "=", nodeId)
+    .execute();
+  await trx.updateTable("bind_tokens").set({ state: "invalidated" }).where("node_id", "=", nodeId).where("state", "=", "valid").execute();
+}
+
+/** Builds the endpoint status from the node row and its actor's projection. */
+export function endpointStatusView(node: NodeRow, p: NodeProjection | undefined, mqttEnabled: boolean): EndpointStatusView {
+  const dynamic = node.mode === "dynamic" && mqttEnabled;
+  const initialized = dynamic && (p?.clientInitialized ?? false);
+  return {
+    config_id: node.config_id,
+    node_id: node.node_id,
+    mode: node.mode,
+    effective_mode: dynamic ? "dynamic" : "static",
+    client_initialized: initialized,
+    client_presence_state: initialized ? (p?.presence ?? "offline") : "offline",
+    runtime_state: initialized ? (p?.runtime ?? "unknown") : "unknown",
+    last_reachable_at: p?.lastReachableAt == null ? null : isoTime(p.lastReachableAt),
+    client_version: p?.clientVersion ?? null,
+    config_version_state: dynamic
+      ? node.staged_config_sha256 !== null && p?.confirmedSha === node.staged_config_sha256
+        ? "latest"
+        : "pending"
+      : null,
+    staged_config: { config_version: node.staged_config_version, config_sha256: node.staged_config_sha256 },
+    confirmed_config: { config_version: p?.confirmedVersion ?? null, config_sha256: p?.confirmedSha ?? null },
+    mqtt_enabled: mqttEnabled,
+  };
+}

@@ -1,0 +1,159 @@
+import type { ControlLogView } from "../actors/commands.js";
+import type { NodeActorRegistry } from "../actors/registry.js";
+import type { EventHub } from "../events/hub.js";
+import type { Logger } from "../logger.js";
+import { VERSION } from "../version.js";
+import type { Store } from "../store/db.js";
+import type { ControlService } from "./control.service.js";
+import type { MeshChange, MeshService } from "./mesh.service.js";
+
+/**
+ * The SSE publishing points (spec §6.5 "Publishing points" and "Emission rules"). Every method
+ * runs after the write it reports has committed (rule 6), and builds nothing while the console
+ * has no subscriber (rule 5). Payloads carry the typical keys of the §6.5 table.
+ */
+export class Notifier {
+  readonly #hub: EventHub;
+  readonly #mesh: MeshService;
+  readonly #control: () => ControlService;
+  readonly #status: () => Promise<SystemStatus>;
+  readonly #log: Logger;
+
+  constructor(deps: {
+    hub: EventHub;
+    mesh: MeshService;
+    control: () => ControlService;
+    status: () => Promise<SystemStatus>;
+    log: Logger;
+  }) {
+    this.#hub = deps.hub;
+    this.#mesh = deps.mesh;
+    this.#control = deps.control;
+    this.#status = deps.status;
+    this.#log = deps.log;
+  }
+
+  /** `endpoint.status.updated` (heartbeats, ACKs, detect, events, reset). */
+  endpointStatus(configId: string, nodeId: string): void {
+    if (!this.#live()) return;
+    this.#run(async () => {
+      const status = await this.#control().endpointStatus(configId, nodeId);
+      this.#hub.publish("endpoint.status.updated", { config_id: configId, node_id: nodeId, status });
+    });
+  }
+
+  /** `control.log.created` / `control.log.updated`. */
+  controlLog(change: "created" | "updated", log: ControlLogView): void {
+    if (!this.#live()) return;
+    this.#hub.publish(change === "created" ? "control.log.created" : "control.log.updated", {
+      config_id: log.config_id,
+      node_id: log.node_id,
+      log,
+    });
+  }
+
+  /**
+   * A committed mesh write: the config list, the config overview, the workspace of every node it
+   * touched, the apply state of every node whose staged config changed, the mesh workspace of
+   * the endpoint and its affected peers, and the system status.
+   */
+  meshChanged(change: MeshChange): void {
+    if (!this.#live()) return;
+    this.#run(async () => {
+      const configs = await this.#mesh.listConfigs();
+      this.#hub.publish("config.list.updated", { configs });
+      if (!change.configDeleted) {
+        const overview = await this.#mesh.getConfig(change.configId);
+        this.#hub.publish("config.overview.updated", {
+          config_id: change.configId,
+          overview,
+          tags: overview.tags,
+        });
+        const byId = new Map(overview.nodes.map((n) => [n.node_id, n]));
+        const touched = new Set([...change.touched, ...change.created.map((n) => n.node_id), ...change.modeChanged.map((m) => m.nodeId)]);
+        for (const nodeId of touched) {
+          const workspace = byId.get(nodeId);
+          if (workspace) this.#hub.publish("node.workspace.updated", { config_id: change.configId, node_id: nodeId, workspace });
+        }
+        for (const s of change.staged) {
+          const node = byId.get(s.nodeId);
+          if (!node) continue;
+          this.#hub.publish("node.apply.updated", {
+            config_id: change.configId,
+            node_id: s.nodeId,
+            sync_status: node.client.config_version_state ?? "static",
+            preview: { config_version: s.version, config_sha256: s.sha },
+            applied: node.client.config_version_state === "latest",
+          });
+        }
+        // Affected endpoints: those whose staged config changed (their peers changed) and those touched.
+        const affected = new Set([...touched, ...change.staged.map((s) => s.nodeId)]);
+        if (affected.size > 0) {
+          const pairs = await this.#mesh.listPairs(change.configId);
+          for (const nodeId of affected) {
+            if (!byId.has(nodeId)) continue;
+            const connections = pairs.filter((p) => p.node_a === nodeId || p.node_b === nodeId);
+            this.#hub.publish("mesh.workspace.updated", {
+              config_id: change.configId,
+              node_id: nodeId,
+              workspace: { node: byId.get(nodeId), connections },
+              nodes: overview.nodes,
+            });
+          }
+        }
+      }
+      this.#hub.publish("system.status.updated", { ...(await this.#status()) });
+    });
+  }
+
+  #live(): boolean {
+    return this.#hub.subscriberCount() > 0;
+  }
+
+  #run(fn: () => Promise<void>): void {
+    fn().catch((err: unknown) => this.#log.error({ err }, "building an SSE event failed"));
+  }
+}
+
+/** The `system.status.updated` payload and `GET /api/v1/system/status` (DESIGN §5). */
+export interface SystemStatus {
+  summary: { configs: number; nodes: number; dynamic_nodes: number; online: number; dropped: number };
+  services: { mqtt: { enabled: boolean; broker: string; connected: boolean } };
+  sync: { latest: number; pending: number };
+  topology: { mesh_pairs: number };
+  update: { version: string };
+}
+
+/** Computes the system status from the store and the live actors. */
+export async function systemStatus(deps: {
+  store: Store;
+  registry: NodeActorRegistry;
+  mqttEnabled: boolean;
+  brokerConnected: () => boolean;
+}): Promise<SystemStatus> {
+  const db = deps.store.db;
+  const count = async (table: "configs" | "nodes" | "mesh_pairs") =>
+    Number((await db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as("n")).executeTakeFirstOrThrow()).n);
+  let dynamic = 0;
+  let online = 0;
+  let dropped = 0;
+  let latest = 0;
+  let pending = 0;
+  if (deps.mqttEnabled) {
+    for (const { projection } of deps.registry.projections()) {
+      if (projection.mode !== "dynamic") continue;
+      dynamic++;
+      if (projection.presence === "online") online++;
+      if (projection.presence === "dropped") dropped++;
+      if (projection.sync === "latest") latest++;
+      else pending++;
+    }
+  }
+  return {
+    summary: { configs: await count("configs"), nodes: await count("nodes"), dynamic_nodes: dynamic, online, dropped },
+    services: { mqtt: { enabled: deps.mqttEnabled, broker: deps.mqttEnabled ? "embedded" : "disabled", connected: deps.brokerConnected() } },
+    sync: { latest, pending },
+    topology: { mesh_pairs: await count("mesh_pairs") },
+    update: { version: VERSION },
+  };
+}

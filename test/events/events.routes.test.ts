@@ -1,0 +1,201 @@
+import assert from "node:assert/strict";
+import { once } from "node:events";
+import { test } from "node:test";
+import { opening, startSseServer, subscribers, type SseFrame } from "./sse-harness.js";
+
+/** `GET /api/v1/events/stream` over real HTTP (spec §6.5, §5 console SSE row). */
+
+const T = { timeout: 30_000 };
+
+test("the stream needs the admin bearer token: none or a bad one answers 401 UNAUTHORIZED and opens nothing (spec §5)", T, async (t) => {
+  const s = await startSseServer(t);
+  for (const token of [null, "not-a-token", "A".repeat(43)]) {
+    const c = await s.open({ token });
+    assert.equal(c.status, 401, `token ${String(token)}`);
+    assert.match(String(c.headers["content-type"]), /^application\/json/);
+    const body = JSON.parse(await c.body()) as { error: { code: string } };
+    assert.equal(body.error.code, "UNAUTHORIZED");
+  }
+  const basic = await s.open({ token: null, lastEventId: "1" });
+  assert.equal(basic.status, 401);
+  await basic.body();
+  assert.equal(s.hub.subscriberCount(), 0);
+  assert.equal(s.hub.metrics().lastEventId, 0, "no frame was generated for a refused stream");
+});
+
+test("the stream is text/event-stream, unbuffered, and opens with system.status.updated then system.clock.sync (spec §6.5 rule 1)", T, async (t) => {
+  const s = await startSseServer(t);
+  const c = await s.open();
+  assert.equal(c.status, 200);
+  // spec §6.5: Content-Type text/event-stream; production proxies must not buffer.
+  assert.match(String(c.headers["content-type"]), /^text\/event-stream/);
+  assert.equal(c.headers["cache-control"], "no-cache, no-transform");
+  assert.equal(c.headers["x-accel-buffering"], "no");
+  const [status, sync] = await opening(c);
+  // spec §6.5 frame fields: event = type, id, data = JSON {type, payload}.
+  assert.equal(status.id, "1");
+  assert.equal(status.json.type, "system.status.updated");
+  assert.deepEqual(Object.keys(status.json.payload).sort(), ["services", "summary", "sync", "topology", "update"]);
+  assert.equal(sync.id, "2");
+  assert.deepEqual(sync.json, { type: "system.clock.sync", payload: { timestamp: new Date(s.clock.now()).toISOString() } });
+  assert.equal(s.hub.subscriberCount(), 1);
+});
+
+test("system.clock.sync follows every 15 s of the injected clock while the stream lives (spec §6.5 rule 2)", T, async (t) => {
+  const s = await startSseServer(t);
+  const start = s.clock.now();
+  const c = await s.open();
+  await opening(c);
+  s.clock.advance(14_999);
+  s.clock.advance(1);
+  const first = await c.next();
+  // Had a sync fired at 14 999 ms, this frame would carry that time.
+  assert.deepEqual(first.json, { type: "system.clock.sync", payload: { timestamp: new Date(start + 15_000).toISOString() } });
+  assert.equal(first.id, "3");
+  s.clock.advance(15_000);
+  const second = await c.next();
+  assert.equal(second.json.payload.timestamp, new Date(start + 30_000).toISOString());
+  assert.equal(second.id, "4");
+});
+
+test("with no subscriber nothing is generated: publish assigns no id and buffers nothing, the clock sync stops (spec §6.5 rule 5)", T, async (t) => {
+  const s = await startSseServer(t);
+  s.hub.publish("config.list.updated", { configs: [] });
+  assert.deepEqual(s.hub.metrics(), { subscribers: 0, published: 0, dropped: 0, buffered: 0, lastEventId: 0 });
+
+  const c = await s.open();
+  const [status] = await opening(c);
+  assert.equal(status.id, "1", "the publish above used no id");
+  c.destroy();
+  await subscribers(s.hub, 0);
+
+  s.clock.advance(60_000);
+  s.hub.publish("config.list.updated", { configs: [] });
+  assert.deepEqual(s.hub.metrics(), { subscribers: 0, published: 0, dropped: 0, buffered: 0, lastEventId: 2 });
+  const again = await s.open();
+  const [status2, sync2] = await opening(again);
+  assert.equal(status2.id, "3", "no clock sync or event was generated while nobody listened");
+  assert.equal(sync2.id, "4");
+});
+
+test("a published event reaches every subscriber with the same id, type and JSON data (spec §6.5)", T, async (t) => {
+  const s = await startSseServer(t);
+  const a = await s.open();
+  const b = await s.open();
+  await opening(a);
+  await opening(b);
+  const when = new Date("2026-01-01T00:00:05.000Z");
+  s.hub.publish("endpoint.status.updated", {
+    config_id: "cfg-1",
+    node_id: "node-1",
+    status: { last_reachable_at: when, seq: 10n, tags: new Set(["x"]) },
+  });
+  const fa = await a.next();
+  const fb = await b.next();
+  assert.deepEqual(fa, fb);
+  assert.equal(fa.event, "endpoint.status.updated");
+  assert.equal(fa.id, "5");
+  // spec §6.5: data is JSON; dates, bigints and sets arrive as strings and arrays.
+  assert.deepEqual(fa.json, {
+    type: "endpoint.status.updated",
+    payload: { config_id: "cfg-1", node_id: "node-1", status: { last_reachable_at: when.toISOString(), seq: "10", tags: ["x"] } },
+  });
+  assert.equal(s.hub.metrics().published, 1);
+});
+
+test("Last-Event-ID replays the missed frames from the bounded buffer before the opening events", T, async (t) => {
+  const s = await startSseServer(t, { replayBufferSize: 3 });
+  const a = await s.open();
+  await opening(a); // ids 1, 2
+  for (let i = 1; i <= 5; i++) {
+    s.hub.publish("control.log.created", { config_id: "cfg-1", node_id: "node-1", log: { n: i } });
+    await a.next(); // ids 3..7
+  }
+  assert.equal(s.hub.metrics().buffered, 3, "ids 5, 6, 7 kept");
+  const ids = (frames: SseFrame[]) => frames.map((f) => `${f.id}:${f.event}`);
+
+  const recent = await s.open({ lastEventId: "5" });
+  const got = [await recent.next(), await recent.next(), await recent.next(), await recent.next()];
+  assert.deepEqual(ids(got), ["6:control.log.created", "7:control.log.created", "8:system.status.updated", "9:system.clock.sync"]);
+  assert.deepEqual(got[0]?.json.payload, { config_id: "cfg-1", node_id: "node-1", log: { n: 4 } });
+
+  // Older than the buffer (id 4 was evicted): everything buffered.
+  const old = await s.open({ lastEventId: "3" });
+  const gotOld = [await old.next(), await old.next(), await old.next(), await old.next()];
+  assert.deepEqual(ids(gotOld).slice(0, 3), ["5:control.log.created", "6:control.log.created", "7:control.log.created"]);
+  assert.equal(gotOld[3]?.event, "system.status.updated");
+
+  // Up to date, or not one of our ids: no replay.
+  for (const lastEventId of ["7", "abc", ""]) {
+    const c = await s.open({ lastEventId });
+    assert.equal((await c.next()).event, "system.status.updated", `Last-Event-ID ${JSON.stringify(lastEventId)}`);
+  }
+});
+
+test("a subscriber that never reads is dropped past its queue limit while another keeps receiving", T, async (t) => {
+  const s = await startSseServer(t, { maxQueuedBytesPerSubscriber: 256 * 1024 });
+  const healthy = await s.open();
+  await opening(healthy);
+  const stalled = await s.openStalled();
+  await subscribers(s.hub, 2);
+
+  const blob = "x".repeat(48 * 1024);
+  let i = 0;
+  // Kernel socket buffers absorb several MiB first; the bound only keeps a broken test finite.
+  for (; i < 5000 && s.hub.metrics().dropped === 0; i++) {
+    s.hub.publish("node.workspace.updated", { config_id: "cfg-1", node_id: "node-1", workspace: { i, blob } });
+    const f = await healthy.waitFor((fr) => fr.event === "node.workspace.updated");
+    assert.equal((f.json.payload.workspace as { i: number }).i, i, "the healthy stream never stalls or skips");
+  }
+  assert.equal(s.hub.metrics().dropped, 1, `dropped after ${i} frames`);
+  assert.equal(s.hub.subscriberCount(), 1);
+
+  s.hub.publish("config.list.updated", { configs: ["after-drop"] });
+  const after = await healthy.waitFor((fr) => fr.event === "config.list.updated");
+  assert.deepEqual(after.json.payload, { configs: ["after-drop"] });
+
+  // The dropped connection is closed by the server.
+  stalled.resume();
+  await once(stalled, "close");
+});
+
+test("hub.close() ends every open stream and refuses new ones with 503 (spec §6.5 rule 4)", T, async (t) => {
+  const s = await startSseServer(t);
+  const a = await s.open();
+  const b = await s.open();
+  await opening(a);
+  await opening(b);
+  await s.hub.close();
+  assert.equal(await a.ended, "end");
+  assert.equal(await b.ended, "end");
+  assert.equal(s.hub.subscriberCount(), 0);
+  const late = await s.open();
+  assert.equal(late.status, 503);
+  assert.equal((JSON.parse(await late.body()) as { error: { code: string } }).error.code, "SERVICE_UNAVAILABLE");
+});
+
+test("server.close() does not hang on an open stream: the route's preClose hook wakes it (spec §6.5 rule 4)", T, async (t) => {
+  const s = await startSseServer(t);
+  const a = await s.open();
+  await opening(a);
+  const stalled = await s.openStalled();
+  await subscribers(s.hub, 2);
+  await s.close();
+  assert.equal(await a.ended, "end");
+  assert.equal(s.hub.subscriberCount(), 0);
+  stalled.destroy();
+});
+
+test("the OpenAPI document lists the stream under the events tag, with bearer security and error answers", T, async (t) => {
+  const s = await startSseServer(t);
+  const res = await fetch(`${s.baseUrl}/api/v1/openapi.json`, { headers: { authorization: `Bearer ${s.token}` } });
+  assert.equal(res.status, 200);
+  const doc = (await res.json()) as { paths: Record<string, Record<string, any>> }; // eslint-disable-line @typescript-eslint/no-explicit-any -- checked field by field
+  const op = doc.paths["/api/v1/events/stream"]?.get;
+  assert.ok(op, "GET /api/v1/events/stream is documented");
+  assert.deepEqual(op.tags, ["events"]);
+  assert.equal(typeof op.summary, "string");
+  assert.ok(!(Array.isArray(op.security) && op.security.length === 0), "not marked public");
+  for (const status of ["200", "401", "503"]) assert.ok(op.responses[status], `response ${status}`);
+  assert.equal(doc.paths["/api/v1/events/stream"]?.head, undefined, "no HEAD route");
+});

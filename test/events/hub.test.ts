@@ -1,0 +1,202 @@
+import assert from "node:assert/strict";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { test, type TestContext } from "node:test";
+import { ManualClock } from "../../src/clock.js";
+import { SSE_EVENT_TYPES, isSseEventType } from "../../src/events/event-types.js";
+import { EventHub, toJsonSafe, type EventHubOptions } from "../../src/events/hub.js";
+import { createLogger } from "../../src/logger.js";
+import { openStream, opening, subscribers } from "./sse-harness.js";
+
+/**
+ * The hub alone, on a bare node:http server (no app, no other timers on the clock), so that
+ * the clock's pending timers can be counted.
+ */
+
+const T = { timeout: 30_000 };
+
+async function bareHub(t: TestContext, overrides: Partial<EventHubOptions> = {}) {
+  const clock = new ManualClock();
+  const hub = new EventHub({ clock, log: createLogger("silent"), systemStatus: () => ({ summary: {} }), ...overrides });
+  const http: Server = createServer((req, res) => {
+    const id = req.headers["last-event-id"];
+    void hub.attach(res, Array.isArray(id) ? id[0] : id);
+  });
+  await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+  const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}/`;
+  t.after(async () => {
+    await hub.close();
+    http.closeAllConnections();
+    await new Promise((resolve) => http.close(resolve));
+  });
+  /** Timers pending on the clock: only the hub's exist here. */
+  const timers = () => (clock as unknown as { timeouts: Map<unknown, unknown> }).timeouts.size;
+  return { clock, hub, url, timers, open: (headers: Record<string, string> = {}) => openStream(url, headers) };
+}
+
+test("the event types are the twelve of the spec §6.5 table", () => {
+  assert.equal(SSE_EVENT_TYPES.length, 12);
+  assert.equal(new Set(SSE_EVENT_TYPES).size, 12);
+  assert.ok(isSseEventType("node.apply.updated"));
+  assert.ok(!isSseEventType("node.apply"));
+});
+
+test("toJsonSafe turns dates, bigints, maps, sets and domain objects into JSON data (spec §6.5 data must be JSON-serializable)", () => {
+  class Node {
+    readonly id = "node-1";
+    readonly created = new Date("2026-01-02T03:04:05.678Z");
+    secretFn() {
+      return 1;
+    }
+  }
+  const cyclic: Record<string, unknown> = { name: "c" };
+  cyclic.self = cyclic;
+  const shared = { x: 1 };
+  const out = toJsonSafe({
+    date: new Date("2026-01-01T00:00:00.000Z"),
+    bad_date: new Date("nope"),
+    big: 12345678901234567890n,
+    map: new Map<unknown, unknown>([
+      ["a", 1],
+      [2, new Set([1, 2])],
+    ]),
+    set: new Set(["x", "y"]),
+    fn: () => 1,
+    sym: Symbol("s"),
+    undef: undefined,
+    arr: [1, undefined, () => 2, NaN, Infinity],
+    node: new Node(),
+    url: new URL("http://example.test/a?b=1"),
+    err: new RangeError("too far"),
+    bytes: new Uint8Array([1, 2, 3]),
+    cyclic,
+    twice: [shared, shared],
+    nested: { deeper: { when: new Date(0) } },
+  });
+  assert.deepEqual(out, {
+    date: "2026-01-01T00:00:00.000Z",
+    bad_date: null,
+    big: "12345678901234567890",
+    map: { a: 1, "2": [1, 2] },
+    set: ["x", "y"],
+    arr: [1, null, null, null, null],
+    node: { id: "node-1", created: "2026-01-02T03:04:05.678Z" },
+    url: "http://example.test/a?b=1",
+    err: { name: "RangeError", message: "too far" },
+    bytes: [1, 2, 3],
+    cyclic: { name: "c", self: "[Circular]" },
+    twice: [{ x: 1 }, { x: 1 }],
+    nested: { deeper: { when: "1970-01-01T00:00:00.000Z" } },
+  });
+  assert.equal(toJsonSafe(() => 1), undefined);
+  assert.equal(toJsonSafe(5n), "5");
+  // Whatever goes in, JSON round-trips it unchanged.
+  assert.deepEqual(JSON.parse(JSON.stringify(out)), out);
+});
+
+test("the clock-sync timer exists only while subscribers exist; listeners see every count change (spec §6.5 rules 2 and 5, §6.4 rule 8)", T, async (t) => {
+  const h = await bareHub(t);
+  const counts: number[] = [];
+  const off = h.hub.onSubscribersChanged((n) => counts.push(n));
+  assert.equal(h.timers(), 0);
+  h.clock.advance(60_000);
+  h.hub.publish("snapshot.list.updated", { snapshots: [] });
+  assert.deepEqual(h.hub.metrics(), { subscribers: 0, published: 0, dropped: 0, buffered: 0, lastEventId: 0 });
+
+  const a = await h.open();
+  await opening(a);
+  assert.equal(h.timers(), 1, "one clock-sync timer while a stream is open");
+  const b = await h.open();
+  await opening(b);
+  assert.equal(h.timers(), 1, "one timer for all streams");
+  h.clock.advance(15_000);
+  assert.equal((await a.next()).event, "system.clock.sync");
+  assert.equal((await b.next()).event, "system.clock.sync");
+  assert.equal(h.timers(), 1, "re-armed");
+
+  a.destroy();
+  await subscribers(h.hub, 1);
+  b.destroy();
+  await subscribers(h.hub, 0);
+  assert.equal(h.timers(), 0, "no timer without subscribers");
+  assert.deepEqual(counts, [1, 2, 1, 0]);
+  off();
+  const c = await h.open();
+  await opening(c);
+  assert.deepEqual(counts, [1, 2, 1, 0], "a removed listener hears nothing");
+});
+
+test("frames published while the status is computed follow the two opening events (spec §6.5 rule 1)", T, async (t) => {
+  let release: (v: unknown) => void = () => {};
+  let calls = 0;
+  const h = await bareHub(t, {
+    systemStatus: () => {
+      calls++;
+      return new Promise((resolve) => (release = resolve));
+    },
+  });
+  const c = await h.open();
+  await subscribers(h.hub, 1);
+  h.hub.publish("config.list.updated", { configs: [1] });
+  release({ summary: { late: true } });
+  const [status, sync] = await opening(c);
+  assert.deepEqual(status.json.payload, { summary: { late: true } });
+  assert.equal(calls, 1);
+  const event = await c.next();
+  assert.equal(event.event, "config.list.updated");
+  // Ids are in send order for this stream.
+  assert.ok(Number(status.id) < Number(sync.id));
+  assert.ok(Number(event.id) < Number(status.id), "the event got its id when it was published");
+});
+
+test("a failing status provider ends the new stream instead of leaving it half open", T, async (t) => {
+  const h = await bareHub(t, {
+    systemStatus: () => {
+      throw new Error("status store down");
+    },
+  });
+  const c = await h.open();
+  assert.equal(c.status, 200);
+  assert.equal(await c.ended, "end");
+  assert.equal(c.frames.length, 0);
+  assert.equal(h.hub.subscriberCount(), 0);
+  assert.equal(h.timers(), 0);
+});
+
+test("close() ends streams, stops the timer, empties the buffer and is idempotent (spec §6.5 rule 4)", T, async (t) => {
+  const h = await bareHub(t);
+  const a = await h.open();
+  await opening(a);
+  h.hub.publish("settings.mqtt.updated", { mqtt: { enabled: true } });
+  await a.next();
+  assert.equal(h.hub.metrics().buffered, 1);
+  await h.hub.close();
+  await h.hub.close();
+  assert.equal(await a.ended, "end");
+  assert.equal(h.timers(), 0);
+  h.hub.publish("settings.mqtt.updated", { mqtt: { enabled: false } });
+  assert.deepEqual(h.hub.metrics(), { subscribers: 0, published: 1, dropped: 0, buffered: 0, lastEventId: 3 });
+  const late = await h.open();
+  assert.equal(late.status, 503);
+  await late.body();
+});
+
+test("replay never exceeds the per-subscriber queue limit: the newest frames that fit are sent", T, async (t) => {
+  const h = await bareHub(t, { maxQueuedBytesPerSubscriber: 4096, replayBufferSize: 100 });
+  const a = await h.open();
+  await opening(a);
+  for (let i = 0; i < 10; i++) {
+    h.hub.publish("control.log.updated", { config_id: "c", node_id: "n", log: { i, pad: "p".repeat(1000) } });
+    await a.next();
+  }
+  const b = await h.open({ "last-event-id": "2" });
+  const replayed: number[] = [];
+  for (;;) {
+    const f = await b.next();
+    if (f.event !== "control.log.updated") break;
+    replayed.push((f.json.payload.log as { i: number }).i);
+  }
+  assert.ok(replayed.length >= 1 && replayed.length < 10, `replayed ${replayed.join(",")}`);
+  assert.equal(replayed.at(-1), 9, "the newest frames are the ones kept");
+  assert.equal(h.hub.subscriberCount(), 2, "the replaying stream was not dropped");
+});

@@ -1,0 +1,244 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { get, type IncomingHttpHeaders, type IncomingMessage } from "node:http";
+import { connect, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { TestContext } from "node:test";
+import { ManualClock } from "../../src/clock.js";
+import { testSettings } from "../../src/config.js";
+import type { SseEventType } from "../../src/events/event-types.js";
+import { EventHub, type EventHubOptions } from "../../src/events/hub.js";
+import { createLogger } from "../../src/logger.js";
+import { createServer, type Server } from "../../src/server.js";
+
+export const ADMIN_PASSWORD = "correct horse battery staple";
+export const STREAM_PATH = "/api/v1/events/stream";
+
+/** Hub options a test may override. */
+export type HubOverrides = Partial<Omit<EventHubOptions, "clock" | "log">>;
+
+export interface SseServer {
+  server: Server;
+  hub: EventHub;
+  clock: ManualClock;
+  /** `http://127.0.0.1:{port}` */
+  baseUrl: string;
+  /** An admin bearer token from `POST /api/v1/auth/login`. */
+  token: string;
+  /** Opens the stream over real HTTP, as the admin unless `token` says otherwise (null: no header). */
+  open(opts?: { token?: string | null; lastEventId?: string }): Promise<SseClient>;
+  /** Opens the stream on a raw socket that never reads: a console whose tab hangs. */
+  openStalled(): Promise<Socket>;
+  /** Closes the server (once; also run after the test). */
+  close(): Promise<void>;
+}
+
+/**
+ * The real service listening on 127.0.0.1:0 with the SSE route, a {@link ManualClock} and a temp
+ * data directory; logged in as admin. The one place that wires the hub: when `createServer`
+ * builds the hub itself, only this function changes.
+ */
+export async function startSseServer(t: TestContext, hubOverrides: HubOverrides = {}): Promise<SseServer> {
+  const dataDir = mkdtempSync(join(tmpdir(), "svc-sse-test-"));
+  const clock = new ManualClock();
+  const log = createLogger("silent");
+  const server = await createServer(testSettings({ dataDir, adminPassword: ADMIN_PASSWORD }), log, { clock, hub: hubOverrides });
+  const hub = server.hub;
+  await server.app.listen({ host: "127.0.0.1", port: 0 });
+  const address = server.app.server.address();
+  assert.ok(address !== null && typeof address === "object");
+  const baseUrl = `http://127.0.0.1:${address.port}`;
+
+  let closing: Promise<void> | undefined;
+  const close = () => (closing ??= server.close());
+  t.after(async () => {
+    await close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  const login = await fetch(`${baseUrl}/api/v1/auth/login`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ password: ADMIN_PASSWORD }),
+  });
+  assert.equal(login.status, 200);
+  const token = ((await login.json()) as { access_token: string }).access_token;
+
+  return {
+    server,
+    hub,
+    clock,
+    baseUrl,
+    token,
+    close,
+    open(opts = {}) {
+      const headers: Record<string, string> = {};
+      const tok = opts.token === undefined ? token : opts.token;
+      if (tok !== null) headers.authorization = `Bearer ${tok}`;
+      if (opts.lastEventId !== undefined) headers["last-event-id"] = opts.lastEventId;
+      return openStream(`${baseUrl}${STREAM_PATH}`, headers);
+    },
+    async openStalled() {
+      const socket = connect({ host: "127.0.0.1", port: address.port });
+      socket.pause();
+      await new Promise<void>((resolve, reject) => {
+        socket.once("connect", resolve);
+        socket.once("error", reject);
+      });
+      socket.on("error", () => {}); // the server resets it when it drops the stream
+      socket.write(
+        `GET ${STREAM_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\nAccept: text/event-stream\r\n\r\n`,
+      );
+      return socket;
+    },
+  };
+}
+
+/** One parsed SSE frame. */
+export interface SseFrame {
+  id: string | undefined;
+  event: string | undefined;
+  data: string;
+  /** `data` parsed: `{type, payload}` (spec §6.5 frame fields). */
+  json: { type: SseEventType; payload: Record<string, unknown> };
+}
+
+export interface SseClient {
+  status: number;
+  headers: IncomingHttpHeaders;
+  /** Every frame received so far. */
+  frames: SseFrame[];
+  /** The whole body, for answers that are not streams (errors). */
+  body(): Promise<string>;
+  /** The next frame not yet taken by next()/waitFor(); waits for socket data, never for a timer. */
+  next(): Promise<SseFrame>;
+  /** Takes frames until one matches. */
+  waitFor(match: (f: SseFrame) => boolean): Promise<SseFrame>;
+  /** Resolves with "end" when the server ended the response, "close" when the connection was cut. */
+  ended: Promise<"end" | "close">;
+  destroy(): void;
+}
+
+/** GETs `url` with node:http and parses SSE frames incrementally as bytes arrive. */
+export function openStream(url: string, headers: Record<string, string>): Promise<SseClient> {
+  return new Promise((resolve, reject) => {
+    const req = get(url, { headers: { accept: "text/event-stream", ...headers } }, (res) => resolve(client(res)));
+    req.on("error", reject);
+  });
+}
+
+/** Guard against a test hanging forever when an expected frame never comes (not a timer wait). */
+const GUARD_MS = 5000;
+
+function client(res: IncomingMessage): SseClient {
+  res.setEncoding("utf8");
+  const frames: SseFrame[] = [];
+  let cursor = 0;
+  let buffer = "";
+  let raw = "";
+  let waiter: (() => void) | undefined;
+  let finished = false;
+  const wake = () => {
+    const w = waiter;
+    waiter = undefined;
+    w?.();
+  };
+  const ended = new Promise<"end" | "close">((resolve) => {
+    res.on("end", () => resolve("end"));
+    res.on("close", () => resolve("close"));
+    res.on("error", () => resolve("close"));
+  });
+  void ended.then(() => {
+    finished = true;
+    wake();
+  });
+  res.on("data", (chunk: string) => {
+    raw += chunk;
+    buffer += chunk.replaceAll("\r\n", "\n");
+    let idx: number;
+    while ((idx = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, idx);
+      buffer = buffer.slice(idx + 2);
+      const frame = parseFrame(block);
+      if (frame) frames.push(frame);
+    }
+    wake();
+  });
+
+  const self: SseClient = {
+    status: res.statusCode ?? 0,
+    headers: res.headers,
+    frames,
+    ended,
+    async body() {
+      await ended;
+      return raw;
+    },
+    async next() {
+      const deadline = Date.now() + GUARD_MS;
+      while (cursor >= frames.length) {
+        if (finished) throw new Error(`stream ended; frames so far: ${frames.map((f) => f.event).join(", ")}`);
+        if (Date.now() > deadline) throw new Error("no frame arrived");
+        await new Promise<void>((resolve) => {
+          waiter = resolve;
+          const guard = setTimeout(resolve, GUARD_MS);
+          guard.unref();
+        });
+      }
+      const f = frames[cursor++];
+      assert.ok(f);
+      return f;
+    },
+    async waitFor(match) {
+      for (;;) {
+        const f = await self.next();
+        if (match(f)) return f;
+      }
+    },
+    destroy() {
+      res.destroy();
+    },
+  };
+  return self;
+}
+
+function parseFrame(block: string): SseFrame | undefined {
+  let id: string | undefined;
+  let event: string | undefined;
+  const data: string[] = [];
+  for (const line of block.split("\n")) {
+    if (line === "" || line.startsWith(":")) continue;
+    const colon = line.indexOf(":");
+    const field = colon < 0 ? line : line.slice(0, colon);
+    let value = colon < 0 ? "" : line.slice(colon + 1);
+    if (value.startsWith(" ")) value = value.slice(1);
+    if (field === "id") id = value;
+    else if (field === "event") event = value;
+    else if (field === "data") data.push(value);
+  }
+  if (data.length === 0) return undefined;
+  const text = data.join("\n");
+  return { id, event, data: text, json: JSON.parse(text) as SseFrame["json"] };
+}
+
+/** Resolves once the hub has exactly `n` subscribers. */
+export function subscribers(hub: EventHub, n: number): Promise<void> {
+  if (hub.subscriberCount() === n) return Promise.resolve();
+  return new Promise((resolve) => {
+    const off = hub.onSubscribersChanged((count) => {
+      if (count !== n) return;
+      off();
+      resolve();
+    });
+  });
+}
+
+/** The two frames every stream opens with (spec §6.5 rule 1), checked and returned. */
+export async function opening(c: SseClient): Promise<[SseFrame, SseFrame]> {
+  const status = await c.next();
+  assert.equal(status.event, "system.status.updated");
+  const sync = await c.next();
+  assert.equal(sync.event, "system.clock.sync");
+  return [status, sync];
+}
