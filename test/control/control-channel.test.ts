@@ -1,110 +1,12 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import mqtt, { type MqttClient } from "mqtt";
-import { isoTime } from "../../src/clock.js";
-import { startSseServer, type SseServer } from "../events/sse-harness.js";
+import { startSseServer } from "../events/sse-harness.js";
+import { api, bind, connectAgent, dynamicNode, envelope, eventually, nextMessage, status } from "./agent-harness.js";
 
 /**
  * The control channel end to end inside one process: the real service (embedded aedes on a free
  * port, real SQLite, real HTTP), and MQTT.js clients acting as agents with the bind profile.
  */
-
-interface Profile {
-  profile: { config_id: string; node_id: string; server_url: string };
-  mqtt: { host: string; port: number; tls: boolean; username: string; password: string; client_id: string };
-  topics: Record<string, string>;
-}
-
-async function api(s: SseServer, method: string, path: string, body?: unknown, auth = true): Promise<{ status: number; json: any }> {
-  const res = await fetch(`${s.baseUrl}${path}`, {
-    method,
-    headers: {
-      ...(auth ? { authorization: `Bearer ${s.token}` } : {}),
-      ...(body === undefined ? {} : { "content-type": "application/json" }),
-    },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  return { status: res.status, json: text ? JSON.parse(text) : undefined };
-}
-
-/** Waits for a real asynchronous outcome (MQTT delivery, a commit); bounded, never a timer in the code under test. */
-async function eventually<T>(what: string, probe: () => Promise<T | undefined> | T | undefined): Promise<T> {
-  for (let i = 0; i < 300; i++) {
-    const v = await probe();
-    if (v !== undefined && v !== false) return v;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
-async function dynamicNode(s: SseServer): Promise<{ configId: string; nodeId: string }> {
-  const config = await api(s, "POST", "/api/v1/configs", { name: `c-${Math.random().toString(36).slice(2, 7)}`, tunnel_protocol: "wireguard", network_cidr: "10.77.0.0/24" });
-  assert.equal(config.status, 201);
-  const node = await api(s, "POST", `/api/v1/configs/${config.json.config_id}/nodes`, { name: "edge", mode: "dynamic", public_address: "192.0.2.7" });
-  assert.equal(node.status, 201);
-  return { configId: config.json.config_id, nodeId: node.json.node_id };
-}
-
-async function bind(s: SseServer, configId: string, nodeId: string): Promise<Profile> {
-  const cmd = await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/bind-command`);
-  assert.equal(cmd.status, 200);
-  const token = /--token (\S+)$/.exec(cmd.json.command)?.[1];
-  assert.ok(token);
-  const res = await api(s, "POST", "/api/client/bind", { bind_token: token, server_url: s.baseUrl, client_version: "1.2.3", platform: "linux", hostname: "edge-1" }, false);
-  assert.equal(res.status, 200, JSON.stringify(res.json));
-  return res.json;
-}
-
-function envelope(p: Profile, type: string, payload: Record<string, unknown>, requestId = ""): string {
-  return JSON.stringify({
-    type,
-    request_id: requestId,
-    config_id: p.profile.config_id,
-    node_id: p.profile.node_id,
-    boot_id: "boot-1",
-    session_id: "session-1",
-    sent_at: isoTime(Date.now()),
-    payload,
-  });
-}
-
-async function connectAgent(s: SseServer, p: Profile, password = p.mqtt.password): Promise<MqttClient> {
-  const client = mqtt.connect(`mqtt://127.0.0.1:${s.server.broker!.port}`, {
-    protocolVersion: 4,
-    clientId: p.mqtt.client_id,
-    username: p.mqtt.username,
-    password,
-    reconnectPeriod: 0,
-    will: {
-      topic: p.topics.event!,
-      payload: Buffer.from(JSON.stringify({ type: "event", request_id: "", config_id: p.profile.config_id, node_id: p.profile.node_id, boot_id: "", session_id: "", sent_at: isoTime(Date.now()), payload: { level: "info", event: "offline", message: "lost" } })),
-      qos: 1,
-      retain: false,
-    },
-  });
-  await new Promise<void>((resolve, reject) => {
-    client.once("connect", () => resolve());
-    client.once("error", reject);
-  });
-  await client.subscribeAsync([p.topics.config_push!, p.topics.control!, p.topics.detect!, p.topics.info!], { qos: 1 });
-  return client;
-}
-
-function nextMessage(client: MqttClient, topic: string): Promise<{ request_id: string; payload: any }> {
-  return new Promise((resolve) => {
-    const onMessage = (t: string, buf: Buffer) => {
-      if (t !== topic) return;
-      client.off("message", onMessage);
-      resolve(JSON.parse(buf.toString()));
-    };
-    client.on("message", onMessage);
-  });
-}
-
-async function status(s: SseServer, configId: string, nodeId: string) {
-  return (await api(s, "GET", `/api/v1/configs/${configId}/nodes/${nodeId}/endpoint-status`)).json;
-}
 
 test("bind → connect with the profile → heartbeat → online; control start → accepted, applied → running; will → offline (spec §3.1, §4 rule 11, §6.4)", async (t) => {
   const s = await startSseServer(t);
