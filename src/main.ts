@@ -29,7 +29,10 @@ async function main(): Promise<void> {
   const address = await server.app.listen({ host: settings.httpHost, port: settings.httpPort });
   const url = new URL(address);
   if (url.hostname === "0.0.0.0" || url.hostname === "[::]") url.hostname = "localhost";
-  log.info({ url: url.origin, public_url: settings.publicUrl, mqtt_enabled: settings.mqttEnabled }, "listening");
+  log.info(
+    { url: url.origin, public_url: settings.publicUrl, mqtt_enabled: settings.mqttEnabled, mqtt_port: server.broker?.port ?? null },
+    "listening",
+  );
 
   let closing = false;
   const shutdown = (signal: string) => {

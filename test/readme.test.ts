@@ -51,7 +51,8 @@ test("the README's static-mesh walkthrough, run word for word by bash, downloads
   const port = await freePort();
   const child = spawn("bash", ["-euo", "pipefail", "-c", block.code], {
     cwd: repo,
-    env: { ...process.env, SVC_HTTP_PORT: String(port), SVC_DATA_DIR: dataDir, SVC_LOG_LEVEL: "warn" },
+    // The embedded broker takes a free port too: 1883 may be in use on a CI machine.
+    env: { ...process.env, SVC_HTTP_PORT: String(port), SVC_EMBEDDED_BROKER_PORT: "0", SVC_DATA_DIR: dataDir, SVC_LOG_LEVEL: "warn" },
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
   });
