@@ -154,7 +154,11 @@ export async function createServer(
       afterCommit: (change) => {
         const at = clock.now();
         const settled: Array<Promise<void>> = [];
-        for (const id of change.deleted) registry.remove(change.configId, id);
+        for (const id of change.deleted) {
+          registry.remove(change.configId, id);
+          // Its credentials went with the row; a live session goes too.
+          broker?.kick(nodeClientId(change.configId, id));
+        }
         for (const row of change.created) settled.push(registry.add({ ...row, machine_snapshot: null, machine_version: null }));
         for (const m of change.modeChanged) settled.push(registry.send(change.configId, m.nodeId, { type: "node.mode_changed", at, mode: m.mode }));
         for (const s of change.staged) {

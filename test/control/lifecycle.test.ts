@@ -204,3 +204,15 @@ test("restart: a second server over the same database resumes every node, TTL ti
     return row.client_presence_state === "dropped" ? true : undefined;
   });
 });
+
+test("deleting a dynamic node cuts its agent's live session and its credentials stop working", async (t) => {
+  const s = await startSseServer(t);
+  const { configId, nodeId } = await dynamicNode(s);
+  const p = await bind(s, configId, nodeId);
+  const agent = await connectAgent(s, p);
+  const closed = new Promise<void>((resolve) => agent.once("close", () => resolve()));
+  assert.equal((await api(s, "DELETE", `/api/v1/configs/${configId}/nodes/${nodeId}`)).status, 204);
+  await closed;
+  assert.equal(s.server.registry.has(configId, nodeId), false);
+  await assert.rejects(connectAgent(s, p));
+});
