@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { isoTime, type Clock } from "../clock.js";
-import type { CommandTracker, ControlLogView } from "../actors/commands.js";
+import { controlLogView, type CommandTracker, type ControlLogView } from "../actors/commands.js";
 import type { NodeProjection } from "../actors/projection.js";
 import type { NodeActorRegistry } from "../actors/registry.js";
 import { hashToken, mintToken } from "../domain/tokens.js";
@@ -236,20 +236,7 @@ export class ControlService {
       .orderBy("log_id", "desc")
       .limit(limit)
       .execute();
-    return rows.map((r) => ({
-      log_id: r.log_id,
-      config_id: r.config_id,
-      node_id: r.node_id,
-      request_id: r.request_id,
-      kind: r.kind,
-      action: r.action,
-      status: r.status,
-      message: r.message,
-      stream: r.stream,
-      output: r.output,
-      created_at: isoTime(r.created_at),
-      updated_at: isoTime(r.updated_at),
-    }));
+    return rows.map(controlLogView);
   }
 
   async #push(node: NodeRow, protocol: TunnelProtocol) {

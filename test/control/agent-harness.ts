@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import type { TestContext } from "node:test";
 import mqtt, { type MqttClient } from "mqtt";
 import { isoTime } from "../../src/clock.js";
 import type { SseServer } from "../events/sse-harness.js";
@@ -105,3 +106,23 @@ export async function status(s: SseServer, configId: string, nodeId: string) {
   return (await api(s, "GET", `/api/v1/configs/${configId}/nodes/${nodeId}/endpoint-status`)).json;
 }
 
+
+/**
+ * A dynamic node with a bound agent connected (ended after the test); with `online`, the agent
+ * has sent one heartbeat and the node is online.
+ */
+export async function boundAgent(
+  s: SseServer,
+  t: TestContext,
+  opts: { online?: boolean; endAfter?: boolean } = {},
+): Promise<{ configId: string; nodeId: string; p: Profile; agent: MqttClient }> {
+  const { configId, nodeId } = await dynamicNode(s);
+  const p = await bind(s, configId, nodeId);
+  const agent = await connectAgent(s, p);
+  if (opts.endAfter !== false) t.after(() => agent.end(true));
+  if (opts.online) {
+    await agent.publishAsync(p.topics.heartbeat!, envelope(p, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
+    await eventually("online", async () => ((await status(s, configId, nodeId)).client_presence_state === "online" ? true : undefined));
+  }
+  return { configId, nodeId, p, agent };
+}

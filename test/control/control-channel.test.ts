@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { startSseServer } from "../events/sse-harness.js";
-import { api, bind, connectAgent, dynamicNode, envelope, eventually, nextMessage, status } from "./agent-harness.js";
+import { api, bind, boundAgent, connectAgent, dynamicNode, envelope, eventually, nextMessage, status } from "./agent-harness.js";
 
 /**
  * The control channel end to end inside one process: the real service (embedded aedes on a free
@@ -105,10 +105,7 @@ test("16 concurrent redemptions of one bind token: exactly one succeeds (spec §
 
 test("malformed upstream messages are logged, counted and dropped; the node's state is untouched", async (t) => {
   const s = await startSseServer(t);
-  const { configId, nodeId } = await dynamicNode(s);
-  const p = await bind(s, configId, nodeId);
-  const agent = await connectAgent(s, p);
-  t.after(() => agent.end(true));
+  const { configId, nodeId, p, agent } = await boundAgent(s, t);
   const hb = p.topics.heartbeat!;
   await agent.publishAsync(hb, "{not json", { qos: 1 });
   await agent.publishAsync(hb, JSON.stringify({ type: "heartbeat" }), { qos: 1 });
@@ -125,10 +122,7 @@ test("malformed upstream messages are logged, counted and dropped; the node's st
 
 test("push_config carries the staged config; the applied ACK makes it latest (spec §3.5, §6.3)", async (t) => {
   const s = await startSseServer(t);
-  const { configId, nodeId } = await dynamicNode(s);
-  const p = await bind(s, configId, nodeId);
-  const agent = await connectAgent(s, p);
-  t.after(() => agent.end(true));
+  const { configId, nodeId, p, agent } = await boundAgent(s, t);
   // Coming online with a pending config triggers the automatic push after the debounce.
   const autoPush = nextMessage(agent, p.topics.config_push!);
   await agent.publishAsync(p.topics.heartbeat!, envelope(p, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
@@ -152,10 +146,7 @@ test("push_config carries the staged config; the applied ACK makes it latest (sp
 
 test("wg_show goes to the info topic; command output arrives as an event, is stored as a log and reaches SSE as control.log.created (spec §6.5 diagnostics flow)", async (t) => {
   const s = await startSseServer(t);
-  const { configId, nodeId } = await dynamicNode(s);
-  const p = await bind(s, configId, nodeId);
-  const agent = await connectAgent(s, p);
-  t.after(() => agent.end(true));
+  const { configId, nodeId, p, agent } = await boundAgent(s, t);
   const sse = await s.open();
   t.after(() => sse.destroy());
   const info = nextMessage(agent, p.topics.info!);
@@ -180,10 +171,7 @@ test("wg_show goes to the info topic; command output arrives as an event, is sto
 
 test("endpoint.status.updated reaches an SSE subscriber only after the state is committed (spec §6.5 rule 6)", async (t) => {
   const s = await startSseServer(t);
-  const { configId, nodeId } = await dynamicNode(s);
-  const p = await bind(s, configId, nodeId);
-  const agent = await connectAgent(s, p);
-  t.after(() => agent.end(true));
+  const { configId, nodeId, p, agent } = await boundAgent(s, t);
   const sse = await s.open();
   t.after(() => sse.destroy());
   await agent.publishAsync(p.topics.heartbeat!, envelope(p, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });

@@ -8,17 +8,13 @@ import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { createServer } from "../../src/server.js";
 import { startSseServer } from "../events/sse-harness.js";
-import { api, bind, connectAgent, dynamicNode, envelope, eventually, nextMessage, status } from "./agent-harness.js";
+import { api, bind, boundAgent, connectAgent, dynamicNode, envelope, eventually, nextMessage, status } from "./agent-harness.js";
 
 const MINUTE = 60_000;
 
 test("spec §3.1: node changed from dynamic to static → offline, client kicked, credentials and bind tokens gone", async (t) => {
   const s = await startSseServer(t);
-  const { configId, nodeId } = await dynamicNode(s);
-  const p = await bind(s, configId, nodeId);
-  const agent = await connectAgent(s, p);
-  await agent.publishAsync(p.topics.heartbeat!, envelope(p, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
-  await eventually("online", async () => ((await status(s, configId, nodeId)).client_presence_state === "online" ? true : undefined));
+  const { configId, nodeId, p, agent } = await boundAgent(s, t, { online: true, endAfter: false });
   const cmd = await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/bind-command`);
   const token = /--token (\S+)$/.exec(cmd.json.command)?.[1];
   const closed = new Promise<void>((resolve) => agent.once("close", () => resolve()));
@@ -55,10 +51,7 @@ test("spec §3.6: a bind token expires after 5 minutes (injected clock) and a re
 
 test("spec §6.4 rule 8: detect is sent only while SSE subscribers exist; a detect ACK refreshes client_version; a timeout drops the node", async (t) => {
   const s = await startSseServer(t);
-  const { configId, nodeId } = await dynamicNode(s);
-  const p = await bind(s, configId, nodeId);
-  const agent = await connectAgent(s, p);
-  t.after(() => agent.end(true));
+  const { configId, nodeId, p, agent } = await boundAgent(s, t);
   const detects: Array<{ request_id: string }> = [];
   agent.on("message", (topic, buf) => {
     if (topic === p.topics.detect) detects.push(JSON.parse(buf.toString()));
@@ -103,10 +96,7 @@ test("spec §6.4 rule 8: detect is sent only while SSE subscribers exist; a dete
 
 test("a command without a final ACK ends as timed_out after 60 s (injected clock)", async (t) => {
   const s = await startSseServer(t);
-  const { configId, nodeId } = await dynamicNode(s);
-  const p = await bind(s, configId, nodeId);
-  const agent = await connectAgent(s, p);
-  t.after(() => agent.end(true));
+  const { configId, nodeId, p, agent } = await boundAgent(s, t);
   const msg = nextMessage(agent, p.topics.control!);
   const sent = await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "stop" });
   await msg;
@@ -176,11 +166,7 @@ test("restart: a second server over the same database resumes every node, TTL ti
   const settings = testSettings({ dataDir, adminPassword: "restart-password" });
   const s = await startSseServer(t);
   // The SSE harness owns its own data dir; run the scenario there, then reopen it.
-  const { configId, nodeId } = await dynamicNode(s);
-  const p = await bind(s, configId, nodeId);
-  const agent = await connectAgent(s, p);
-  await agent.publishAsync(p.topics.heartbeat!, envelope(p, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
-  await eventually("online", async () => ((await status(s, configId, nodeId)).client_presence_state === "online" ? true : undefined));
+  const { configId, nodeId, p, agent } = await boundAgent(s, t, { online: true, endAfter: false });
   const onlineAt = s.clock.now();
   await agent.endAsync(true); // a clean disconnect sends no will: the node stays online until its TTL
   const dbFile = join(s.server.store.sqlite.name);

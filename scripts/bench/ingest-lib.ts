@@ -1,0 +1,314 @@
+/**
+ * Helpers of `scripts/bench/ingest.ts` (a benchmark, not a test): seeding a store directly,
+ * counting the registry's group commits without touching `src/`, a timer-counting clock, the IPC
+ * messages between the bench processes, and small statistics.
+ */
+import { createHash } from "node:crypto";
+import SQLite from "better-sqlite3";
+import { createActor } from "xstate";
+import { ManualClock, systemClock, type Clock } from "../../src/clock.js";
+import { hashToken } from "../../src/domain/tokens.js";
+import { createLogger } from "../../src/logger.js";
+import { NODE_MACHINE_VERSION, nodeMachine } from "../../src/machines/node.machine.js";
+import { nodeClientId, nodeUsername } from "../../src/mqtt/authz.policy.js";
+import { nodeTopic } from "../../src/protocol/topics.js";
+import { Store } from "../../src/store/db.js";
+
+// ---- seeding ------------------------------------------------------------------------------
+
+/** One seeded, bound dynamic node and what its agent needs to connect. */
+export interface AgentSpec {
+  configId: string;
+  nodeId: string;
+  clientId: string;
+  username: string;
+  password: string;
+  heartbeatTopic: string;
+  eventTopic: string;
+}
+
+/**
+ * What the seeded actors look like:
+ * - `none`: no machine snapshot (the registry starts a fresh, uninitialized actor);
+ * - `offline`: bound (initialized), config latest, presence offline (no timer armed);
+ * - `online`: as `offline` but online and running, last signal up to 30 min ago (one TTL timer
+ *   per actor once restored).
+ */
+export type SnapshotKind = "none" | "offline" | "online";
+
+export interface SeedOptions {
+  /** SQLite file (created and migrated by the real `Store.open`). */
+  file: string;
+  nodes: number;
+  snapshot: SnapshotKind;
+  onlineTtlMs: number;
+  detectTimeoutMs: number;
+  /** Nodes per config (a full-mesh config is a few hundred nodes). */
+  perConfig?: number;
+}
+
+const SHA = createHash("sha256").update("bench staged config").digest("hex");
+const CFG_MARK = "cfg-zzzzzzzzzz";
+const NODE_MARK = "node-zzzzzzzzzz";
+const AT_MARK = 4_000_000_000_001;
+
+export function benchConfigId(i: number): string {
+  return `cfg-b${String(i).padStart(5, "0")}`;
+}
+export function benchNodeId(i: number): string {
+  return `node-b${String(i).padStart(7, "0")}`;
+}
+export function benchPassword(nodeId: string): string {
+  return `bench-password-${nodeId}-0123456789abcdef`;
+}
+
+/**
+ * The persisted snapshot of a real node actor (the same machine the registry runs) after bind,
+ * staging and applying config 1, and (for `online`) one heartbeat — with markers where the ids
+ * and the signal time go, so that 100k snapshots are made by string substitution.
+ */
+function snapshotTemplate(kind: Exclude<SnapshotKind, "none">, onlineTtlMs: number, detectTimeoutMs: number): string {
+  const clock = new ManualClock(AT_MARK);
+  const actor = createActor(nodeMachine, {
+    clock,
+    input: { configId: CFG_MARK, nodeId: NODE_MARK, mode: "dynamic", onlineTtlMs, detectTimeoutMs },
+  });
+  actor.start();
+  const at = AT_MARK;
+  actor.send({ type: "client.bound", at, clientVersion: "1.2.3" });
+  actor.send({ type: "config.staged", at, version: 1, sha: SHA });
+  actor.send({ type: "config.applied", at, version: 1, sha: SHA, protocol: "wireguard" });
+  if (kind === "online") actor.send({ type: "mqtt.signal", at, source: "heartbeat", wgOnline: true });
+  const text = JSON.stringify(actor.getPersistedSnapshot());
+  actor.stop();
+  return text;
+}
+
+/**
+ * Seeds configs, nodes and node_client_state rows (client_initialized=1, mqtt_username =
+ * nodeUsername(...), mqtt_password_hash = hashToken(password)) in one transaction, through the
+ * real migrations. Returns the agents' connection data.
+ */
+export async function seedStore(opts: SeedOptions): Promise<AgentSpec[]> {
+  const perConfig = opts.perConfig ?? 250;
+  const store = await Store.open(opts.file, createLogger("silent"));
+  const db = store.sqlite;
+  const now = Date.now();
+  const template = opts.snapshot === "none" ? null : snapshotTemplate(opts.snapshot, opts.onlineTtlMs, opts.detectTimeoutMs);
+  const insConfig = db.prepare(
+    `INSERT INTO configs (config_id, name, tunnel_protocol, network_cidr, awg_params, created_at, updated_at)
+     VALUES (?, ?, 'wireguard', '10.0.0.0/8', NULL, ?, ?)`,
+  );
+  const insNode = db.prepare(
+    `INSERT INTO nodes (node_id, config_id, name, mode, interface_name, address, public_address, listen_port,
+       private_key, public_key, staged_config_version, staged_config_sha256, staged_config_text,
+       confirmed_config_version, confirmed_config_sha256, created_at, updated_at)
+     VALUES (?, ?, ?, 'dynamic', 'svc0', ?, NULL, NULL, ?, ?, 1, ?, ?, 1, ?, ?, ?)`,
+  );
+  const insState = db.prepare(
+    `INSERT INTO node_client_state (node_id, client_initialized, client_presence_state, runtime_state,
+       last_reachable_at, last_signal_at, client_version, platform, hostname, mqtt_username, mqtt_password_hash,
+       boot_id, session_id, machine_snapshot, machine_version, updated_at)
+     VALUES (?, 1, ?, ?, NULL, ?, '1.2.3', 'linux', ?, ?, ?, NULL, NULL, ?, ?, ?)`,
+  );
+  const agents: AgentSpec[] = [];
+  const key = "A".repeat(43) + "=";
+  const configText = "[Interface]\nPrivateKey = (bench)\nAddress = 10.0.0.1/32\n";
+  db.transaction(() => {
+    for (let i = 0; i < opts.nodes; i++) {
+      const c = Math.floor(i / perConfig);
+      const configId = benchConfigId(c);
+      if (i % perConfig === 0) insConfig.run(configId, `bench-${c}`, now, now);
+      const nodeId = benchNodeId(i);
+      const j = i % perConfig;
+      insNode.run(nodeId, configId, `n${j}`, `10.${(j >> 16) & 255}.${(j >> 8) & 255}.${j & 255}`, key, key, SHA, configText, SHA, now, now);
+      const password = benchPassword(nodeId);
+      const username = nodeUsername(configId, nodeId);
+      let snapshot: string | null = null;
+      let signalAt: number | null = null;
+      if (template !== null) {
+        signalAt = opts.snapshot === "online" ? now - ((i * 7919) % 1_800_000) : null;
+        snapshot = template
+          .split(CFG_MARK)
+          .join(configId)
+          .split(NODE_MARK)
+          .join(nodeId)
+          .split(String(AT_MARK))
+          .join(String(signalAt ?? now));
+      }
+      const online = opts.snapshot === "online";
+      insState.run(
+        nodeId,
+        online ? "online" : "offline",
+        online ? "running" : "unknown",
+        signalAt,
+        `host-${i}`,
+        username,
+        hashToken(password),
+        snapshot,
+        snapshot === null ? null : NODE_MACHINE_VERSION,
+        now,
+      );
+      agents.push({
+        configId,
+        nodeId,
+        clientId: nodeClientId(configId, nodeId),
+        username,
+        password,
+        heartbeatTopic: nodeTopic(configId, nodeId, "heartbeat"),
+        eventTopic: nodeTopic(configId, nodeId, "event"),
+      });
+    }
+  })();
+  await store.close();
+  return agents;
+}
+
+// ---- instrumentation (bench-only; src/ is not touched) ------------------------------------
+
+/** Counters of the registry's group commits, read by wrapping better-sqlite3 in this process. */
+export interface CommitStats {
+  /** `sqlite.transaction(...)()` calls: only the registry's flush uses better-sqlite3 transactions. */
+  flushes: number;
+  /** Flushes that wrote at least one row. */
+  writingFlushes: number;
+  /** Rows written by the registry's persist statement (one per dirty actor per flush). */
+  rows: number;
+  /** Time inside flush transactions (snapshot serialization + UPDATEs + COMMIT), ns. */
+  flushNs: bigint;
+  maxFlushNs: bigint;
+}
+
+export const commitStats: CommitStats = { flushes: 0, writingFlushes: 0, rows: 0, flushNs: 0n, maxFlushNs: 0n };
+
+let instrumented = false;
+
+/**
+ * Wraps `Database.prototype.prepare` (to count runs of the registry's persist statement) and
+ * `Database.prototype.transaction` (to count and time flushes). Call before `createServer`.
+ */
+export function instrumentRegistryCommits(): void {
+  if (instrumented) return;
+  instrumented = true;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  const proto = SQLite.prototype as any;
+  const prepare = proto.prepare as (sql: string) => { run: (...args: unknown[]) => unknown };
+  proto.prepare = function (this: unknown, sql: string) {
+    const stmt = prepare.call(this, sql);
+    if (/^\s*UPDATE node_client_state SET client_initialized = \?, client_presence_state = \?/.test(sql)) {
+      const run = stmt.run.bind(stmt);
+      stmt.run = (...args: unknown[]) => {
+        commitStats.rows++;
+        return run(...args);
+      };
+    }
+    return stmt;
+  };
+  const transaction = proto.transaction as (fn: (...a: unknown[]) => unknown) => (...a: unknown[]) => unknown;
+  proto.transaction = function (this: unknown, fn: (...a: unknown[]) => unknown) {
+    const tx = transaction.call(this, fn);
+    return (...args: unknown[]) => {
+      const rows0 = commitStats.rows;
+      const t0 = process.hrtime.bigint();
+      try {
+        return tx(...args);
+      } finally {
+        const dt = process.hrtime.bigint() - t0;
+        commitStats.flushes++;
+        if (commitStats.rows > rows0) commitStats.writingFlushes++;
+        commitStats.flushNs += dt;
+        if (dt > commitStats.maxFlushNs) commitStats.maxFlushNs = dt;
+      }
+    };
+  };
+}
+
+/** The system clock, counting the timers armed through it (XState's delayed transitions use it). */
+export interface CountingClock extends Clock {
+  readonly live: Set<unknown>;
+  armed: number;
+  cleared: number;
+  fired: number;
+}
+
+export function countingClock(base: Clock = systemClock): CountingClock {
+  const live = new Set<unknown>();
+  const clock: CountingClock = {
+    live,
+    armed: 0,
+    cleared: 0,
+    fired: 0,
+    now: () => base.now(),
+    setTimeout(fn, ms) {
+      const box: { h: unknown } = { h: undefined };
+      box.h = base.setTimeout(() => {
+        live.delete(box.h);
+        clock.fired++;
+        fn();
+      }, ms);
+      live.add(box.h);
+      clock.armed++;
+      return box.h;
+    },
+    clearTimeout(handle) {
+      if (live.delete(handle)) clock.cleared++;
+      base.clearTimeout(handle);
+    },
+  };
+  return clock;
+}
+
+// ---- IPC between the bench processes --------------------------------------------------------
+
+/** Orchestrator/server process → agents process. */
+export type ToAgents =
+  | { op: "connect"; port: number; agents: AgentSpec[]; concurrency: number }
+  | { op: "credit"; handled: number }
+  | { op: "flood"; window: number; qos: 0 | 1 }
+  | { op: "halt" }
+  | { op: "sse"; url: string; token: string; n: number }
+  | { op: "warm"; rate: number; timeoutMs: number }
+  | { op: "rate"; rate: number; durationMs: number; drainMs: number }
+  | { op: "close" };
+
+export interface LatencySummary {
+  rate: number;
+  durationMs: number;
+  sent: number;
+  frames: number;
+  matched: number;
+  unmatched: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+  achievedRate: number;
+  agentCpuPct: number;
+}
+
+/** Agents process → server process. */
+export type FromAgents =
+  | { op: "connected"; ok: number; failed: number; ms: number; errors: string[] }
+  | { op: "halted"; sent: number; acks: number; cpuPct: number }
+  | { op: "sse-ready"; n: number; failed: number; ms: number }
+  | { op: "warm-done"; seen: number; ms: number }
+  | { op: "rate-done"; summary: LatencySummary }
+  | { op: "fanout"; seq: number; got: number; firstNs: string; lastNs: string; medianNs: string }
+  | { op: "closed" };
+
+// ---- statistics and formatting ------------------------------------------------------------
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i] ?? Number.NaN;
+}
+
+export function fmt(n: number | undefined, digits = 0): string {
+  if (n === undefined || !Number.isFinite(n)) return "n/a";
+  return n.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+}
+
+export function mib(bytes: number): string {
+  return fmt(bytes / (1024 * 1024), 1);
+}
