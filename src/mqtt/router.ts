@@ -98,7 +98,13 @@ export class MqttRouter {
       default: {
         const ack = payload.data as AckPayload;
         const command = this.#deps.commands.ack(kind, configId, nodeId, env.request_id, ack);
-        if (command === null) return true; // logged by the tracker; changes nothing
+        if (command === null) {
+          // Unknown, late, duplicate or foreign: no command changes (logged by the tracker), but
+          // it is still an ACK from this node on its own topic, so it proves reachability
+          // (spec §6.4 rule 3).
+          registry.post(configId, nodeId, { type: "mqtt.signal", at, source: "ack" });
+          return true;
+        }
         let wgOnline: boolean | undefined;
         let clientVersion: string | undefined;
         if (kind === "detect_ack") {

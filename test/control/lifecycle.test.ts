@@ -106,10 +106,16 @@ test("a command without a final ACK ends as timed_out after 60 s (injected clock
   const log = (await api(s, "GET", `/api/v1/configs/${configId}/nodes/${nodeId}/control-logs`)).json.logs[0];
   assert.equal(log.request_id, sent.json.request_id);
   assert.equal(log.status, "timed_out");
-  // A late ACK changes nothing.
+  // A late ACK changes no command (nor the runtime state), but as an ACK from the node it still
+  // proves reachability (spec §6.4 rule 3): the never-heard-from node comes online.
+  assert.equal((await status(s, configId, nodeId)).client_presence_state, "offline");
   await agent.publishAsync(p.topics.control_ack!, envelope(p, "ack", { status: "applied", message: "", action: "stop" }, sent.json.request_id), { qos: 1 });
-  await agent.publishAsync(p.topics.heartbeat!, envelope(p, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
-  await eventually("heartbeat handled", async () => ((await status(s, configId, nodeId)).client_presence_state === "online" ? true : undefined));
+  const st = await eventually("late ACK handled", async () => {
+    const x = await status(s, configId, nodeId);
+    return x.client_presence_state === "online" ? x : undefined;
+  });
+  assert.equal(st.runtime_state, "unknown", "a late stop ACK does not set the runtime");
+  assert.notEqual(st.last_reachable_at, null);
   assert.equal((await api(s, "GET", `/api/v1/configs/${configId}/nodes/${nodeId}/control-logs`)).json.logs[0].status, "timed_out");
 });
 
