@@ -184,7 +184,8 @@ export async function createServer(
       });
       closers.push(() => broker?.close());
       client = await BackendMqttClient.connect({
-        url: `mqtt://127.0.0.1:${broker.port}`,
+        // The broker's own address; loopback when it listens on every interface.
+        url: `mqtt://${connectHost(settings.embeddedBrokerHost)}:${broker.port}`,
         username: settings.mqttBackendUsername,
         password: backendPassword,
         log: log.child({ name: "mqtt" }),
@@ -286,4 +287,10 @@ function resolveIdentity(store: Store, settings: Settings, username: string): Br
     .get(username) as { mode: string } | undefined;
   if (!row || row.mode !== "dynamic") return undefined;
   return { kind: "node", configId: parsed.configId, nodeId: parsed.nodeId, clientId: nodeClientId(parsed.configId, parsed.nodeId) };
+}
+
+/** Where the backend reaches a listener bound to `host` ("0.0.0.0"/"::" mean loopback). */
+function connectHost(host: string): string {
+  if (host === "0.0.0.0" || host === "::" || host === "") return "127.0.0.1";
+  return host.includes(":") ? `[${host}]` : host;
 }

@@ -7,7 +7,7 @@
  * MQTT.js costs far more CPU per message than the service's side of the wire, and on 2 cores the
  * generator must not be what is measured. Everything talks to 127.0.0.1 only.
  */
-import { get, type IncomingMessage } from "node:http";
+import { get } from "node:http";
 import { connect as netConnect, type Socket } from "node:net";
 import { performance } from "node:perf_hooks";
 import type { AgentSpec, FromAgents, LatencySummary, ToAgents } from "./ingest-lib.js";
@@ -220,7 +220,9 @@ function publish(conn: Conn, wg: boolean, qos: 0 | 1, fresh = false): boolean {
 
 // ---- closed-loop flood (upstream throughput) --------------------------------------------------
 
-let flood: { window: number; qos: 0 | 1; cursor: number; cpu0: NodeJS.CpuUsage; t0: number } | null = null;
+let flood: { window: number; qos: 0 | 1; toggle: boolean; cursor: number; cpu0: NodeJS.CpuUsage; t0: number } | null = null;
+/** `endpoint.status.updated` frames read by console 0 (flood runs with a console). */
+let statusFrames = 0;
 let handled = 0;
 
 function pump(): void {
@@ -230,7 +232,8 @@ function pump(): void {
   while (budget > 0 && skipped < conns.length) {
     const conn = conns[flood.cursor]!;
     flood.cursor = (flood.cursor + 1) % conns.length;
-    if (publish(conn, true, flood.qos)) {
+    if (publish(conn, flood.toggle ? conn.wg : true, flood.qos)) {
+      if (flood.toggle) conn.wg = !conn.wg;
       budget--;
       skipped = 0;
     } else {
@@ -242,7 +245,8 @@ function pump(): void {
 // ---- SSE consoles ----------------------------------------------------------------------------
 
 interface SseConn {
-  res: IncomingMessage;
+  /** Destroys the connection. */
+  destroy(): void;
   opened: number;
 }
 
@@ -261,7 +265,7 @@ function openSse(url: string, token: string, index: number): Promise<SseConn> {
         return;
       }
       res.setEncoding("utf8");
-      const conn: SseConn = { res, opened: 0 };
+      const conn: SseConn = { destroy: () => res.destroy(), opened: 0 };
       let buffer = "";
       res.on("data", (chunk: string) => {
         buffer += chunk;
@@ -280,6 +284,60 @@ function openSse(url: string, token: string, index: number): Promise<SseConn> {
     });
     req.on("error", reject);
     req.setTimeout(30_000, () => req.destroy(new Error("SSE open timeout")));
+  });
+}
+
+/**
+ * A console on a raw socket (fan-out runs): one HTTP/1.1 GET, then the chunked body is scanned
+ * for complete frames without the http client's stream machinery, which on one core for 1,000
+ * consoles would otherwise be most of what is measured. A browser does this part in native code.
+ */
+function openRawSse(url: string, token: string, index: number): Promise<SseConn> {
+  const u = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = netConnect({ host: u.hostname, port: Number(u.port) });
+    socket.setNoDelay(true);
+    const conn: SseConn = { destroy: () => socket.destroy(), opened: 0 };
+    let head = true;
+    let buffer = "";
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error("SSE open timeout"));
+    }, 30_000);
+    socket.on("error", (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    socket.on("data", (chunk: Buffer) => {
+      buffer += chunk.toString("latin1");
+      if (head) {
+        const end = buffer.indexOf("\r\n\r\n");
+        if (end < 0) return;
+        if (!buffer.startsWith("HTTP/1.1 200")) {
+          socket.destroy();
+          reject(new Error(buffer.slice(0, 40)));
+          return;
+        }
+        head = false;
+        buffer = buffer.slice(end + 4);
+      }
+      // Chunk-size lines of the chunked encoding sit between frames; frames end with a blank line.
+      let idx: number;
+      while ((idx = buffer.indexOf("\n\n")) >= 0) {
+        const block = buffer.slice(0, idx);
+        buffer = buffer.slice(idx + 2);
+        const start = block.indexOf("id: ");
+        if (start >= 0) onFrame(conn, index, block.slice(start));
+      }
+      if (conn.opened === 2) {
+        conn.opened = 3;
+        clearTimeout(timer);
+        resolve(conn);
+      }
+    });
+    socket.write(
+      `GET ${u.pathname} HTTP/1.1\r\nHost: ${u.host}\r\nAccept: text/event-stream\r\nAuthorization: Bearer ${token}\r\n\r\n`,
+    );
   });
 }
 
@@ -306,7 +364,10 @@ function onFrame(conn: SseConn, index: number, block: string): void {
     if (f.reads.length === sse.length) finishFanout(p.bench_seq);
     return;
   }
-  if (index === 0 && p.node_id !== undefined && p.status?.runtime_state !== undefined) onStatusFrame?.(p.node_id, p.status.runtime_state);
+  if (index === 0 && p.node_id !== undefined && p.status?.runtime_state !== undefined) {
+    statusFrames++;
+    onStatusFrame?.(p.node_id, p.status.runtime_state);
+  }
 }
 
 /**
@@ -338,7 +399,7 @@ function finishFanout(seq: number): void {
   });
 }
 
-async function openAll(url: string, token: string, n: number): Promise<void> {
+async function openAll(url: string, token: string, n: number, raw: boolean): Promise<void> {
   const t0 = performance.now();
   let failed = 0;
   let next = 0;
@@ -347,7 +408,7 @@ async function openAll(url: string, token: string, n: number): Promise<void> {
       while (next < n) {
         const i = next++;
         try {
-          sse.push(await openSse(url, token, i));
+          sse.push(await (raw ? openRawSse(url, token, i) : openSse(url, token, i)));
         } catch {
           failed++;
         }
@@ -458,7 +519,7 @@ async function closeAll(): Promise<void> {
       c.socket.end(DISCONNECT);
     }
   }
-  for (const s of sse) s.res.destroy();
+  for (const s of sse) s.destroy();
   await new Promise((r) => setTimeout(r, 200));
   for (const c of conns) c.socket.destroy();
   send({ op: "closed" });
@@ -476,7 +537,7 @@ process.on("message", (raw) => {
       pump();
       break;
     case "flood":
-      flood = { window: msg.window, qos: msg.qos, cursor: 0, cpu0: process.cpuUsage(), t0: performance.now() };
+      flood = { window: msg.window, qos: msg.qos, toggle: msg.toggle, cursor: 0, cpu0: process.cpuUsage(), t0: performance.now() };
       pump();
       break;
     case "halt": {
@@ -484,11 +545,11 @@ process.on("message", (raw) => {
       flood = null;
       const cpu = f === null ? { user: 0, system: 0 } : process.cpuUsage(f.cpu0);
       const elapsed = f === null ? 1 : performance.now() - f.t0;
-      send({ op: "halted", sent, acks, cpuPct: ((cpu.user + cpu.system) / 1000 / elapsed) * 100 });
+      send({ op: "halted", sent, acks, statusFrames, cpuPct: ((cpu.user + cpu.system) / 1000 / elapsed) * 100 });
       break;
     }
     case "sse":
-      void openAll(msg.url, msg.token, msg.n);
+      void openAll(msg.url, msg.token, msg.n, msg.raw);
       break;
     case "warm":
       void warm(msg.rate, msg.timeoutMs);
@@ -505,6 +566,6 @@ process.on("message", (raw) => {
 // Never outlive the bench: the parent going away ends this process.
 process.on("disconnect", () => {
   for (const c of conns) c.socket.destroy();
-  for (const s of sse) s.res.destroy();
+  for (const s of sse) s.destroy();
   setTimeout(() => process.exit(0), 100).unref();
 });

@@ -4,6 +4,8 @@
  * messages between the bench processes, and small statistics.
  */
 import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { performance } from "node:perf_hooks";
 import SQLite from "better-sqlite3";
 import { createActor } from "xstate";
 import { ManualClock, systemClock, type Clock } from "../../src/clock.js";
@@ -264,9 +266,9 @@ export function countingClock(base: Clock = systemClock): CountingClock {
 export type ToAgents =
   | { op: "connect"; port: number; agents: AgentSpec[]; concurrency: number }
   | { op: "credit"; handled: number }
-  | { op: "flood"; window: number; qos: 0 | 1 }
+  | { op: "flood"; window: number; qos: 0 | 1; toggle: boolean }
   | { op: "halt" }
-  | { op: "sse"; url: string; token: string; n: number }
+  | { op: "sse"; url: string; token: string; n: number; raw: boolean }
   | { op: "warm"; rate: number; timeoutMs: number }
   | { op: "rate"; rate: number; durationMs: number; drainMs: number }
   | { op: "close" };
@@ -289,7 +291,7 @@ export interface LatencySummary {
 /** Agents process → server process. */
 export type FromAgents =
   | { op: "connected"; ok: number; failed: number; ms: number; errors: string[] }
-  | { op: "halted"; sent: number; acks: number; cpuPct: number }
+  | { op: "halted"; sent: number; acks: number; statusFrames: number; cpuPct: number }
   | { op: "sse-ready"; n: number; failed: number; ms: number }
   | { op: "warm-done"; seen: number; ms: number }
   | { op: "rate-done"; summary: LatencySummary }
@@ -311,4 +313,108 @@ export function fmt(n: number | undefined, digits = 0): string {
 
 export function mib(bytes: number): string {
   return fmt(bytes / (1024 * 1024), 1);
+}
+
+// ---- machine load (this machine is shared: other processes' CPU is measured and reported) ----
+
+const TICK_MS = 10; // USER_HZ = 100 on Linux
+
+interface CpuSample {
+  busyMs: number;
+  stealMs: number;
+  totalMs: number;
+}
+
+/** System-wide CPU time from /proc/stat (all cores), ms; zeros where /proc is missing. */
+export function systemCpu(): CpuSample {
+  try {
+    const line = readFileSync("/proc/stat", "utf8").split("\n")[0] ?? "";
+    const f = line.trim().split(/\s+/).slice(1).map(Number);
+    const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = f;
+    return {
+      busyMs: (user + nice + system + irq + softirq) * TICK_MS,
+      stealMs: steal * TICK_MS,
+      totalMs: (user + nice + system + idle + iowait + irq + softirq + steal) * TICK_MS,
+    };
+  } catch {
+    return { busyMs: 0, stealMs: 0, totalMs: 0 };
+  }
+}
+
+/** CPU time (user + system) of one process from /proc/{pid}/stat, ms; 0 when unknown. */
+export function processCpuMs(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const f = text.slice(text.lastIndexOf(")") + 2).split(" ");
+    return (Number(f[11]) + Number(f[12])) * TICK_MS;
+  } catch {
+    return 0;
+  }
+}
+
+/** Measures a window: cores used by this process, by `otherPids`, and by everything else. */
+export function loadWindow(otherPids: Array<number | undefined> = []): () => {
+  seconds: number;
+  selfCores: number;
+  pidsCores: number;
+  otherCores: number;
+  stealPct: number;
+} {
+  const t0 = performance.now();
+  const s0 = systemCpu();
+  const self0 = process.cpuUsage();
+  const p0 = otherPids.map(processCpuMs);
+  return () => {
+    const seconds = (performance.now() - t0) / 1000;
+    const s1 = systemCpu();
+    const self = process.cpuUsage(self0);
+    const selfMs = (self.user + self.system) / 1000;
+    const pidsMs = otherPids.map(processCpuMs).reduce((a, b, i) => a + (b - (p0[i] ?? 0)), 0);
+    const busyMs = s1.busyMs - s0.busyMs;
+    const totalMs = s1.totalMs - s0.totalMs;
+    return {
+      seconds,
+      selfCores: selfMs / 1000 / seconds,
+      pidsCores: pidsMs / 1000 / seconds,
+      otherCores: Math.max(0, busyMs - selfMs - pidsMs) / 1000 / seconds,
+      stealPct: totalMs > 0 ? ((s1.stealMs - s0.stealMs) / totalMs) * 100 : 0,
+    };
+  };
+}
+
+/**
+ * Waits (bounded) until the rest of the machine uses less than `maxCores`, sampling 0.5 s at a
+ * time. @returns the background load of the last sample, in cores
+ */
+export async function awaitQuiet(maxCores: number, maxWaitMs: number): Promise<number> {
+  const deadline = Date.now() + maxWaitMs;
+  for (;;) {
+    const w = loadWindow();
+    await new Promise((r) => setTimeout(r, 500));
+    const l = w();
+    const other = l.otherCores + l.selfCores;
+    if (other < maxCores || Date.now() >= deadline) return other;
+  }
+}
+
+/**
+ * A fixed single-thread reference workload (JSON round trips of a ~700-byte object), µs per
+ * round trip: this VM's speed varies with the host's load (steal time), so each measurement
+ * carries the speed it ran at.
+ */
+export function calibrate(): number {
+  const obj = {
+    config_id: "cfg-b00000",
+    node_id: "node-b0000000",
+    status: { presence: "online", runtime: "running", staged: { v: 1, sha: "a".repeat(64) }, confirmed: { v: 1, sha: "b".repeat(64) } },
+    list: Array.from({ length: 20 }, (_, i) => ({ i, name: `n${i}`, on: i % 2 === 0 })),
+  };
+  let best = Number.POSITIVE_INFINITY;
+  for (let round = 0; round < 5; round++) {
+    const t0 = performance.now();
+    for (let i = 0; i < 2000; i++) JSON.parse(JSON.stringify(obj));
+    best = Math.min(best, ((performance.now() - t0) / 2000) * 1000);
+  }
+  return best;
 }

@@ -20,6 +20,8 @@ export interface ExecOptions {
   timeoutMs?: number;
   /** Written to the command's stdin, which is then closed. */
   input?: string;
+  /** Working directory; the test process's own by default. */
+  cwd?: string;
 }
 
 export interface LabNode {
@@ -28,6 +30,14 @@ export interface LabNode {
   ns: string;
   /** Address of the node's `eth0` on the lab's underlay bridge. */
   underlayAddress: string;
+}
+
+/** The link between the host's own (root) namespace and the lab's bridge (`uplink: true`). */
+export interface LabUplink {
+  /** Name of the root-namespace end of the veth pair (carries the lab's suffix). */
+  interfaceName: string;
+  /** Its address in the underlay, 10.213.X.254; nodes reach the host's services here. */
+  address: string;
 }
 
 export interface Lab {
@@ -40,6 +50,8 @@ export interface Lab {
   /** The underlay network, 10.213.X.0/24 with X random. */
   underlayCidr: string;
   nodes: LabNode[];
+  /** Present with `uplink: true`: where processes in the host's namespace are reachable from the nodes. */
+  uplink?: LabUplink;
   /** Runs `cmd args` inside `ns` (via `ip netns exec`); rejects with stderr on failure. */
   exec(ns: string, cmd: string, args: string[], options?: ExecOptions): Promise<ExecResult>;
   /** Kills every process left in the lab's namespaces, deletes them, removes dir. Idempotent. */
@@ -49,6 +61,15 @@ export interface Lab {
 export interface CreateLabOptions {
   /** Name prefix, ≤ 4 characters so that `<prefix>-<suffix>-hub` fits in 15. */
   prefix?: string;
+  /**
+   * Also join the host's own (root) namespace to the bridge: a veth pair whose root end holds
+   * 10.213.X.254/24 (see {@link LabUplink}), so a service listening there in the root namespace is
+   * reachable from inside every node namespace. The only thing a lab adds outside its own
+   * namespaces: one link (named with the lab's suffix) and the connected route of the lab's
+   * private /24, both removed by destroy(). X is chosen so that the root namespace has no route
+   * overlapping the subnet.
+   */
+  uplink?: boolean;
 }
 
 /** Runs a command on the host (no namespace) and rejects with its stderr on failure. */
@@ -61,6 +82,7 @@ export async function run(cmd: string, args: string[], options: ExecOptions = {}
   try {
     const pending = execFileAsync(cmd, args, {
       env,
+      ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
       timeout: options.timeoutMs ?? 20_000,
       maxBuffer: 16 * 1024 * 1024,
       encoding: "utf8",
@@ -132,28 +154,95 @@ async function namespaceExists(ns: string): Promise<boolean> {
   return stdout.split("\n").some((line) => line.split(" ")[0] === ns);
 }
 
+async function rootLinkExists(name: string): Promise<boolean> {
+  const { stdout } = await run("ip", ["-o", "link", "show"]);
+  return stdout.split("\n").some((line) => line.split(":")[1]?.trim().split("@")[0] === name);
+}
+
+/** An IPv4 prefix as [first address, last address], each as an unsigned 32-bit number. */
+function ipv4Range(cidr: string): [number, number] | undefined {
+  const match = /^(\d+)\.(\d+)\.(\d+)\.(\d+)(?:\/(\d+))?$/.exec(cidr);
+  if (match === null) return undefined;
+  const octets = match.slice(1, 5).map(Number);
+  const bits = match[5] === undefined ? 32 : Number(match[5]);
+  if (octets.some((octet) => octet > 255) || bits > 32) return undefined;
+  const value = octets.reduce((sum, octet) => sum * 256 + octet, 0);
+  const size = 2 ** (32 - bits);
+  const first = Math.floor(value / size) * size;
+  return [first, first + size - 1];
+}
+
+/**
+ * The destinations of every IPv4 route in every table of the root namespace, except default
+ * routes (which any more specific route rightly overrides).
+ */
+async function rootRouteDestinations(): Promise<Array<{ destination: string; device: string | undefined }>> {
+  const { stdout } = await run("ip", ["-4", "route", "show", "table", "all"]);
+  const routes: Array<{ destination: string; device: string | undefined }> = [];
+  for (const line of stdout.split("\n")) {
+    const words = line.trim().split(/\s+/);
+    // A route line may start with its type (local, broadcast, unicast, ...) before the prefix.
+    const destination = words.find((word) => ipv4Range(word) !== undefined);
+    if (destination === undefined || words[0] === "default") continue;
+    const devIndex = words.indexOf("dev");
+    routes.push({ destination, device: devIndex >= 0 ? words[devIndex + 1] : undefined });
+  }
+  return routes;
+}
+
+/** Root-namespace routes overlapping `cidr`, other than those through `ownDevice`. */
+async function foreignRoutesOverlapping(cidr: string, ownDevice?: string): Promise<string[]> {
+  const [first, last] = ipv4Range(cidr) ?? [0, -1];
+  return (await rootRouteDestinations())
+    .filter(({ destination, device }) => {
+      if (ownDevice !== undefined && device === ownDevice) return false;
+      const range = ipv4Range(destination);
+      return range !== undefined && range[0] <= last && first <= range[1];
+    })
+    .map(({ destination, device }) => `${destination} dev ${device ?? "?"}`);
+}
+
 /**
  * Builds an isolated underlay of `n` node namespaces: a hub namespace holds a Linux bridge, and
  * each node namespace gets `eth0` (10.213.X.(i+1)/24), the far end of a veth pair whose near end
- * is a port of that bridge. Nothing is created in the host's own namespace, so every interface
- * name below is private to a namespace of ours; only the namespace names are global, and they
- * carry a random suffix so parallel or aborted runs never collide.
+ * is a port of that bridge. Without `uplink`, nothing is created in the host's own namespace, so
+ * every interface name below is private to a namespace of ours; only the namespace names are
+ * global, and they carry a random suffix so parallel or aborted runs never collide. With
+ * `uplink: true`, one more veth pair joins the root namespace (10.213.X.254) to the bridge; its
+ * root end is named `<prefix>-<suffix>-up` and is the first thing destroy() deletes.
  */
 export async function createLab(n: number, options: CreateLabOptions = {}): Promise<Lab> {
   const prefix = options.prefix ?? "svcl";
   if (n < 1 || n > 200) throw new RangeError(`a lab holds 1..200 nodes, not ${n}`);
   if (prefix.length > 4) throw new RangeError(`lab prefix "${prefix}" is longer than 4 characters`);
   const suffix = randomBytes(3).toString("hex").slice(0, 5);
-  const subnet = randomInt(1, 251);
+  let subnet = randomInt(1, 251);
+  if (options.uplink === true) {
+    // The subnet becomes a route of the host itself: never one that overlaps a route it has.
+    for (let attempt = 0; (await foreignRoutesOverlapping(`10.213.${subnet}.0/24`)).length > 0; attempt += 1) {
+      if (attempt >= 50) throw new Error("no 10.213.X.0/24 free of the root namespace's routes for a lab uplink");
+      subnet = randomInt(1, 251);
+    }
+  }
   const hubNs = `${prefix}-${suffix}-hub`;
   const dir = await mkdtemp(join(tmpdir(), `${prefix}-${suffix}-`));
   const created: string[] = [];
   const nodes: LabNode[] = [];
+  const uplinkName = `${prefix}-${suffix}-up`;
+  let uplinkCreated = false;
 
   let destroying: Promise<void> | undefined;
   const destroy = (): Promise<void> => {
     destroying ??= (async () => {
       const errors: unknown[] = [];
+      // The root-namespace link first: deleting one end of a veth pair deletes both.
+      if (uplinkCreated) {
+        try {
+          if (await rootLinkExists(uplinkName)) await run("ip", ["link", "del", uplinkName]);
+        } catch (error) {
+          errors.push(error);
+        }
+      }
       // Node namespaces first (they hold the daemons), the hub last.
       for (const ns of [...created].reverse()) {
         try {
@@ -173,6 +262,8 @@ export async function createLab(n: number, options: CreateLabOptions = {}): Prom
   const exec = (ns: string, cmd: string, args: string[], execOptions?: ExecOptions): Promise<ExecResult> =>
     run("ip", ["netns", "exec", ns, cmd, ...args], execOptions);
 
+  let uplink: LabUplink | undefined;
+
   try {
     await run("ip", ["netns", "add", hubNs]);
     created.push(hubNs);
@@ -191,6 +282,19 @@ export async function createLab(n: number, options: CreateLabOptions = {}): Prom
       await run("ip", ["-n", ns, "link", "set", "lo", "up"]);
       nodes.push({ index, ns, underlayAddress });
     }
+    if (options.uplink === true) {
+      const address = `10.213.${subnet}.254`;
+      // Created in the root namespace with its peer born inside the hub namespace.
+      await run("ip", ["link", "add", uplinkName, "type", "veth", "peer", "name", "up0", "netns", hubNs]);
+      uplinkCreated = true;
+      await run("ip", ["-n", hubNs, "link", "set", "up0", "master", "br0", "up"]);
+      await run("ip", ["address", "add", `${address}/24`, "dev", uplinkName]);
+      await run("ip", ["link", "set", uplinkName, "up"]);
+      // A parallel lab may have picked the same subnet between our check and our address.
+      const clash = await foreignRoutesOverlapping(`10.213.${subnet}.0/24`, uplinkName);
+      if (clash.length > 0) throw new Error(`lab ${suffix}: uplink subnet 10.213.${subnet}.0/24 clashes with ${clash.join(", ")}`);
+      uplink = { interfaceName: uplinkName, address };
+    }
   } catch (error) {
     try {
       await destroy();
@@ -200,5 +304,14 @@ export async function createLab(n: number, options: CreateLabOptions = {}): Prom
     throw error;
   }
 
-  return { suffix, dir, hubNs, underlayCidr: `10.213.${subnet}.0/24`, nodes, exec, destroy };
+  return {
+    suffix,
+    dir,
+    hubNs,
+    underlayCidr: `10.213.${subnet}.0/24`,
+    nodes,
+    ...(uplink === undefined ? {} : { uplink }),
+    exec,
+    destroy,
+  };
 }

@@ -41,6 +41,19 @@ interface Tunnel {
   confPath: string;
 }
 
+/** The bin directory that makes wg-quick run wireguard-go (see {@link createWgQuick}). */
+export interface WgQuickBin {
+  /** `<lab.dir>/wg-quick-bin`: the `ip` shim and the copy of wg-quick. */
+  dir: string;
+  /** The copy of wg-quick inside `dir`; run this one, never the installed one. */
+  wgQuick: string;
+  /**
+   * Environment for wg-quick, or for any process (an agent) that runs `wg-quick` by name: `dir`
+   * first on PATH, `WG_QUICK_USERSPACE_IMPLEMENTATION=wireguard-go`, and LOG_LEVEL removed.
+   */
+  env: Record<string, string | undefined>;
+}
+
 export interface WgQuick {
   /** `wg-quick up <confPath>` inside `ns`, then checks that wireguard-go (not the kernel) runs it. */
   up(ns: string, confPath: string, interfaceName: string): Promise<void>;
@@ -69,35 +82,7 @@ export interface WgQuick {
  * That socket directory is shared across namespaces, so every interface name must be distinct.
  */
 export async function createWgQuick(lab: Lab): Promise<WgQuick> {
-  const realIp = findOnPath("ip");
-  const installedWgQuick = findOnPath("wg-quick");
-  if (realIp === undefined || installedWgQuick === undefined) throw new Error("ip or wg-quick is not on PATH");
-  const shimDir = join(lab.dir, "wg-quick-bin");
-  await mkdir(shimDir, { recursive: true });
-  const wgQuickCopy = join(shimDir, "wg-quick");
-  await copyFile(installedWgQuick, wgQuickCopy);
-  await chmod(wgQuickCopy, 0o755);
-  await writeFile(
-    join(shimDir, "ip"),
-    [
-      "#!/bin/sh",
-      "# Written by test/helpers/wireguard.ts: run wireguard-go where wg-quick asks for a kernel link.",
-      'if [ "$#" -eq 5 ] && [ "$1" = link ] && [ "$2" = add ] && [ "$4" = type ] && [ "$5" = wireguard ]; then',
-      `  echo "${USERSPACE_MARK} $3" >&2`,
-      '  exec "${WG_QUICK_USERSPACE_IMPLEMENTATION:-wireguard-go}" "$3"',
-      "fi",
-      `exec ${realIp} "$@"`,
-      "",
-    ].join("\n"),
-    { mode: 0o755 },
-  );
-  const env: ExecOptions["env"] = {
-    PATH: `${shimDir}:${process.env["PATH"] ?? ""}`,
-    WG_QUICK_USERSPACE_IMPLEMENTATION: "wireguard-go",
-    // With LOG_LEVEL set, the daemonised wireguard-go keeps our stdout/stderr pipes open and
-    // execFile would wait for it forever.
-    LOG_LEVEL: undefined,
-  };
+  const { wgQuick: wgQuickCopy, env } = await createWgQuickBin(lab);
   const tunnels: Tunnel[] = [];
 
   const up = async (ns: string, confPath: string, interfaceName: string): Promise<void> => {
@@ -135,6 +120,45 @@ export async function createWgQuick(lab: Lab): Promise<WgQuick> {
   };
 
   return { up, downAll };
+}
+
+/**
+ * Builds the bin directory described at {@link createWgQuick}: `<lab.dir>/wg-quick-bin` holding
+ * the `ip` shim and an unmodified copy of the installed wg-quick. A process that runs `wg-quick`
+ * by name with `env` (an agent's toolchain) gets the same wireguard-go-forcing behaviour as
+ * {@link WgQuick.up}. Rebuilding it is harmless (same files).
+ */
+export async function createWgQuickBin(lab: Lab): Promise<WgQuickBin> {
+  const realIp = findOnPath("ip");
+  const installedWgQuick = findOnPath("wg-quick");
+  if (realIp === undefined || installedWgQuick === undefined) throw new Error("ip or wg-quick is not on PATH");
+  const shimDir = join(lab.dir, "wg-quick-bin");
+  await mkdir(shimDir, { recursive: true });
+  const wgQuickCopy = join(shimDir, "wg-quick");
+  await copyFile(installedWgQuick, wgQuickCopy);
+  await chmod(wgQuickCopy, 0o755);
+  await writeFile(
+    join(shimDir, "ip"),
+    [
+      "#!/bin/sh",
+      "# Written by test/helpers/wireguard.ts: run wireguard-go where wg-quick asks for a kernel link.",
+      'if [ "$#" -eq 5 ] && [ "$1" = link ] && [ "$2" = add ] && [ "$4" = type ] && [ "$5" = wireguard ]; then',
+      `  echo "${USERSPACE_MARK} $3" >&2`,
+      '  exec "${WG_QUICK_USERSPACE_IMPLEMENTATION:-wireguard-go}" "$3"',
+      "fi",
+      `exec ${realIp} "$@"`,
+      "",
+    ].join("\n"),
+    { mode: 0o755 },
+  );
+  const env: Record<string, string | undefined> = {
+    PATH: `${shimDir}:${process.env["PATH"] ?? ""}`,
+    WG_QUICK_USERSPACE_IMPLEMENTATION: "wireguard-go",
+    // With LOG_LEVEL set, the daemonised wireguard-go keeps our stdout/stderr pipes open and
+    // execFile would wait for it forever.
+    LOG_LEVEL: undefined,
+  };
+  return { dir: shimDir, wgQuick: wgQuickCopy, env };
 }
 
 export function socketPath(interfaceName: string): string {

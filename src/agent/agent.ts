@@ -1,0 +1,330 @@
+import { randomUUID } from "node:crypto";
+import { readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import mqtt, { type MqttClient } from "mqtt";
+import PQueue from "p-queue";
+import {
+  configPushPayloadSchema,
+  controlPayloadSchema,
+  detectPayloadSchema,
+  envelopeSchema,
+  infoPayloadSchema,
+  MAX_ENVELOPE_BYTES,
+  willEnvelope,
+  type Envelope,
+  type TunnelProtocol,
+} from "../protocol/envelope.schema.js";
+import { nodeTopic, parseTopic, type DownstreamKind, type UpstreamKind } from "../protocol/topics.js";
+import { applyConfigPush } from "./config-push.js";
+import { runCommand } from "./exec.js";
+import type { AgentProfile } from "./profile.js";
+import type { ToolchainFor } from "./toolchain.types.js";
+import { createToolchains } from "./toolchains.js";
+import { CLIENT_VERSION } from "./version.js";
+
+/** How long a stopping agent waits for its offline event and the running command, ms. */
+const STOP_GRACE_MS = 3000;
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}
+
+/** spec §6.4 rule 7: the heartbeat interval, fixed on the client. */
+export const HEARTBEAT_INTERVAL_MS = 30 * 60 * 1000;
+
+export interface RunAgentOptions {
+  profile: AgentProfile;
+  /** Directory of the profile; the agent keeps its small state file there. */
+  profileDir: string;
+  /** One JSON log line. Secrets are never passed to it. */
+  log: (line: Record<string, unknown>) => void;
+  /** Aborting stops the agent cleanly (an explicit offline event, then disconnect). */
+  signal?: AbortSignal;
+  /** Tunnel tools; by default the platform's, with configs under `tunnelDir` when given. */
+  toolchains?: ToolchainFor;
+  /** Where tunnel configs are written instead of the toolchains' system directories (tests, several agents on one host). */
+  tunnelDir?: string;
+  /** Heartbeat interval override, ms (tests); the product's is fixed at 30 minutes. */
+  heartbeatMs?: number;
+  /**
+   * spec §5: whether the agent has the privileges commands need (root; LocalSystem on Windows).
+   * Default: uid 0 on Linux and macOS; on Windows the service installer guarantees LocalSystem.
+   */
+  isPrivileged?: () => boolean;
+}
+
+/** The profile interface the agent last operated, kept across restarts (heartbeats report it). */
+interface AgentState {
+  interface_name: string | null;
+  tunnel_protocol: TunnelProtocol | null;
+}
+
+/**
+ * The agent runtime (issue 4): one MQTT worker for the current profile.
+ *
+ * - A fresh `boot_id` per process and `session_id` per MQTT session; the will of spec §6.3.
+ * - On connect: subscribes to its four downstream topics (a clean session, so every connect),
+ *   publishes event `mqtt_connected` and a heartbeat, then a heartbeat every 30 minutes.
+ * - Commands run one at a time; each gets an `accepted` ACK on receipt, then `applied` or
+ *   `failed` with a readable message. ACKs never carry output (spec §6.4 rule 4): `wg_show`
+ *   output goes out as `command_output` events, stdout and stderr apart. Nothing is retained.
+ * - Not root → an `event` with a clear error and ACK `failed` (spec §5).
+ * Resolves when `signal` aborts.
+ */
+export async function runAgent(opts: RunAgentOptions): Promise<void> {
+  const { profile, log } = opts;
+  const configId = profile.profile.config_id;
+  const nodeId = profile.profile.node_id;
+  const bootId = randomUUID();
+  let sessionId = "";
+  const statePath = join(opts.profileDir, "state.json");
+  const state: AgentState = await readState(statePath);
+  const toolchains =
+    opts.toolchains ??
+    createToolchains({
+      platform: process.platform,
+      run: runCommand,
+      env: process.env,
+      ...(opts.tunnelDir === undefined
+        ? {}
+        : { configDirs: { wireguard: join(opts.tunnelDir, "wireguard"), awg_2: join(opts.tunnelDir, "amneziawg") } }),
+    });
+  const isPrivileged = opts.isPrivileged ?? (() => process.platform === "win32" || process.getuid?.() === 0);
+  const queue = new PQueue({ concurrency: 1 });
+
+  const envelope = (type: string, payload: Record<string, unknown>, requestId = ""): Envelope => ({
+    type,
+    request_id: requestId,
+    config_id: configId,
+    node_id: nodeId,
+    boot_id: bootId,
+    session_id: sessionId,
+    sent_at: new Date().toISOString(),
+    payload,
+  });
+
+  const scheme = profile.mqtt.tls ? "mqtts" : "mqtt";
+  const client: MqttClient = mqtt.connect(`${scheme}://${profile.mqtt.host}:${profile.mqtt.port}`, {
+    protocolVersion: 4,
+    clientId: profile.mqtt.client_id,
+    username: profile.mqtt.username,
+    password: profile.mqtt.password,
+    clean: true,
+    keepalive: 60,
+    reconnectPeriod: 1000,
+    connectTimeout: 15_000,
+    resubscribe: false,
+    ...(profile.mqtt.tls && profile.mqtt.ca_cert ? { ca: profile.mqtt.ca_cert } : {}),
+    will: {
+      topic: nodeTopic(configId, nodeId, "event"),
+      payload: Buffer.from(JSON.stringify(willEnvelope(configId, nodeId, new Date().toISOString()))),
+      qos: 1,
+      retain: false,
+    },
+  });
+
+  const publish = async (kind: UpstreamKind, env: Envelope): Promise<void> => {
+    await client.publishAsync(nodeTopic(configId, nodeId, kind), JSON.stringify(env), { qos: 1, retain: false });
+  };
+  const safePublish = (kind: UpstreamKind, env: Envelope) =>
+    publish(kind, env).catch((err: unknown) => log({ level: "warn", msg: "publish failed", kind, err: String(err) }));
+
+  const wgOnline = async (): Promise<boolean> => {
+    if (state.interface_name === null || state.tunnel_protocol === null) return false;
+    try {
+      return await toolchains(state.tunnel_protocol).isRunning(state.interface_name);
+    } catch {
+      return false;
+    }
+  };
+  const heartbeat = async () => {
+    await safePublish("heartbeat", envelope("heartbeat", { client_online: true, wg_online: await wgOnline() }));
+  };
+
+  // Reconnect with backoff: 1 s doubling to 30 s, reset on a successful connect.
+  let backoff = 1000;
+  client.on("close", () => {
+    backoff = Math.min(backoff * 2, 30_000);
+    client.options.reconnectPeriod = backoff;
+  });
+  client.on("error", (err) => log({ level: "warn", msg: "mqtt error", err: err.message }));
+  client.on("connect", () => {
+    backoff = 1000;
+    client.options.reconnectPeriod = backoff;
+    sessionId = randomUUID();
+    const topics = (["config_push", "control", "detect", "info"] as const).map((k) => nodeTopic(configId, nodeId, k));
+    client.subscribe(topics, { qos: 1 }, (err) => {
+      if (err) log({ level: "error", msg: "subscribe failed", err: err.message });
+    });
+    log({ level: "info", msg: "connected", session_id: sessionId });
+    void safePublish("event", envelope("event", { level: "info", event: "mqtt_connected", message: `agent ${CLIENT_VERSION} connected` }));
+    void heartbeat();
+  });
+
+  const heartbeatTimer = setInterval(() => void heartbeat(), opts.heartbeatMs ?? HEARTBEAT_INTERVAL_MS);
+
+  client.on("message", (topic, payload) => {
+    const parsed = parseTopic(topic);
+    if (parsed === null || parsed.direction !== "downstream" || parsed.configId !== configId || parsed.nodeId !== nodeId) {
+      log({ level: "warn", msg: "message on an unexpected topic dropped", topic });
+      return;
+    }
+    if (payload.length > MAX_ENVELOPE_BYTES) {
+      log({ level: "warn", msg: "oversize message dropped", topic });
+      return;
+    }
+    let env: Envelope;
+    try {
+      const r = envelopeSchema.safeParse(JSON.parse(payload.toString("utf8")));
+      if (!r.success || r.data.config_id !== configId || r.data.node_id !== nodeId || r.data.request_id === "") {
+        log({ level: "warn", msg: "malformed command dropped", topic });
+        return;
+      }
+      env = r.data;
+    } catch {
+      log({ level: "warn", msg: "malformed command dropped", topic });
+      return;
+    }
+    const kind = parsed.kind as DownstreamKind;
+    const ackKind = `${kind}_ack` as UpstreamKind;
+    // spec §3.4: accepted = received or queued.
+    if (kind !== "detect") void safePublish(ackKind, envelope("ack", { status: "accepted", message: "", action: actionOf(kind, env) }, env.request_id));
+    void queue.add(async () => {
+      const result = await handle(kind, env).catch((err: unknown) => ({
+        status: "failed" as const,
+        message: err instanceof Error ? err.message : String(err),
+        extra: {},
+      }));
+      await safePublish(
+        ackKind,
+        envelope("ack", { status: result.status, message: result.message, action: actionOf(kind, env), ...result.extra }, env.request_id),
+      );
+      log({ level: "info", msg: "command done", kind, request_id: env.request_id, status: result.status });
+    });
+  });
+
+  type Result = { status: "applied" | "failed"; message: string; extra: Record<string, unknown> };
+
+  const privilegeError = async (requestId: string, action: string): Promise<Result | null> => {
+    if (isPrivileged()) return null;
+    const message = "the agent lacks privileges: it must run as a system service as root (svcctl service install)";
+    await safePublish("event", envelope("event", { level: "error", event: "privilege_error", message, request_id: requestId, action }));
+    return { status: "failed", message, extra: {} };
+  };
+
+  const remember = async (interfaceName: string, protocol: TunnelProtocol) => {
+    if (state.interface_name === interfaceName && state.tunnel_protocol === protocol) return;
+    state.interface_name = interfaceName;
+    state.tunnel_protocol = protocol;
+    await writeFile(statePath, JSON.stringify(state), { mode: 0o600 }).catch(() => undefined);
+  };
+
+  const handle = async (kind: DownstreamKind, env: Envelope): Promise<Result> => {
+    switch (kind) {
+      case "detect": {
+        const p = detectPayloadSchema.parse(env.payload);
+        let running = false;
+        try {
+          running = await toolchains(p.tunnel_protocol).isRunning(p.interface_name);
+        } catch {
+          running = false;
+        }
+        return {
+          status: "applied",
+          message: "",
+          extra: { client_online: true, wg_online: running, platform: process.platform, client_version: CLIENT_VERSION },
+        };
+      }
+      case "config_push": {
+        const p = configPushPayloadSchema.parse(env.payload);
+        const denied = await privilegeError(env.request_id, "push_config");
+        if (denied) return denied;
+        const r = await applyConfigPush(p, { toolchains });
+        if (r.status === "applied") await remember(p.interface_name, p.tunnel_protocol);
+        return { status: r.status, message: r.message, extra: { config_version: p.config_version, config_sha256: p.config_sha256 } };
+      }
+      case "control": {
+        const p = controlPayloadSchema.parse(env.payload);
+        if (p.action === "wg_show") return show(env.request_id, p.tunnel_protocol, p.interface_name);
+        if (p.action === "push_config") {
+          return { status: "failed", message: "configs arrive on the config/push topic; ask the server to push", extra: {} };
+        }
+        const denied = await privilegeError(env.request_id, p.action);
+        if (denied) return denied;
+        const tc = toolchains(p.tunnel_protocol);
+        await remember(p.interface_name, p.tunnel_protocol);
+        if (p.action === "start") {
+          if (await tc.isRunning(p.interface_name)) return { status: "applied", message: "already running", extra: {} };
+          await tc.up(p.interface_name);
+          return { status: "applied", message: "started", extra: {} };
+        }
+        if (!(await tc.isRunning(p.interface_name))) return { status: "applied", message: "already stopped", extra: {} };
+        await tc.down(p.interface_name);
+        return { status: "applied", message: "stopped", extra: {} };
+      }
+      case "info": {
+        const p = infoPayloadSchema.parse(env.payload);
+        return show(env.request_id, p.tunnel_protocol, p.interface_name);
+      }
+    }
+  };
+
+  /** Raw `wg`/`awg` output goes out as command_output events; the ACK only marks completion. */
+  const show = async (requestId: string, protocol: TunnelProtocol, interfaceName: string): Promise<Result> => {
+    const denied = await privilegeError(requestId, "wg_show");
+    if (denied) return denied;
+    const out = await toolchains(protocol).show(interfaceName);
+    for (const [stream, text] of [
+      ["stdout", out.stdout],
+      ["stderr", out.stderr],
+    ] as const) {
+      if (text.length === 0) continue;
+      await safePublish(
+        "event",
+        envelope("event", { level: "info", event: "command_output", message: "", request_id: requestId, action: "wg_show", stream, output: text }, requestId),
+      );
+    }
+    return out.code === 0
+      ? { status: "applied", message: "", extra: {} }
+      : { status: "failed", message: `${protocol === "awg_2" ? "awg" : "wg"} show exited with ${out.code}`, extra: {} };
+  };
+
+  await new Promise<void>((resolve) => {
+    const stop = () => {
+      clearInterval(heartbeatTimer);
+      const finish = () => {
+        client.end(true, {}, () => resolve());
+      };
+      if (client.connected) {
+        // A clean stop is an explicit offline signal too (no will is sent on a clean disconnect).
+        // Bounded: a broker that is already gone never answers the PUBACK.
+        const sent = publish("event", envelope("event", { level: "info", event: "offline", message: "agent stopped" }));
+        void Promise.race([sent, delay(STOP_GRACE_MS)])
+          .catch(() => undefined)
+          .then(() => Promise.race([queue.onIdle(), delay(STOP_GRACE_MS)]))
+          .then(() => client.end(true, {}, () => resolve()));
+      } else {
+        finish();
+      }
+    };
+    if (opts.signal?.aborted) stop();
+    else opts.signal?.addEventListener("abort", stop, { once: true });
+  });
+}
+
+function actionOf(kind: DownstreamKind, env: Envelope): string {
+  const action = env.payload["action"];
+  if (typeof action === "string" && action.length <= 32) return action;
+  return kind === "detect" ? "detect" : kind;
+}
+
+async function readState(path: string): Promise<AgentState> {
+  try {
+    const raw = JSON.parse(await readFile(path, "utf8")) as Partial<AgentState>;
+    const protocol = raw.tunnel_protocol === "wireguard" || raw.tunnel_protocol === "awg_2" ? raw.tunnel_protocol : null;
+    const iface = typeof raw.interface_name === "string" && /^[a-zA-Z0-9_=+.-]{1,15}$/.test(raw.interface_name) ? raw.interface_name : null;
+    return { interface_name: iface, tunnel_protocol: protocol };
+  } catch {
+    return { interface_name: null, tunnel_protocol: null };
+  }
+}

@@ -1,0 +1,178 @@
+import { createHash, randomBytes } from "node:crypto";
+import { mkdir, open, rename, unlink } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
+import { configPushPayloadSchema, type ConfigPushPayload, type TunnelProtocol } from "../protocol/envelope.schema.js";
+import type { Toolchain, ToolchainFor } from "./toolchain.types.js";
+
+/**
+ * The config push sequence on the agent (spec §3.8), for a payload from the config/push topic
+ * (spec §6.3):
+ *
+ * 0. Verify `config_sha256` against the SHA-256 of `config_text` FIRST, before anything is
+ *    inspected or stopped: a corrupt or tampered push must never take a working tunnel down.
+ *    (§3.8 does not place this check; the payload table in §6.3 defines the digest. Decision.)
+ * 1. Inspect the profile interface under `previous_tunnel_protocol` and under `tunnel_protocol`
+ *    (once when they are equal), previous first.
+ * 2. Stop every running match with its own toolchain, previous first, before the config is
+ *    overwritten. The first stop that fails ends the sequence with `failed`; nothing is written,
+ *    later matches are not stopped, and nothing already stopped is restarted (the message names
+ *    what was stopped, so the operator knows the tunnel is down; a later push or start recovers).
+ * 3. Write the new config atomically (temp file in the same directory, fsync, rename, 0600) at
+ *    the TARGET toolchain's path. The previous toolchain's file, if any, is left alone.
+ * 4. If an interface was running before the update, start it with the target toolchain only;
+ *    otherwise only write, never start.
+ * 5. `applied` only when every step completed. A failed inspection, write or restart is
+ *    `failed` with a message saying what state the interface was left in.
+ *
+ * Nothing here throws: every outcome is a result for the ACK (spec §3.4: `failed` carries why).
+ */
+
+export interface ConfigPushDeps {
+  toolchains: ToolchainFor;
+  /** Writes the config file; must be atomic (temp file in the same dir + fsync + rename), mode 0600. Default {@link atomicWriteFile}. */
+  writeConfig?: (path: string, text: string) => Promise<void>;
+  log?: (msg: string) => void;
+}
+
+export interface ConfigPushResult {
+  status: "applied" | "failed";
+  message: string;
+}
+
+/** Longest error text quoted from a toolchain or the file system, so the ACK message stays bounded. */
+const MAX_CAUSE = 1200;
+/** ACK messages are at most 4096 characters (ackPayloadSchema). */
+const MAX_MESSAGE = 4000;
+
+export async function applyConfigPush(payload: ConfigPushPayload, deps: ConfigPushDeps): Promise<ConfigPushResult> {
+  const log = deps.log ?? (() => {});
+  const fail = (text: string): ConfigPushResult => {
+    const message = text.length > MAX_MESSAGE ? `${text.slice(0, MAX_MESSAGE)}…` : text;
+    log(`config push failed: ${message}`);
+    return { status: "failed", message };
+  };
+
+  // The caller parses the envelope, but this is the last gate before root tools run: re-check.
+  const parsed = configPushPayloadSchema.safeParse(payload);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((i) => `${i.path.join(".") || "payload"}: ${i.message}`).join("; ");
+    return fail(`invalid config push payload (${issues}); nothing inspected, stopped or written`);
+  }
+  const push = parsed.data;
+  const iface = push.interface_name;
+  const target = push.tunnel_protocol;
+
+  // 0. Integrity first (decision above).
+  const actual = sha256Hex(push.config_text);
+  if (actual !== push.config_sha256) {
+    return fail(`config_sha256 mismatch for config v${push.config_version}: expected ${push.config_sha256}, got ${actual}; nothing stopped or written`);
+  }
+
+  let targetChain: Toolchain;
+  let targetPath: string;
+  const protocols: TunnelProtocol[] = push.previous_tunnel_protocol === target ? [target] : [push.previous_tunnel_protocol, target];
+  const chains = new Map<TunnelProtocol, Toolchain>();
+  try {
+    for (const protocol of protocols) chains.set(protocol, deps.toolchains(protocol));
+    targetChain = chains.get(target) ?? deps.toolchains(target);
+    targetPath = targetChain.configPath(iface);
+  } catch (err) {
+    return fail(`cannot use the ${target} toolchain for ${iface}: ${cause(err)}; nothing stopped or written`);
+  }
+
+  // 1. Inspect under both protocols.
+  const running: TunnelProtocol[] = [];
+  for (const protocol of protocols) {
+    const chain = chains.get(protocol);
+    if (chain === undefined) continue; // set above for every protocol
+    try {
+      if (await chain.isRunning(iface)) running.push(protocol);
+    } catch (err) {
+      return fail(`inspecting ${iface} with the ${protocol} toolchain failed: ${cause(err)}; nothing stopped or written`);
+    }
+  }
+  log(`config push v${push.config_version} for ${iface}: running under [${running.join(", ")}], target ${target}`);
+
+  // 2. Stop every running match with its own toolchain, before overwriting.
+  const stopped: TunnelProtocol[] = [];
+  for (const protocol of running) {
+    const chain = chains.get(protocol);
+    if (chain === undefined) continue;
+    try {
+      await chain.down(iface);
+      stopped.push(protocol);
+      log(`stopped ${iface} (${protocol})`);
+    } catch (err) {
+      const already = stopped.length === 0 ? "" : `; already stopped under ${stopped.join(", ")} and left stopped`;
+      return fail(`stopping ${iface} with the ${protocol} toolchain failed: ${cause(err)}; config not written${already}`);
+    }
+  }
+
+  // 3. Write at the target toolchain's path.
+  try {
+    await (deps.writeConfig ?? atomicWriteFile)(targetPath, push.config_text);
+    log(`wrote config v${push.config_version} to ${targetPath}`);
+  } catch (err) {
+    const left = stopped.length === 0 ? "" : `; ${iface} was stopped (${stopped.join(", ")}) and is left stopped`;
+    return fail(`writing ${targetPath} failed: ${cause(err)}${left}`);
+  }
+
+  // 4. Restart with the target toolchain only if something was running.
+  if (running.length === 0) {
+    return { status: "applied", message: `config v${push.config_version} written to ${targetPath}; ${iface} was not running and was not started` };
+  }
+  try {
+    await targetChain.up(iface);
+  } catch (err) {
+    return fail(`config v${push.config_version} written to ${targetPath}, but starting ${iface} with the ${target} toolchain failed: ${cause(err)}`);
+  }
+  log(`started ${iface} (${target})`);
+  return { status: "applied", message: `config v${push.config_version} written to ${targetPath}; ${iface} restarted with the ${target} toolchain` };
+}
+
+/** Lower-case hex SHA-256 of the config text's UTF-8 bytes, as `config_sha256` carries it. */
+export function sha256Hex(text: string): string {
+  return createHash("sha256").update(text, "utf8").digest("hex");
+}
+
+/**
+ * The default `writeConfig`: creates the directory (and missing parents) with mode 0700, writes a
+ * temp file in the same directory (exclusive create, 0600), fsyncs it, renames it over `path` and
+ * fsyncs the directory, so a crash leaves either the old file or the new one, never a mix. On
+ * failure the temp file is removed and the old file is untouched. (On Windows the modes and the
+ * directory fsync are skipped by the OS; see toolchains.ts for the ACL note.)
+ */
+export async function atomicWriteFile(path: string, text: string): Promise<void> {
+  const dir = dirname(path);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const temp = join(dir, `.${basename(path)}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`);
+  let handle = await open(temp, "wx", 0o600);
+  try {
+    try {
+      await handle.chmod(0o600); // the umask may have narrowed it further; make it exact
+      await handle.writeFile(text, "utf8");
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temp, path);
+  } catch (err) {
+    await unlink(temp).catch((unlinkErr: NodeJS.ErrnoException) => {
+      if (unlinkErr.code !== "ENOENT") throw new AggregateError([err, unlinkErr], `writing ${path} failed and ${temp} could not be removed`);
+    });
+    throw err;
+  }
+  if (process.platform !== "win32") {
+    handle = await open(dir, "r");
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  }
+}
+
+function cause(err: unknown): string {
+  const text = err instanceof Error ? err.message : String(err);
+  return text.length > MAX_CAUSE ? `${text.slice(0, MAX_CAUSE)}…` : text;
+}
