@@ -52,6 +52,8 @@ const bindResponse = z.object({
     username: z.string(),
     password: z.string(),
     client_id: z.string(),
+    /** spec §2.6: present only when tls is true (issue 6 brings the TLS listener). */
+    ca_cert: z.string().optional(),
   }),
   topics: z.record(z.string(), z.string()),
 });
