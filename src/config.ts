@@ -46,6 +46,9 @@ const envSchema = z.object({
   SVC_COMMAND_TIMEOUT_S: seconds.default(60),
   SVC_BIND_TOKEN_TTL_S: seconds.default(300),
   SVC_CONFIG_PUSH_DEBOUNCE_MS: z.coerce.number().int().min(0).max(60_000).default(2000),
+  SVC_RELEASE_API_URL: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }).default("https://api.github.com/repos/svc-mesh/svc"),
+  SVC_RELEASE_DOWNLOAD_URL: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }).default("https://github.com/svc-mesh/svc/releases/download"),
+  SVC_MAX_SNAPSHOT_BYTES: z.coerce.number().int().min(1024 * 1024).max(64 * 1024 * 1024 * 1024).default(1024 * 1024 * 1024),
 });
 
 /** The parsed, frozen settings object passed down from `main.ts`. */
@@ -92,6 +95,12 @@ export interface Settings {
   readonly bindTokenTtlMs: number;
   /** Delay that gathers staged-config changes into one automatic push, ms. */
   readonly configPushDebounceMs: number;
+  /** GitHub-REST-shaped release API of the client (DESIGN §6): `GET {it}/releases/tags/v{version}`. */
+  readonly releaseApiUrl: string;
+  /** Where the console builds release asset URLs: `{it}/v{version}/{asset}` (DESIGN §6). */
+  readonly releaseDownloadUrl: string;
+  /** Largest snapshot accepted by import (compressed and uncompressed), bytes. */
+  readonly maxSnapshotBytes: number;
 }
 
 /** Raised when the environment holds an invalid setting; its message is one line. */
@@ -143,6 +152,9 @@ export function loadSettings(env: Record<string, string | undefined> = process.e
     commandTimeoutMs: e.SVC_COMMAND_TIMEOUT_S * 1000,
     bindTokenTtlMs: e.SVC_BIND_TOKEN_TTL_S * 1000,
     configPushDebounceMs: e.SVC_CONFIG_PUSH_DEBOUNCE_MS,
+    releaseApiUrl: e.SVC_RELEASE_API_URL.replace(/\/+$/, ""),
+    releaseDownloadUrl: e.SVC_RELEASE_DOWNLOAD_URL.replace(/\/+$/, ""),
+    maxSnapshotBytes: e.SVC_MAX_SNAPSHOT_BYTES,
   });
 }
 

@@ -14,7 +14,9 @@ import type { BrokerUser, BrokerUserLookup } from "./mqtt/broker-users.js";
 import { DetectScheduler } from "./mqtt/detect-scheduler.js";
 import { EmbeddedBroker } from "./mqtt/embedded-broker.js";
 import { MqttRouter } from "./mqtt/router.js";
+import { ArtifactsService } from "./services/artifacts.service.js";
 import { AuthService } from "./services/auth.service.js";
+import { BackupsService } from "./services/backups.service.js";
 import { ControlService } from "./services/control.service.js";
 import { DownloadsService } from "./services/downloads.service.js";
 import { MeshService } from "./services/mesh.service.js";
@@ -29,6 +31,8 @@ export interface Server {
   auth: AuthService;
   mesh: MeshService;
   downloads: DownloadsService;
+  artifacts: ArtifactsService;
+  backups: BackupsService;
   control: ControlService;
   registry: NodeActorRegistry;
   commands: CommandTracker;
@@ -194,6 +198,17 @@ export async function createServer(
       closers.push(() => client?.close());
     }
 
+    const artifacts = new ArtifactsService({ settings, store, clock, log: log.child({ name: "artifacts" }), downloads });
+    const backups = new BackupsService({
+      settings,
+      store,
+      clock,
+      log: log.child({ name: "backups" }),
+      downloads,
+      mesh,
+      registry,
+      hub,
+    });
     const app = await buildApp({
       settings,
       log,
@@ -208,6 +223,8 @@ export async function createServer(
         sharedKey: () => authzKey,
         resolve: (username) => resolveIdentity(store, settings, username),
       },
+      artifacts,
+      backups,
     });
     closers.push(async () => {
       detect.setActive(false);
@@ -221,6 +238,8 @@ export async function createServer(
       auth,
       mesh,
       downloads,
+      artifacts,
+      backups,
       control,
       registry,
       commands,

@@ -285,6 +285,7 @@ async function upstreamPhase(p: UpstreamParams): Promise<UpstreamResult> {
     const r0 = router.received;
     const published0 = hub.metrics().published;
     const c0 = { ...commitStats };
+    commitStats.maxFlushNs = 0n;
     const armed0 = clock.armed;
     const stopProfile = await profile(`${p.nodes}n-${p.conns}c-qos${p.qos}${p.sse ? "-sse" : ""}`);
     const load = loadWindow([agents.child.pid]);
@@ -674,7 +675,16 @@ async function orchestrate(): Promise<void> {
 
   // 1. Upstream throughput.
   if (only.has("upstream")) {
-    const plans: UpstreamParams[] = quick
+    const custom = flag("--upstream-plans");
+    const plans: UpstreamParams[] = custom
+      ? custom.split(",").map((spec) => {
+          // {nodes}x{conns}q{qos}[sse], e.g. 10000x10000q1 or 1000x1000q1sse
+          const m = /^(\d+)x(\d+)q([01])(sse)?$/.exec(spec.trim());
+          if (!m) throw new Error(`bad --upstream-plans entry ${spec}`);
+          const nodes = Number(m[1]);
+          return { nodes, conns: Number(m[2]), warmMs: quick ? 1000 : 3000, measureMs: quick ? 2000 : 10_000, window: Math.max(4000, Math.min(nodes, 10_000)), qos: Number(m[3]) as 0 | 1, sse: m[4] === "sse" };
+        })
+      : quick
       ? [
           { nodes: 1000, conns: 1000, warmMs: 1000, measureMs: 2000, window: 4000, qos: 1, sse: false },
           { nodes: 1000, conns: 1000, warmMs: 1000, measureMs: 2000, window: 4000, qos: 1, sse: true },

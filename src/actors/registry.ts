@@ -159,6 +159,18 @@ export class NodeActorRegistry {
     return true;
   }
 
+  /**
+   * Drops every actor and rehydrates all of them from the store (after a snapshot restore
+   * replaced the tables). Queued writes of the old actors are discarded: the store is the truth.
+   */
+  async reload(): Promise<number> {
+    for (const e of this.#entries.values()) e.actor.stop();
+    this.#entries.clear();
+    this.#dirty = new Map();
+    this.#effects = [];
+    return this.start();
+  }
+
   /** Writes what is queued and stops every actor. */
   async stop(): Promise<void> {
     await this.#flushNow().catch(() => undefined);

@@ -25,6 +25,11 @@ import { clientRoutes } from "./routes/client.routes.js";
 import { eventsRoutes } from "./routes/events.routes.js";
 import { internalAuthzRoutes } from "./routes/internal-authz.routes.js";
 import { systemRoutes } from "./routes/system.routes.js";
+import { artifactsRoutes } from "./routes/artifacts.routes.js";
+import { backupsRoutes } from "./routes/backups.routes.js";
+import { mcpRoutes } from "./routes/mcp.routes.js";
+import type { ArtifactsService } from "../services/artifacts.service.js";
+import type { BackupsService } from "../services/backups.service.js";
 import { VERSION } from "../version.js";
 import { authRoutes } from "./routes/auth.routes.js";
 import { configsRoutes } from "./routes/configs.routes.js";
@@ -45,6 +50,8 @@ export interface AppDeps {
   hub: EventHub;
   status: () => Promise<SystemStatus>;
   internalAuthz: { sharedKey: () => string; resolve: (username: string) => BrokerIdentity | undefined };
+  artifacts: ArtifactsService;
+  backups: BackupsService;
 }
 
 /** Who may call a route: the admin (bearer token) or anyone (the route checks its own token). */
@@ -166,6 +173,15 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(eventsRoutes, { hub: deps.hub });
   await app.register(internalAuthzRoutes, deps.internalAuthz);
   await app.register(systemRoutes, { status: deps.status });
+  await app.register(artifactsRoutes, { artifacts: deps.artifacts, downloads: deps.downloads, auth: deps.auth });
+  await app.register(backupsRoutes, { backups: deps.backups, downloads: deps.downloads, auth: deps.auth });
+  await app.register(mcpRoutes, {
+    backups: deps.backups,
+    mesh: deps.mesh,
+    control: deps.control,
+    auth: deps.auth,
+    publicUrl: deps.settings.publicUrl,
+  });
 
   app.get(
     "/api/v1/openapi.json",
