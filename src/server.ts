@@ -208,6 +208,7 @@ export async function createServer(
       mesh,
       registry,
       hub,
+      status,
     });
     const app = await buildApp({
       settings,

@@ -3,9 +3,15 @@
  * and asserts nothing).
  *
  *   npx tsx scripts/bench/ingest.ts            # full run (under ~10 minutes on 2 cores)
- *   npx tsx scripts/bench/ingest.ts --quick    # small sizes only, a smoke check (under ~60 s)
+ *   npx tsx scripts/bench/ingest.ts --quick    # small sizes only, a smoke check (about a minute)
  *   npx tsx scripts/bench/ingest.ts --only upstream,latency,actors,fanout
- *   npx tsx scripts/bench/ingest.ts --prof-dir /tmp/prof   # --cpu-prof every service process
+ *   npx tsx scripts/bench/ingest.ts --prof-dir /tmp/prof   # V8 CPU profile of each measured window
+ *   npx tsx scripts/bench/ingest.ts --only upstream --upstream-plans 10000x10000q1,1000x1000q1sse
+ *   npx tsx scripts/bench/ingest.ts --only latency --rates 500,2000
+ *   npx tsx scripts/bench/ingest.ts --only actors --actor-sizes 10000,100000
+ *
+ * (`node --expose-gc --import tsx scripts/bench/ingest.ts` works too; the measuring processes
+ * are always started with `--expose-gc`.)
  *
  * Every measurement runs the real service (`createServer`: SQLite store, node actor registry,
  * embedded aedes broker, backend MQTT client, router, SSE hub) in a fresh child process started
@@ -181,8 +187,30 @@ function ref(m: PhaseMeta): string {
   return `${fmt(m.refUs[0], 1)} / ${fmt(m.refUs[1], 1)}`;
 }
 
-/** Background load (cores used by other processes) seen just before each phase started. */
+/** How long to wait for a quiet machine before each measurement. */
 let quietWaitMs = 8000;
+/** Retries of a measurement whose window saw other processes use more than 0.3 core. */
+let retryBudget = { attempts: 2, minutes: 4.5, untilMs: 0 };
+const CLEAN_CORES = 0.3;
+
+/**
+ * Runs a phase; while other processes used more than {@link CLEAN_CORES} during its measured
+ * window and the retry budget (count and wall time) allows, runs it again. Keeps the cleanest.
+ */
+async function measured<R extends PhaseMeta>(
+  phaseName: string,
+  params: unknown,
+  timeoutMs: number,
+  otherCores: (r: R) => number,
+): Promise<R & { background: number; attempts: number }> {
+  let best: (R & { background: number; attempts: number }) | undefined;
+  for (let attempt = 1; ; attempt++) {
+    const r = await runPhase<R>(phaseName, params, timeoutMs);
+    if (best === undefined || otherCores(r) < otherCores(best)) best = { ...r, attempts: attempt };
+    else best.attempts = attempt;
+    if (otherCores(best) <= CLEAN_CORES || attempt > retryBudget.attempts || performance.now() > retryBudget.untilMs) return best;
+  }
+}
 
 /**
  * Runs one phase in a fresh `node --expose-gc --import tsx` process, after waiting (bounded) for
@@ -620,6 +648,11 @@ async function fanoutPhase(p: FanoutParams): Promise<FanoutResult> {
 
 const phase = flag("--phase");
 if (phase !== undefined) {
+  // The orchestrator went away (Ctrl-C, crash): do not linger with a listening service.
+  let finished = false;
+  process.on("disconnect", () => {
+    if (!finished) process.exit(1);
+  });
   const params = await new Promise<unknown>((r) => process.once("message", (m) => r((m as { params: unknown }).params)));
   try {
     const refBefore = calibrate();
@@ -638,6 +671,7 @@ if (phase !== undefined) {
   } catch (err) {
     process.send?.({ op: "error", message: err instanceof Error ? (err.stack ?? err.message) : String(err) });
   }
+  finished = true;
   process.disconnect?.();
   // Whatever is left (unref'd timers, sockets being torn down) must not keep the phase alive.
   setTimeout(() => process.exit(0), 2000).unref();
@@ -649,7 +683,10 @@ if (phase !== undefined) {
 
 async function orchestrate(): Promise<void> {
   const quick = argv.includes("--quick");
-  quietWaitMs = quick ? 2000 : 8000;
+  quietWaitMs = quick ? 2000 : 5000;
+  // Re-measure contended windows only while the whole run stays within its time budget.
+  const minutes = quick ? 0 : 4.5;
+  retryBudget = { attempts: quick ? 0 : 2, minutes, untilMs: performance.now() + minutes * 60_000 };
   const only = new Set((flag("--only") ?? "upstream,latency,actors,fanout").split(",").map((s) => s.trim()));
   const started = performance.now();
   const os = await import("node:os");
@@ -658,7 +695,9 @@ async function orchestrate(): Promise<void> {
     [
       `\nnode ${process.version}, ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? "?"}), ${fmt(os.totalmem() / 2 ** 30)} GiB.`,
       "The service runs in a fresh `--expose-gc` process per measurement; simulated agents and SSE consoles in a second process; all traffic on 127.0.0.1.",
-      `Before each measurement the bench waits up to ${quietWaitMs / 1000} s for the rest of the machine to use < 0.25 core; "other load" columns give the cores other processes used *during* the window (this machine is shared, and 2 cores leave no headroom).`,
+      `Before each measurement the bench waits up to ${quietWaitMs / 1000} s for the rest of the machine to use < 0.25 core; "other load" gives the cores other processes used *during* the measured window, "steal" the hypervisor's steal time.`,
+      `A measurement whose window saw more than ${CLEAN_CORES} core of other load is repeated (at most ${retryBudget.attempts} more times, while the run is under ${fmt(retryBudget.minutes, 1)} min) and the cleanest run is kept ("runs").`,
+      '"CPU ref µs": a fixed JSON round-trip workload timed in the measuring process before / after the measurement (lower is faster; it shows how fast this shared VM was at the time).',
     ].join(" "),
   );
   const failures: string[] = [];
@@ -696,10 +735,10 @@ async function orchestrate(): Promise<void> {
           { nodes: 10_000, conns: 10_000, warmMs: 4000, measureMs: 10_000, window: 10_000, qos: 0, sse: false },
           { nodes: 10_000, conns: 10_000, warmMs: 4000, measureMs: 10_000, window: 10_000, qos: 1, sse: true },
         ];
-    const rows: Array<UpstreamResult & PhaseMeta> = [];
+    const rows: Array<UpstreamResult & PhaseMeta & { attempts: number }> = [];
     for (const plan of plans) {
       const r = await attempt(`upstream ${plan.nodes} nodes / ${plan.conns} connections`, () =>
-        runPhase<UpstreamResult>("upstream", plan, 240_000),
+        measured<UpstreamResult & PhaseMeta>("upstream", plan, 240_000, (x) => x.otherCores),
       );
       if (r) rows.push(r);
     }
@@ -715,13 +754,13 @@ async function orchestrate(): Promise<void> {
       ].join(" "),
     );
     console.log(
-      "| nodes | agent connections (connected, connect time) | QoS | SSE console, every heartbeat a change | window | router msgs/s | committed states/s | flushes/s | states/flush | flush ms avg / max | main thread in flush | service CPU | agents CPU | other load | steal | loop delay p99 ms | online at end | CPU ref µs | target |",
+      "| nodes | agent connections (connected, connect time) | QoS | SSE console, every heartbeat a change | window | router msgs/s | committed states/s | flushes/s | states/flush | flush ms avg / max | main thread in flush | service CPU | agents CPU | other load | steal | loop delay p99 ms | online at end | CPU ref µs | runs | target |",
     );
-    console.log("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    console.log("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for (const r of rows) {
       const target = r.nodes >= 10_000 ? "≥ 30,000 msgs/s at 10k nodes" : "";
       console.log(
-        `| ${fmt(r.nodes)} | ${fmt(r.conns)} (${fmt(r.connected)}, ${fmt(r.connectMs / 1000, 1)} s) | ${r.qos} | ${r.sse ? `yes: ${fmt(r.sseFramesPerS)} frames/s` : "no"} | ${fmt(r.window)} | **${fmt(r.routerPerS)}** | **${fmt(r.rowsPerS)}** | ${fmt(r.flushesPerS)} | ${fmt(r.rowsPerFlush, 1)} | ${fmt(r.flushMsAvg, 2)} / ${fmt(r.flushMsMax, 1)} | ${fmt(r.flushSharePct)} % | ${fmt(r.serverCpuPct)} % | ${fmt(r.agentCpuPct)} % | ${fmt(r.otherCores, 2)} cores | ${fmt(r.stealPct)} % | ${fmt(r.eldP99Ms, 1)} | ${fmt(r.online)} | ${ref(r)} | ${target} |`,
+        `| ${fmt(r.nodes)} | ${fmt(r.conns)} (${fmt(r.connected)}, ${fmt(r.connectMs / 1000, 1)} s) | ${r.qos} | ${r.sse ? `yes: ${fmt(r.sseFramesPerS)} frames/s` : "no"} | ${fmt(r.window)} | **${fmt(r.routerPerS)}** | **${fmt(r.rowsPerS)}** | ${fmt(r.flushesPerS)} | ${fmt(r.rowsPerFlush, 1)} | ${fmt(r.flushMsAvg, 2)} / ${fmt(r.flushMsMax, 1)} | ${fmt(r.flushSharePct)} % | ${fmt(r.serverCpuPct)} % | ${fmt(r.agentCpuPct)} % | ${fmt(r.otherCores, 2)} cores | ${fmt(r.stealPct)} % | ${fmt(r.eldP99Ms, 1)} | ${fmt(r.online)} | ${ref(r)} | ${r.attempts} | ${target} |`,
       );
     }
     for (const r of rows) {
@@ -742,7 +781,9 @@ async function orchestrate(): Promise<void> {
     const plan: LatencyParams = quick
       ? { nodes: 200, rates: (flag("--rates") ?? "1000").split(",").map(Number), durationMs: 2000, drainMs: 2000 }
       : { nodes: 2000, rates: (flag("--rates") ?? "500,2000,5000,10000").split(",").map(Number), durationMs: 5000, drainMs: 15_000 };
-    const r = await attempt("latency", () => runPhase<LatencyResult>("latency", plan, 300_000));
+    const r = await attempt("latency", () =>
+      measured<LatencyResult & PhaseMeta>("latency", plan, 300_000, (x) => Math.max(0, ...x.rows.map((row) => row.otherCores))),
+    );
     console.log("\n## 2. Envelope → SSE latency (one console over real HTTP)\n");
     if (r) {
       console.log(
@@ -750,7 +791,7 @@ async function orchestrate(): Promise<void> {
           `${fmt(r.connected)} agents (one MQTT connection each, QoS 1) publish heartbeats round-robin at a fixed rate, alternating wg_online per node so that every heartbeat changes runtime_state and yields one \`endpoint.status.updated\` (each node gets one heartbeat every ${fmt(r.connected)}/rate s).`,
           "One console logged in with `POST /api/v1/auth/login` reads `GET /api/v1/events/stream` in the agents' process. Latency: the agent's socket write → the console has read the matching frame (same process, same clock).",
           `Warm-up: ${fmt(r.warmSeen)} nodes online in ${fmt(r.warmMs)} ms (the console connected first, so the detect round it triggers finds every node offline and sends nothing).`,
-          `CPU reference before / after: ${ref(r)} µs.`,
+          `CPU reference before / after: ${ref(r)} µs; runs: ${r.attempts}.`,
           '"Unmatched": heartbeats without a frame of their own (two changes of one node coalesced into one commit, or the frame already showed a later state); "achieved" < offered means the agents could not write as fast (back-pressure).\n',
         ].join(" "),
       );
@@ -770,7 +811,7 @@ async function orchestrate(): Promise<void> {
   if (only.has("actors")) {
     const sizes = (flag("--actor-sizes") ?? (quick ? "5000" : "10000,100000")).split(",").map(Number);
     const seedDir = mkdtempSync(join(tmpdir(), "svc-bench-seed-"));
-    const rows: Array<ActorsResult & PhaseMeta> = [];
+    const rows: Array<ActorsResult & PhaseMeta & { attempts: number }> = [];
     try {
       const seed = async (n: number, kind: SnapshotKind) => {
         const file = join(seedDir, `seed-${n}-${kind}.db`);
@@ -796,7 +837,9 @@ async function orchestrate(): Promise<void> {
         mqtt: true,
       });
       for (const plan of plans) {
-        const r = await attempt(`actors ${plan.label} ${plan.nodes}`, () => runPhase<ActorsResult>("actors", plan, 180_000));
+        const r = await attempt(`actors ${plan.label} ${plan.nodes}`, () =>
+          measured<ActorsResult & PhaseMeta>("actors", plan, 180_000, (x) => x.otherCores),
+        );
         if (r) rows.push(r);
       }
       const base = rows.find((r) => r.nodes === 0);
@@ -827,12 +870,12 @@ async function orchestrate(): Promise<void> {
           "\"First flush\": the registry's group commit inside `registry.start()`, which writes every actor back.\n",
         ].join(" "),
       );
-      console.log("| store | nodes | MQTT | createServer ms | of which first flush ms (rows) | registry.size | live timers | other load | CPU ref µs | target |");
-      console.log("|---|---:|---|---:|---:|---:|---:|---:|---:|---|");
+      console.log("| store | nodes | MQTT | createServer ms | of which first flush ms (rows) | registry.size | live timers | other load | CPU ref µs | runs | target |");
+      console.log("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|");
       for (const r of rows) {
         const target = r.nodes >= 100_000 && r.snapshot === "online" ? "100k-node cold start ≤ 5 s" : "";
         console.log(
-          `| ${r.label} | ${fmt(r.nodes)} | ${r.mqtt ? "enabled" : "disabled"} | **${fmt(r.createServerMs)}** | ${fmt(r.flushMs)} (${fmt(r.flushRows)}) | ${fmt(r.registrySize)} | ${fmt(r.liveTimers)} | ${fmt(r.otherCores, 2)} cores | ${ref(r)} | ${target} |`,
+          `| ${r.label} | ${fmt(r.nodes)} | ${r.mqtt ? "enabled" : "disabled"} | **${fmt(r.createServerMs)}** | ${fmt(r.flushMs)} (${fmt(r.flushRows)}) | ${fmt(r.registrySize)} | ${fmt(r.liveTimers)} | ${fmt(r.otherCores, 2)} cores | ${ref(r)} | ${r.attempts} | ${target} |`,
         );
       }
     } finally {
@@ -843,7 +886,7 @@ async function orchestrate(): Promise<void> {
   // 5. SSE fan-out.
   if (only.has("fanout")) {
     const plan: FanoutParams = quick ? { subscribers: 200, reps: 10 } : { subscribers: 1000, reps: 30 };
-    const r = await attempt("fanout", () => runPhase<FanoutResult>("fanout", plan, 180_000));
+    const r = await attempt("fanout", () => measured<FanoutResult & PhaseMeta>("fanout", plan, 180_000, (x) => x.otherCores));
     console.log("\n## 5. One SSE event to many consoles\n");
     if (r) {
       const all = [...r.allReadMs].sort((a, b) => a - b);
@@ -854,7 +897,7 @@ async function orchestrate(): Promise<void> {
         [
           `${fmt(r.opened)} consoles on \`GET /api/v1/events/stream\` (opened in ${fmt(r.openMs)} ms), all in the agents' process; service with MQTT disabled and no nodes.`,
           `\`hub.publish\` of one ~700-byte \`endpoint.status.updated\`, ${r.reps} times, 50 ms apart; time from the call to the last (and to the median) console having read and parsed the frame, on the monotonic clock both processes share.`,
-          `${r.complete}/${r.reps} publishes reached every console. CPU during the run: service ${fmt(r.serviceCores * 100)} %, consoles ${fmt(r.agentsCores * 100)} %, other ${fmt(r.otherCores, 2)} cores. CPU reference before / after: ${ref(r)} µs.\n`,
+          `${r.complete}/${r.reps} publishes reached every console. CPU during the run: service ${fmt(r.serviceCores * 100)} %, consoles ${fmt(r.agentsCores * 100)} %, other ${fmt(r.otherCores, 2)} cores. CPU reference before / after: ${ref(r)} µs; runs: ${r.attempts}.\n`,
         ].join(" "),
       );
       console.log(

@@ -284,6 +284,8 @@ export class CommandTracker {
   #writeStatus(command: OpenCommand, status: "accepted" | "applied" | "failed" | "timed_out", message: string): void {
     if (command.logId === null) return;
     this.#update.run(status, message, this.#deps.clock.now(), command.logId);
-    this.#deps.onLog("updated", controlLogView(this.#select.get(command.logId) as LogRow));
+    // The row is gone when its node was deleted or a snapshot was restored meanwhile.
+    const row = this.#select.get(command.logId) as LogRow | undefined;
+    if (row !== undefined) this.#deps.onLog("updated", controlLogView(row));
   }
 }

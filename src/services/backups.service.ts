@@ -1,11 +1,49 @@
+import { createWriteStream } from "node:fs";
+import { mkdir, mkdtemp, open, readdir, rename, rm } from "node:fs/promises";
+import { join } from "node:path";
+import type { Readable } from "node:stream";
 import type { NodeActorRegistry } from "../actors/registry.js";
-import type { Clock } from "../clock.js";
+import { isoTime, type Clock } from "../clock.js";
 import type { Settings } from "../config.js";
+import { AppError, isAppError } from "../errors.js";
 import type { EventHub } from "../events/hub.js";
 import type { Logger } from "../logger.js";
+import { newId } from "../protocol/ids.js";
 import type { Store } from "../store/db.js";
+import * as tokensRepo from "../store/tokens.repository.js";
+import { VERSION } from "../version.js";
+import {
+  packageEntries,
+  packageRecordPath,
+  packageZipPath,
+  readPackageRecords,
+  writePackageZip,
+  type PackageConfig,
+  type PackageRecord,
+} from "./bulk-package.js";
 import type { DownloadsService } from "./downloads.service.js";
 import type { MeshService } from "./mesh.service.js";
+import type { SystemStatus } from "./notifier.js";
+import {
+  DATA_TABLES,
+  DB_ENTRY,
+  SNAPSHOT_FORMAT,
+  extractSnapshotZip,
+  hashFile,
+  invalidSnapshot,
+  prepareSnapshotDatabase,
+  readSnapshotRecord,
+  readSnapshotRecords,
+  removePath,
+  scrubDatabaseCopy,
+  snapshotRecordPath,
+  snapshotZipPath,
+  tableDefinitions,
+  writeJsonAtomic,
+  writeSnapshotZip,
+  type SnapshotManifest,
+  type SnapshotRecord,
+} from "./snapshots.js";
 
 export interface BackupsServiceDeps {
   settings: Settings;
@@ -16,9 +54,521 @@ export interface BackupsServiceDeps {
   mesh: MeshService;
   registry: NodeActorRegistry;
   hub: EventHub;
+  /**
+   * The `system.status.updated` payload, published after a restore when given (spec §6.5:
+   * restore changes the whole mesh). Optional: without it a restore publishes the config list only.
+   */
+  status?: () => Promise<SystemStatus>;
 }
 
-/** Snapshots and bulk config packages (spec §2.3, §2.4, §4 rows 7–9). Placeholder: issue 5 fills it in. */
+/** One snapshot in the list and the create/import answers (DESIGN §5). */
+export interface SnapshotEntry {
+  snapshot_id: string;
+  created_at: string;
+  size_bytes: number;
+  sha256: string;
+}
+
+/** The one answer shape of every download the backend creates (DESIGN §5). */
+export interface DownloadGrant {
+  filename: string;
+  download_path: string;
+  download_token: string;
+  download_token_expires_at: string;
+}
+
+export interface SnapshotDownloadGrant extends DownloadGrant {
+  snapshot_id: string;
+}
+
+export interface PackageDownloadGrant extends DownloadGrant {
+  package_id: string;
+}
+
+/** An opened file to stream to a downloader (the handle stays valid if the file is deleted meanwhile). */
+export interface DownloadFile {
+  filename: string;
+  size: number;
+  stream: Readable;
+}
+
+/** The route of snapshot exports (spec §4: download token or session). */
+export function snapshotExportPath(snapshotId: string): string {
+  return `/api/v1/backups/export/${snapshotId}`;
+}
+
+/** The route of bulk package downloads (spec §4: download token). */
+export function packageDownloadPath(packageId: string): string {
+  return `/api/v1/tools/download/config-bulk/package/${packageId}`;
+}
+
+/**
+ * A snapshot zip received as a request body, in its own work directory under the snapshot
+ * directory until it is accepted (moved into place) or discarded.
+ */
+export class SnapshotUpload {
+  constructor(
+    /** The private work directory. */
+    readonly dir: string,
+    readonly file: string,
+    readonly size: number,
+  ) {}
+
+  /** Removes the work directory and whatever is left in it. Idempotent. */
+  async discard(): Promise<void> {
+    await removePath(this.dir);
+  }
+}
+
+/** Runs async work one at a time, in call order. */
+class Serial {
+  #tail: Promise<unknown> = Promise.resolve();
+
+  run<T>(fn: () => Promise<T>): Promise<T> {
+    const result = this.#tail.then(fn, fn);
+    this.#tail = result.catch(() => undefined);
+    return result;
+  }
+}
+
+/** Work directories and temp files are dot-names; left over by a crash, they are removed at first use. */
+const WORK_PREFIXES = [".create-", ".import-", ".restore-", ".tmp-"];
+
+/**
+ * Snapshots and bulk config packages (spec §2.3, §2.4, §4 rows 7–9, rule 8).
+ *
+ * Files, no tables: `{dataDir}/snapshots/{snapshot_id}.zip` + `{snapshot_id}.json` and
+ * `{dataDir}/packages/{package_id}.zip` + `{package_id}.json`. Snapshot changes (create, import,
+ * restore, delete) run one at a time, and so do package creations. `snapshot.list.updated` is
+ * published after each (spec §6.5 publishing points), after the write.
+ */
 export class BackupsService {
+  readonly #snapshots = new Serial();
+  readonly #packages = new Serial();
+  readonly #dirs = new Map<string, Promise<string>>();
+
   constructor(readonly deps: BackupsServiceDeps) {}
+
+  get snapshotsDir(): string {
+    return join(this.deps.settings.dataDir, "snapshots");
+  }
+
+  get packagesDir(): string {
+    return join(this.deps.settings.dataDir, "packages");
+  }
+
+  // ---- snapshots -------------------------------------------------------------------------
+
+  /** Every stored snapshot, newest first. */
+  async listSnapshots(): Promise<SnapshotEntry[]> {
+    return (await readSnapshotRecords(this.snapshotsDir, this.deps.log)).map(entryOf);
+  }
+
+  /**
+   * Takes a snapshot: a consistent copy of the live database (`VACUUM INTO` while no other
+   * statement holds the connection), with secrets, sessions and tokens emptied, zipped with its
+   * manifest.
+   */
+  async createSnapshot(): Promise<SnapshotEntry> {
+    const { store, clock } = this.deps;
+    const entry = await this.#snapshots.run(async () => {
+      const dir = await this.#dir(this.snapshotsDir);
+      const work = await mkdtemp(join(dir, ".create-"));
+      const id = newId("snap") as string;
+      const zipPath = snapshotZipPath(dir, id);
+      try {
+        const dbFile = join(work, DB_ENTRY);
+        await store.db.connection().execute(async () => {
+          store.sqlite.prepare("VACUUM INTO ?").run(dbFile);
+        });
+        scrubDatabaseCopy(dbFile);
+        const db = await hashFile(dbFile);
+        const now = clock.now();
+        const manifest: SnapshotManifest = {
+          format: SNAPSHOT_FORMAT,
+          version: VERSION,
+          created_at: isoTime(now),
+          db_sha256: db.sha256,
+          db_size_bytes: db.size,
+        };
+        const tmpZip = join(work, "snapshot.zip");
+        await writeSnapshotZip(dbFile, manifest, tmpZip);
+        return await this.#store(dir, id, tmpZip, manifest, now, "created");
+      } catch (err) {
+        await rm(zipPath, { force: true });
+        throw err;
+      } finally {
+        await removePath(work);
+      }
+    });
+    await this.#publishSnapshots();
+    return entry;
+  }
+
+  /**
+   * Issues a `snapshot_export` download token (spec §2.1) for a stored snapshot.
+   * @throws AppError NOT_FOUND
+   */
+  async snapshotDownload(snapshotId: string): Promise<SnapshotDownloadGrant> {
+    await this.#requireSnapshot(snapshotId);
+    const issued = await this.deps.downloads.issue("snapshot_export", snapshotId);
+    return {
+      snapshot_id: snapshotId,
+      filename: `${snapshotId}.zip`,
+      download_path: `${snapshotExportPath(snapshotId)}?download_token=${encodeURIComponent(issued.token)}`,
+      download_token: issued.token,
+      download_token_expires_at: isoTime(issued.expiresAt),
+    };
+  }
+
+  /** Opens a stored snapshot's zip for download. @throws AppError NOT_FOUND */
+  async snapshotFile(snapshotId: string): Promise<DownloadFile> {
+    await this.#requireSnapshot(snapshotId);
+    return openDownload(snapshotZipPath(this.snapshotsDir, snapshotId), `${snapshotId}.zip`);
+  }
+
+  /**
+   * Streams a request body into a private work file, refusing more than
+   * `settings.maxSnapshotBytes` (declared or counted). The caller passes the result to
+   * {@link importSnapshot}, or discards it.
+   * @throws AppError PAYLOAD_TOO_LARGE
+   */
+  async receiveUpload(body: Readable, declaredBytes: number | undefined): Promise<SnapshotUpload> {
+    const max = this.deps.settings.maxSnapshotBytes;
+    const tooLarge = () => new AppError("PAYLOAD_TOO_LARGE", `a snapshot may have at most ${max} bytes`);
+    if (declaredBytes !== undefined && declaredBytes > max) {
+      body.resume(); // discard what is sent, so the 413 reaches the client
+      throw tooLarge();
+    }
+    const dir = await this.#dir(this.snapshotsDir);
+    const work = await mkdtemp(join(dir, ".import-"));
+    const file = join(work, "upload.zip");
+    let size = 0;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const out = createWriteStream(file, { flags: "wx", mode: 0o600 });
+        let failed = false;
+        const fail = (err: unknown) => {
+          if (failed) return;
+          failed = true;
+          body.unpipe(out);
+          body.resume();
+          out.destroy();
+          reject(err);
+        };
+        body.on("data", (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > max) fail(tooLarge());
+        });
+        body.on("error", fail);
+        body.on("close", () => {
+          if (!body.readableEnded) fail(new AppError("VALIDATION_FAILED", "the upload was interrupted"));
+        });
+        out.on("error", fail);
+        out.on("finish", () => {
+          if (!failed) resolve();
+        });
+        body.pipe(out);
+      });
+      return new SnapshotUpload(work, file, size);
+    } catch (err) {
+      await removePath(work);
+      throw err;
+    }
+  }
+
+  /**
+   * Imports an uploaded snapshot zip as a new stored snapshot (not restored). Refused uploads
+   * leave nothing behind; the upload is always discarded.
+   * @throws AppError VALIDATION_FAILED naming the first problem ({@link extractSnapshotZip},
+   *         {@link prepareSnapshotDatabase})
+   */
+  async importSnapshot(upload: SnapshotUpload): Promise<SnapshotEntry> {
+    const { store, clock, settings, log } = this.deps;
+    try {
+      const entry = await this.#snapshots.run(async () => {
+        const { manifest, dbFile } = await extractSnapshotZip(upload.file, upload.dir, settings.maxSnapshotBytes);
+        await prepareSnapshotDatabase(dbFile, tableDefinitions(store.sqlite), log);
+        const dir = await this.#dir(this.snapshotsDir);
+        const id = newId("snap") as string;
+        try {
+          return await this.#store(dir, id, upload.file, manifest, clock.now(), "imported");
+        } catch (err) {
+          await rm(snapshotZipPath(dir, id), { force: true });
+          throw err;
+        }
+      });
+      await this.#publishSnapshots();
+      return entry;
+    } finally {
+      await upload.discard();
+    }
+  }
+
+  /**
+   * Restores a stored snapshot while the service runs: its database is extracted, checked and
+   * brought to the running schema, then ONE transaction on the live connection replaces every
+   * data table ({@link DATA_TABLES}) with the snapshot's rows, drops every bind token and
+   * revokes node config download tokens. Admin sessions, settings and secrets (`settings_kv`)
+   * and file download tokens stay. Then every node actor is rehydrated from the store and the
+   * console is told (snapshot list, config list, system status).
+   * @throws AppError NOT_FOUND, VALIDATION_FAILED (a snapshot this server cannot restore)
+   */
+  async restoreSnapshot(snapshotId: string): Promise<{ restored: string }> {
+    const { store, registry, log } = this.deps;
+    await this.#snapshots.run(async () => {
+      const record = await this.#requireSnapshot(snapshotId);
+      const dir = await this.#dir(this.snapshotsDir);
+      const work = await mkdtemp(join(dir, ".restore-"));
+      try {
+        // Checked again (the file may have been touched on disk); bounded by what it recorded.
+        const { dbFile } = await extractSnapshotZip(snapshotZipPath(dir, snapshotId), work, record.manifest.db_size_bytes);
+        await prepareSnapshotDatabase(dbFile, tableDefinitions(store.sqlite), log);
+        let reloading: Promise<number> | undefined;
+        // Holding Kysely's connection: no request transaction is open while the tables change.
+        await store.db.connection().execute(async () => {
+          replaceData(store, dbFile);
+          // Synchronously after the commit: no queued write of an old actor can land in between.
+          reloading = registry.reload();
+        });
+        const actors = await reloading;
+        log.info({ snapshot_id: snapshotId, actors }, "snapshot restored");
+      } finally {
+        await removePath(work);
+      }
+    });
+    await this.#publishSnapshots();
+    await this.#publishRestored();
+    return { restored: snapshotId };
+  }
+
+  /** Deletes a stored snapshot and revokes its download tokens. @throws AppError NOT_FOUND */
+  async deleteSnapshot(snapshotId: string): Promise<void> {
+    const { store } = this.deps;
+    await this.#snapshots.run(async () => {
+      await this.#requireSnapshot(snapshotId);
+      await store.transaction((trx) => tokensRepo.deleteDownloadTokensOf(trx, "snapshot_export", snapshotId));
+      // The sidecar first: from then on the snapshot is not listed.
+      await rm(snapshotRecordPath(this.snapshotsDir, snapshotId), { force: true });
+      await rm(snapshotZipPath(this.snapshotsDir, snapshotId), { force: true });
+    });
+    await this.#publishSnapshots();
+  }
+
+  // ---- bulk config package ----------------------------------------------------------------
+
+  /**
+   * Builds the bulk package of the given configs (all when absent) and makes it the one current
+   * package (spec §4 rule 8): the previous package's file is deleted and its tokens revoked.
+   * Answers a `config_bulk_package` download token (spec §2.1).
+   * @throws AppError NOT_FOUND for an unknown config id (nothing is written then)
+   */
+  async createBulkPackage(configIds?: string[]): Promise<PackageDownloadGrant> {
+    const { mesh, store, clock, downloads, log } = this.deps;
+    return this.#packages.run(async () => {
+      const ids = configIds === undefined ? (await mesh.listConfigs()).map((c) => c.config_id) : [...new Set(configIds)];
+      const configs: PackageConfig[] = [];
+      for (const configId of ids) {
+        const config = await mesh.getConfig(configId); // NOT_FOUND for unknown ids
+        const nodes: PackageConfig["nodes"] = [];
+        for (const node of config.nodes) {
+          try {
+            const staged = await mesh.getStagedConfig(configId, node.node_id);
+            nodes.push({ nodeId: node.node_id, interfaceName: node.interface_name, configText: staged.config_text });
+          } catch (err) {
+            if (!isAppError(err, "NOT_FOUND")) throw err;
+            // Deleted meanwhile, or never staged: nothing to package for it.
+          }
+        }
+        configs.push({ configId, name: config.name, nodes });
+      }
+      const entries = packageEntries(configs);
+      const dir = await this.#dir(this.packagesDir);
+      const previous = await readPackageRecords(dir, log);
+      const now = clock.now();
+      const id = newId("pkg") as string;
+      const tmp = join(dir, `.tmp-${id}.zip`);
+      const zipPath = packageZipPath(dir, id);
+      let record: PackageRecord;
+      try {
+        await writePackageZip(entries, tmp, new Date(now));
+        const { sha256, size } = await hashFile(tmp);
+        await rename(tmp, zipPath);
+        record = {
+          package_id: id,
+          filename: `svc-config-bulk-${isoTime(now).replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z")}.zip`,
+          created_at: isoTime(now),
+          created_at_ms: now,
+          size_bytes: size,
+          sha256,
+          config_ids: ids,
+          files: entries.length,
+        };
+        await writeJsonAtomic(packageRecordPath(dir, id), record);
+      } catch (err) {
+        await rm(tmp, { force: true });
+        await rm(zipPath, { force: true });
+        throw err;
+      }
+      // The new package is in place; now the old ones go, tokens first.
+      const stale = new Set(previous.map((p) => p.package_id));
+      for (const name of await readdir(dir)) {
+        const m = /^([a-z0-9][a-z0-9_-]{0,63})\.(zip|json)$/.exec(name);
+        if (m?.[1] !== undefined && m[1] !== id) stale.add(m[1]);
+      }
+      for (const oldId of stale) {
+        await store.transaction((trx) => tokensRepo.deleteDownloadTokensOf(trx, "config_bulk_package", oldId));
+        await rm(packageRecordPath(dir, oldId), { force: true });
+        await rm(packageZipPath(dir, oldId), { force: true });
+      }
+      const issued = await downloads.issue("config_bulk_package", id);
+      log.info({ package_id: id, configs: ids.length, files: entries.length, replaced: stale.size }, "bulk package created");
+      return {
+        package_id: id,
+        filename: record.filename,
+        download_path: `${packageDownloadPath(id)}?download_token=${encodeURIComponent(issued.token)}`,
+        download_token: issued.token,
+        download_token_expires_at: isoTime(issued.expiresAt),
+      };
+    });
+  }
+
+  /** Opens the current package's zip. @throws AppError NOT_FOUND for any other id */
+  async packageFile(packageId: string): Promise<DownloadFile> {
+    const record = (await readPackageRecords(this.packagesDir, this.deps.log)).find((p) => p.package_id === packageId);
+    if (!record) throw new AppError("NOT_FOUND", `no bulk package ${packageId} (only the latest one exists)`);
+    return openDownload(packageZipPath(this.packagesDir, packageId), record.filename);
+  }
+
+  // ---- internals --------------------------------------------------------------------------
+
+  async #requireSnapshot(snapshotId: string): Promise<SnapshotRecord> {
+    const dir = this.snapshotsDir;
+    const record = await readSnapshotRecord(snapshotRecordPath(dir, snapshotId), this.deps.log);
+    if (!record || record.snapshot_id !== snapshotId) throw new AppError("NOT_FOUND", `no snapshot ${snapshotId}`);
+    return record;
+  }
+
+  /** Moves a checked zip into place, then writes its sidecar (which makes it listed). */
+  async #store(
+    dir: string,
+    id: string,
+    zipFile: string,
+    manifest: SnapshotManifest,
+    now: number,
+    source: SnapshotRecord["source"],
+  ): Promise<SnapshotEntry> {
+    const { sha256, size } = await hashFile(zipFile);
+    await rename(zipFile, snapshotZipPath(dir, id));
+    const record: SnapshotRecord = {
+      snapshot_id: id,
+      created_at: isoTime(now),
+      created_at_ms: now,
+      size_bytes: size,
+      sha256,
+      source,
+      manifest,
+    };
+    await writeJsonAtomic(snapshotRecordPath(dir, id), record);
+    this.deps.log.info({ snapshot_id: id, source, size_bytes: size }, "snapshot stored");
+    return entryOf(record);
+  }
+
+  /** Creates `path` (0700) once; work files a crash left behind are removed then. */
+  #dir(path: string): Promise<string> {
+    let ready = this.#dirs.get(path);
+    if (!ready) {
+      ready = (async () => {
+        await mkdir(path, { recursive: true, mode: 0o700 });
+        for (const name of await readdir(path)) {
+          if (WORK_PREFIXES.some((p) => name.startsWith(p)) || name.endsWith(".json.tmp")) await removePath(join(path, name));
+        }
+        return path;
+      })();
+      this.#dirs.set(path, ready);
+      ready.catch(() => this.#dirs.delete(path));
+    }
+    return ready;
+  }
+
+  async #publishSnapshots(): Promise<void> {
+    const { hub, log } = this.deps;
+    if (hub.subscriberCount() === 0) return;
+    try {
+      hub.publish("snapshot.list.updated", { snapshots: await this.listSnapshots() });
+    } catch (err) {
+      log.error({ err }, "publishing snapshot.list.updated failed");
+    }
+  }
+
+  async #publishRestored(): Promise<void> {
+    const { hub, mesh, status, log } = this.deps;
+    if (hub.subscriberCount() === 0) return;
+    try {
+      hub.publish("config.list.updated", { configs: await mesh.listConfigs() });
+      if (status) hub.publish("system.status.updated", { ...(await status()) });
+    } catch (err) {
+      log.error({ err }, "publishing the restore refresh failed");
+    }
+  }
+}
+
+function entryOf(record: SnapshotRecord): SnapshotEntry {
+  return {
+    snapshot_id: record.snapshot_id,
+    created_at: record.created_at,
+    size_bytes: record.size_bytes,
+    sha256: record.sha256,
+  };
+}
+
+async function openDownload(path: string, filename: string): Promise<DownloadFile> {
+  let fh;
+  try {
+    fh = await open(path, "r");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") throw new AppError("NOT_FOUND", `no file ${filename}`);
+    throw err;
+  }
+  const { size } = await fh.stat();
+  return { filename, size, stream: fh.createReadStream({ autoClose: true }) };
+}
+
+/**
+ * The restore's one transaction (synchronous: nothing else runs on the connection meanwhile).
+ * ATTACH and DETACH sit outside it, as SQLite requires for DETACH.
+ */
+function replaceData(store: Store, dbFile: string): void {
+  const sqlite = store.sqlite;
+  sqlite.prepare("ATTACH DATABASE ? AS snap").run(dbFile);
+  try {
+    const live = tableDefinitions(sqlite, "main");
+    const snap = tableDefinitions(sqlite, "snap");
+    for (const table of DATA_TABLES) {
+      if (live.get(table) !== snap.get(table)) throw invalidSnapshot(`table ${table} differs from this server's schema`);
+    }
+    const columns = (table: string) =>
+      (sqlite.prepare("SELECT name FROM pragma_table_info(?, 'main')").all(table) as Array<{ name: string }>)
+        .map((c) => `"${c.name}"`)
+        .join(", ");
+    try {
+      sqlite
+        .transaction(() => {
+          sqlite.pragma("defer_foreign_keys = ON");
+          sqlite.prepare("DELETE FROM main.bind_tokens").run();
+          sqlite.prepare("DELETE FROM main.download_tokens WHERE kind = 'node_config'").run();
+          for (const table of [...DATA_TABLES].reverse()) sqlite.prepare(`DELETE FROM main."${table}"`).run();
+          for (const table of DATA_TABLES) {
+            const cols = columns(table);
+            sqlite.prepare(`INSERT INTO main."${table}" (${cols}) SELECT ${cols} FROM snap."${table}"`).run();
+          }
+        })
+        .immediate();
+    } catch (err) {
+      if (sqlite.inTransaction) sqlite.exec("ROLLBACK");
+      throw err;
+    }
+  } finally {
+    sqlite.exec("DETACH DATABASE snap");
+  }
 }

@@ -114,6 +114,8 @@ test("every route except health, login and token downloads refuses a missing, ga
     "GET /api/v1/configs/{config_id}/nodes/{node_id}/config/download",
     "POST /api/client/bind",
     "POST /api/internal/emqx/authz",
+    "GET /api/v1/backups/export/{snapshot_id}",
+    "GET /api/v1/tools/download/config-bulk/package/{package_id}",
   ]);
   const before = h.fingerprint();
   for (const r of list) {

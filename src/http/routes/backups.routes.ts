@@ -1,10 +1,225 @@
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { z } from "zod";
+import { AppError } from "../../errors.js";
+import { configIdSchema, ID_PATTERN } from "../../protocol/ids.js";
 import type { AuthService } from "../../services/auth.service.js";
-import type { BackupsService } from "../../services/backups.service.js";
+import { SnapshotUpload, type BackupsService, type DownloadFile } from "../../services/backups.service.js";
 import type { DownloadsService } from "../../services/downloads.service.js";
-import type { App } from "../app.js";
+import type { DownloadTokenKind } from "../../store/schema.js";
+import { bearerToken, type App } from "../app.js";
+import { downloadQuery, errorResponses } from "../schemas.js";
 
-/** Snapshots and bulk config packages (spec §4, DESIGN §5). Placeholder: issue 5. */
+const idSchema = z.string().regex(ID_PATTERN, "must match ^[a-z0-9][a-z0-9_-]{0,63}$");
+const snapshotParams = z.strictObject({ snapshot_id: idSchema });
+const packageParams = z.strictObject({ package_id: idSchema });
+
+const snapshotEntry = z.object({
+  snapshot_id: z.string(),
+  created_at: z.string(),
+  size_bytes: z.number(),
+  sha256: z.string(),
+});
+
+const downloadGrant = z.object({
+  filename: z.string(),
+  download_path: z.string(),
+  download_token: z.string(),
+  download_token_expires_at: z.string(),
+});
+
+const bulkPackageBody = z
+  .strictObject({ config_ids: z.array(configIdSchema).min(1).max(10_000).optional() })
+  .nullish();
+
+/** Content types of a snapshot upload. */
+const ZIP_TYPES = ["application/zip", "application/octet-stream"];
+
+/**
+ * Snapshots and the config bulk package (spec §2.3, §2.4, §4 rows 7–9, rule 8; DESIGN §5).
+ *
+ * The two download routes are public to the admin scheme and check their own credential: a
+ * valid admin bearer session opens them, otherwise the `download_token` query parameter must be
+ * a token of the route's kind bound to that resource (spec §3.7 errors).
+ */
 export async function backupsRoutes(
-  _app: App,
-  _opts: { backups: BackupsService; downloads: DownloadsService; auth: AuthService },
-): Promise<void> {}
+  app: App,
+  opts: { backups: BackupsService; downloads: DownloadsService; auth: AuthService },
+): Promise<void> {
+  const { backups, downloads, auth } = opts;
+  const tags = ["backups"];
+
+  // The snapshot zip arrives as the raw body; it streams to a private work file, bounded by
+  // settings.maxSnapshotBytes (this plugin only: JSON bodies keep the global limit).
+  app.addContentTypeParser(ZIP_TYPES, async (req: FastifyRequest, payload: FastifyRequest["raw"]) => {
+    const declared = req.headers["content-length"];
+    return backups.receiveUpload(payload, declared === undefined ? undefined : Number(declared));
+  });
+  // Whatever happened to the request, an upload never outlives it.
+  app.addHook("onResponse", async (req) => {
+    if (req.body instanceof SnapshotUpload) await req.body.discard();
+  });
+
+  /** Admin session, else a download token of `kind` for `resourceId`. */
+  async function authorizeDownload(req: FastifyRequest, token: string | undefined, kind: DownloadTokenKind, resourceId: string) {
+    const bearer = bearerToken(req);
+    if (bearer !== undefined) {
+      try {
+        await auth.verifyAccessToken(bearer);
+        return;
+      } catch {
+        // not a live session: the download token decides
+      }
+    }
+    await downloads.verify(token, kind, resourceId);
+  }
+
+  function sendZip(reply: FastifyReply, file: DownloadFile) {
+    return reply
+      .status(200)
+      .header("content-type", "application/zip")
+      .header("content-length", String(file.size))
+      .header("content-disposition", `attachment; filename="${file.filename}"`)
+      .header("cache-control", "no-store")
+      .send(file.stream);
+  }
+
+  app.get(
+    "/api/v1/backups",
+    {
+      schema: {
+        tags,
+        summary: "List snapshots, newest first",
+        response: { 200: z.object({ snapshots: z.array(snapshotEntry) }), ...errorResponses() },
+      },
+    },
+    async () => ({ snapshots: await backups.listSnapshots() }),
+  );
+
+  app.post(
+    "/api/v1/backups",
+    {
+      schema: {
+        tags,
+        summary: "Take a snapshot: a consistent copy of the database (without secrets, sessions or tokens), zipped with its manifest",
+        response: { 201: snapshotEntry, ...errorResponses() },
+      },
+    },
+    async (_req, reply) => reply.status(201).send(await backups.createSnapshot()),
+  );
+
+  app.post(
+    "/api/v1/backups/import",
+    {
+      schema: {
+        tags,
+        summary: "Import a snapshot zip (raw body, application/zip or application/octet-stream) as a new snapshot; it is not restored",
+        description:
+          "The zip must hold exactly manifest.json and svc.db as regular files; sizes are bounded by SVC_MAX_SNAPSHOT_BYTES; " +
+          "the manifest, the database's SHA-256, PRAGMA integrity_check and the schema are checked. A refused import writes nothing.",
+        response: { 201: snapshotEntry, ...errorResponses(413, 415) },
+      },
+    },
+    async (req, reply) => {
+      if (!(req.body instanceof SnapshotUpload)) {
+        throw new AppError("VALIDATION_FAILED", "send the snapshot zip as the raw body with Content-Type application/zip");
+      }
+      return reply.status(201).send(await backups.importSnapshot(req.body));
+    },
+  );
+
+  app.post(
+    "/api/v1/backups/:snapshot_id/restore",
+    {
+      schema: {
+        tags,
+        summary: "Restore a snapshot in place: configs, nodes, pairs, port forwards, client state and logs are replaced atomically",
+        params: snapshotParams,
+        response: { 200: z.object({ restored: z.string() }), ...errorResponses(404) },
+      },
+    },
+    async (req) => backups.restoreSnapshot(req.params.snapshot_id),
+  );
+
+  app.delete(
+    "/api/v1/backups/:snapshot_id",
+    {
+      schema: {
+        tags,
+        summary: "Delete a snapshot and revoke its download tokens",
+        params: snapshotParams,
+        response: { 204: z.null(), ...errorResponses(404) },
+      },
+    },
+    async (req, reply) => {
+      await backups.deleteSnapshot(req.params.snapshot_id);
+      return reply.status(204).send(null);
+    },
+  );
+
+  app.post(
+    "/api/v1/backups/:snapshot_id/download-token",
+    {
+      schema: {
+        tags,
+        summary: "Issue a 5-minute snapshot_export token for this snapshot",
+        params: snapshotParams,
+        response: { 200: downloadGrant.extend({ snapshot_id: z.string() }), ...errorResponses(404) },
+      },
+    },
+    async (req) => backups.snapshotDownload(req.params.snapshot_id),
+  );
+
+  app.get(
+    "/api/v1/backups/export/:snapshot_id",
+    {
+      config: { auth: "public" },
+      schema: {
+        tags,
+        summary: "Download a snapshot zip with a snapshot_export download token or an admin session",
+        security: [],
+        params: snapshotParams,
+        querystring: downloadQuery,
+        response: { 200: z.any().describe("the snapshot zip (application/zip)"), ...errorResponses(403, 404) },
+      },
+    },
+    async (req, reply) => {
+      const id = req.params.snapshot_id;
+      // The credential first: an unauthenticated caller learns nothing about which snapshots exist.
+      await authorizeDownload(req, req.query.download_token, "snapshot_export", id);
+      return sendZip(reply, await backups.snapshotFile(id));
+    },
+  );
+
+  app.post(
+    "/api/v1/tools/download/config-bulk/package",
+    {
+      schema: {
+        tags,
+        summary: "Create the config bulk package (all configs, or config_ids), replacing the previous one, with a 5-minute download token",
+        body: bulkPackageBody,
+        response: { 201: downloadGrant.extend({ package_id: z.string() }), ...errorResponses(404) },
+      },
+    },
+    async (req, reply) => reply.status(201).send(await backups.createBulkPackage(req.body?.config_ids)),
+  );
+
+  app.get(
+    "/api/v1/tools/download/config-bulk/package/:package_id",
+    {
+      config: { auth: "public" },
+      schema: {
+        tags,
+        summary: "Download the current config bulk package with a config_bulk_package download token or an admin session",
+        security: [],
+        params: packageParams,
+        querystring: downloadQuery,
+        response: { 200: z.any().describe("the package zip (application/zip)"), ...errorResponses(403, 404) },
+      },
+    },
+    async (req, reply) => {
+      const id = req.params.package_id;
+      await authorizeDownload(req, req.query.download_token, "config_bulk_package", id);
+      return sendZip(reply, await backups.packageFile(id));
+    },
+  );
+}

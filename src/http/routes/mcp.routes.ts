@@ -1,11 +1,147 @@
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import type { FastifyReply } from "fastify";
+import { z } from "zod";
+import { isAppError } from "../../errors.js";
+import { ID_PATTERN } from "../../protocol/ids.js";
 import type { AuthService } from "../../services/auth.service.js";
 import type { BackupsService } from "../../services/backups.service.js";
 import type { ControlService } from "../../services/control.service.js";
 import type { MeshService } from "../../services/mesh.service.js";
+import { VERSION } from "../../version.js";
 import type { App } from "../app.js";
 
-/** The MCP server at /mcp (spec §4 rule 9). Placeholder: issue 5. */
-export async function mcpRoutes(
-  _app: App,
-  _opts: { backups: BackupsService; mesh: MeshService; control: ControlService; auth: AuthService; publicUrl: string },
-): Promise<void> {}
+export interface McpRoutesOptions {
+  backups: BackupsService;
+  mesh: MeshService;
+  control: ControlService;
+  auth: AuthService;
+  /** `{base_url}`, without trailing slash: download URLs handed to MCP clients start with it. */
+  publicUrl: string;
+}
+
+const idSchema = z.string().regex(ID_PATTERN, "must match ^[a-z0-9][a-z0-9_-]{0,63}$");
+
+/**
+ * The MCP server at `/mcp` (spec §4 rule 9): Streamable HTTP in stateless mode, a fresh server
+ * and transport per request, JSON answers (no SSE stream). The app's admin hook guards it like
+ * every non-public route: the MCP client sends `Authorization: Bearer <admin token>`.
+ *
+ * Tools:
+ * - `write_export_snapshot`: takes a snapshot and answers `{snapshot_id, download_url,
+ *   expires_at}`, a `snapshot_export` URL valid 5 minutes; never the file's contents.
+ * - `list_configs` (read-only): the configs.
+ * - `get_node_status` `{config_id, node_id}` (read-only): the node's endpoint status.
+ */
+export async function mcpRoutes(app: App, opts: McpRoutesOptions): Promise<void> {
+  const tags = ["mcp"];
+
+  app.post(
+    "/mcp",
+    {
+      schema: {
+        tags,
+        summary: "MCP Streamable HTTP endpoint (JSON-RPC; stateless): tools write_export_snapshot, list_configs, get_node_status",
+      },
+    },
+    async (req, reply) => {
+      const server = buildMcpServer(opts);
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+      reply.raw.on("close", () => {
+        void transport.close();
+        void server.close();
+      });
+      await server.connect(transport);
+      reply.hijack();
+      try {
+        await transport.handleRequest(req.raw, reply.raw, req.body);
+      } catch (err) {
+        req.log.error({ err }, "MCP request failed");
+        if (!reply.raw.headersSent) {
+          reply.raw.writeHead(500, { "content-type": "application/json" });
+          reply.raw.end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32603, message: "Internal error" }, id: null }));
+        }
+      }
+    },
+  );
+
+  // Stateless: no server-initiated stream to GET and no session to DELETE.
+  const notAllowed = async (_req: unknown, reply: FastifyReply) =>
+    reply
+      .status(405)
+      .header("allow", "POST")
+      .send({ jsonrpc: "2.0", error: { code: -32000, message: "Method not allowed: this MCP endpoint is stateless; use POST." }, id: null });
+  app.get("/mcp", { schema: { tags, summary: "Not allowed (stateless MCP endpoint): 405" } }, notAllowed);
+  app.delete("/mcp", { schema: { tags, summary: "Not allowed (stateless MCP endpoint): 405" } }, notAllowed);
+}
+
+/** A new MCP server with the service's tools. */
+export function buildMcpServer(opts: McpRoutesOptions): McpServer {
+  const { backups, mesh, control, publicUrl } = opts;
+  const server = new McpServer({ name: "svc-mesh-control", version: VERSION }, { capabilities: { tools: {} } });
+
+  server.registerTool(
+    "write_export_snapshot",
+    {
+      title: "Write an export snapshot",
+      description:
+        "Takes a snapshot of the service's database and returns a download URL for it, valid 5 minutes " +
+        "(spec §4 rule 9). The snapshot's contents are not returned.",
+      outputSchema: { snapshot_id: z.string(), download_url: z.string(), expires_at: z.string() },
+      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
+    },
+    async () =>
+      tool(async () => {
+        const entry = await backups.createSnapshot();
+        const grant = await backups.snapshotDownload(entry.snapshot_id);
+        return {
+          snapshot_id: entry.snapshot_id,
+          download_url: `${publicUrl}${grant.download_path}`,
+          expires_at: grant.download_token_expires_at,
+        };
+      }),
+  );
+
+  server.registerTool(
+    "list_configs",
+    {
+      title: "List configs",
+      description: "Lists the mesh configs (id, name, tunnel protocol, network).",
+      outputSchema: {
+        configs: z.array(
+          z.looseObject({ config_id: z.string(), name: z.string(), tunnel_protocol: z.string(), network_cidr: z.string() }),
+        ),
+      },
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    async () => tool(async () => ({ configs: await mesh.listConfigs() })),
+  );
+
+  server.registerTool(
+    "get_node_status",
+    {
+      title: "Get a node's endpoint status",
+      description: "The endpoint status of one node: mode, client presence, runtime state, config sync state.",
+      inputSchema: { config_id: idSchema, node_id: idSchema },
+      outputSchema: {
+        status: z.looseObject({ config_id: z.string(), node_id: z.string(), client_presence_state: z.string(), runtime_state: z.string() }),
+      },
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    async ({ config_id, node_id }) => tool(async () => ({ status: await control.endpointStatus(config_id, node_id) })),
+  );
+
+  return server;
+}
+
+/** Runs a tool body: its result as structured content and JSON text; a service error as a tool error. */
+async function tool(fn: () => Promise<Record<string, unknown>>): Promise<CallToolResult> {
+  try {
+    const result = await fn();
+    return { content: [{ type: "text", text: JSON.stringify(result) }], structuredContent: result };
+  } catch (err) {
+    if (!isAppError(err)) throw err;
+    return { isError: true, content: [{ type: "text", text: `${err.code}: ${err.message}` }] };
+  }
+}

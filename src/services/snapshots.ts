@@ -1,0 +1,378 @@
+import { createHash } from "node:crypto";
+import { createReadStream, createWriteStream } from "node:fs";
+import { open, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import SQLite from "better-sqlite3";
+import * as yauzl from "yauzl";
+import * as yazl from "yazl";
+import { z } from "zod";
+import { AppError } from "../errors.js";
+import type { Logger } from "../logger.js";
+import { ID_PATTERN } from "../protocol/ids.js";
+import { Store } from "../store/db.js";
+import { migrations } from "../store/migrations.js";
+
+/**
+ * Snapshot files (spec §2.4; issue 5 item 4): a zip holding `manifest.json` and `svc.db`, a
+ * consistent copy of the database. Metadata lives beside each zip as `{snapshot_id}.json`
+ * (the zip is renamed into place first, the sidecar written last, so a listed snapshot always
+ * has its file). Everything here is file and SQLite work; the service orders and locks it.
+ */
+
+/** Version of the zip layout; import refuses any other. */
+export const SNAPSHOT_FORMAT = 1;
+export const MANIFEST_ENTRY = "manifest.json";
+export const DB_ENTRY = "svc.db";
+/** A manifest is a few hundred bytes; anything past this is not ours. */
+export const MAX_MANIFEST_BYTES = 64 * 1024;
+
+/**
+ * Tables a snapshot carries and a restore replaces, parents before children (foreign-key order).
+ * `settings_kv` (admin password hash, broker secrets), `admin_sessions`, `download_tokens` and
+ * `bind_tokens` are not among them: they are emptied in every snapshot and a restore keeps the
+ * live ones (bind tokens are dropped, node config tokens revoked; see the service).
+ */
+export const DATA_TABLES = [
+  "configs",
+  "nodes",
+  "node_tags",
+  "node_client_state",
+  "mesh_pairs",
+  "port_forwards",
+  "control_logs",
+] as const;
+
+/** Tables whose rows never leave the service inside a snapshot. */
+export const SCRUBBED_TABLES = ["settings_kv", "admin_sessions", "download_tokens", "bind_tokens"] as const;
+
+const sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, "must be 64 lower-case hex digits");
+
+/** `manifest.json` inside a snapshot zip. */
+export const snapshotManifestSchema = z.strictObject({
+  format: z.literal(SNAPSHOT_FORMAT),
+  /** Server VERSION that wrote the snapshot. */
+  version: z.string().min(1).max(64),
+  created_at: z.iso.datetime(),
+  db_sha256: sha256Hex,
+  db_size_bytes: z.number().int().nonnegative(),
+});
+export type SnapshotManifest = z.infer<typeof snapshotManifestSchema>;
+
+/** The sidecar `{snapshot_id}.json` of a stored snapshot. */
+export const snapshotRecordSchema = z.object({
+  snapshot_id: z.string().regex(ID_PATTERN),
+  /** When this service stored the snapshot (created, or imported), ISO 8601. */
+  created_at: z.string(),
+  created_at_ms: z.number().int(),
+  /** Size and SHA-256 of the zip file, what a download delivers. */
+  size_bytes: z.number().int().nonnegative(),
+  sha256: sha256Hex,
+  source: z.enum(["created", "imported"]),
+  manifest: snapshotManifestSchema,
+});
+export type SnapshotRecord = z.infer<typeof snapshotRecordSchema>;
+
+/** The refusal of an import: 400 VALIDATION_FAILED naming what is wrong. */
+export function invalidSnapshot(reason: string): AppError {
+  return new AppError("VALIDATION_FAILED", `the snapshot is not acceptable: ${reason}`);
+}
+
+export function snapshotZipPath(dir: string, snapshotId: string): string {
+  return join(dir, `${snapshotId}.zip`);
+}
+
+export function snapshotRecordPath(dir: string, snapshotId: string): string {
+  return join(dir, `${snapshotId}.json`);
+}
+
+/** SHA-256 (hex) and size of a file, streamed. */
+export async function hashFile(file: string): Promise<{ sha256: string; size: number }> {
+  const hash = createHash("sha256");
+  let size = 0;
+  for await (const chunk of createReadStream(file)) {
+    const buf = chunk as Buffer;
+    size += buf.length;
+    hash.update(buf);
+  }
+  return { sha256: hash.digest("hex"), size };
+}
+
+/** Writes JSON next to its final name, then renames it into place (readers never see half a file). */
+export async function writeJsonAtomic(file: string, value: unknown): Promise<void> {
+  const tmp = `${file}.tmp`;
+  await writeFile(tmp, `${JSON.stringify(value, null, 2)}\n`, { mode: 0o600 });
+  await rename(tmp, file);
+}
+
+/**
+ * Reads every sidecar of `dir` (a missing directory is an empty list); unreadable sidecars and
+ * sidecars without their zip are skipped with a warning.
+ */
+export async function readSnapshotRecords(dir: string, log: Logger): Promise<SnapshotRecord[]> {
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
+    throw err;
+  }
+  const present = new Set(names);
+  const out: SnapshotRecord[] = [];
+  for (const name of names) {
+    if (!name.endsWith(".json") || name.startsWith(".")) continue;
+    const record = await readSnapshotRecord(join(dir, name), log);
+    if (record && present.has(`${record.snapshot_id}.zip`) && name === `${record.snapshot_id}.json`) out.push(record);
+  }
+  return out.sort((a, b) => b.created_at_ms - a.created_at_ms || (a.snapshot_id < b.snapshot_id ? 1 : -1));
+}
+
+/** One sidecar, or undefined when missing or unreadable. */
+export async function readSnapshotRecord(file: string, log: Logger): Promise<SnapshotRecord | undefined> {
+  let text: string;
+  try {
+    text = await readFile(file, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw err;
+  }
+  try {
+    const parsed = snapshotRecordSchema.safeParse(JSON.parse(text));
+    if (parsed.success) return parsed.data;
+  } catch {
+    // fall through to the warning
+  }
+  log.warn({ file }, "unreadable snapshot record ignored");
+  return undefined;
+}
+
+/**
+ * Empties the tables of {@link SCRUBBED_TABLES} in a fresh database copy and compacts it, so no
+ * secret, session or token leaves in an export; the copy is left in rollback-journal mode.
+ */
+export function scrubDatabaseCopy(file: string): void {
+  const db = new SQLite(file, { fileMustExist: true });
+  try {
+    db.pragma("journal_mode = DELETE");
+    db.pragma("secure_delete = ON");
+    db.transaction(() => {
+      for (const table of SCRUBBED_TABLES) db.prepare(`DELETE FROM "${table}"`).run();
+    })();
+    db.exec("VACUUM");
+  } finally {
+    db.close();
+  }
+}
+
+/** Writes the snapshot zip: `manifest.json` then `svc.db`, both regular files (mode 0644). */
+export async function writeSnapshotZip(dbFile: string, manifest: SnapshotManifest, outZip: string): Promise<void> {
+  const mtime = new Date(manifest.created_at);
+  const zip = new yazl.ZipFile();
+  zip.addBuffer(Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`), MANIFEST_ENTRY, { mtime, mode: 0o100644 });
+  zip.addFile(dbFile, DB_ENTRY, { mtime, mode: 0o100644 });
+  zip.end();
+  await pipeline(zip.outputStream as Readable, createWriteStream(outZip, { mode: 0o600 }));
+}
+
+/**
+ * Reads and checks a snapshot zip, extracting `svc.db` to `{workDir}/svc.db`:
+ * exactly the two expected entry names (which rules out `../`, absolute and backslash paths),
+ * regular files only (no symlink, directory or device by their external attributes), not
+ * encrypted, stored or deflated, sizes bounded before inflating (declared sizes) and while
+ * inflating (bytes counted), manifest schema, and the database's size and SHA-256 equal to the
+ * manifest's.
+ * @param maxDbBytes largest accepted uncompressed `svc.db`
+ * @throws AppError VALIDATION_FAILED naming the first problem
+ */
+export async function extractSnapshotZip(
+  zipPath: string,
+  workDir: string,
+  maxDbBytes: number,
+): Promise<{ manifest: SnapshotManifest; dbFile: string }> {
+  let zip: yauzl.ZipFile;
+  try {
+    zip = await yauzl.openPromise(zipPath, {
+      lazyEntries: true,
+      autoClose: false,
+      decodeStrings: true,
+      validateEntrySizes: true,
+      strictFileNames: true,
+    });
+  } catch (err) {
+    throw invalidSnapshot(`not a readable zip file (${messageOf(err)})`);
+  }
+  const dbFile = join(workDir, DB_ENTRY);
+  let manifestBytes: Buffer | undefined;
+  let db: { sha256: string; size: number } | undefined;
+  try {
+    if (zip.entryCount !== 2) {
+      throw invalidSnapshot(`expected exactly the entries ${MANIFEST_ENTRY} and ${DB_ENTRY}, found ${zip.entryCount} entries`);
+    }
+    for await (const entry of zip.eachEntry()) {
+      const name = entry.fileName;
+      if (name !== MANIFEST_ENTRY && name !== DB_ENTRY) {
+        throw invalidSnapshot(`unexpected entry "${name.slice(0, 200)}" (only ${MANIFEST_ENTRY} and ${DB_ENTRY} are allowed)`);
+      }
+      if ((name === MANIFEST_ENTRY && manifestBytes) || (name === DB_ENTRY && db)) {
+        throw invalidSnapshot(`duplicate entry "${name}"`);
+      }
+      checkRegularFile(entry);
+      const limit = name === MANIFEST_ENTRY ? MAX_MANIFEST_BYTES : maxDbBytes;
+      if (entry.uncompressedSize > limit) {
+        throw invalidSnapshot(`entry "${name}" would inflate to ${entry.uncompressedSize} bytes, more than the ${limit} allowed`);
+      }
+      const stream = await zip.openReadStreamPromise(entry);
+      // Never more than declared (yauzl checks too) and never more than the limit.
+      const bound = Math.min(limit, entry.uncompressedSize);
+      if (name === MANIFEST_ENTRY) {
+        const chunks: Buffer[] = [];
+        await drain(stream, bound, name, (chunk) => {
+          chunks.push(chunk);
+        });
+        manifestBytes = Buffer.concat(chunks);
+      } else {
+        const hash = createHash("sha256");
+        const fh = await open(dbFile, "wx", 0o600);
+        try {
+          const size = await drain(stream, bound, name, async (chunk) => {
+            hash.update(chunk);
+            await fh.write(chunk);
+          });
+          db = { sha256: hash.digest("hex"), size };
+        } finally {
+          await fh.close();
+        }
+      }
+    }
+  } catch (err) {
+    if (err instanceof AppError) throw err;
+    throw invalidSnapshot(messageOf(err));
+  } finally {
+    zip.close();
+  }
+  if (!manifestBytes || !db) throw invalidSnapshot(`${MANIFEST_ENTRY} and ${DB_ENTRY} are both required`);
+  let manifestJson: unknown;
+  try {
+    manifestJson = JSON.parse(manifestBytes.toString("utf8"));
+  } catch {
+    throw invalidSnapshot(`${MANIFEST_ENTRY} is not JSON`);
+  }
+  const parsed = snapshotManifestSchema.safeParse(manifestJson);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw invalidSnapshot(`${MANIFEST_ENTRY}: ${issue ? `${issue.path.join(".") || "(root)"}: ${issue.message}` : "invalid"}`);
+  }
+  const manifest = parsed.data;
+  if (manifest.db_size_bytes !== db.size) {
+    throw invalidSnapshot(`${DB_ENTRY} has ${db.size} bytes, the manifest says ${manifest.db_size_bytes}`);
+  }
+  if (manifest.db_sha256 !== db.sha256) throw invalidSnapshot(`${DB_ENTRY} does not match the manifest's db_sha256`);
+  return { manifest, dbFile };
+}
+
+/** Unix file type bits of the external attributes must say "regular file" (or nothing, as DOS tools write). */
+function checkRegularFile(entry: yauzl.Entry): void {
+  const name = entry.fileName;
+  const unixType = (entry.externalFileAttributes >>> 16) & 0o170000;
+  if (unixType === 0o120000) throw invalidSnapshot(`entry "${name}" is a symbolic link`);
+  if (unixType !== 0 && unixType !== 0o100000) throw invalidSnapshot(`entry "${name}" is not a regular file`);
+  if ((entry.externalFileAttributes & 0x10) !== 0 || name.endsWith("/")) throw invalidSnapshot(`entry "${name}" is a directory`);
+  if (entry.isEncrypted()) throw invalidSnapshot(`entry "${name}" is encrypted`);
+  if (!entry.canDecodeFileData()) throw invalidSnapshot(`entry "${name}" uses an unsupported compression method`);
+}
+
+/** Reads a stream into `sink`, counting bytes; more than `limit` destroys it and refuses. */
+async function drain(stream: Readable, limit: number, name: string, sink: (chunk: Buffer) => void | Promise<void>): Promise<number> {
+  let total = 0;
+  try {
+    for await (const chunk of stream) {
+      const buf = chunk as Buffer;
+      total += buf.length;
+      if (total > limit) throw invalidSnapshot(`entry "${name}" inflates past ${limit} bytes`);
+      await sink(buf);
+    }
+  } finally {
+    stream.destroy();
+  }
+  return total;
+}
+
+/** CREATE TABLE text of every table of a database, by name. */
+export function tableDefinitions(db: SQLite.Database, schema = "main"): Map<string, string> {
+  const rows = db
+    .prepare(`SELECT name, sql FROM "${schema}".sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`)
+    .all() as Array<{ name: string; sql: string | null }>;
+  return new Map(rows.map((r) => [r.name, r.sql ?? ""]));
+}
+
+/**
+ * Checks an extracted snapshot database and brings it to the running schema, in place:
+ * 1. read-only, untrusted schema: `PRAGMA integrity_check` is ok, the data tables and the
+ *    migration table exist, its migrations are a prefix of ours (never a newer server's), and
+ *    `PRAGMA foreign_key_check` finds nothing;
+ * 2. our pending migrations are applied to this private copy;
+ * 3. every data table's CREATE TABLE text equals the live database's, so restore copies exactly
+ *    the columns and constraints the service runs with.
+ * @param live CREATE TABLE texts of the live database ({@link tableDefinitions})
+ * @throws AppError VALIDATION_FAILED
+ */
+export async function prepareSnapshotDatabase(dbFile: string, live: Map<string, string>, log: Logger): Promise<void> {
+  let db: SQLite.Database | undefined;
+  try {
+    db = new SQLite(dbFile, { readonly: true, fileMustExist: true });
+    db.pragma("trusted_schema = OFF");
+    const integrity = db.pragma("integrity_check") as Array<{ integrity_check: string }>;
+    if (integrity.length !== 1 || integrity[0]?.integrity_check !== "ok") {
+      throw invalidSnapshot(`${DB_ENTRY} fails PRAGMA integrity_check (${integrity[0]?.integrity_check ?? "no answer"})`);
+    }
+    const tables = tableDefinitions(db);
+    for (const table of [...DATA_TABLES, "kysely_migration"]) {
+      if (!tables.has(table)) throw invalidSnapshot(`${DB_ENTRY} has no table ${table}`);
+    }
+    const applied = (db.prepare("SELECT name FROM kysely_migration ORDER BY name").all() as Array<{ name: unknown }>).map((r) =>
+      String(r.name),
+    );
+    const known = Object.keys(migrations).sort();
+    if (applied.length === 0 || applied.length > known.length || applied.some((n, i) => known[i] !== n)) {
+      throw invalidSnapshot(`${DB_ENTRY} has a schema this server does not know (migrations: ${applied.join(", ").slice(0, 200)})`);
+    }
+    const fk = db.pragma("foreign_key_check") as unknown[];
+    if (fk.length > 0) throw invalidSnapshot(`${DB_ENTRY} has ${fk.length} rows breaking foreign keys`);
+  } catch (err) {
+    if (err instanceof AppError) throw err;
+    throw invalidSnapshot(`${DB_ENTRY} is not a usable database (${messageOf(err)})`);
+  } finally {
+    db?.close();
+  }
+  let migrated: Store | undefined;
+  try {
+    migrated = await Store.open(dbFile, log);
+  } catch (err) {
+    throw invalidSnapshot(`${DB_ENTRY} cannot be brought to the current schema (${messageOf(err)})`);
+  } finally {
+    await migrated?.close();
+  }
+  let check: SQLite.Database | undefined;
+  try {
+    check = new SQLite(dbFile, { readonly: true, fileMustExist: true });
+    const tables = tableDefinitions(check);
+    for (const table of DATA_TABLES) {
+      if (tables.get(table) !== live.get(table)) throw invalidSnapshot(`${DB_ENTRY}: table ${table} differs from this server's schema`);
+    }
+  } catch (err) {
+    if (err instanceof AppError) throw err;
+    throw invalidSnapshot(`${DB_ENTRY} is not a usable database (${messageOf(err)})`);
+  } finally {
+    check?.close();
+  }
+}
+
+/** Removes a file or directory tree; missing is fine. */
+export async function removePath(path: string): Promise<void> {
+  await rm(path, { recursive: true, force: true });
+}
+
+function messageOf(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).slice(0, 300);
+}
