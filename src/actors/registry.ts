@@ -173,6 +173,7 @@ export class NodeActorRegistry {
 
   /** Writes what is queued and stops every actor. */
   async stop(): Promise<void> {
+    // A failed final write was already logged by #flushNow and rejected its waiters.
     await this.#flushNow().catch(() => undefined);
     this.#stopped = true;
     for (const e of this.#entries.values()) e.actor.stop();
@@ -238,6 +239,7 @@ export class NodeActorRegistry {
     this.#flushScheduled = true;
     setImmediate(() => {
       this.#flushScheduled = false;
+      // Failures are logged inside and reject the waiting callers; nothing is dropped silently.
       void this.#flushNow().catch(() => undefined);
     });
   }

@@ -216,7 +216,10 @@ export async function runAgent(opts: RunAgentOptions): Promise<void> {
     if (state.interface_name === interfaceName && state.tunnel_protocol === protocol) return;
     state.interface_name = interfaceName;
     state.tunnel_protocol = protocol;
-    await writeFile(statePath, JSON.stringify(state), { mode: 0o600 }).catch(() => undefined);
+    await writeFile(statePath, JSON.stringify(state), { mode: 0o600 }).catch((err: unknown) =>
+      // Not fatal: heartbeats then report the interface only until the next restart.
+      log({ level: "warn", msg: "could not write the agent state file", path: statePath, err: String(err) }),
+    );
   };
 
   const handle = async (kind: DownstreamKind, env: Envelope): Promise<Result> => {
