@@ -388,15 +388,7 @@ function finishFanout(seq: number): void {
   if (f === undefined) return;
   clearTimeout(f.timer);
   fanout.delete(seq);
-  const d = f.reads.map((r) => r - f.t0).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-  send({
-    op: "fanout",
-    seq,
-    got: d.length,
-    firstNs: String(d[0] ?? -1n),
-    lastNs: String(d[d.length - 1] ?? -1n),
-    medianNs: String(d[Math.floor(d.length / 2)] ?? -1n),
-  });
+  send({ op: "fanout", seq, delaysUs: f.reads.map((r) => Number(r - f.t0) / 1000) });
 }
 
 async function openAll(url: string, token: string, n: number, raw: boolean): Promise<void> {

@@ -295,7 +295,8 @@ export type FromAgents =
   | { op: "sse-ready"; n: number; failed: number; ms: number }
   | { op: "warm-done"; seen: number; ms: number }
   | { op: "rate-done"; summary: LatencySummary }
-  | { op: "fanout"; seq: number; got: number; firstNs: string; lastNs: string; medianNs: string }
+  /** One fan-out frame: how long after `hub.publish` each console of this process read it, µs. */
+  | { op: "fanout"; seq: number; delaysUs: number[] }
   | { op: "closed" };
 
 // ---- statistics and formatting ------------------------------------------------------------

@@ -86,6 +86,9 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     // carry download tokens) removed.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: deps.settings.maxBodyBytes,
+    // Shutdown never waits on a client: a download nobody reads (or an open stream) would
+    // otherwise hold close() for the 72 s keep-alive timeout.
+    forceCloseConnections: true,
     routerOptions: { maxParamLength: 256 },
     // Malformed URLs and over-long path parameters answer our error body too.
     frameworkErrors: (err, _req, reply) => sendError(reply, toAppError(err, httpLog)),

@@ -293,6 +293,9 @@ async function drain(stream: Readable, limit: number, name: string, sink: (chunk
       await sink(buf);
     }
   } finally {
+    // Inflating may still push into the stream after we stop reading (yauzl then reports "too
+    // many bytes" for a lying header): that refusal is already ours, so later errors are moot.
+    stream.on("error", () => undefined);
     stream.destroy();
   }
   return total;
