@@ -203,22 +203,30 @@ export class NodeActorRegistry {
     });
     const entry: Entry = { configId: row.config_id, nodeId: row.node_id, actor, committed: undefined };
     this.#entries.set(key(row.config_id, row.node_id), entry);
+    actor.start();
+    const at = this.#deps.clock.now();
+    // A fresh actor has no stored state yet; a restored one needs writing back only when the
+    // store's mode or staged config moved on while it was down (cold start writes no row twice).
+    let changed = snapshot === undefined;
+    if (snapshot !== undefined) {
+      entry.committed = projectNode(actor.getSnapshot());
+      actor.send({ type: "system.restored", at }); // re-arms timers; changes nothing stored
+    }
+    const ctx = actor.getSnapshot().context;
+    if (ctx.mode !== row.mode) {
+      actor.send({ type: "node.mode_changed", at, mode: row.mode });
+      changed = true;
+    }
+    if (row.staged_config_sha256 !== null && ctx.stagedSha !== row.staged_config_sha256) {
+      actor.send({ type: "config.staged", at, version: row.staged_config_version, sha: row.staged_config_sha256 });
+      changed = true;
+    }
+    // From here on every snapshot change (an event, or a re-armed timer firing) is persisted.
     actor.subscribe({
       next: () => this.#markDirty(entry),
       error: (err) => this.#deps.log.error({ err, node_id: row.node_id }, "node actor failed"),
     });
-    actor.start();
-    const at = this.#deps.clock.now();
-    if (snapshot !== undefined) {
-      entry.committed = projectNode(actor.getSnapshot());
-      actor.send({ type: "system.restored", at });
-    }
-    const ctx = actor.getSnapshot().context;
-    if (ctx.mode !== row.mode) actor.send({ type: "node.mode_changed", at, mode: row.mode });
-    if (row.staged_config_sha256 !== null && ctx.stagedSha !== row.staged_config_sha256) {
-      actor.send({ type: "config.staged", at, version: row.staged_config_version, sha: row.staged_config_sha256 });
-    }
-    this.#markDirty(entry);
+    if (changed) this.#markDirty(entry);
   }
 
   #markDirty(entry: Entry): void {
