@@ -11,6 +11,7 @@ import { nodeTopics } from "../protocol/topics.js";
 import type { Store } from "../store/db.js";
 import type { NodeRow } from "../store/schema.js";
 import { requireNode } from "./mesh.service.js";
+import { clientView } from "./views.js";
 
 /** The `endpoint.status.updated` payload and the endpoint-status answer (DESIGN §5). */
 export interface EndpointStatusView {
@@ -303,23 +304,19 @@ export async function clearClientCredentials(trx: Store["db"], nodeId: string, n
 
 /** Builds the endpoint status from the node row and its actor's projection. */
 export function endpointStatusView(node: NodeRow, p: NodeProjection | undefined, mqttEnabled: boolean): EndpointStatusView {
-  const dynamic = node.mode === "dynamic" && mqttEnabled;
-  const initialized = dynamic && (p?.clientInitialized ?? false);
+  const facts = p && {
+    initialized: p.clientInitialized,
+    presence: p.presence,
+    runtime: p.runtime,
+    lastReachableAt: p.lastReachableAt,
+    clientVersion: p.clientVersion,
+    confirmedSha: p.confirmedSha,
+  };
   return {
     config_id: node.config_id,
     node_id: node.node_id,
     mode: node.mode,
-    effective_mode: dynamic ? "dynamic" : "static",
-    client_initialized: initialized,
-    client_presence_state: initialized ? (p?.presence ?? "offline") : "offline",
-    runtime_state: initialized ? (p?.runtime ?? "unknown") : "unknown",
-    last_reachable_at: p?.lastReachableAt == null ? null : isoTime(p.lastReachableAt),
-    client_version: p?.clientVersion ?? null,
-    config_version_state: dynamic
-      ? node.staged_config_sha256 !== null && p?.confirmedSha === node.staged_config_sha256
-        ? "latest"
-        : "pending"
-      : null,
+    ...clientView(node, facts, mqttEnabled),
     staged_config: { config_version: node.staged_config_version, config_sha256: node.staged_config_sha256 },
     confirmed_config: { config_version: p?.confirmedVersion ?? null, config_sha256: p?.confirmedSha ?? null },
     mqtt_enabled: mqttEnabled,

@@ -88,21 +88,68 @@ export function configView(row: ConfigRow): ConfigView {
   };
 }
 
+/** What is known about a node's client, from its actor's projection or its stored row. */
+export interface ClientFacts {
+  initialized: boolean;
+  presence: "online" | "dropped" | "offline";
+  runtime: "unknown" | "running" | "stopped";
+  lastReachableAt: number | null;
+  clientVersion: string | null;
+  confirmedSha: string | null;
+}
+
+/**
+ * The one derivation of a node's client state for every answer and event (spec §2.7; §6.5 rule
+ * 7: nothing downstream re-derives it): dynamic nodes are projected as static while MQTT is off
+ * (spec §1.7); never bound or static → offline (§3.1) and unknown (§3.3); `latest` iff the
+ * confirmed sha is the staged one, `null` for static nodes (§3.5).
+ */
+export function clientView(
+  node: NodeRow,
+  facts: ClientFacts | undefined,
+  mqttEnabled: boolean,
+): NodeClientView & { effective_mode: "static" | "dynamic" } {
+  const dynamic = node.mode === "dynamic" && mqttEnabled;
+  const initialized = dynamic && (facts?.initialized ?? false);
+  return {
+    effective_mode: dynamic ? "dynamic" : "static",
+    client_initialized: initialized,
+    client_presence_state: initialized ? (facts?.presence ?? "offline") : "offline",
+    runtime_state: initialized ? (facts?.runtime ?? "unknown") : "unknown",
+    last_reachable_at: facts?.lastReachableAt == null ? null : isoTime(facts.lastReachableAt),
+    client_version: facts?.clientVersion ?? null,
+    config_version_state: dynamic
+      ? node.staged_config_sha256 !== null && facts?.confirmedSha === node.staged_config_sha256
+        ? "latest"
+        : "pending"
+      : null,
+  };
+}
+
 export function nodeView(
   row: NodeRow,
   tags: readonly string[],
   client: NodeClientStateRow | undefined,
   mqttEnabled: boolean,
 ): NodeView {
-  const effectiveMode = row.mode === "dynamic" && mqttEnabled ? "dynamic" : "static";
-  const dynamic = effectiveMode === "dynamic";
-  const initialized = dynamic && client?.client_initialized === 1;
+  const { effective_mode, ...clientState } = clientView(
+    row,
+    {
+      initialized: client?.client_initialized === 1,
+      presence: client?.client_presence_state ?? "offline",
+      runtime: client?.runtime_state ?? "unknown",
+      lastReachableAt: client?.last_reachable_at ?? null,
+      clientVersion: client?.client_version ?? null,
+      confirmedSha: row.confirmed_config_sha256,
+    },
+    mqttEnabled,
+  );
   return {
     node_id: row.node_id,
     config_id: row.config_id,
     name: row.name,
     mode: row.mode,
-    effective_mode: effectiveMode,
+    effective_mode,
     interface_name: row.interface_name,
     address: row.address,
     public_address: row.public_address,
@@ -110,22 +157,7 @@ export function nodeView(
     public_key: row.public_key,
     tags: [...tags],
     staged_config: { config_version: row.staged_config_version, config_sha256: row.staged_config_sha256 },
-    client: {
-      client_initialized: initialized,
-      // spec §3.1: never bound, or static → offline; spec §3.3: static or uninitialized → unknown.
-      client_presence_state: initialized ? (client?.client_presence_state ?? "offline") : "offline",
-      runtime_state: initialized ? (client?.runtime_state ?? "unknown") : "unknown",
-      last_reachable_at:
-        client?.last_reachable_at === null || client?.last_reachable_at === undefined
-          ? null
-          : isoTime(client.last_reachable_at),
-      client_version: client?.client_version ?? null,
-      config_version_state: dynamic
-        ? row.staged_config_sha256 !== null && row.confirmed_config_sha256 === row.staged_config_sha256
-          ? "latest"
-          : "pending"
-        : null,
-    },
+    client: clientState,
     created_at: isoTime(row.created_at),
     updated_at: isoTime(row.updated_at),
   };
