@@ -222,10 +222,10 @@ export async function extractSnapshotZip(
       if (entry.uncompressedSize > limit) {
         throw invalidSnapshot(`entry "${name}" would inflate to ${entry.uncompressedSize} bytes, more than the ${limit} allowed`);
       }
-      const stream = await zip.openReadStreamPromise(entry);
       // Never more than declared (yauzl checks too) and never more than the limit.
       const bound = Math.min(limit, entry.uncompressedSize);
       if (name === MANIFEST_ENTRY) {
+        const stream = await openEntry(zip, entry);
         const chunks: Buffer[] = [];
         await drain(stream, bound, name, (chunk) => {
           chunks.push(chunk);
@@ -233,8 +233,10 @@ export async function extractSnapshotZip(
         manifestBytes = Buffer.concat(chunks);
       } else {
         const hash = createHash("sha256");
+        // The file first: no await may fall between opening the entry and reading it.
         const fh = await open(dbFile, "wx", 0o600);
         try {
+          const stream = await openEntry(zip, entry);
           const size = await drain(stream, bound, name, async (chunk) => {
             hash.update(chunk);
             await fh.write(chunk);
@@ -282,10 +284,22 @@ function checkRegularFile(entry: yauzl.Entry): void {
   if (!entry.canDecodeFileData()) throw invalidSnapshot(`entry "${name}" uses an unsupported compression method`);
 }
 
+/**
+ * Opens an entry's data. Inflating starts at once (yauzl pipes into a byte-count check), so a
+ * lying header can error the stream before anyone reads it: the error is kept on the stream
+ * (`errored`, which `drain` reports) instead of escaping as an uncaught exception.
+ */
+async function openEntry(zip: yauzl.ZipFile, entry: yauzl.Entry): Promise<Readable> {
+  const stream = (await zip.openReadStreamPromise(entry)) as Readable;
+  stream.on("error", () => undefined);
+  return stream;
+}
+
 /** Reads a stream into `sink`, counting bytes; more than `limit` destroys it and refuses. */
 async function drain(stream: Readable, limit: number, name: string, sink: (chunk: Buffer) => void | Promise<void>): Promise<number> {
   let total = 0;
   try {
+    if (stream.errored) throw invalidSnapshot(`entry "${name}": ${messageOf(stream.errored)}`);
     for await (const chunk of stream) {
       const buf = chunk as Buffer;
       total += buf.length;
