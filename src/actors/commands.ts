@@ -4,6 +4,7 @@ import type { Logger } from "../logger.js";
 import type { AckPayload, Envelope } from "../protocol/envelope.schema.js";
 import { nodeTopic, type DownstreamKind } from "../protocol/topics.js";
 import type { Store } from "../store/db.js";
+import type { ControlLogRow } from "../store/schema.js";
 
 /**
  * Commands to agents and their closing ACKs (spec §6.4 rules 1–2, §3.4, §2.8). The control log
@@ -69,20 +70,8 @@ export interface CommandTrackerDeps {
   onTimeout(command: OpenCommand): void;
 }
 
-interface LogRow {
-  log_id: number;
-  node_id: string;
-  config_id: string;
-  request_id: string | null;
-  kind: "command" | "output" | "event";
-  action: string | null;
-  status: ControlLogView["status"];
-  message: string | null;
-  stream: string | null;
-  output: string | null;
-  created_at: number;
-  updated_at: number;
-}
+/** A stored control log row (the store's own type, not a copy of it). */
+type LogRow = ControlLogRow;
 
 /** Wire shape of a control log row. */
 export function controlLogView(row: LogRow): ControlLogView {

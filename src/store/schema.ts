@@ -162,3 +162,4 @@ export type NodeClientStateRow = Selectable<NodeClientStateTable>;
 export type MeshPairRow = Selectable<MeshPairsTable>;
 export type PortForwardRow = Selectable<PortForwardsTable>;
 export type DownloadTokenRow = Selectable<DownloadTokensTable>;
+export type ControlLogRow = Selectable<ControlLogsTable>;
