@@ -1,7 +1,15 @@
 import { createActor, type Actor } from "xstate";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
-import { NODE_MACHINE_VERSION, nodeMachine, type NodeEvent, type NodeMachine } from "../machines/node.machine.js";
+import {
+  hasPendingTimers,
+  NODE_MACHINE_VERSION,
+  nodeMachine,
+  presenceDeadline,
+  type NodeContext,
+  type NodeEvent,
+  type NodeMachine,
+} from "../machines/node.machine.js";
 import type { Store } from "../store/db.js";
 import { projectNode, projectionChanged, type NodeProjection } from "./projection.js";
 
@@ -30,7 +38,17 @@ interface Entry {
   actor: Actor<NodeMachine>;
   /** Projection as last committed. */
   committed: NodeProjection | undefined;
+  /**
+   * State value and context as last written in full (snapshot JSON). A change that moves only
+   * `lastSignalAt` (a heartbeat of an online node with nothing new) writes that column alone.
+   */
+  written: { value: unknown; context: NodeContext } | undefined;
+  /** Online-TTL deadline the presence sweep holds this node under, ms; null when not online. */
+  deadline: number | null;
 }
+
+/** Width of one presence-sweep bucket, ms: deadlines are grouped so that a sweep scans few nodes. */
+const SWEEP_BUCKET_MS = 1000;
 
 interface NodeRowForActor {
   node_id: string;
@@ -40,6 +58,8 @@ interface NodeRowForActor {
   staged_config_sha256: string | null;
   machine_snapshot: string | null;
   machine_version: number | null;
+  /** The narrowly persisted newest signal (may be newer than the snapshot's), ms. */
+  last_signal_at?: number | null;
 }
 
 /**
@@ -49,6 +69,11 @@ interface NodeRowForActor {
  * the queue is written in one SQLite transaction on the next turn of the event loop (group
  * commit), and only after the commit are SSE notifications and machine effects run. A failed
  * write is logged and rejects the {@link NodeActorRegistry.send} promises waiting on it.
+ *
+ * Presence sweep (spec §3.1 online TTL): instead of one XState timer per node, cancelled and
+ * re-armed by every heartbeat, the registry keeps each online node's {@link presenceDeadline}
+ * in one-second buckets and runs a single clock timer for the earliest one; when it fires, the
+ * due nodes get `presence.ttl_check` and their machine decides. Restoring re-arms by bucketing.
  */
 export class NodeActorRegistry {
   readonly #deps: RegistryDeps;
@@ -60,7 +85,13 @@ export class NodeActorRegistry {
   #flushScheduled = false;
   #stopped = false;
   readonly #persistState;
+  readonly #persistSignal;
   readonly #persistConfirmed;
+  /** Online nodes by `floor(deadline / SWEEP_BUCKET_MS)`. */
+  readonly #buckets = new Map<number, Set<Entry>>();
+  #sweepTimer: unknown = undefined;
+  /** When the armed sweep timer fires, ms; Infinity when none is armed. */
+  #sweepAt = Number.POSITIVE_INFINITY;
 
   constructor(deps: RegistryDeps) {
     this.#deps = deps;
@@ -80,6 +111,7 @@ export class NodeActorRegistry {
          last_reachable_at = ?, last_signal_at = ?, client_version = ?, machine_snapshot = ?, machine_version = ?,
          updated_at = ? WHERE node_id = ?`,
     );
+    this.#persistSignal = sqlite.prepare("UPDATE node_client_state SET last_signal_at = ?, updated_at = ? WHERE node_id = ?");
     this.#persistConfirmed = sqlite.prepare(
       "UPDATE nodes SET confirmed_config_version = ?, confirmed_config_sha256 = ? WHERE node_id = ?",
     );
@@ -95,7 +127,7 @@ export class NodeActorRegistry {
     const rows = this.#deps.store.sqlite
       .prepare(
         `SELECT n.node_id, n.config_id, n.mode, n.staged_config_version, n.staged_config_sha256,
-                s.machine_snapshot, s.machine_version
+                s.machine_snapshot, s.machine_version, s.last_signal_at
            FROM nodes n LEFT JOIN node_client_state s ON s.node_id = n.node_id`,
       )
       .all() as NodeRowForActor[];
@@ -113,7 +145,11 @@ export class NodeActorRegistry {
   /** Stops and forgets the actor of a deleted node. */
   remove(configId: string, nodeId: string): void {
     const k = key(configId, nodeId);
-    this.#entries.get(k)?.actor.stop();
+    const entry = this.#entries.get(k);
+    if (entry) {
+      entry.actor.stop();
+      this.#unbucket(entry);
+    }
     this.#entries.delete(k);
     this.#dirty.delete(k);
   }
@@ -166,6 +202,7 @@ export class NodeActorRegistry {
   async reload(): Promise<number> {
     for (const e of this.#entries.values()) e.actor.stop();
     this.#entries.clear();
+    this.#clearSweep();
     this.#dirty = new Map();
     this.#effects = [];
     return this.start();
@@ -176,6 +213,7 @@ export class NodeActorRegistry {
     // A failed final write was already logged by #flushNow and rejected its waiters.
     await this.#flushNow().catch(() => undefined);
     this.#stopped = true;
+    this.#clearSweep();
     for (const e of this.#entries.values()) e.actor.stop();
     this.#entries.clear();
   }
@@ -188,10 +226,15 @@ export class NodeActorRegistry {
       onlineTtlMs: this.#deps.onlineTtlMs,
       detectTimeoutMs: this.#deps.detectTimeoutMs,
     };
-    let snapshot: unknown;
+    let snapshot: { value: unknown; context: NodeContext } | undefined;
     if (row.machine_snapshot !== null && row.machine_version === NODE_MACHINE_VERSION) {
       try {
-        snapshot = JSON.parse(row.machine_snapshot);
+        snapshot = JSON.parse(row.machine_snapshot) as { value: unknown; context: NodeContext };
+        // A heartbeat that changed nothing else wrote only the column (see #flushNow).
+        const column = row.last_signal_at ?? null;
+        if (column !== null && (snapshot.context.lastSignalAt === null || column > snapshot.context.lastSignalAt)) {
+          snapshot.context.lastSignalAt = column;
+        }
       } catch (err) {
         this.#deps.log.error({ err, node_id: row.node_id }, "stored machine snapshot is unreadable; starting fresh");
       }
@@ -201,7 +244,7 @@ export class NodeActorRegistry {
       clock: this.#deps.clock,
       ...(snapshot === undefined ? {} : { snapshot: snapshot as never }),
     });
-    const entry: Entry = { configId: row.config_id, nodeId: row.node_id, actor, committed: undefined };
+    const entry: Entry = { configId: row.config_id, nodeId: row.node_id, actor, committed: undefined, written: undefined, deadline: null };
     this.#entries.set(key(row.config_id, row.node_id), entry);
     actor.start();
     const at = this.#deps.clock.now();
@@ -209,8 +252,11 @@ export class NodeActorRegistry {
     // store's mode or staged config moved on while it was down (cold start writes no row twice).
     let changed = snapshot === undefined;
     if (snapshot !== undefined) {
-      entry.committed = projectNode(actor.getSnapshot());
-      actor.send({ type: "system.restored", at }); // re-arms timers; changes nothing stored
+      const restored = actor.getSnapshot();
+      entry.committed = projectNode(restored);
+      entry.written = { value: restored.value, context: restored.context };
+      // Re-arms `after` timers with the time left; changes nothing stored. Most nodes have none.
+      if (hasPendingTimers(restored.value)) actor.send({ type: "system.restored", at });
     }
     const ctx = actor.getSnapshot().context;
     if (ctx.mode !== row.mode) {
@@ -223,10 +269,78 @@ export class NodeActorRegistry {
     }
     // From here on every snapshot change (an event, or a re-armed timer firing) is persisted.
     actor.subscribe({
-      next: () => this.#markDirty(entry),
+      next: (snap) => {
+        this.#track(entry, presenceDeadline(snap));
+        this.#markDirty(entry);
+      },
       error: (err) => this.#deps.log.error({ err, node_id: row.node_id }, "node actor failed"),
     });
+    this.#track(entry, presenceDeadline(actor.getSnapshot()));
     if (changed) this.#markDirty(entry);
+  }
+
+  /** Moves a node to the bucket of its (new) presence deadline and arms the sweep if earlier. */
+  #track(entry: Entry, deadline: number | null): void {
+    if (deadline === entry.deadline || this.#stopped) return;
+    const from = entry.deadline === null ? null : Math.floor(entry.deadline / SWEEP_BUCKET_MS);
+    const to = deadline === null ? null : Math.floor(deadline / SWEEP_BUCKET_MS);
+    entry.deadline = deadline;
+    if (from !== to) {
+      if (from !== null) this.#bucketDelete(from, entry);
+      if (to !== null) {
+        let bucket = this.#buckets.get(to);
+        if (!bucket) this.#buckets.set(to, (bucket = new Set()));
+        bucket.add(entry);
+      }
+    }
+    if (deadline !== null && deadline < this.#sweepAt) this.#armSweep(deadline);
+  }
+
+  #unbucket(entry: Entry): void {
+    if (entry.deadline !== null) this.#bucketDelete(Math.floor(entry.deadline / SWEEP_BUCKET_MS), entry);
+    entry.deadline = null;
+  }
+
+  #bucketDelete(index: number, entry: Entry): void {
+    const bucket = this.#buckets.get(index);
+    if (!bucket) return;
+    bucket.delete(entry);
+    if (bucket.size === 0) this.#buckets.delete(index);
+  }
+
+  #armSweep(at: number): void {
+    if (this.#sweepTimer !== undefined) this.#deps.clock.clearTimeout(this.#sweepTimer);
+    this.#sweepAt = at;
+    this.#sweepTimer = this.#deps.clock.setTimeout(() => this.#sweep(), Math.max(0, at - this.#deps.clock.now()));
+  }
+
+  #clearSweep(): void {
+    if (this.#sweepTimer !== undefined) this.#deps.clock.clearTimeout(this.#sweepTimer);
+    this.#sweepTimer = undefined;
+    this.#sweepAt = Number.POSITIVE_INFINITY;
+    this.#buckets.clear();
+  }
+
+  /** The presence sweep: every node whose deadline has passed gets `presence.ttl_check`. */
+  #sweep(): void {
+    this.#sweepTimer = undefined;
+    this.#sweepAt = Number.POSITIVE_INFINITY;
+    if (this.#stopped) return;
+    const now = this.#deps.clock.now();
+    const due: Entry[] = [];
+    const last = Math.floor(now / SWEEP_BUCKET_MS);
+    for (const [index, bucket] of this.#buckets) {
+      if (index > last) continue;
+      for (const entry of bucket) if (entry.deadline !== null && entry.deadline <= now) due.push(entry);
+    }
+    // The machine decides; its snapshot change re-buckets the node (#track via subscribe).
+    for (const entry of due) entry.actor.send({ type: "presence.ttl_check", at: now });
+    let earliest = Number.POSITIVE_INFINITY;
+    for (const index of this.#buckets.keys()) if (index < earliest) earliest = index;
+    if (earliest === Number.POSITIVE_INFINITY) return;
+    let next = Number.POSITIVE_INFINITY;
+    for (const entry of this.#buckets.get(earliest)!) if (entry.deadline !== null && entry.deadline < next) next = entry.deadline;
+    if (next < this.#sweepAt) this.#armSweep(next);
   }
 
   #markDirty(entry: Entry): void {
@@ -272,6 +386,13 @@ export class NodeActorRegistry {
       sqlite.transaction(() => {
         for (const entry of dirty) {
           const snap = entry.actor.getSnapshot();
+          const w = entry.written;
+          if (w !== undefined && sameValue(w.value, snap.value) && sameContextButSignal(w.context, snap.context)) {
+            // Only the newest signal moved: nothing an operator sees, and no snapshot JSON.
+            this.#persistSignal.run(snap.context.lastSignalAt, now, entry.nodeId);
+            continue;
+          }
+          entry.written = { value: snap.value, context: snap.context };
           const p = projectNode(snap);
           this.#persistState.run(
             p.clientInitialized ? 1 : 0,
@@ -314,4 +435,23 @@ export class NodeActorRegistry {
 
 function key(configId: string, nodeId: string): string {
   return `${configId}/${nodeId}`;
+}
+
+/** Structural equality of two XState state values (strings and nested objects of them). */
+function sameValue(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+  const ka = Object.keys(a);
+  if (ka.length !== Object.keys(b).length) return false;
+  for (const k of ka) if (!sameValue((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k])) return false;
+  return true;
+}
+
+/** True when two node contexts differ in `lastSignalAt` at most. */
+function sameContextButSignal(a: NodeContext, b: NodeContext): boolean {
+  if (a === b) return true;
+  for (const k of Object.keys(a) as Array<keyof NodeContext>) {
+    if (k !== "lastSignalAt" && a[k] !== b[k]) return false;
+  }
+  return Object.keys(a).length === Object.keys(b).length;
 }

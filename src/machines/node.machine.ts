@@ -5,7 +5,10 @@ import { and, assign, enqueueActions, not, raise, setup, stateIn } from "xstate"
  * reads — every event carries `at` (ms since the epoch, stamped by the actor layer), and the
  * delays are computed from context and that `at`, so a restored actor re-arms its timers with
  * the time that is left (`system.restored`; XState does not re-arm `after` timers of a restored
- * snapshot, xstate issue #5331).
+ * snapshot, xstate issue #5331). The online TTL is the exception: it is decided here (guard
+ * `ttlExpired`) but timed by the actor layer's single presence sweep, which sends
+ * `presence.ttl_check` at {@link presenceDeadline} — one timer for all nodes instead of one
+ * cancelled and re-armed per heartbeat.
  *
  * Parallel regions:
  * - `mode`            static | dynamic                          (spec §1.1, §3.1 dynamic→static)
@@ -94,6 +97,11 @@ export type NodeEvent =
   | { type: "system.restored"; at: number }
   /** Raised internally: the detect ACK did not arrive in time. */
   | { type: "detect.timed_out"; at: number }
+  /**
+   * The actor layer's presence sweep (one timer for all nodes instead of one per heartbeat):
+   * sent at or after {@link presenceDeadline}. The machine decides whether the TTL ran out.
+   */
+  | { type: "presence.ttl_check"; at: number }
   /** Raised internally: presence left `online`. */
   | { type: "presence.lost"; at: number };
 
@@ -147,11 +155,11 @@ export const nodeMachine = setup({
     reportsRunning: and(["acceptsSignals", "carriesRunning"]),
     reportsStopped: and(["acceptsSignals", "carriesStopped"]),
     isLatest: ({ context }) => context.stagedSha !== null && context.confirmedSha === context.stagedSha,
+    /** spec §3.1 heartbeat timeout: the online TTL has run out since the newest signal. */
+    ttlExpired: ({ context, event }) =>
+      context.lastSignalAt === null || eventAt(event, 0) >= context.lastSignalAt + context.onlineTtlMs,
   },
   delays: {
-    /** Time left until the online TTL runs out, counted from the last signal. */
-    onlineTtl: ({ context, event }) =>
-      Math.max(0, (context.lastSignalAt ?? eventAt(event, 0)) + context.onlineTtlMs - eventAt(event, context.lastSignalAt)),
     /** Time left until the outstanding detect times out. */
     detectTimeout: ({ context, event }) =>
       Math.max(0, (context.detectSentAt ?? eventAt(event, 0)) + context.detectTimeoutMs - eventAt(event, context.detectSentAt)),
@@ -237,12 +245,14 @@ export const nodeMachine = setup({
           entry: "requestConfigPush",
           initial: "fresh",
           states: {
-            // Re-entered on every signal, so that only the TTL timer is re-armed (not online's entry).
+            // The TTL is not an `after` timer: re-arming one per heartbeat was the ingest path's
+            // largest cost. A signal only moves `lastSignalAt`; the actor layer's presence sweep
+            // sends `presence.ttl_check` once {@link presenceDeadline} has passed, and the guard
+            // here decides (spec §3.1 "heartbeat timeout with no other recent signal").
             fresh: {
-              after: { onlineTtl: { target: "#node.presence.dropped" } },
               on: {
-                "mqtt.signal": { target: "fresh", reenter: true, actions: "recordSignal" },
-                "system.restored": { target: "fresh", reenter: true },
+                "mqtt.signal": { actions: "recordSignal" },
+                "presence.ttl_check": { guard: "ttlExpired", target: "#node.presence.dropped" },
               },
             },
           },
@@ -375,3 +385,34 @@ export const nodeMachine = setup({
 });
 
 export type NodeMachine = typeof nodeMachine;
+
+/** The parts of a node snapshot the helpers below read. */
+interface NodeSnapshotLike {
+  value: unknown;
+  context: Pick<NodeContext, "lastSignalAt" | "onlineTtlMs">;
+}
+
+function regionOf(value: unknown, region: string): unknown {
+  return value !== null && typeof value === "object" ? (value as Record<string, unknown>)[region] : undefined;
+}
+
+/**
+ * When an online node's TTL runs out (ms since the epoch): its newest signal plus the online
+ * TTL (spec §3.1, §6.4 rule 7). Null when the node is not online. The actor layer must send
+ * `presence.ttl_check` to the node at or after this time.
+ */
+export function presenceDeadline(snapshot: NodeSnapshotLike): number | null {
+  const presence = regionOf(snapshot.value, "presence");
+  if (presence === undefined || presence === "offline" || presence === "dropped") return null;
+  const last = snapshot.context.lastSignalAt;
+  return last === null ? 0 : last + snapshot.context.onlineTtlMs;
+}
+
+/**
+ * True when a restored snapshot sits in a state with an `after` timer (a valid bind token, an
+ * outstanding detect): only then must the actor layer send `system.restored` to re-arm it
+ * (XState does not re-arm timers of a restored snapshot, xstate issue #5331).
+ */
+export function hasPendingTimers(value: unknown): boolean {
+  return regionOf(value, "bindToken") === "valid" || regionOf(value, "probe") === "waiting";
+}

@@ -61,8 +61,13 @@ export class ControlService {
   readonly #d: ControlServiceDeps;
   readonly #pushTimers = new Map<string, unknown>();
 
+  readonly #statusNode;
+
   constructor(deps: ControlServiceDeps) {
     this.#d = deps;
+    this.#statusNode = deps.store.sqlite.prepare(
+      "SELECT config_id, node_id, mode, staged_config_version, staged_config_sha256 FROM nodes WHERE node_id = ? AND config_id = ?",
+    );
   }
 
   /**
@@ -226,6 +231,16 @@ export class ControlService {
     return endpointStatusView(node, this.#d.registry.projection(configId, nodeId), this.#d.mqttEnabled);
   }
 
+  /**
+   * The endpoint status for an SSE frame (spec §6.5 `endpoint.status.updated`), synchronous:
+   * one prepared statement for the node's few columns plus the actor's projection, no query
+   * builder on the ingest path. Undefined when the node no longer exists.
+   */
+  endpointStatusNow(configId: string, nodeId: string): EndpointStatusView | undefined {
+    const node = this.#statusNode.get(nodeId, configId) as EndpointStatusNode | undefined;
+    return node && endpointStatusView(node, this.#d.registry.projection(configId, nodeId), this.#d.mqttEnabled);
+  }
+
   /** Control logs of a node, newest first (DESIGN §5). */
   async controlLogs(configId: string, nodeId: string, limit: number): Promise<ControlLogView[]> {
     await requireNode(this.#d.store.db, configId, nodeId);
@@ -303,7 +318,10 @@ export async function clearClientCredentials(trx: Store["db"], nodeId: string, n
 }
 
 /** Builds the endpoint status from the node row and its actor's projection. */
-export function endpointStatusView(node: NodeRow, p: NodeProjection | undefined, mqttEnabled: boolean): EndpointStatusView {
+/** The node columns an endpoint status needs. */
+export type EndpointStatusNode = Pick<NodeRow, "config_id" | "node_id" | "mode" | "staged_config_version" | "staged_config_sha256">;
+
+export function endpointStatusView(node: EndpointStatusNode, p: NodeProjection | undefined, mqttEnabled: boolean): EndpointStatusView {
   const facts = p && {
     initialized: p.clientInitialized,
     presence: p.presence,

@@ -36,10 +36,12 @@ export class Notifier {
   /** `endpoint.status.updated` (heartbeats, ACKs, detect, events, reset). */
   endpointStatus(configId: string, nodeId: string): void {
     if (!this.#live()) return;
-    this.#run(async () => {
-      const status = await this.#control().endpointStatus(configId, nodeId);
-      this.#hub.publish("endpoint.status.updated", { config_id: configId, node_id: nodeId, status });
-    });
+    try {
+      const status = this.#control().endpointStatusNow(configId, nodeId);
+      if (status) this.#hub.publish("endpoint.status.updated", { config_id: configId, node_id: nodeId, status });
+    } catch (err) {
+      this.#log.error({ err }, "building an SSE event failed");
+    }
   }
 
   /** `control.log.created` / `control.log.updated`. */

@@ -105,7 +105,7 @@ export interface ClientFacts {
  * confirmed sha is the staged one, `null` for static nodes (§3.5).
  */
 export function clientView(
-  node: NodeRow,
+  node: Pick<NodeRow, "mode" | "staged_config_sha256">,
   facts: ClientFacts | undefined,
   mqttEnabled: boolean,
 ): NodeClientView & { effective_mode: "static" | "dynamic" } {

@@ -197,6 +197,39 @@ test("restart: a second server over the same database resumes every node, TTL ti
   });
 });
 
+test("spec §3.1 TTL across a restart: a heartbeat that changes nothing else writes only last_signal_at, and the restored node's TTL counts from it", async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), "svc-restart-"));
+  t.after(() => rmSync(dataDir, { recursive: true, force: true }));
+  const settings = testSettings({ dataDir, adminPassword: "restart-password" });
+  const s = await startSseServer(t);
+  const { configId, nodeId, p, agent } = await boundAgent(s, t, { online: true, endAfter: false });
+  const row = () =>
+    s.server.store.sqlite.prepare("SELECT machine_snapshot, last_signal_at FROM node_client_state WHERE node_id = ?").get(nodeId) as {
+      machine_snapshot: string;
+      last_signal_at: number;
+    };
+  const before = row();
+  s.clock.advance(20 * MINUTE);
+  const heartbeatAt = s.clock.now();
+  await agent.publishAsync(p.topics.heartbeat!, envelope(p, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
+  await eventually("heartbeat persisted", () => (row().last_signal_at === heartbeatAt ? true : undefined));
+  assert.equal(row().machine_snapshot, before.machine_snapshot, "no snapshot rewrite for a heartbeat that changes nothing visible");
+  await agent.endAsync(true);
+  const dbFile = join(s.server.store.sqlite.name);
+  await s.close();
+
+  // Restarted 40 min after the heartbeat: the stored snapshot alone would say 60 min since the
+  // last signal (dropped at once); the column says 40 (online for 5 more minutes).
+  const clock = new ManualClock(heartbeatAt + 40 * MINUTE);
+  const again = await createServer({ ...settings, dataDir }, createLogger("silent"), { clock, dbFile });
+  t.after(() => again.close());
+  assert.equal(again.registry.projection(configId, nodeId)?.presence, "online");
+  clock.advance(5 * MINUTE - 1);
+  assert.equal(again.registry.projection(configId, nodeId)?.presence, "online");
+  clock.advance(1);
+  assert.equal(again.registry.projection(configId, nodeId)?.presence, "dropped", "45 min after the heartbeat");
+});
+
 test("deleting a dynamic node cuts its agent's live session and its credentials stop working", async (t) => {
   const s = await startSseServer(t);
   const { configId, nodeId } = await dynamicNode(s);

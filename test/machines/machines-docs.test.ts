@@ -77,7 +77,7 @@ test("the node diagram carries every event, delay and guard name of the definiti
   }
   for (const expected of [
     "dynamic --> static : node.mode_changed [toStatic] / revokeClient(reason=made_static)",
-    "online --> dropped : after onlineTtl (in fresh)",
+    "online --> dropped : presence.ttl_check [ttlExpired] (in fresh)",
     "valid --> expired : after bindTokenTtl",
     "latest --> pending : always [not(isLatest)]",
     "note right of online : entry / requestConfigPush",

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { createActor, SimulatedClock, type Actor, type Snapshot, type StateValue } from "xstate";
-import { nodeMachine, type NodeContext, type NodeEvent, type NodeMachineInput } from "../../src/machines/node.machine.js";
+import { nodeMachine, presenceDeadline, type NodeContext, type NodeEvent, type NodeMachineInput } from "../../src/machines/node.machine.js";
 
 // Every transition row of spec §3.1, §3.2, §3.3, §3.5 and §3.6, plus the §6.4 rules 3, 6, 7 and 8
 // that the node machine owns. Time is a SimulatedClock: events carry `at = clock.now()`, and
@@ -20,7 +20,7 @@ const BIND_TOKEN_TTL = 5 * MINUTE;
 
 type Region = "mode" | "initialization" | "presence" | "runtime" | "bindToken" | "sync" | "probe";
 /** The events the actor layer sends (the two internal, raised events are excluded). */
-type ExternalEvent = Exclude<NodeEvent, { type: "detect.timed_out" | "presence.lost" }>;
+type ExternalEvent = Exclude<NodeEvent, { type: "detect.timed_out" | "presence.lost" | "presence.ttl_check" }>;
 type WithoutAt<E> = E extends unknown ? Omit<E, "at"> : never;
 type EventBody = WithoutAt<ExternalEvent>;
 
@@ -39,7 +39,11 @@ interface Harness {
   pushes: Push[];
   /** Send an event stamped with the simulated clock's now. */
   send(event: EventBody): void;
-  /** Move the simulated clock; due timers fire. */
+  /**
+   * Move the simulated clock; due `after` timers fire, and at each online-TTL deadline the
+   * test plays the actor layer's presence sweep (`presence.ttl_check` at
+   * {@link presenceDeadline}, the contract the registry's sweep keeps).
+   */
   advance(ms: number): void;
   state(region: Region): string;
   context(): NodeContext;
@@ -79,7 +83,18 @@ function start(options: { mode?: "static" | "dynamic"; at?: number; snapshot?: S
       actor.send({ ...event, at: clock.now() });
     },
     advance(ms) {
-      clock.increment(ms);
+      const target = clock.now() + ms;
+      for (;;) {
+        const deadline = presenceDeadline(actor.getSnapshot());
+        if (deadline === null || deadline > target) break;
+        if (deadline > clock.now()) {
+          clock.increment(deadline - clock.now()); // timers due before the deadline may change presence
+          continue;
+        }
+        actor.send({ type: "presence.ttl_check", at: clock.now() });
+        assert.notEqual(presenceDeadline(actor.getSnapshot()), deadline, "a due TTL check must end online");
+      }
+      if (target > clock.now()) clock.increment(target - clock.now());
     },
     state(region) {
       const value = (actor.getSnapshot().value as Record<string, StateValue>)[region];
@@ -753,7 +768,7 @@ describe("spec §3.6 bind token", () => {
 });
 
 describe("restoring a persisted snapshot (STYLE: restoring replays no actions)", () => {
-  test("restore + system.restored re-arms the online TTL with the time left: drops at the original deadline", () => {
+  test("a restored online node drops at its original deadline: the sweep's TTL counts from the stored last signal", () => {
     const before = online(start(), true);
     const deadline = before.clock.now() + ONLINE_TTL;
     before.advance(10 * MINUTE);
@@ -784,13 +799,13 @@ describe("restoring a persisted snapshot (STYLE: restoring replays no actions)",
     },
   );
 
-  test("restore + system.restored after the TTL deadline has passed → dropped at once", () => {
+  test("restored after the TTL deadline has passed → dropped at the first sweep", () => {
     const before = online(start());
     const snapshot = persist(before);
     before.actor.stop();
     const h = start({ snapshot, at: T0 + ONLINE_TTL + 10 * MINUTE });
     h.send({ type: "system.restored" });
-    h.advance(0); // the re-armed timer has 0 ms left; a real clock fires it on the next tick
+    h.advance(0); // the deadline has passed: the sweep's timer has 0 ms left
     assert.equal(h.state("presence"), "dropped");
   });
 
@@ -856,8 +871,8 @@ describe("restoring a persisted snapshot (STYLE: restoring replays no actions)",
     assert.equal(h.state("sync"), "pending");
     assert.deepEqual(h.context(), contextBefore);
     assert.deepEqual(h.pushes, [], "restoring replays no actions");
-    h.advance(ONLINE_TTL * 2);
-    assert.equal(h.state("presence"), "online", "no timer fires without system.restored");
+    h.clock.increment(ONLINE_TTL * 2); // the raw clock: no presence sweep played
+    assert.equal(h.state("presence"), "online", "no timer fires without system.restored (the TTL is the sweep's)");
     assert.equal(h.state("bindToken"), "valid");
     assert.equal(h.state("probe"), "waiting");
   });
