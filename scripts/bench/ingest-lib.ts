@@ -197,7 +197,8 @@ export function instrumentRegistryCommits(): void {
   const prepare = proto.prepare as (sql: string) => { run: (...args: unknown[]) => unknown };
   proto.prepare = function (this: unknown, sql: string) {
     const stmt = prepare.call(this, sql);
-    if (/^\s*UPDATE node_client_state SET client_initialized = \?, client_presence_state = \?/.test(sql)) {
+    // Full rows (snapshot JSON) and narrow ones (a heartbeat that moved only last_signal_at).
+    if (/^\s*UPDATE node_client_state SET (client_initialized = \?, client_presence_state = \?|last_signal_at = \?, updated_at = \?)/.test(sql)) {
       const run = stmt.run.bind(stmt);
       stmt.run = (...args: unknown[]) => {
         commitStats.rows++;

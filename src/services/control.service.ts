@@ -33,8 +33,20 @@ export interface EndpointStatusView {
 /** The bind answer (spec §2.6, DESIGN §5). */
 export interface BindProfile {
   profile: { config_id: string; node_id: string; server_url: string };
-  mqtt: { host: string; port: number; tls: boolean; username: string; password: string; client_id: string };
+  /** `ca_cert`: PEM of the CA the agent trusts; present only when `tls` is true (spec §2.6). */
+  mqtt: { host: string; port: number; tls: boolean; username: string; password: string; client_id: string; ca_cert?: string };
   topics: ReturnType<typeof nodeTopics>;
+}
+
+/**
+ * What bind profiles tell agents about the broker (spec §2.6): host, port, whether to use TLS
+ * and, with TLS, the CA PEM to trust (undefined: the agent's system trust store).
+ */
+export interface BrokerEndpoint {
+  host: string;
+  port: number;
+  tls: boolean;
+  caCert?: string;
 }
 
 export interface ControlServiceDeps {
@@ -47,7 +59,7 @@ export interface ControlServiceDeps {
   bindTokenTtlMs: number;
   configPushDebounceMs: number;
   /** Host and port bind profiles give agents. */
-  brokerEndpoint(): { host: string; port: number; tls: boolean };
+  brokerEndpoint(): BrokerEndpoint;
   /** Cuts a live broker connection (the embedded broker's kick). */
   kick(clientId: string): void;
 }
@@ -148,6 +160,7 @@ export class ControlService {
         username: nodeUsername(node.config_id, node.node_id),
         password,
         client_id: nodeClientId(node.config_id, node.node_id),
+        ...(broker.tls && broker.caCert !== undefined ? { ca_cert: broker.caCert } : {}),
       },
       topics: nodeTopics(node.config_id, node.node_id),
     };
@@ -317,10 +330,10 @@ export async function clearClientCredentials(trx: Store["db"], nodeId: string, n
   await trx.updateTable("bind_tokens").set({ state: "invalidated" }).where("node_id", "=", nodeId).where("state", "=", "valid").execute();
 }
 
-/** Builds the endpoint status from the node row and its actor's projection. */
 /** The node columns an endpoint status needs. */
 export type EndpointStatusNode = Pick<NodeRow, "config_id" | "node_id" | "mode" | "staged_config_version" | "staged_config_sha256">;
 
+/** Builds the endpoint status from the node row and its actor's projection. */
 export function endpointStatusView(node: EndpointStatusNode, p: NodeProjection | undefined, mqttEnabled: boolean): EndpointStatusView {
   const facts = p && {
     initialized: p.clientInitialized,
