@@ -32,11 +32,28 @@ const envSchema = z.object({
   SVC_ADMIN_SESSION_TTL_S: seconds.default(12 * 3600),
   SVC_DOWNLOAD_TOKEN_TTL_S: seconds.default(300),
   SVC_MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
-  SVC_MQTT_BROKER: z.enum(["embedded"], { error: "must be embedded (emqx and mosquitto arrive with issue 6)" }).default("embedded"),
+  SVC_MQTT_BROKER: z.enum(["embedded", "emqx", "mosquitto"], { error: "must be embedded, emqx or mosquitto" }).default("embedded"),
+  // External brokers (issue 6; docs/issue6-brokers.md)
+  SVC_MQTT_URL: z.url({ protocol: /^mqtts?$/, error: "must be an mqtt:// or mqtts:// URL" }).default("mqtt://emqx-host:1883"),
+  SVC_EMQX_API_URL: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }).optional(),
+  SVC_EMQX_API_KEY: z.string().min(1).max(1024).optional(),
+  SVC_EMQX_API_SECRET: z.string().min(1).max(1024).optional(),
+  SVC_MOSQUITTO_ADMIN_USERNAME: z.string().regex(/^[a-zA-Z0-9_.-]{1,64}$/, "must be 1-64 of [a-zA-Z0-9_.-]").default("svc-admin"),
+  SVC_MOSQUITTO_ADMIN_PASSWORD: z.string().min(1).max(1024).optional(),
+  SVC_MQTT_RECONNECT_MIN_MS: z.coerce.number().int().min(10).max(60_000).default(1000),
+  SVC_MQTT_RECONNECT_MAX_MS: z.coerce.number().int().min(10).max(600_000).default(30_000),
   SVC_EMBEDDED_BROKER_HOST: z.string().min(1).default("0.0.0.0"),
   SVC_EMBEDDED_BROKER_PORT: port(true).default(1883),
   SVC_MQTT_PUBLIC_HOST: z.string().min(1).max(253).optional(),
   SVC_MQTT_PUBLIC_PORT: port(false).optional(),
+  // TLS (spec §1.9, §2.6; docs/issue6-tls.md)
+  SVC_MQTT_TLS_ENABLED: boolText.default(false),
+  SVC_EMBEDDED_BROKER_TLS_PORT: port(true).default(8883),
+  SVC_MQTT_PUBLIC_TLS_PORT: port(false).optional(),
+  SVC_MQTT_TLS_CERT_FILE: z.string().min(1).max(4096).optional(),
+  SVC_MQTT_TLS_KEY_FILE: z.string().min(1).max(4096).optional(),
+  SVC_MQTT_TLS_CA_FILE: z.string().min(1).max(4096).optional(),
+  SVC_MQTT_CA_FILE: z.string().min(1).max(4096).optional(),
   SVC_MQTT_BACKEND_USERNAME: z.string().regex(/^[a-zA-Z0-9_.-]{1,64}$/, "must be 1-64 of [a-zA-Z0-9_.-]").default("svc-backend"),
   SVC_MQTT_BACKEND_PASSWORD: z.string().min(16, "must be at least 16 characters").max(1024).optional(),
   SVC_BROKER_AUTHZ_SHARED_KEY: z.string().min(16, "must be at least 16 characters").max(1024).optional(),
@@ -49,6 +66,7 @@ const envSchema = z.object({
   SVC_RELEASE_API_URL: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }).default("https://api.github.com/repos/svc-mesh/svc"),
   SVC_RELEASE_DOWNLOAD_URL: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }).default("https://github.com/svc-mesh/svc/releases/download"),
   SVC_MAX_SNAPSHOT_BYTES: z.coerce.number().int().min(1024 * 1024).max(64 * 1024 * 1024 * 1024).default(1024 * 1024 * 1024),
+  SVC_METRICS_TOKEN: z.string().regex(/^[\x21-\x7e]{16,1024}$/, "must be 16-1024 printable characters without spaces").optional(),
 });
 
 /** The parsed, frozen settings object passed down from `main.ts`. */
@@ -71,14 +89,45 @@ export interface Settings {
   readonly downloadTokenTtlMs: number;
   /** Largest accepted request body, bytes. */
   readonly maxBodyBytes: number;
-  /** Broker kind (DESIGN §6); only the embedded aedes broker so far. */
-  readonly mqttBroker: "embedded";
+  /** Broker kind (DESIGN §6): aedes in this process, or an external EMQX or Mosquitto. */
+  readonly mqttBroker: "embedded" | "emqx" | "mosquitto";
+  /** spec §1.9: the backend's address of an external broker (`mqtts://` = TLS); unused with `embedded`. */
+  readonly mqttUrl: string;
+  /** EMQX management API base URL, key and secret (required with `emqx`). Key and secret are never logged. */
+  readonly emqxApiUrl: string | undefined;
+  readonly emqxApiKey: string | undefined;
+  readonly emqxApiSecret: string | undefined;
+  /**
+   * Mosquitto dynamic-security admin (the user `mosquitto_ctrl dynsec init` created; the password
+   * is required with `mosquitto`, never logged). Must differ from the backend user.
+   */
+  readonly mosquittoAdminUsername: string;
+  readonly mosquittoAdminPassword: string | undefined;
+  /** Reconnect backoff towards the broker, ms: the first retry period, doubled per failure up to the cap. */
+  readonly mqttReconnectMinMs: number;
+  readonly mqttReconnectMaxMs: number;
   readonly embeddedBrokerHost: string;
   /** 0 picks a free port (tests). */
   readonly embeddedBrokerPort: number;
   /** Broker host and port put into bind profiles (DESIGN §6). */
   readonly mqttPublicHost: string;
   readonly mqttPublicPort: number | undefined;
+  /** spec §1.9: the embedded broker's TLS listener is on and bind profiles prefer TLS (spec §2.6). */
+  readonly mqttTlsEnabled: boolean;
+  /** The embedded broker's TLS listener port; 0 picks a free port (tests). */
+  readonly embeddedBrokerTlsPort: number;
+  /** TLS port put into bind profiles; undefined: the TLS listener's own port. */
+  readonly mqttPublicTlsPort: number | undefined;
+  /**
+   * PEM files of the TLS listener's certificate, its key and the CA put into profiles. Embedded
+   * broker: all three or none (none: generated under `{dataDir}/tls`). External broker: the CA
+   * file alone (the broker holds its own certificate), or none (agents use system trust).
+   */
+  readonly mqttTlsCertFile: string | undefined;
+  readonly mqttTlsKeyFile: string | undefined;
+  readonly mqttTlsCaFile: string | undefined;
+  /** PEM CA file the backend trusts for an `mqtts://` broker URL; undefined: system trust. */
+  readonly mqttCaFile: string | undefined;
   readonly mqttBackendUsername: string;
   /** Undefined: generated once and stored. */
   readonly mqttBackendPassword: string | undefined;
@@ -101,6 +150,8 @@ export interface Settings {
   readonly releaseDownloadUrl: string;
   /** Largest snapshot accepted by import (compressed and uncompressed), bytes. */
   readonly maxSnapshotBytes: number;
+  /** Static bearer token for `GET /metrics` (Prometheus scrapes); undefined: admin sessions only. Never logged. */
+  readonly metricsToken: string | undefined;
 }
 
 /** Raised when the environment holds an invalid setting; its message is one line. */
@@ -125,6 +176,10 @@ export function loadSettings(env: Record<string, string | undefined> = process.e
     throw new SettingsError(`invalid setting ${name}: ${issue?.message ?? "invalid value"}`);
   }
   const e = parsed.data;
+  const tlsProblem = tlsFilesProblem(e);
+  if (tlsProblem !== undefined) throw new SettingsError(tlsProblem);
+  const brokerProblem = externalBrokerProblem(e);
+  if (brokerProblem !== undefined) throw new SettingsError(brokerProblem);
   const port = e.SVC_HTTP_PORT === 0 ? 8080 : e.SVC_HTTP_PORT;
   const publicUrl = (e.SVC_PUBLIC_URL ?? `http://localhost:${port}`).replace(/\/+$/, "");
   return Object.freeze({
@@ -139,10 +194,26 @@ export function loadSettings(env: Record<string, string | undefined> = process.e
     downloadTokenTtlMs: e.SVC_DOWNLOAD_TOKEN_TTL_S * 1000,
     maxBodyBytes: e.SVC_MAX_BODY_BYTES,
     mqttBroker: e.SVC_MQTT_BROKER,
+    mqttUrl: e.SVC_MQTT_URL,
+    emqxApiUrl: e.SVC_EMQX_API_URL?.replace(/\/+$/, ""),
+    emqxApiKey: e.SVC_EMQX_API_KEY,
+    emqxApiSecret: e.SVC_EMQX_API_SECRET,
+    mosquittoAdminUsername: e.SVC_MOSQUITTO_ADMIN_USERNAME,
+    mosquittoAdminPassword: e.SVC_MOSQUITTO_ADMIN_PASSWORD,
+    mqttReconnectMinMs: e.SVC_MQTT_RECONNECT_MIN_MS,
+    mqttReconnectMaxMs: Math.max(e.SVC_MQTT_RECONNECT_MAX_MS, e.SVC_MQTT_RECONNECT_MIN_MS),
     embeddedBrokerHost: e.SVC_EMBEDDED_BROKER_HOST,
     embeddedBrokerPort: e.SVC_EMBEDDED_BROKER_PORT,
     mqttPublicHost: e.SVC_MQTT_PUBLIC_HOST ?? new URL(publicUrl).hostname,
-    mqttPublicPort: e.SVC_MQTT_PUBLIC_PORT,
+    // The embedded broker's own port when unset (it may be 0: picked at start); 1883 for an external broker.
+    mqttPublicPort: e.SVC_MQTT_PUBLIC_PORT ?? (e.SVC_MQTT_BROKER === "embedded" ? undefined : 1883),
+    mqttTlsEnabled: e.SVC_MQTT_TLS_ENABLED,
+    embeddedBrokerTlsPort: e.SVC_EMBEDDED_BROKER_TLS_PORT,
+    mqttPublicTlsPort: e.SVC_MQTT_PUBLIC_TLS_PORT,
+    mqttTlsCertFile: e.SVC_MQTT_TLS_CERT_FILE,
+    mqttTlsKeyFile: e.SVC_MQTT_TLS_KEY_FILE,
+    mqttTlsCaFile: e.SVC_MQTT_TLS_CA_FILE,
+    mqttCaFile: e.SVC_MQTT_CA_FILE,
     mqttBackendUsername: e.SVC_MQTT_BACKEND_USERNAME,
     mqttBackendPassword: e.SVC_MQTT_BACKEND_PASSWORD,
     brokerAuthzSharedKey: e.SVC_BROKER_AUTHZ_SHARED_KEY,
@@ -155,7 +226,55 @@ export function loadSettings(env: Record<string, string | undefined> = process.e
     releaseApiUrl: e.SVC_RELEASE_API_URL.replace(/\/+$/, ""),
     releaseDownloadUrl: e.SVC_RELEASE_DOWNLOAD_URL.replace(/\/+$/, ""),
     maxSnapshotBytes: e.SVC_MAX_SNAPSHOT_BYTES,
+    metricsToken: e.SVC_METRICS_TOKEN,
   });
+}
+
+/**
+ * What an external broker needs (issue 6): EMQX its management API URL, key and secret; Mosquitto
+ * the dynamic-security admin's password, with a user other than the backend's (the backend
+ * rewrites its own user at every reconciliation).
+ * @returns the one-line SettingsError message, or undefined when the combination is valid
+ */
+function externalBrokerProblem(e: z.infer<typeof envSchema>): string | undefined {
+  if (e.SVC_MQTT_BROKER === "emqx") {
+    for (const name of ["SVC_EMQX_API_URL", "SVC_EMQX_API_KEY", "SVC_EMQX_API_SECRET"] as const) {
+      if (e[name] === undefined) return `invalid setting ${name}: required when SVC_MQTT_BROKER=emqx`;
+    }
+  }
+  if (e.SVC_MQTT_BROKER === "mosquitto") {
+    if (e.SVC_MOSQUITTO_ADMIN_PASSWORD === undefined) return "invalid setting SVC_MOSQUITTO_ADMIN_PASSWORD: required when SVC_MQTT_BROKER=mosquitto";
+    if (e.SVC_MOSQUITTO_ADMIN_USERNAME === e.SVC_MQTT_BACKEND_USERNAME) {
+      return "invalid setting SVC_MOSQUITTO_ADMIN_USERNAME: must differ from SVC_MQTT_BACKEND_USERNAME";
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The rule for the TLS certificate files (docs/issue6-tls.md): the embedded broker serves TLS
+ * itself, so it takes all three or none; an external broker holds its own certificate, so only
+ * the CA file (what profiles carry) may be given. Also: two embedded listeners need two ports.
+ * @returns the one-line SettingsError message, or undefined when the combination is valid
+ */
+function tlsFilesProblem(e: z.infer<typeof envSchema>): string | undefined {
+  const files = {
+    SVC_MQTT_TLS_CERT_FILE: e.SVC_MQTT_TLS_CERT_FILE,
+    SVC_MQTT_TLS_KEY_FILE: e.SVC_MQTT_TLS_KEY_FILE,
+    SVC_MQTT_TLS_CA_FILE: e.SVC_MQTT_TLS_CA_FILE,
+  };
+  const given = Object.entries(files).filter(([, v]) => v !== undefined).map(([k]) => k);
+  const missing = Object.entries(files).filter(([, v]) => v === undefined).map(([k]) => k);
+  if (e.SVC_MQTT_BROKER !== "embedded") {
+    const own = given.find((k) => k !== "SVC_MQTT_TLS_CA_FILE");
+    if (own !== undefined) return `invalid setting ${own}: only the embedded broker serves TLS itself; with ${e.SVC_MQTT_BROKER} give SVC_MQTT_TLS_CA_FILE alone`;
+  } else if (given.length > 0 && missing.length > 0) {
+    return `invalid setting ${missing[0]}: set all three of SVC_MQTT_TLS_CERT_FILE, SVC_MQTT_TLS_KEY_FILE and SVC_MQTT_TLS_CA_FILE, or none`;
+  }
+  if (e.SVC_MQTT_TLS_ENABLED && e.SVC_EMBEDDED_BROKER_TLS_PORT !== 0 && e.SVC_EMBEDDED_BROKER_TLS_PORT === e.SVC_EMBEDDED_BROKER_PORT) {
+    return "invalid setting SVC_EMBEDDED_BROKER_TLS_PORT: must differ from SVC_EMBEDDED_BROKER_PORT";
+  }
+  return undefined;
 }
 
 /** Settings for tests: defaults, overridden by `overrides`. */

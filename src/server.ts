@@ -9,10 +9,17 @@ import { EventHub, type EventHubOptions } from "./events/hub.js";
 import { buildApp, type App } from "./http/app.js";
 import type { Logger } from "./logger.js";
 import { nodeClientId, parseNodeUsername, type BrokerIdentity } from "./mqtt/authz.policy.js";
-import { BackendMqttClient } from "./mqtt/backend-client.js";
+import { BackendMqttClient, type BackendClientOptions } from "./mqtt/backend-client.js";
+import type { BrokerAdmin } from "./mqtt/broker-admin.js";
+import { BrokerPasswordVault } from "./mqtt/broker-passwords.js";
+import { BrokerSync } from "./mqtt/broker-sync.js";
 import type { BrokerUser, BrokerUserLookup } from "./mqtt/broker-users.js";
+import { EmbeddedAdmin } from "./mqtt/embedded-admin.js";
+import { createEmqxBrokerAdmin } from "./mqtt/emqx-admin.js";
+import { MosquittoAdmin } from "./mqtt/mosquitto-admin.js";
 import { DetectScheduler } from "./mqtt/detect-scheduler.js";
 import { EmbeddedBroker } from "./mqtt/embedded-broker.js";
+import { readCaFile, resolveMqttTls } from "./mqtt/tls.js";
 import { MqttRouter } from "./mqtt/router.js";
 import { ArtifactsService } from "./services/artifacts.service.js";
 import { AuthService } from "./services/auth.service.js";
@@ -20,6 +27,8 @@ import { BackupsService } from "./services/backups.service.js";
 import { ControlService } from "./services/control.service.js";
 import { DownloadsService } from "./services/downloads.service.js";
 import { MeshService } from "./services/mesh.service.js";
+import { ServiceMetrics } from "./services/metrics.js";
+import { MqttSettingsService } from "./services/mqtt-settings.service.js";
 import { Notifier, systemStatus, type SystemStatus } from "./services/notifier.js";
 import { Store } from "./store/db.js";
 import { getSetting, putSetting } from "./store/settings.repository.js";
@@ -39,8 +48,14 @@ export interface Server {
   router: MqttRouter;
   hub: EventHub;
   detect: DetectScheduler;
+  /** `GET /metrics` families (issue 6 item 6). */
+  metrics: ServiceMetrics;
+  /** MQTT settings: what bind profiles tell agents (DESIGN §5 settings/mqtt). */
+  mqttSettings: MqttSettingsService;
   /** The embedded broker, when MQTT services are enabled. */
   broker: EmbeddedBroker | null;
+  /** Keeps the broker's accounts in line with the store (issue 6), when MQTT services are enabled. */
+  brokerSync: BrokerSync | null;
   /** The admin password generated at this start (first start without SVC_ADMIN_PASSWORD), else null. */
   generatedAdminPassword: string | null;
   systemStatus(): Promise<SystemStatus>;
@@ -84,9 +99,16 @@ export async function createServer(
 
     let broker: EmbeddedBroker | null = null;
     let client: BackendMqttClient | null = null;
+    let sync: BrokerSync | null = null;
+    // Sealed broker passwords (issue 6): the key file is created at the first bind.
+    const vault = new BrokerPasswordVault(settings.dataDir, log.child({ name: "broker-sync" }));
     // Late-bound: the notifier needs the control service, which needs the registry.
     let notifier: Notifier | null = null;
     let control: ControlService | null = null;
+    let metrics: ServiceMetrics | null = null;
+    let mqttSettings: MqttSettingsService | null = null;
+    /** The CA PEM bind profiles carry while TLS is preferred (spec §2.6); set when MQTT starts. */
+    let profileCa: string | undefined;
 
     const registry = new NodeActorRegistry({
       store,
@@ -95,7 +117,8 @@ export async function createServer(
       onlineTtlMs: settings.onlineTtlMs,
       detectTimeoutMs: settings.detectTimeoutMs,
       effects: {
-        revokeClient: (configId, nodeId) => broker?.kick(nodeClientId(configId, nodeId)),
+        // Reset and dynamic → static: the broker account goes and the live client is cut (spec §3.1, §4 rule 12).
+        revokeClient: (configId, nodeId) => void sync?.removeNode(configId, nodeId),
         requestConfigPush: (configId, nodeId) => control?.schedulePush(configId, nodeId),
       },
       onStatusChanged: (configId, nodeId) => notifier?.endpointStatus(configId, nodeId),
@@ -110,6 +133,7 @@ export async function createServer(
         client ? client.publish(topic, envelope) : Promise.reject(new Error("the backend is not connected to the broker")),
       onLog: (change, row) => notifier?.controlLog(change, row),
       onTimeout: () => undefined, // detects: the node machine runs its own timeout
+      onFinal: (command, final) => metrics?.commandFinished(command.action, final),
     });
     control = new ControlService({
       store,
@@ -120,18 +144,56 @@ export async function createServer(
       publicUrl: settings.publicUrl,
       bindTokenTtlMs: settings.bindTokenTtlMs,
       configPushDebounceMs: settings.configPushDebounceMs,
-      brokerEndpoint: () => ({
-        host: settings.mqttPublicHost,
-        port: settings.mqttPublicPort ?? broker?.port ?? settings.embeddedBrokerPort,
-        tls: false,
-      }),
-      kick: (clientId) => void broker?.kick(clientId),
+      brokerEndpoint: () => {
+        // The operator's overrides (PUT /api/v1/settings/mqtt) over the environment.
+        const endpoint = mqttSettings!.current();
+        // spec §1.9, §2.6: with SVC_MQTT_TLS_ENABLED profiles prefer TLS and carry the CA.
+        if (!settings.mqttTlsEnabled) return { host: endpoint.public_host, port: endpoint.public_port, tls: false };
+        return { host: endpoint.public_host, port: endpoint.public_tls_port, tls: true, ...(profileCa === undefined ? {} : { caCert: profileCa }) };
+      },
+      sealBrokerPassword: (username, password) => {
+        try {
+          return vault.seal(username, password);
+        } catch (err) {
+          log.error({ err: (err as Error).message, username }, "broker password not sealed: an external broker cannot re-create this account later");
+          return null;
+        }
+      },
+      brokerAccountBound: async (account) => {
+        await sync?.putNode(account);
+      },
     });
     const status = () =>
-      systemStatus({ store, registry, mqttEnabled: settings.mqttEnabled, brokerConnected: () => client?.connected ?? false });
+      systemStatus({ store, registry, mqttEnabled: settings.mqttEnabled, broker: settings.mqttBroker, brokerConnected: () => client?.connected ?? false });
     const hub = new EventHub({ clock, log: log.child({ name: "events" }), systemStatus: status, ...opts.hub });
     notifier = new Notifier({ hub, mesh, control: () => control!, status, log: log.child({ name: "notifier" }) });
     const router = new MqttRouter({ registry, commands, clock, log: log.child({ name: "mqtt" }) });
+    const brokerConnected = () => client?.connected ?? false;
+    metrics = new ServiceMetrics({
+      mqttEnabled: settings.mqttEnabled,
+      nodes: () => registry.projections(),
+      received: () => router.received,
+      published: () => commands.published,
+      dropped: () => router.dropped,
+      hub: () => hub.metrics(),
+      brokerConnected,
+    });
+    mqttSettings = await MqttSettingsService.load({
+      store,
+      clock,
+      hub,
+      log: log.child({ name: "settings" }),
+      mqttEnabled: settings.mqttEnabled,
+      broker: settings.mqttBroker,
+      backendUsername: settings.mqttBackendUsername,
+      tlsEnabled: () => settings.mqttTlsEnabled,
+      brokerConnected,
+      defaults: () => ({
+        public_host: settings.mqttPublicHost,
+        public_port: settings.mqttPublicPort ?? broker?.port ?? settings.embeddedBrokerPort,
+        public_tls_port: settings.mqttPublicTlsPort ?? broker?.tlsPort ?? settings.embeddedBrokerTlsPort,
+      }),
+    });
     const detect = new DetectScheduler({
       registry,
       clock,
@@ -161,7 +223,7 @@ export async function createServer(
         for (const id of change.deleted) {
           registry.remove(change.configId, id);
           // Its credentials went with the row; a live session goes too.
-          broker?.kick(nodeClientId(change.configId, id));
+          void sync?.removeNode(change.configId, id);
         }
         for (const row of change.created) settled.push(registry.add({ ...row, machine_snapshot: null, machine_version: null }));
         for (const m of change.modeChanged) settled.push(registry.send(change.configId, m.nodeId, { type: "node.mode_changed", at, mode: m.mode }));
@@ -179,23 +241,82 @@ export async function createServer(
     closers.push(() => commands.stop());
 
     if (settings.mqttEnabled) {
-      const users = brokerUsers(store, settings.mqttBackendUsername, backendPassword);
-      broker = await EmbeddedBroker.start({
-        host: settings.embeddedBrokerHost,
-        port: settings.embeddedBrokerPort,
-        users,
-        log: log.child({ name: "broker" }),
-      });
-      closers.push(() => broker?.close());
-      client = await BackendMqttClient.connect({
+      // spec §1.9 (issue 6 TLS): the TLS listener's certificate and the CA profiles carry. The
+      // wall clock, not `clock`: peers check certificates against their real clocks.
+      const tls = await resolveMqttTls(settings, { publicHost: mqttSettings.current().public_host, now: Date.now(), log: log.child({ name: "tls" }) });
+      profileCa = tls.profileCa;
+      // What the backend trusts for an `mqtts://` SVC_MQTT_URL; the system's trust store when unset.
+      const backendCa = settings.mqttCaFile === undefined ? undefined : await readCaFile(settings.mqttCaFile, "SVC_MQTT_CA_FILE");
+      // issue 6: the broker and its admin adapter. The embedded broker starts here and reads
+      // accounts from the store; an external one is reached at SVC_MQTT_URL and may be down:
+      // nothing below waits for it (spec §1.7 last bullet, §1.8).
+      let admin: BrokerAdmin;
+      let url: string;
+      if (settings.mqttBroker === "embedded") {
+        const users = brokerUsers(store, settings.mqttBackendUsername, backendPassword);
+        broker = await EmbeddedBroker.start({
+          host: settings.embeddedBrokerHost,
+          port: settings.embeddedBrokerPort,
+          users,
+          log: log.child({ name: "broker" }),
+          ...(tls.listener === null ? {} : { tls: { port: settings.embeddedBrokerTlsPort, key: tls.listener.keyPem, cert: tls.listener.certPem } }),
+        });
+        closers.push(() => broker?.close());
+        admin = new EmbeddedAdmin(broker);
         // The broker's own address; loopback when it listens on every interface.
-        url: `mqtt://${connectHost(settings.embeddedBrokerHost)}:${broker.port}`,
+        url = `mqtt://${connectHost(settings.embeddedBrokerHost)}:${broker.port}`;
+      } else if (settings.mqttBroker === "mosquitto") {
+        url = settings.mqttUrl;
+        admin = MosquittoAdmin.start({
+          url,
+          username: settings.mosquittoAdminUsername,
+          password: settings.mosquittoAdminPassword ?? "",
+          ...(backendCa === undefined ? {} : { ca: backendCa }),
+          log: log.child({ name: "mosquitto-admin" }),
+          reconnectMinMs: settings.mqttReconnectMinMs,
+          reconnectMaxMs: settings.mqttReconnectMaxMs,
+          onConnect: () => sync?.requestReconcile("mosquitto admin connected"),
+        });
+      } else {
+        url = settings.mqttUrl;
+        admin = createEmqxBrokerAdmin({
+          apiUrl: settings.emqxApiUrl ?? "",
+          apiKey: settings.emqxApiKey ?? "",
+          apiSecret: settings.emqxApiSecret ?? "",
+          log: log.child({ name: "emqx-admin" }),
+        });
+      }
+      sync = new BrokerSync({
+        admin,
+        store,
+        vault,
+        backend: { username: settings.mqttBackendUsername, password: backendPassword },
+        log: log.child({ name: "broker-sync" }),
+        retryMinMs: settings.mqttReconnectMinMs,
+        retryMaxMs: settings.mqttReconnectMaxMs,
+        // The backend user may have just been created: try now rather than after the grown backoff.
+        onReconciled: () => client?.reconnectNow(),
+      });
+      closers.push(() => sync?.close());
+      const clientOptions: BackendClientOptions = {
+        url,
         username: settings.mqttBackendUsername,
         password: backendPassword,
+        ...(backendCa === undefined ? {} : { ca: backendCa }),
         log: log.child({ name: "mqtt" }),
         onMessage: (topic, payload) => router.handle(topic, payload),
-      });
+        onConnect: () => sync?.requestReconcile("backend connected"),
+        onRefused: (reason) => sync?.requestReconcile(`backend refused: ${reason}`),
+        reconnectMinMs: settings.mqttReconnectMinMs,
+        reconnectMaxMs: settings.mqttReconnectMaxMs,
+      };
+      // The in-process broker is up already: wait (briefly) for the subscriptions, so nothing an
+      // agent sends right after start-up is missed. An external broker is never waited for.
+      client =
+        settings.mqttBroker === "embedded" ? await BackendMqttClient.startAndWait(clientOptions, 10_000) : BackendMqttClient.start(clientOptions);
       closers.push(() => client?.close());
+      // The first reconciliation: EMQX and Mosquitto need the backend user before the backend can connect.
+      sync.requestReconcile("start");
     }
 
     const artifacts = new ArtifactsService({ settings, store, clock, log: log.child({ name: "artifacts" }), downloads });
@@ -226,6 +347,8 @@ export async function createServer(
       },
       artifacts,
       backups,
+      metrics,
+      mqttSettings,
     });
     closers.push(async () => {
       detect.setActive(false);
@@ -247,7 +370,10 @@ export async function createServer(
       router,
       hub,
       detect,
+      metrics,
+      mqttSettings,
       broker,
+      brokerSync: sync,
       generatedAdminPassword,
       systemStatus: status,
       close: closeAll,

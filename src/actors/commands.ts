@@ -68,6 +68,8 @@ export interface CommandTrackerDeps {
   onLog(change: "created" | "updated", log: ControlLogView): void;
   /** A command ended without an ACK (detects: the machine marks the probe failed). */
   onTimeout(command: OpenCommand): void;
+  /** A command reached its final status (metrics `svc_commands_total`); must not throw. */
+  onFinal?(command: OpenCommand, status: "applied" | "failed" | "timed_out"): void;
 }
 
 /** A stored control log row (the store's own type, not a copy of it). */
@@ -98,6 +100,8 @@ export class CommandTracker {
   readonly #update;
   readonly #select;
   readonly #insertOutput;
+  /** Envelopes the broker took (PUBACK received), for metrics; read at scrape time. */
+  published = 0;
 
   constructor(deps: CommandTrackerDeps) {
     this.#deps = deps;
@@ -186,6 +190,7 @@ export class CommandTracker {
       if (kind === "detect") this.#deps.onTimeout(command);
       return { requestId, log: logId === null ? null : controlLogView(this.#select.get(logId) as LogRow) };
     }
+    this.published++;
     return { requestId, log: logId === null ? null : controlLogView(this.#select.get(logId) as LogRow) };
   }
 
@@ -268,6 +273,7 @@ export class CommandTracker {
     this.#open.delete(command.requestId);
     this.#deps.clock.clearTimeout(command.timer);
     this.#writeStatus(command, status, message);
+    this.#deps.onFinal?.(command, status);
   }
 
   #writeStatus(command: OpenCommand, status: "accepted" | "applied" | "failed" | "timed_out", message: string): void {

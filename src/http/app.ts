@@ -30,6 +30,10 @@ import { backupsRoutes } from "./routes/backups.routes.js";
 import { mcpRoutes } from "./routes/mcp.routes.js";
 import type { ArtifactsService } from "../services/artifacts.service.js";
 import type { BackupsService } from "../services/backups.service.js";
+import type { ServiceMetrics } from "../services/metrics.js";
+import type { MqttSettingsService } from "../services/mqtt-settings.service.js";
+import { metricsRoutes } from "./routes/metrics.routes.js";
+import { settingsRoutes } from "./routes/settings.routes.js";
 import { VERSION } from "../version.js";
 import { authRoutes } from "./routes/auth.routes.js";
 import { configsRoutes } from "./routes/configs.routes.js";
@@ -52,6 +56,8 @@ export interface AppDeps {
   internalAuthz: { sharedKey: () => string; resolve: (username: string) => BrokerIdentity | undefined };
   artifacts: ArtifactsService;
   backups: BackupsService;
+  metrics: ServiceMetrics;
+  mqttSettings: MqttSettingsService;
 }
 
 /** Who may call a route: the admin (bearer token) or anyone (the route checks its own token). */
@@ -147,6 +153,17 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     await deps.auth.verifyAccessToken(bearerToken(req));
   });
 
+  // spec §1.7, §4 rule 14: a route whose schema carries `x-mqtt-write: true` (shown in the
+  // OpenAPI document) is an MQTT write API and answers MQTT_DISABLED while MQTT is off, after
+  // auth and before its body is validated. Services check again; nothing runs when MQTT is on.
+  if (!deps.settings.mqttEnabled) {
+    app.addHook("preValidation", async (req) => {
+      if ((req.routeOptions.schema as Record<string, unknown> | undefined)?.["x-mqtt-write"] === true) {
+        throw new AppError("MQTT_DISABLED", "MQTT services are disabled (SVC_ENABLE_MQTT_SERVICES=false)");
+      }
+    });
+  }
+
   app.addHook("onResponse", async (req, reply) => {
     httpLog.info(
       { method: req.method, path: req.url.split("?")[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) },
@@ -176,6 +193,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(eventsRoutes, { hub: deps.hub });
   await app.register(internalAuthzRoutes, deps.internalAuthz);
   await app.register(systemRoutes, { status: deps.status });
+  await app.register(metricsRoutes, { metrics: deps.metrics, auth: deps.auth, metricsToken: deps.settings.metricsToken });
+  await app.register(settingsRoutes, { mqttSettings: deps.mqttSettings });
   await app.register(artifactsRoutes, { artifacts: deps.artifacts, downloads: deps.downloads, auth: deps.auth });
   await app.register(backupsRoutes, { backups: deps.backups, downloads: deps.downloads, auth: deps.auth });
   await app.register(mcpRoutes, {

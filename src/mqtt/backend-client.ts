@@ -1,94 +1,199 @@
 import { randomBytes } from "node:crypto";
-import mqtt, { type MqttClient } from "mqtt";
+import mqtt, { type IClientOptions, type MqttClient } from "mqtt";
 import type { Logger } from "../logger.js";
 import type { Envelope } from "../protocol/envelope.schema.js";
 import { backendSubscriptions } from "../protocol/topics.js";
 
 export interface BackendClientOptions {
-  /** e.g. mqtt://127.0.0.1:1883 */
+  /** e.g. mqtt://127.0.0.1:1883; `mqtts://` connects with TLS (spec §1.9). */
   url: string;
   username: string;
+  /** Never logged. */
   password: string;
+  /** PEM CA(s) trusted for an `mqtts://` URL; undefined: the system's trust store. */
+  ca?: string | Buffer | string[] | Buffer[];
   log: Logger;
   /** Every upstream message. Must not throw. */
   onMessage(topic: string, payload: Buffer): void;
+  /** After every (re)connection whose subscriptions were all granted (broker-sync reconciles then). Must not throw. */
+  onConnect?(): void;
+  /**
+   * The broker refused the connection (CONNACK return code, e.g. 4 bad credentials, 5 not
+   * authorized) or one of the subscriptions: the backend user may be missing or stale at an
+   * external broker, so broker-sync reconciles. Must not throw.
+   */
+  onRefused?(reason: string): void;
+  /** First reconnect period, ms; doubled per failed attempt up to {@link reconnectMaxMs}. Default 1000. */
+  reconnectMinMs?: number;
+  /** Cap of the reconnect period, ms. Default 30 000. */
+  reconnectMaxMs?: number;
+  /** A connection attempt without CONNACK in this time is abandoned, ms. Default 10 000. */
+  connectTimeoutMs?: number;
 }
 
 /**
  * The backend's MQTT client (spec §6.4 rule 10): MQTT 3.1.1 (aedes speaks nothing else),
- * subscribed to every upstream topic at QoS 1, resubscribing itself when the broker lost the
- * session, reconnecting with backoff.
+ * subscribed to every upstream topic at QoS 1, resubscribing itself at every connection (clean
+ * session), reconnecting forever with a period that doubles per failure up to a cap and resets
+ * on success — also after a refused CONNACK, since an external broker may not hold the backend
+ * user yet (spec §1.7 last bullet, §1.8: the backend starts and serves without the broker).
  */
 export class BackendMqttClient {
   readonly #client: MqttClient;
   readonly #log: Logger;
+  readonly #minMs: number;
   #connected = false;
+  #closed = false;
 
-  private constructor(client: MqttClient, log: Logger) {
+  private constructor(client: MqttClient, log: Logger, minMs: number) {
     this.#client = client;
     this.#log = log;
+    this.#minMs = minMs;
   }
 
-  /** Connects and subscribes. @throws Error when the first connection or subscription fails */
-  static async connect(opts: BackendClientOptions): Promise<BackendMqttClient> {
-    const client = mqtt.connect(opts.url, {
+  /**
+   * Starts connecting in the background and returns at once; {@link connected} tells whether the
+   * broker is reachable now. Never throws for an unreachable or refusing broker.
+   */
+  static start(opts: BackendClientOptions): BackendMqttClient {
+    const minMs = opts.reconnectMinMs ?? 1000;
+    const maxMs = Math.max(opts.reconnectMaxMs ?? 30_000, minMs);
+    const options: IClientOptions = {
       protocolVersion: 4,
       clientId: `svc-backend-${randomBytes(6).toString("hex")}`,
       username: opts.username,
       password: opts.password,
       clean: true,
-      reconnectPeriod: 1000,
-      connectTimeout: 10_000,
+      reconnectPeriod: minMs,
+      connectTimeout: opts.connectTimeoutMs ?? 10_000,
       resubscribe: false,
-    });
-    const self = new BackendMqttClient(client, opts.log);
+      // An external broker may not hold the backend user yet: keep trying while broker-sync creates it.
+      reconnectOnConnackError: true,
+      ...(opts.ca === undefined ? {} : { ca: opts.ca }),
+    };
+    const client = mqtt.connect(opts.url, options);
+    const self = new BackendMqttClient(client, opts.log, minMs);
+    const log = opts.log;
+    let lastProblem = "";
+    const problem = (msg: string, extra: Record<string, unknown> = {}) => {
+      // One line per distinct problem, not one per reconnect attempt.
+      if (msg === lastProblem) return;
+      lastProblem = msg;
+      log.warn({ url: redactUrl(opts.url), ...extra }, msg);
+    };
+
     client.on("message", (topic, payload) => {
       try {
         opts.onMessage(topic, payload);
       } catch (err) {
-        opts.log.error({ err, topic }, "upstream message handler failed");
+        log.error({ err, topic }, "upstream message handler failed");
       }
     });
     client.on("connect", () => {
+      client.options.reconnectPeriod = minMs;
       self.#connected = true;
-      client.subscribe(backendSubscriptions(), { qos: 1 }, (err, granted) => {
-        const refused = (granted ?? []).filter((g) => g.qos === 128);
-        if (err || refused.length > 0) opts.log.error({ err, refused }, "backend subscription refused");
+      lastProblem = "";
+      log.info({ url: redactUrl(opts.url) }, "backend MQTT connected");
+      client.subscribe(backendSubscriptions(), { qos: 1 }, (err, _granted, suback) => {
+        // brokers.md: MQTT.js reports the real return codes in the SUBACK packet only.
+        const codes = (suback?.granted ?? []) as number[];
+        const refused = codes.filter((c) => c >= 128).length;
+        if (err || refused > 0) {
+          if (self.#closed) return;
+          log.error({ err: err?.message, refused }, "backend subscription refused");
+          opts.onRefused?.("subscription refused");
+          return;
+        }
+        opts.onConnect?.();
       });
     });
     client.on("close", () => {
-      if (self.#connected) opts.log.warn("backend MQTT connection closed; reconnecting");
+      if (self.#connected && !self.#closed) log.warn("backend MQTT connection closed; reconnecting");
       self.#connected = false;
+      // Applies to the next attempt (MQTT.js re-arms its timer from this option at every close).
+      client.options.reconnectPeriod = Math.min((client.options.reconnectPeriod ?? minMs) * 2, maxMs);
     });
-    client.on("error", (err) => opts.log.error({ err: err.message }, "backend MQTT error"));
-    await new Promise<void>((resolve, reject) => {
-      const onConnect = () => {
-        client.off("error", onError);
-        client.subscribe(backendSubscriptions(), { qos: 1 }, (err) => (err ? reject(err) : resolve()));
-      };
-      const onError = (err: Error) => {
-        client.off("connect", onConnect);
-        reject(err);
-      };
-      client.once("connect", onConnect);
-      client.once("error", onError);
+    client.on("error", (err: Error & { code?: unknown }) => {
+      if (self.#closed) return;
+      if (typeof err.code === "number") {
+        problem("backend MQTT connection refused by the broker", { code: err.code, err: err.message });
+        opts.onRefused?.(`CONNACK ${err.code}`);
+        return;
+      }
+      problem("backend MQTT connection failed; retrying with backoff", { err: err.message });
     });
     return self;
   }
 
+  /**
+   * {@link start}, then waits for the first connection and its subscriptions (the in-process
+   * broker, which is up already), at most `timeoutMs`; past that it goes on connecting in the
+   * background.
+   */
+  static async startAndWait(opts: BackendClientOptions, timeoutMs: number): Promise<BackendMqttClient> {
+    let resolveFirst: () => void = () => undefined;
+    const first = new Promise<void>((resolve) => (resolveFirst = resolve));
+    const self = BackendMqttClient.start({
+      ...opts,
+      onConnect: () => {
+        resolveFirst();
+        opts.onConnect?.();
+      },
+    });
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([first, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+    clearTimeout(timer);
+    return self;
+  }
+
+  /** True while connected to the broker (spec §1.8: the system status reports it). */
   get connected(): boolean {
     return this.#connected;
   }
 
-  /** Publishes one envelope at QoS 1, never retained (spec §6.4 rule 5). Resolves on PUBACK. */
+  /**
+   * Shortens the wait before the next attempt to the minimum period (broker-sync just created
+   * the backend user, so the grown backoff no longer helps). Only between attempts: an attempt
+   * in flight is left alone.
+   */
+  reconnectNow(): void {
+    if (this.#closed || this.#connected) return;
+    // MQTT.js 5.16 keeps the pending attempt in `reconnectTimer` (not declared in its types);
+    // re-arming it with the minimum period is what its own close handler does.
+    const internals = this.#client as unknown as { reconnectTimer: unknown; _clearReconnect(): void; _setupReconnect(): void };
+    if (!internals.reconnectTimer) return;
+    internals._clearReconnect();
+    this.#client.options.reconnectPeriod = this.#minMs;
+    internals._setupReconnect();
+  }
+
+  /**
+   * Publishes one envelope at QoS 1, never retained (spec §6.4 rule 5). Resolves on PUBACK.
+   * @throws Error at once while disconnected (nothing is queued: the command then ends failed)
+   */
   publish(topic: string, envelope: Envelope): Promise<void> {
+    if (!this.#connected) return Promise.reject(new Error("the backend is not connected to the broker"));
     return new Promise((resolve, reject) => {
       this.#client.publish(topic, JSON.stringify(envelope), { qos: 1, retain: false }, (err) => (err ? reject(err) : resolve()));
     });
   }
 
   async close(): Promise<void> {
+    this.#closed = true;
     await this.#client.endAsync(true);
+    this.#connected = false;
     this.#log.debug("backend MQTT client closed");
+  }
+}
+
+/** The URL without user info, for logs. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    u.username = "";
+    u.password = "";
+    return u.toString();
+  } catch {
+    return "(unparsable URL)";
   }
 }

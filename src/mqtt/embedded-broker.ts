@@ -1,5 +1,6 @@
 import type { EventEmitter } from "node:events";
 import { createServer, type AddressInfo, type Server as NetServer, type Socket } from "node:net";
+import { createServer as createTlsServer, type TLSSocket } from "node:tls";
 import {
   Aedes,
   type AedesOptions,
@@ -37,6 +38,13 @@ export interface EmbeddedBrokerOptions {
   drainTimeoutMs?: number;
   /** aedes `connectTimeout`: a connection must send CONNECT within this time. Default 10 s. */
   connectTimeoutMs?: number;
+  /**
+   * A TLS listener beside the plain one (spec §1.9 "client TLS listener"), same host, same
+   * broker, same packet-size guard. `port` 0 picks a free port; read it back from
+   * {@link EmbeddedBroker.tlsPort}. `key`/`cert` are PEM (cert may be a chain); never logged.
+   * The TLS handshake must finish within `connectTimeoutMs` too.
+   */
+  tls?: { port: number; key: string; cert: string };
 }
 
 /** CONNACK return codes of MQTT 3.1.1 (§3.2.2.3) used here. */
@@ -70,16 +78,20 @@ function logTopic(topic: unknown): string {
 export class EmbeddedBroker {
   /** The port actually listened on. */
   readonly port: number;
+  /** The TLS listener's port; null without a TLS listener. */
+  readonly tlsPort: number | null;
   private closing: Promise<void> | undefined;
 
   private constructor(
     private readonly broker: Aedes,
-    private readonly server: NetServer,
+    private readonly servers: NetServer[],
     private readonly sockets: Set<Socket>,
     port: number,
+    tlsPort: number | null,
     private readonly log: Logger,
   ) {
     this.port = port;
+    this.tlsPort = tlsPort;
   }
 
   /**
@@ -212,7 +224,7 @@ export class EmbeddedBroker {
     broker.on("clientDisconnect", (client) => log.info({ clientId: client.id }, "mqtt client disconnected"));
 
     const sockets = new Set<Socket>();
-    const server = createServer((socket) => {
+    const onConnection = (socket: Socket) => {
       sockets.add(socket);
       socket.once("close", () => sockets.delete(socket));
       broker.handle(socket);
@@ -220,24 +232,40 @@ export class EmbeddedBroker {
         log.warn({ remote: socket.remoteAddress, declared, max: maxPacketBytes }, "mqtt packet over the size cap: connection closed");
         socket.destroy();
       });
-    });
+    };
+    const server = createServer(onConnection);
     server.on("error", (err) => log.error({ err }, "mqtt listener error"));
+    const servers: NetServer[] = [server];
+    let tlsServer: NetServer | null = null;
+    if (opts.tls !== undefined) {
+      const tls = createTlsServer(
+        { key: opts.tls.key, cert: opts.tls.cert, minVersion: "TLSv1.2", handshakeTimeout: opts.connectTimeoutMs ?? 10_000 },
+        (socket: TLSSocket) => onConnection(socket),
+      );
+      // Connections still in their handshake are not in `sockets` yet; closing destroys them too.
+      tls.on("connection", (raw: Socket) => {
+        sockets.add(raw);
+        raw.once("close", () => sockets.delete(raw));
+      });
+      // A failed handshake (wrong CA on the client, plain MQTT on the TLS port) ends there.
+      tls.on("tlsClientError", (err, socket) => log.debug({ remote: socket.remoteAddress, err: err.message }, "mqtt tls handshake failed"));
+      tls.on("error", (err) => log.error({ err }, "mqtt tls listener error"));
+      servers.push(tls);
+      tlsServer = tls;
+    }
 
     let port: number;
+    let tlsPort: number | null = null;
     try {
-      port = await new Promise<number>((resolve, reject) => {
-        server.once("error", reject);
-        server.listen(opts.port, opts.host, () => {
-          server.off("error", reject);
-          resolve((server.address() as AddressInfo).port);
-        });
-      });
+      port = await listen(server, opts.port, opts.host);
+      if (tlsServer !== null && opts.tls !== undefined) tlsPort = await listen(tlsServer, opts.tls.port, opts.host);
     } catch (err) {
+      for (const s of servers) if (s.listening) s.close();
       await new Promise<void>((resolve) => broker.close(() => resolve()));
       throw err;
     }
-    log.info({ host: opts.host, port, maxPacketBytes }, "embedded mqtt broker listening");
-    return new EmbeddedBroker(broker, server, sockets, port, log);
+    log.info({ host: opts.host, port, tls_port: tlsPort, maxPacketBytes }, "embedded mqtt broker listening");
+    return new EmbeddedBroker(broker, servers, sockets, port, tlsPort, log);
   }
 
   private live(clientId: string): Client | undefined {
@@ -275,15 +303,26 @@ export class EmbeddedBroker {
   /** Stops listening, closes every client (their wills are published) and the broker. Idempotent. */
   close(): Promise<void> {
     this.closing ??= (async () => {
-      const serverClosed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+      const serversClosed = Promise.all(this.servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
       await new Promise<void>((resolve) => this.broker.close(() => resolve()));
       // Connections that never sent CONNECT are not aedes clients yet.
       for (const socket of this.sockets) socket.destroy();
-      await serverClosed;
+      await serversClosed;
       this.log.info("embedded mqtt broker closed");
     })();
     return this.closing;
   }
+}
+
+/** Listens on `port` (0: a free one) and `host`. @returns the port listened on */
+function listen(server: NetServer, port: number, host: string): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
 }
 
 /**

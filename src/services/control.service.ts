@@ -6,6 +6,7 @@ import type { NodeActorRegistry } from "../actors/registry.js";
 import { hashToken, mintToken } from "../domain/tokens.js";
 import { AppError } from "../errors.js";
 import { nodeClientId, nodeUsername } from "../mqtt/authz.policy.js";
+import type { NodeBrokerAccount } from "../mqtt/broker-admin.js";
 import type { ControlAction, TunnelProtocol } from "../protocol/envelope.schema.js";
 import { nodeTopics } from "../protocol/topics.js";
 import type { Store } from "../store/db.js";
@@ -60,8 +61,17 @@ export interface ControlServiceDeps {
   configPushDebounceMs: number;
   /** Host and port bind profiles give agents. */
   brokerEndpoint(): BrokerEndpoint;
-  /** Cuts a live broker connection (the embedded broker's kick). */
-  kick(clientId: string): void;
+  /**
+   * issue 6: the bound node's password sealed for external brokers (src/mqtt/broker-passwords.ts),
+   * stored in the bind transaction; null when it cannot be sealed (logged by the caller).
+   */
+  sealBrokerPassword(username: string, password: string): string | null;
+  /**
+   * After the bind committed: creates or rotates the node's broker account and disconnects a
+   * client still using old credentials (src/mqtt/broker-sync.ts). Never rejects: with the broker
+   * down the account is reconciled later (spec §4 rule 11).
+   */
+  brokerAccountBound(account: NodeBrokerAccount): Promise<void>;
 }
 
 /**
@@ -107,8 +117,10 @@ export class ControlService {
 
   /**
    * spec §4 rule 11: redeems a bind token once. One guarded UPDATE decides, so concurrent
-   * redemptions of one token yield exactly one success. Rotates the node's MQTT credentials
-   * (the broker reads them from the store, so the broker user exists as soon as this commits).
+   * redemptions of one token yield exactly one success. Rotates the node's MQTT credentials: the
+   * hash (what the embedded broker reads at CONNECT) and the sealed password (what external
+   * brokers are reconciled from) in the same transaction, then the broker account is put; a
+   * broker failure does not roll the bind back (spec §3.2, issue 6).
    * @throws AppError MQTT_DISABLED, INVALID_BIND_TOKEN (unknown, expired, invalidated),
    *   BIND_TOKEN_USED, NODE_NOT_DYNAMIC
    */
@@ -132,6 +144,17 @@ export class ControlService {
       if (Number(claimed.numUpdatedRows) !== 1) throw new AppError("BIND_TOKEN_USED", "this bind token was already used");
       const n = await trx.selectFrom("nodes").selectAll().where("node_id", "=", row.node_id).executeTakeFirstOrThrow();
       if (n.mode !== "dynamic") throw new AppError("NODE_NOT_DYNAMIC", "the node is no longer dynamic");
+      const username = nodeUsername(n.config_id, n.node_id);
+      const sealed = this.#d.sealBrokerPassword(username, password);
+      if (sealed === null) {
+        await trx.deleteFrom("broker_credentials").where("mqtt_username", "=", username).execute();
+      } else {
+        await trx
+          .insertInto("broker_credentials")
+          .values({ mqtt_username: username, password_sealed: sealed, updated_at: now })
+          .onConflict((oc) => oc.column("mqtt_username").doUpdateSet({ password_sealed: sealed, updated_at: now }))
+          .execute();
+      }
       await trx
         .updateTable("node_client_state")
         .set({
@@ -148,8 +171,14 @@ export class ControlService {
       return n;
     });
     await this.#d.registry.send(node.config_id, node.node_id, { type: "client.bound", at: now, clientVersion: input.client_version });
-    // A rebind rotates credentials: an agent still connected with the old ones is cut off.
-    this.#d.kick(nodeClientId(node.config_id, node.node_id));
+    // The broker account is created or rotated; an agent still connected with the old password is cut off.
+    await this.#d.brokerAccountBound({
+      configId: node.config_id,
+      nodeId: node.node_id,
+      username: nodeUsername(node.config_id, node.node_id),
+      clientId: nodeClientId(node.config_id, node.node_id),
+      password,
+    });
     const broker = this.#d.brokerEndpoint();
     return {
       profile: { config_id: node.config_id, node_id: node.node_id, server_url: this.#d.publicUrl },
@@ -168,8 +197,10 @@ export class ControlService {
 
   /**
    * spec §4 rule 12: clears runtime state, `client_initialized=false`, presence offline, deletes
-   * the node's broker credentials (old ones stop working at once: the broker reads the store),
-   * invalidates bind tokens, then cuts the live connection and publishes the status.
+   * the node's broker credentials (old ones stop working at once with the embedded broker, which
+   * reads the store), invalidates bind tokens; the node machine's `revokeClient` then has the
+   * broker sync delete the broker account and cut the live connection (a broker failure does not
+   * block the reset: the next reconciliation removes it), and the status is published.
    * @throws AppError MQTT_DISABLED, NOT_FOUND, NODE_NOT_DYNAMIC
    */
   async reset(configId: string, nodeId: string): Promise<EndpointStatusView> {
@@ -315,6 +346,11 @@ export class ControlService {
  * and dynamic → static: spec §3.1). Run inside the caller's transaction.
  */
 export async function clearClientCredentials(trx: Store["db"], nodeId: string, now: number): Promise<void> {
+  // The sealed copy of the password goes with the hash (issue 6).
+  await trx
+    .deleteFrom("broker_credentials")
+    .where("mqtt_username", "in", trx.selectFrom("node_client_state").select("mqtt_username").where("node_id", "=", nodeId))
+    .execute();
   await trx
     .updateTable("node_client_state")
     .set({

@@ -131,6 +131,8 @@ export async function systemStatus(deps: {
   store: Store;
   registry: NodeActorRegistry;
   mqttEnabled: boolean;
+  /** The broker kind (SVC_MQTT_BROKER); default "embedded". */
+  broker?: string;
   brokerConnected: () => boolean;
 }): Promise<SystemStatus> {
   const db = deps.store.db;
@@ -153,7 +155,7 @@ export async function systemStatus(deps: {
   }
   return {
     summary: { configs: await count("configs"), nodes: await count("nodes"), dynamic_nodes: dynamic, online, dropped },
-    services: { mqtt: { enabled: deps.mqttEnabled, broker: deps.mqttEnabled ? "embedded" : "disabled", connected: deps.brokerConnected() } },
+    services: { mqtt: { enabled: deps.mqttEnabled, broker: deps.mqttEnabled ? (deps.broker ?? "embedded") : "disabled", connected: deps.brokerConnected() } },
     sync: { latest, pending },
     topology: { mesh_pairs: await count("mesh_pairs") },
     update: { version: VERSION },

@@ -30,9 +30,10 @@ export const MAX_MANIFEST_BYTES = 64 * 1024;
 
 /**
  * Tables a snapshot carries and a restore replaces, parents before children (foreign-key order).
- * `settings_kv` (admin password hash, broker secrets), `admin_sessions`, `download_tokens` and
- * `bind_tokens` are not among them: they are emptied in every snapshot and a restore keeps the
- * live ones (bind tokens are dropped, node config tokens revoked; see the service).
+ * `settings_kv` (admin password hash, broker secrets), `admin_sessions`, `download_tokens`,
+ * `bind_tokens` and `broker_credentials` (sealed broker passwords) are not among them: they are
+ * emptied in every snapshot and a restore keeps the live ones (bind tokens are dropped, node
+ * config tokens revoked; see the service).
  */
 export const DATA_TABLES = [
   "configs",
@@ -45,7 +46,7 @@ export const DATA_TABLES = [
 ] as const;
 
 /** Tables whose rows never leave the service inside a snapshot. */
-export const SCRUBBED_TABLES = ["settings_kv", "admin_sessions", "download_tokens", "bind_tokens"] as const;
+export const SCRUBBED_TABLES = ["settings_kv", "admin_sessions", "download_tokens", "bind_tokens", "broker_credentials"] as const;
 
 const sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, "must be 64 lower-case hex digits");
 

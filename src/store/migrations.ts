@@ -138,4 +138,16 @@ export const migrations: Record<string, Migration> = {
       await t`CREATE INDEX control_logs_request ON control_logs (request_id)`;
     },
   },
+  // issue 6: broker passwords sealed for EMQX and Mosquitto (docs/issue6-brokers.md). No
+  // foreign key: rows are matched by username and password hash, and outlive a snapshot restore.
+  "0002_broker_credentials": {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    async up(db: Kysely<any>): Promise<void> {
+      await sql`CREATE TABLE broker_credentials (
+        mqtt_username TEXT PRIMARY KEY NOT NULL,
+        password_sealed TEXT NOT NULL,
+        updated_at INTEGER NOT NULL
+      ) STRICT`.execute(db);
+    },
+  },
 };

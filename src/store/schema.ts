@@ -138,7 +138,20 @@ export interface ControlLogsTable {
   updated_at: number;
 }
 
+/**
+ * A node's broker password sealed for external brokers (migration 0002; src/mqtt/broker-passwords.ts).
+ * Keyed by broker username, no foreign key: a row is only used while its password's SHA-256
+ * equals `node_client_state.mqtt_password_hash` of that username. Never in a snapshot.
+ */
+export interface BrokerCredentialsTable {
+  mqtt_username: string;
+  /** `v1.{iv}.{tag}.{ciphertext}` (AES-256-GCM under the data directory's key file). */
+  password_sealed: string;
+  updated_at: number;
+}
+
 export interface Database {
+  broker_credentials: BrokerCredentialsTable;
   settings_kv: SettingsKvTable;
   admin_sessions: AdminSessionsTable;
   configs: ConfigsTable;

@@ -75,6 +75,7 @@ export async function clientRoutes(app: App, opts: { control: ControlService }):
       schema: {
         tags,
         summary: "Issue a one-time bind token (5 minutes) and the svcctl command that uses it (spec §4 rule 10)",
+        "x-mqtt-write": true, // spec §4 rule 14: MQTT_DISABLED while MQTT is off (app.ts)
         params: nodeParams,
         response: { 200: z.object({ command: z.string(), expires_at: z.string() }), ...errorResponses(404, 409) },
       },
@@ -89,6 +90,7 @@ export async function clientRoutes(app: App, opts: { control: ControlService }):
       schema: {
         tags,
         summary: "Redeem a bind token: the agent's profile with fresh MQTT credentials (spec §4 rule 11)",
+        "x-mqtt-write": true, // spec §4 rule 14: MQTT_DISABLED while MQTT is off (app.ts)
         security: [],
         body: bindBody,
         response: { 200: bindResponse, ...errorResponses(409, 429) },
@@ -103,6 +105,7 @@ export async function clientRoutes(app: App, opts: { control: ControlService }):
       schema: {
         tags,
         summary: "Forget the bound client: credentials revoked, connection cut, state cleared (spec §4 rule 12)",
+        "x-mqtt-write": true, // spec §4 rule 14: MQTT_DISABLED while MQTT is off (app.ts)
         params: nodeParams,
         response: { 200: endpointStatusResponse, ...errorResponses(404, 409) },
       },
@@ -116,6 +119,7 @@ export async function clientRoutes(app: App, opts: { control: ControlService }):
       schema: {
         tags,
         summary: "Send start, stop, push_config or wg_show to the node's agent; the ACK closes it later",
+        "x-mqtt-write": true, // spec §4 rule 14: MQTT_DISABLED while MQTT is off (app.ts)
         params: nodeParams,
         body: z.strictObject({ action: controlActionSchema }),
         response: { 202: z.object({ request_id: z.string(), log: controlLogResponse }), ...errorResponses(404, 409) },

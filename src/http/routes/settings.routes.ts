@@ -1,0 +1,70 @@
+import { z } from "zod";
+import type { MqttSettingsService } from "../../services/mqtt-settings.service.js";
+import type { App } from "../app.js";
+import { errorResponses, portSchema, publicAddressSchema } from "../schemas.js";
+
+const source = z.enum(["settings", "environment"]);
+
+/** The MQTT settings answer (no secrets: DESIGN §5). */
+export const mqttSettingsResponse = z.object({
+  mqtt_enabled: z.boolean(),
+  broker: z.string(),
+  broker_connected: z.boolean(),
+  public_host: z.string(),
+  public_port: z.number(),
+  public_tls_port: z.number(),
+  tls_enabled: z.boolean(),
+  backend_username: z.string(),
+  sources: z.object({ public_host: source, public_port: source, public_tls_port: source }),
+});
+
+/**
+ * The operator-editable values: a value sets the override, `null` goes back to the environment's
+ * value, an absent field is unchanged; at least one field. Unknown fields are refused.
+ */
+export const mqttSettingsBody = z
+  .strictObject({
+    public_host: publicAddressSchema.nullable().optional(),
+    public_port: portSchema.nullable().optional(),
+    public_tls_port: portSchema.nullable().optional(),
+  })
+  .refine((b) => Object.keys(b).length > 0, "give at least one of public_host, public_port, public_tls_port");
+
+/**
+ * `GET, PUT /api/v1/settings/mqtt` (DESIGN §5; issue 6 item 5), admin bearer token. The PUT is an
+ * MQTT write API (spec §4 rule 14): 409 `MQTT_DISABLED` while MQTT services are disabled, marked
+ * `x-mqtt-write` in the OpenAPI document.
+ */
+export async function settingsRoutes(app: App, opts: { mqttSettings: MqttSettingsService }): Promise<void> {
+  const { mqttSettings } = opts;
+  const tags = ["settings"];
+
+  app.get(
+    "/api/v1/settings/mqtt",
+    {
+      schema: {
+        tags,
+        summary: "MQTT settings: the switch, the broker, what bind profiles tell agents (no secrets)",
+        response: { 200: mqttSettingsResponse, ...errorResponses() },
+      },
+    },
+    async () => mqttSettings.view(),
+  );
+
+  app.put(
+    "/api/v1/settings/mqtt",
+    {
+      schema: {
+        tags,
+        summary: "Override public_host, public_port, public_tls_port of bind profiles (null: back to the environment)",
+        description:
+          "Stored in the database; wins over SVC_MQTT_PUBLIC_HOST/PORT/TLS_PORT from then on, across restarts. " +
+          "Publishes settings.mqtt.updated {mqtt}. Profiles of agents already bound are not changed.",
+        "x-mqtt-write": true,
+        body: mqttSettingsBody,
+        response: { 200: mqttSettingsResponse, ...errorResponses(409) },
+      },
+    },
+    async (req) => mqttSettings.update(req.body),
+  );
+}
