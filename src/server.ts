@@ -9,11 +9,12 @@ import { EventHub, type EventHubOptions } from "./events/hub.js";
 import { buildApp, type App } from "./http/app.js";
 import type { Logger } from "./logger.js";
 import { nodeClientId, parseNodeUsername, type BrokerIdentity } from "./mqtt/authz.policy.js";
-import { BackendMqttClient } from "./mqtt/backend-client.js";
 import type { BrokerUser, BrokerUserLookup } from "./mqtt/broker-users.js";
 import { DetectScheduler } from "./mqtt/detect-scheduler.js";
 import { EmbeddedBroker } from "./mqtt/embedded-broker.js";
 import { MqttRouter } from "./mqtt/router.js";
+import type { Envelope } from "./protocol/envelope.schema.js";
+import { backendSubscriptions } from "./protocol/topics.js";
 import { ArtifactsService } from "./services/artifacts.service.js";
 import { AuthService } from "./services/auth.service.js";
 import { BackupsService } from "./services/backups.service.js";
@@ -83,7 +84,8 @@ export async function createServer(
     const authzKey = settings.brokerAuthzSharedKey ?? (await storedSecret(store, clock, "broker_authz_shared_key"));
 
     let broker: EmbeddedBroker | null = null;
-    let client: BackendMqttClient | null = null;
+    /** The backend's channel to the broker: publish downstream, and whether it is up. */
+    let client: { publish(topic: string, envelope: Envelope): Promise<void>; connected(): boolean } | null = null;
     // Late-bound: the notifier needs the control service, which needs the registry.
     let notifier: Notifier | null = null;
     let control: ControlService | null = null;
@@ -128,7 +130,7 @@ export async function createServer(
       kick: (clientId) => void broker?.kick(clientId),
     });
     const status = () =>
-      systemStatus({ store, registry, mqttEnabled: settings.mqttEnabled, brokerConnected: () => client?.connected ?? false });
+      systemStatus({ store, registry, mqttEnabled: settings.mqttEnabled, brokerConnected: () => client?.connected() ?? false });
     const hub = new EventHub({ clock, log: log.child({ name: "events" }), systemStatus: status, ...opts.hub });
     notifier = new Notifier({ hub, mesh, control: () => control!, status, log: log.child({ name: "notifier" }) });
     const router = new MqttRouter({ registry, commands, clock, log: log.child({ name: "mqtt" }) });
@@ -187,15 +189,10 @@ export async function createServer(
         log: log.child({ name: "broker" }),
       });
       closers.push(() => broker?.close());
-      client = await BackendMqttClient.connect({
-        // The broker's own address; loopback when it listens on every interface.
-        url: `mqtt://${connectHost(settings.embeddedBrokerHost)}:${broker.port}`,
-        username: settings.mqttBackendUsername,
-        password: backendPassword,
-        log: log.child({ name: "mqtt" }),
-        onMessage: (topic, payload) => router.handle(topic, payload),
-      });
-      closers.push(() => client?.close());
+      // In-process: the backend subscribes on aedes itself (no loopback MQTT client).
+      const link = await broker.attachBackend(backendSubscriptions(), (topic, payload) => router.handle(topic, payload));
+      client = { publish: (topic, envelope) => link.publish(topic, JSON.stringify(envelope)), connected: () => link.connected() };
+      closers.push(() => link.close());
     }
 
     const artifacts = new ArtifactsService({ settings, store, clock, log: log.child({ name: "artifacts" }), downloads });

@@ -174,7 +174,7 @@ test("restart: a second server over the same database resumes every node, TTL ti
   // The SSE harness owns its own data dir; run the scenario there, then reopen it.
   const { configId, nodeId, p, agent } = await boundAgent(s, t, { online: true, endAfter: false });
   const onlineAt = s.clock.now();
-  await agent.endAsync(true); // a clean disconnect sends no will: the node stays online until its TTL
+  await agent.endAsync(); // a clean DISCONNECT sends no will: the node stays online until its TTL
   const dbFile = join(s.server.store.sqlite.name);
   await s.close();
 
@@ -214,7 +214,7 @@ test("spec §3.1 TTL across a restart: a heartbeat that changes nothing else wri
   await agent.publishAsync(p.topics.heartbeat!, envelope(p, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
   await eventually("heartbeat persisted", () => (row().last_signal_at === heartbeatAt ? true : undefined));
   assert.equal(row().machine_snapshot, before.machine_snapshot, "no snapshot rewrite for a heartbeat that changes nothing visible");
-  await agent.endAsync(true);
+  await agent.endAsync(); // clean DISCONNECT: no will
   const dbFile = join(s.server.store.sqlite.name);
   await s.close();
 
