@@ -96,6 +96,8 @@ export async function createServer(
       log: log.child({ name: "actors" }),
       onlineTtlMs: settings.onlineTtlMs,
       detectTimeoutMs: settings.detectTimeoutMs,
+      // spec §1.7: with MQTT off, time changes nothing stored for dynamic nodes.
+      timersEnabled: settings.mqttEnabled,
       effects: {
         revokeClient: (configId, nodeId) => broker?.kick(nodeClientId(configId, nodeId)),
         requestConfigPush: (configId, nodeId) => control?.schedulePush(configId, nodeId),
