@@ -21,6 +21,8 @@ import { DetectScheduler } from "./mqtt/detect-scheduler.js";
 import { EmbeddedBroker } from "./mqtt/embedded-broker.js";
 import { readCaFile, resolveMqttTls } from "./mqtt/tls.js";
 import { MqttRouter } from "./mqtt/router.js";
+import type { Envelope } from "./protocol/envelope.schema.js";
+import { backendSubscriptions } from "./protocol/topics.js";
 import { ArtifactsService } from "./services/artifacts.service.js";
 import { AuthService } from "./services/auth.service.js";
 import { BackupsService } from "./services/backups.service.js";
@@ -98,7 +100,12 @@ export async function createServer(
     const authzKey = settings.brokerAuthzSharedKey ?? (await storedSecret(store, clock, "broker_authz_shared_key"));
 
     let broker: EmbeddedBroker | null = null;
-    let client: BackendMqttClient | null = null;
+    /**
+     * The backend's channel to the broker: downstream publishes and the connection state. For
+     * the embedded broker an in-process link on aedes (no loopback MQTT client); otherwise an
+     * MQTT.js client to SVC_MQTT_URL.
+     */
+    let client: BackendChannel | null = null;
     let sync: BrokerSync | null = null;
     // Sealed broker passwords (issue 6): the key file is created at the first bind.
     const vault = new BrokerPasswordVault(settings.dataDir, log.child({ name: "broker-sync" }));
@@ -116,6 +123,8 @@ export async function createServer(
       log: log.child({ name: "actors" }),
       onlineTtlMs: settings.onlineTtlMs,
       detectTimeoutMs: settings.detectTimeoutMs,
+      // spec §1.7: with MQTT off, time changes nothing stored for dynamic nodes.
+      timersEnabled: settings.mqttEnabled,
       effects: {
         // Reset and dynamic → static: the broker account goes and the live client is cut (spec §3.1, §4 rule 12).
         revokeClient: (configId, nodeId) => void sync?.removeNode(configId, nodeId),
@@ -251,7 +260,6 @@ export async function createServer(
       // accounts from the store; an external one is reached at SVC_MQTT_URL and may be down:
       // nothing below waits for it (spec §1.7 last bullet, §1.8).
       let admin: BrokerAdmin;
-      let url: string;
       if (settings.mqttBroker === "embedded") {
         const users = brokerUsers(store, settings.mqttBackendUsername, backendPassword);
         broker = await EmbeddedBroker.start({
@@ -263,12 +271,9 @@ export async function createServer(
         });
         closers.push(() => broker?.close());
         admin = new EmbeddedAdmin(broker);
-        // The broker's own address; loopback when it listens on every interface.
-        url = `mqtt://${connectHost(settings.embeddedBrokerHost)}:${broker.port}`;
       } else if (settings.mqttBroker === "mosquitto") {
-        url = settings.mqttUrl;
         admin = MosquittoAdmin.start({
-          url,
+          url: settings.mqttUrl,
           username: settings.mosquittoAdminUsername,
           password: settings.mosquittoAdminPassword ?? "",
           ...(backendCa === undefined ? {} : { ca: backendCa }),
@@ -278,7 +283,6 @@ export async function createServer(
           onConnect: () => sync?.requestReconcile("mosquitto admin connected"),
         });
       } else {
-        url = settings.mqttUrl;
         admin = createEmqxBrokerAdmin({
           apiUrl: settings.emqxApiUrl ?? "",
           apiKey: settings.emqxApiKey ?? "",
@@ -295,25 +299,36 @@ export async function createServer(
         retryMinMs: settings.mqttReconnectMinMs,
         retryMaxMs: settings.mqttReconnectMaxMs,
         // The backend user may have just been created: try now rather than after the grown backoff.
-        onReconciled: () => client?.reconnectNow(),
+        onReconciled: () => client?.reconnectNow?.(),
       });
       closers.push(() => sync?.close());
-      const clientOptions: BackendClientOptions = {
-        url,
-        username: settings.mqttBackendUsername,
-        password: backendPassword,
-        ...(backendCa === undefined ? {} : { ca: backendCa }),
-        log: log.child({ name: "mqtt" }),
-        onMessage: (topic, payload) => router.handle(topic, payload),
-        onConnect: () => sync?.requestReconcile("backend connected"),
-        onRefused: (reason) => sync?.requestReconcile(`backend refused: ${reason}`),
-        reconnectMinMs: settings.mqttReconnectMinMs,
-        reconnectMaxMs: settings.mqttReconnectMaxMs,
-      };
-      // The in-process broker is up already: wait (briefly) for the subscriptions, so nothing an
-      // agent sends right after start-up is missed. An external broker is never waited for.
-      client =
-        settings.mqttBroker === "embedded" ? await BackendMqttClient.startAndWait(clientOptions, 10_000) : BackendMqttClient.start(clientOptions);
+      if (broker !== null) {
+        // In-process: the backend subscribes on aedes itself before any agent can connect, so
+        // nothing sent right after start-up is missed, and a heartbeat costs no loopback packets.
+        const link = await broker.attachBackend(backendSubscriptions(), (topic, payload) => router.handle(topic, payload));
+        client = {
+          get connected() {
+            return link.connected();
+          },
+          publish: (topic, envelope) => link.publish(topic, JSON.stringify(envelope)),
+          close: () => link.close(),
+        };
+      } else {
+        const clientOptions: BackendClientOptions = {
+          url: settings.mqttUrl,
+          username: settings.mqttBackendUsername,
+          password: backendPassword,
+          ...(backendCa === undefined ? {} : { ca: backendCa }),
+          log: log.child({ name: "mqtt" }),
+          onMessage: (topic, payload) => router.handle(topic, payload),
+          onConnect: () => sync?.requestReconcile("backend connected"),
+          onRefused: (reason) => sync?.requestReconcile(`backend refused: ${reason}`),
+          reconnectMinMs: settings.mqttReconnectMinMs,
+          reconnectMaxMs: settings.mqttReconnectMaxMs,
+        };
+        // An external broker is never waited for.
+        client = BackendMqttClient.start(clientOptions);
+      }
       closers.push(() => client?.close());
       // The first reconciliation: EMQX and Mosquitto need the backend user before the backend can connect.
       sync.requestReconcile("start");
@@ -384,6 +399,16 @@ export async function createServer(
   }
 }
 
+/** What the server needs of its broker connection (the MQTT.js client or the in-process link). */
+interface BackendChannel {
+  readonly connected: boolean;
+  /** QoS 1, never retained (spec §6.4 rule 5). @throws Error when not connected */
+  publish(topic: string, envelope: Envelope): Promise<void>;
+  close(): Promise<void>;
+  /** Retry the connection now instead of after the grown backoff (MQTT.js client only). */
+  reconnectNow?(): void;
+}
+
 /** A secret generated once and kept in the store (DESIGN §6 "generated and stored"). */
 async function storedSecret(store: Store, clock: Clock, key: string): Promise<string> {
   const existing = await getSetting(store.db, key);
@@ -433,10 +458,4 @@ function resolveIdentity(store: Store, settings: Settings, username: string): Br
     .get(username) as { mode: string } | undefined;
   if (!row || row.mode !== "dynamic") return undefined;
   return { kind: "node", configId: parsed.configId, nodeId: parsed.nodeId, clientId: nodeClientId(parsed.configId, parsed.nodeId) };
-}
-
-/** Where the backend reaches a listener bound to `host` ("0.0.0.0"/"::" mean loopback). */
-function connectHost(host: string): string {
-  if (host === "0.0.0.0" || host === "::" || host === "") return "127.0.0.1";
-  return host.includes(":") ? `[${host}]` : host;
 }

@@ -27,15 +27,37 @@ export interface RegistryDeps {
   log: Logger;
   onlineTtlMs: number;
   detectTimeoutMs: number;
+  /**
+   * Whether time moves node state: the presence sweep and the re-arming of restored timers.
+   * False while MQTT services are disabled (spec §1.7: dynamic nodes are treated as static and
+   * their stored data is unchanged, so no TTL may drop them and no token may expire in the
+   * store; on the next start with MQTT on, everything is re-armed from the stored times).
+   * Default true.
+   */
+  timersEnabled?: boolean;
   effects: RegistryEffects;
   /** Called after commit when a node's projection changed (SSE `endpoint.status.updated`). */
   onStatusChanged(configId: string, nodeId: string, projection: NodeProjection): void;
 }
 
+/** A persisted node snapshot as stored (`getPersistedSnapshot()` JSON). */
+interface PersistedNode {
+  value: unknown;
+  context: NodeContext;
+}
+
 interface Entry {
   configId: string;
   nodeId: string;
-  actor: Actor<NodeMachine>;
+  /** Stored mode when the entry was made (the actor's input when it starts fresh). */
+  mode: "static" | "dynamic";
+  /** The live actor; null while dormant. */
+  actor: Actor<NodeMachine> | null;
+  /**
+   * A restored node that has had no event yet: its stored snapshot JSON and newest signal time.
+   * Its actor is created on the first event ({@link NodeActorRegistry} `#actorOf`).
+   */
+  dormant: { snapshot: string; lastSignalAt: number | null } | null;
   /** Projection as last committed. */
   committed: NodeProjection | undefined;
   /**
@@ -84,6 +106,9 @@ export class NodeActorRegistry {
   #waiters: Array<{ resolve: () => void; reject: (err: unknown) => void }> = [];
   #flushScheduled = false;
   #stopped = false;
+  readonly #timers: boolean;
+  /** Online nodes under the presence sweep. */
+  #tracked = 0;
   readonly #persistState;
   readonly #persistSignal;
   readonly #persistConfirmed;
@@ -95,6 +120,7 @@ export class NodeActorRegistry {
 
   constructor(deps: RegistryDeps) {
     this.#deps = deps;
+    this.#timers = deps.timersEnabled ?? true;
     this.#machine = nodeMachine.provide({
       actions: {
         revokeClient: ({ context }, params) => {
@@ -118,10 +144,13 @@ export class NodeActorRegistry {
   }
 
   /**
-   * Creates an actor for every stored node: restored from its persisted snapshot when the
-   * machine version matches (then `system.restored` re-arms its timers with the time left),
-   * fresh otherwise. Brings stored mode and staged config into the actor when they differ.
-   * @returns number of actors
+   * Takes every stored node under management: restored from its persisted snapshot when the
+   * machine version matches, fresh otherwise. A restored node stays dormant (its stored
+   * projection answers reads, its online-TTL deadline goes under the presence sweep, no XState
+   * actor exists) until its first event; an actor is created at once only where something must
+   * happen now: a timer to re-arm (`system.restored` re-arms it with the time left), or a stored
+   * mode or staged config that moved on while the service was down.
+   * @returns number of nodes
    */
   async start(): Promise<number> {
     const rows = this.#deps.store.sqlite
@@ -147,7 +176,7 @@ export class NodeActorRegistry {
     const k = key(configId, nodeId);
     const entry = this.#entries.get(k);
     if (entry) {
-      entry.actor.stop();
+      entry.actor?.stop();
       this.#unbucket(entry);
     }
     this.#entries.delete(k);
@@ -158,21 +187,37 @@ export class NodeActorRegistry {
     return this.#entries.has(key(configId, nodeId));
   }
 
-  /** Number of live actors. */
+  /** Number of nodes under management (live and dormant actors). */
   get size(): number {
     return this.#entries.size;
+  }
+
+  /**
+   * Counts for benchmarks and metrics: nodes under management, how many have a live XState
+   * actor (the rest are dormant), online nodes whose TTL the presence sweep is timing
+   * (spec §3.1), and when its single timer fires next (ms since the epoch; null when none).
+   */
+  stats(): { nodes: number; liveActors: number; sweepTracked: number; sweepNextAt: number | null } {
+    let live = 0;
+    for (const e of this.#entries.values()) if (e.actor !== null) live++;
+    return {
+      nodes: this.#entries.size,
+      liveActors: live,
+      sweepTracked: this.#tracked,
+      sweepNextAt: Number.isFinite(this.#sweepAt) ? this.#sweepAt : null,
+    };
   }
 
   /** The committed-or-current projection of a node, or undefined for an unknown node. */
   projection(configId: string, nodeId: string): NodeProjection | undefined {
     const entry = this.#entries.get(key(configId, nodeId));
-    return entry ? projectNode(entry.actor.getSnapshot()) : undefined;
+    return entry ? this.#projectionOf(entry) : undefined;
   }
 
   /** Every node's current projection (for detect scheduling and metrics). */
   *projections(): Iterable<{ configId: string; nodeId: string; projection: NodeProjection }> {
     for (const e of this.#entries.values()) {
-      yield { configId: e.configId, nodeId: e.nodeId, projection: projectNode(e.actor.getSnapshot()) };
+      yield { configId: e.configId, nodeId: e.nodeId, projection: this.#projectionOf(e) };
     }
   }
 
@@ -183,7 +228,7 @@ export class NodeActorRegistry {
   send(configId: string, nodeId: string, event: NodeEvent): Promise<void> {
     const entry = this.#entries.get(key(configId, nodeId));
     if (!entry) return Promise.resolve();
-    entry.actor.send(event);
+    this.#actorOf(entry).send(event);
     return this.#wait();
   }
 
@@ -191,7 +236,7 @@ export class NodeActorRegistry {
   post(configId: string, nodeId: string, event: NodeEvent): boolean {
     const entry = this.#entries.get(key(configId, nodeId));
     if (!entry) return false;
-    entry.actor.send(event);
+    this.#actorOf(entry).send(event);
     return true;
   }
 
@@ -200,7 +245,7 @@ export class NodeActorRegistry {
    * replaced the tables). Queued writes of the old actors are discarded: the store is the truth.
    */
   async reload(): Promise<number> {
-    for (const e of this.#entries.values()) e.actor.stop();
+    for (const e of this.#entries.values()) e.actor?.stop();
     this.#entries.clear();
     this.#clearSweep();
     this.#dirty = new Map();
@@ -214,22 +259,15 @@ export class NodeActorRegistry {
     await this.#flushNow().catch(() => undefined);
     this.#stopped = true;
     this.#clearSweep();
-    for (const e of this.#entries.values()) e.actor.stop();
+    for (const e of this.#entries.values()) e.actor?.stop();
     this.#entries.clear();
   }
 
   #spawn(row: NodeRowForActor): void {
-    const input = {
-      configId: row.config_id,
-      nodeId: row.node_id,
-      mode: row.mode,
-      onlineTtlMs: this.#deps.onlineTtlMs,
-      detectTimeoutMs: this.#deps.detectTimeoutMs,
-    };
-    let snapshot: { value: unknown; context: NodeContext } | undefined;
+    let snapshot: PersistedNode | undefined;
     if (row.machine_snapshot !== null && row.machine_version === NODE_MACHINE_VERSION) {
       try {
-        snapshot = JSON.parse(row.machine_snapshot) as { value: unknown; context: NodeContext };
+        snapshot = JSON.parse(row.machine_snapshot) as PersistedNode;
         // A heartbeat that changed nothing else wrote only the column (see #flushNow).
         const column = row.last_signal_at ?? null;
         if (column !== null && (snapshot.context.lastSignalAt === null || column > snapshot.context.lastSignalAt)) {
@@ -239,13 +277,63 @@ export class NodeActorRegistry {
         this.#deps.log.error({ err, node_id: row.node_id }, "stored machine snapshot is unreadable; starting fresh");
       }
     }
+    const entry: Entry = {
+      configId: row.config_id,
+      nodeId: row.node_id,
+      mode: row.mode,
+      actor: null,
+      dormant: null,
+      committed: undefined,
+      written: undefined,
+      deadline: null,
+    };
+    this.#entries.set(key(row.config_id, row.node_id), entry);
+    if (snapshot !== undefined) {
+      const ctx = snapshot.context;
+      const needsEvents =
+        ctx.mode !== row.mode ||
+        (row.staged_config_sha256 !== null && ctx.stagedSha !== row.staged_config_sha256) ||
+        (this.#timers && hasPendingTimers(snapshot.value));
+      entry.committed = projectNode(snapshot as never);
+      if (!needsEvents) {
+        // Dormant: no XState actor until the node's first event (cold start creates ~nothing
+        // per node). Its projection is the stored one; its TTL deadline goes under the sweep.
+        entry.dormant = { snapshot: row.machine_snapshot!, lastSignalAt: ctx.lastSignalAt };
+        this.#track(entry, presenceDeadline(snapshot));
+        return;
+      }
+    }
+    this.#materialize(entry, snapshot, row);
+  }
+
+  /** The node's actor, created from its dormant snapshot on first use. */
+  #actorOf(entry: Entry): Actor<NodeMachine> {
+    if (entry.actor !== null) return entry.actor;
+    const dormant = entry.dormant!;
+    const snapshot = JSON.parse(dormant.snapshot) as PersistedNode;
+    snapshot.context.lastSignalAt = dormant.lastSignalAt;
+    return this.#materialize(entry, snapshot, null);
+  }
+
+  /**
+   * Creates, restores and starts a node's actor. `row` (cold start only) brings the store's
+   * mode and staged config into it when they moved on while the service was down.
+   */
+  #materialize(entry: Entry, snapshot: PersistedNode | undefined, row: NodeRowForActor | null): Actor<NodeMachine> {
+    const input = {
+      configId: entry.configId,
+      nodeId: entry.nodeId,
+      mode: entry.mode,
+      onlineTtlMs: this.#deps.onlineTtlMs,
+      detectTimeoutMs: this.#deps.detectTimeoutMs,
+    };
     const actor = createActor(this.#machine, {
       input,
       clock: this.#deps.clock,
       ...(snapshot === undefined ? {} : { snapshot: snapshot as never }),
     });
-    const entry: Entry = { configId: row.config_id, nodeId: row.node_id, actor, committed: undefined, written: undefined, deadline: null };
-    this.#entries.set(key(row.config_id, row.node_id), entry);
+    entry.actor = actor;
+    entry.dormant = null;
     actor.start();
     const at = this.#deps.clock.now();
     // A fresh actor has no stored state yet; a restored one needs writing back only when the
@@ -256,16 +344,18 @@ export class NodeActorRegistry {
       entry.committed = projectNode(restored);
       entry.written = { value: restored.value, context: restored.context };
       // Re-arms `after` timers with the time left; changes nothing stored. Most nodes have none.
-      if (hasPendingTimers(restored.value)) actor.send({ type: "system.restored", at });
+      if (this.#timers && hasPendingTimers(restored.value)) actor.send({ type: "system.restored", at });
     }
-    const ctx = actor.getSnapshot().context;
-    if (ctx.mode !== row.mode) {
-      actor.send({ type: "node.mode_changed", at, mode: row.mode });
-      changed = true;
-    }
-    if (row.staged_config_sha256 !== null && ctx.stagedSha !== row.staged_config_sha256) {
-      actor.send({ type: "config.staged", at, version: row.staged_config_version, sha: row.staged_config_sha256 });
-      changed = true;
+    if (row !== null) {
+      const ctx = actor.getSnapshot().context;
+      if (ctx.mode !== row.mode) {
+        actor.send({ type: "node.mode_changed", at, mode: row.mode });
+        changed = true;
+      }
+      if (row.staged_config_sha256 !== null && ctx.stagedSha !== row.staged_config_sha256) {
+        actor.send({ type: "config.staged", at, version: row.staged_config_version, sha: row.staged_config_sha256 });
+        changed = true;
+      }
     }
     // From here on every snapshot change (an event, or a re-armed timer firing) is persisted.
     actor.subscribe({
@@ -273,17 +363,20 @@ export class NodeActorRegistry {
         this.#track(entry, presenceDeadline(snap));
         this.#markDirty(entry);
       },
-      error: (err) => this.#deps.log.error({ err, node_id: row.node_id }, "node actor failed"),
+      error: (err) => this.#deps.log.error({ err, node_id: entry.nodeId }, "node actor failed"),
     });
     this.#track(entry, presenceDeadline(actor.getSnapshot()));
     if (changed) this.#markDirty(entry);
+    return actor;
   }
 
   /** Moves a node to the bucket of its (new) presence deadline and arms the sweep if earlier. */
   #track(entry: Entry, deadline: number | null): void {
-    if (deadline === entry.deadline || this.#stopped) return;
+    if (deadline === entry.deadline || this.#stopped || !this.#timers) return;
     const from = entry.deadline === null ? null : Math.floor(entry.deadline / SWEEP_BUCKET_MS);
     const to = deadline === null ? null : Math.floor(deadline / SWEEP_BUCKET_MS);
+    if (entry.deadline === null) this.#tracked++;
+    else if (deadline === null) this.#tracked--;
     entry.deadline = deadline;
     if (from !== to) {
       if (from !== null) this.#bucketDelete(from, entry);
@@ -297,8 +390,10 @@ export class NodeActorRegistry {
   }
 
   #unbucket(entry: Entry): void {
-    if (entry.deadline !== null) this.#bucketDelete(Math.floor(entry.deadline / SWEEP_BUCKET_MS), entry);
+    if (entry.deadline === null) return;
+    this.#bucketDelete(Math.floor(entry.deadline / SWEEP_BUCKET_MS), entry);
     entry.deadline = null;
+    this.#tracked--;
   }
 
   #bucketDelete(index: number, entry: Entry): void {
@@ -319,6 +414,8 @@ export class NodeActorRegistry {
     this.#sweepTimer = undefined;
     this.#sweepAt = Number.POSITIVE_INFINITY;
     this.#buckets.clear();
+    this.#tracked = 0;
+    for (const entry of this.#entries.values()) entry.deadline = null;
   }
 
   /** The presence sweep: every node whose deadline has passed gets `presence.ttl_check`. */
@@ -334,13 +431,17 @@ export class NodeActorRegistry {
       for (const entry of bucket) if (entry.deadline !== null && entry.deadline <= now) due.push(entry);
     }
     // The machine decides; its snapshot change re-buckets the node (#track via subscribe).
-    for (const entry of due) entry.actor.send({ type: "presence.ttl_check", at: now });
+    for (const entry of due) this.#actorOf(entry).send({ type: "presence.ttl_check", at: now });
     let earliest = Number.POSITIVE_INFINITY;
     for (const index of this.#buckets.keys()) if (index < earliest) earliest = index;
     if (earliest === Number.POSITIVE_INFINITY) return;
     let next = Number.POSITIVE_INFINITY;
     for (const entry of this.#buckets.get(earliest)!) if (entry.deadline !== null && entry.deadline < next) next = entry.deadline;
     if (next < this.#sweepAt) this.#armSweep(next);
+  }
+
+  #projectionOf(entry: Entry): NodeProjection {
+    return entry.actor !== null ? projectNode(entry.actor.getSnapshot()) : entry.committed!;
   }
 
   #markDirty(entry: Entry): void {
@@ -385,7 +486,8 @@ export class NodeActorRegistry {
     try {
       sqlite.transaction(() => {
         for (const entry of dirty) {
-          const snap = entry.actor.getSnapshot();
+          const actor = entry.actor!; // dirty entries have actors
+          const snap = actor.getSnapshot();
           const w = entry.written;
           if (w !== undefined && sameValue(w.value, snap.value) && sameContextButSignal(w.context, snap.context)) {
             // Only the newest signal moved: nothing an operator sees, and no snapshot JSON.
@@ -401,7 +503,7 @@ export class NodeActorRegistry {
             p.lastReachableAt,
             p.lastSignalAt,
             p.clientVersion,
-            JSON.stringify(entry.actor.getPersistedSnapshot()),
+            JSON.stringify(actor.getPersistedSnapshot()),
             NODE_MACHINE_VERSION,
             now,
             entry.nodeId,

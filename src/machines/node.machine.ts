@@ -1,4 +1,4 @@
-import { and, assign, enqueueActions, not, raise, setup, stateIn } from "xstate";
+import { and, assign, enqueueActions, raise, setup, stateIn } from "xstate";
 
 /**
  * The statechart of one node (design card: one XState actor per node). Pure: no I/O, no clock
@@ -134,6 +134,14 @@ export const nodeMachine = setup({
     recordBind: assign(({ context, event }) =>
       event.type === "client.bound" ? { clientVersion: event.clientVersion ?? context.clientVersion } : {},
     ),
+    recordStaged: assign(({ context, event }) =>
+      event.type === "config.staged" ? { stagedVersion: event.version, stagedSha: event.sha } : { stagedVersion: context.stagedVersion },
+    ),
+    recordApplied: assign(({ context, event }) =>
+      event.type === "config.applied"
+        ? { confirmedVersion: event.version, confirmedSha: event.sha, confirmedProtocol: event.protocol ?? context.confirmedProtocol }
+        : { confirmedVersion: context.confirmedVersion },
+    ),
     clearClientState: assign({
       lastSignalAt: null,
       detectSentAt: null,
@@ -154,7 +162,11 @@ export const nodeMachine = setup({
     /** spec §3.3: running/stopped only from an online (accepted) client's report. */
     reportsRunning: and(["acceptsSignals", "carriesRunning"]),
     reportsStopped: and(["acceptsSignals", "carriesStopped"]),
-    isLatest: ({ context }) => context.stagedSha !== null && context.confirmedSha === context.stagedSha,
+    /** spec §3.5: the newly staged config is the one the client already confirmed. */
+    stagedIsConfirmed: ({ context, event }) => event.type === "config.staged" && event.sha === context.confirmedSha,
+    /** spec §3.5: the applied ACK confirms the staged config → latest. */
+    appliedIsStaged: ({ context, event }) =>
+      event.type === "config.applied" && context.stagedSha !== null && event.sha === context.stagedSha,
     /** spec §3.1 heartbeat timeout: the online TTL has run out since the newest signal. */
     ttlExpired: ({ context, event }) =>
       context.lastSignalAt === null || eventAt(event, 0) >= context.lastSignalAt + context.onlineTtlMs,
@@ -277,16 +289,21 @@ export const nodeMachine = setup({
 
     runtime: {
       initial: "unknown",
+      // Each state listens only for the report that changes it: a heartbeat repeating the
+      // current runtime evaluates one guard and re-enters nothing.
       states: {
-        unknown: {},
-        running: {},
-        stopped: {},
+        unknown: {
+          on: {
+            "mqtt.signal": [
+              { guard: "reportsRunning", target: "running" },
+              { guard: "reportsStopped", target: "stopped" },
+            ],
+          },
+        },
+        running: { on: { "mqtt.signal": { guard: "reportsStopped", target: "stopped" } } },
+        stopped: { on: { "mqtt.signal": { guard: "reportsRunning", target: "running" } } },
       },
       on: {
-        "mqtt.signal": [
-          { guard: "reportsRunning", target: ".running" },
-          { guard: "reportsStopped", target: ".stopped" },
-        ],
         "presence.lost": { target: ".unknown" },
         "detect.timed_out": { target: ".unknown" },
         "client.reset": { target: ".unknown" },
@@ -325,30 +342,31 @@ export const nodeMachine = setup({
     },
 
     sync: {
+      // Explicit transitions rather than `always`: eventless transitions are re-evaluated after
+      // every event the node gets (every heartbeat), these only on the two events that matter.
       initial: "pending",
       on: {
-        "config.staged": {
-          actions: [
-            assign(({ event }) => ({ stagedVersion: event.version, stagedSha: event.sha })),
-            // An online node whose new staged config it has not confirmed gets it pushed.
-            enqueueActions(({ context, check, enqueue }) => {
-              if (check(stateIn({ presence: "online" })) && context.confirmedSha !== context.stagedSha) {
-                enqueue("requestConfigPush");
-              }
-            }),
-          ],
-        },
-        "config.applied": {
-          actions: assign(({ context, event }) => ({
-            confirmedVersion: event.version,
-            confirmedSha: event.sha,
-            confirmedProtocol: event.protocol ?? context.confirmedProtocol,
-          })),
-        },
+        "config.staged": [
+          { guard: "stagedIsConfirmed", target: ".latest", actions: "recordStaged" },
+          {
+            target: ".pending",
+            actions: [
+              "recordStaged",
+              // An online node whose new staged config it has not confirmed gets it pushed.
+              enqueueActions(({ check, enqueue }) => {
+                if (check(stateIn({ presence: "online" }))) enqueue("requestConfigPush");
+              }),
+            ],
+          },
+        ],
+        "config.applied": [
+          { guard: "appliedIsStaged", target: ".latest", actions: "recordApplied" },
+          { target: ".pending", actions: "recordApplied" },
+        ],
       },
       states: {
-        pending: { always: { guard: "isLatest", target: "latest" } },
-        latest: { always: { guard: not("isLatest"), target: "pending" } },
+        pending: {},
+        latest: {},
       },
     },
 

@@ -75,6 +75,18 @@ function logTopic(topic: unknown): string {
   return typeof topic === "string" ? topic.slice(0, 300) : String(topic);
 }
 
+/** The backend's in-process link to the embedded broker ({@link EmbeddedBroker.attachBackend}). */
+export interface BackendLink {
+  /** False once the link or the broker is closed. */
+  connected(): boolean;
+  /**
+   * Publishes at QoS 1, never retained (spec §6.4 rule 5); resolves once aedes has queued it to
+   * the subscribers. @throws Error when the broker is closed
+   */
+  publish(topic: string, payload: string): Promise<void>;
+  close(): Promise<void>;
+}
+
 export class EmbeddedBroker {
   /** The port actually listened on. */
   readonly port: number;
@@ -298,6 +310,51 @@ export class EmbeddedBroker {
   connectedCount(): number {
     const clients = (this.broker as unknown as AedesInternals).clients;
     return Object.values(clients).filter((c) => c !== undefined && !c.closed).length;
+  }
+
+  /**
+   * The backend's in-process link to this broker: subscribes `filters` (the backend's upstream
+   * filters, spec §6.4 rule 10) straight on aedes's emitter and publishes downstream messages
+   * through aedes, with no MQTT client and no loopback socket in between (the loopback client
+   * cost three packets per QoS 1 heartbeat). Deliveries to agents still go through
+   * `authorizeForward`. `onMessage` gets every matching publish once; it must not throw.
+   */
+  async attachBackend(filters: readonly string[], onMessage: (topic: string, payload: Buffer) => void): Promise<BackendLink> {
+    const deliver = (packet: { topic: string; payload: Buffer | string }, done: () => void): void => {
+      try {
+        onMessage(packet.topic, typeof packet.payload === "string" ? Buffer.from(packet.payload) : packet.payload);
+      } catch (err) {
+        this.log.error({ err, topic: logTopic(packet.topic) }, "upstream message handler failed");
+      }
+      done();
+    };
+    const subscribe = (filter: string) =>
+      new Promise<void>((resolve, reject) =>
+        this.broker.subscribe(filter, deliver as never, (err?: unknown) => (err ? reject(err as Error) : resolve())),
+      );
+    for (const filter of filters) await subscribe(filter);
+    let open = true;
+    return {
+      connected: () => open && this.closing === undefined,
+      publish: (topic, payload) =>
+        new Promise<void>((resolve, reject) => {
+          if (!open || this.closing !== undefined) {
+            reject(new Error("the embedded broker is closed"));
+            return;
+          }
+          this.broker.publish(
+            { cmd: "publish", topic, payload: Buffer.from(payload), qos: 1, retain: false, dup: false } as never,
+            (err?: Error) => (err ? reject(err) : resolve()),
+          );
+        }),
+      close: async () => {
+        if (!open) return;
+        open = false;
+        for (const filter of filters) {
+          await new Promise<void>((resolve) => this.broker.unsubscribe(filter, deliver as never, () => resolve()));
+        }
+      },
+    };
   }
 
   /** Stops listening, closes every client (their wills are published) and the broker. Idempotent. */

@@ -250,9 +250,11 @@ export function createEmqxBrokerAdmin(opts: EmqxBrokerAdminOptions): BrokerAdmin
 
     kick,
 
-    async reconcile(desired: { backend: BackendBrokerAccount; nodes: NodeBrokerAccount[] }): Promise<ReconcileReport> {
+    async reconcile(desired: { backend: BackendBrokerAccount; nodes: NodeBrokerAccount[]; keep?: string[] }): Promise<ReconcileReport> {
       const existing = new Map((await listUsers()).map((u) => [u.user_id, u]));
       const wanted = new Map(desired.nodes.map((n) => [n.username, n]));
+      // Bound nodes whose sealed password cannot be opened: their accounts stay as EMQX holds them.
+      const kept = new Set(desired.keep ?? []);
       if (wanted.has(desired.backend.username)) {
         throw new BrokerUnavailableError(`the backend username ${desired.backend.username} is also a node username`);
       }
@@ -262,7 +264,7 @@ export function createEmqxBrokerAdmin(opts: EmqxBrokerAdminOptions): BrokerAdmin
       let removed = 0;
       for (const userId of existing.keys()) {
         // Only node-shaped accounts are ours to remove; operators' own users are left alone.
-        if (!userId.startsWith("n:") || wanted.has(userId)) continue;
+        if (!userId.startsWith("n:") || wanted.has(userId) || kept.has(userId)) continue;
         const ids = parseNodeUsername(userId);
         jobs.push(
           queue.add(async () => {

@@ -157,7 +157,9 @@ before(async () => {
     await agent.subscribeAsync(profile.topics.config_push!, { qos: 1 });
     const pushed = new Promise<{ request_id: string }>((resolve) => agent.once("message", (_t, buf) => resolve(JSON.parse(buf.toString()))));
     await agent.publishAsync(profile.topics.heartbeat!, envelope(profile, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
-    await eventually("online", () => (s.server.registry.projection(configId, dynamicId)?.presence === "online" ? true : undefined));
+    // Committed, not just decided: the automatic push is requested after the commit.
+    const stored = s.server.store.sqlite.prepare("SELECT client_presence_state FROM node_client_state WHERE node_id = ?");
+    await eventually("online", () => ((stored.get(dynamicId) as { client_presence_state: string }).client_presence_state === "online" ? true : undefined));
     s.clock.advance(testSettings().configPushDebounceMs); // the automatic push of the pending config
     const push = await pushed;
     await agent.publishAsync(profile.topics.config_push_ack!, envelope(profile, "ack", { status: "applied", message: "", action: "push_config" }, push.request_id), { qos: 1 });
@@ -277,12 +279,7 @@ test("spec §1.7 bullet 4 (existing dynamic endpoints are treated as static, sto
 });
 
 test(
-  "spec §1.7 bullet 4, continued: time passing while MQTT is off ages nothing in the store",
-  {
-    todo:
-      "node actors keep running their presence TTL and bind-token timers while MQTT is off and persist " +
-      "online → dropped (docs/issue6-ops.md, 'Found while testing'); the fix belongs to the actor registry",
-  },
+  "spec §1.7 bullet 4, continued: time passing while MQTT is off ages nothing in the store (no presence sweep, no re-armed timers)",
   async (t) => {
     const dir = copyOfFixture();
     const stored = storedRows(dir);

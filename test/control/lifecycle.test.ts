@@ -174,7 +174,7 @@ test("restart: a second server over the same database resumes every node, TTL ti
   // The SSE harness owns its own data dir; run the scenario there, then reopen it.
   const { configId, nodeId, p, agent } = await boundAgent(s, t, { online: true, endAfter: false });
   const onlineAt = s.clock.now();
-  await agent.endAsync(true); // a clean disconnect sends no will: the node stays online until its TTL
+  await agent.endAsync(); // a clean DISCONNECT sends no will: the node stays online until its TTL
   const dbFile = join(s.server.store.sqlite.name);
   await s.close();
 
@@ -182,6 +182,11 @@ test("restart: a second server over the same database resumes every node, TTL ti
   const again = await createServer({ ...settings, dataDir }, createLogger("silent"), { clock, dbFile });
   t.after(() => again.close());
   assert.equal(again.registry.size, 1);
+  assert.deepEqual(
+    again.registry.stats(),
+    { nodes: 1, liveActors: 0, sweepTracked: 1, sweepNextAt: onlineAt + 45 * MINUTE },
+    "restored dormant: no XState actor yet, its TTL deadline under the presence sweep",
+  );
   const p1 = again.registry.projection(configId, nodeId);
   assert.equal(p1?.presence, "online");
   assert.equal(p1?.runtime, "running");
@@ -191,6 +196,8 @@ test("restart: a second server over the same database resumes every node, TTL ti
   assert.equal(again.registry.projection(configId, nodeId)?.presence, "online");
   clock.advance(1);
   assert.equal(again.registry.projection(configId, nodeId)?.presence, "dropped");
+  assert.deepEqual(again.registry.stats().liveActors, 1, "the sweep's TTL check woke the actor");
+  assert.equal(again.registry.stats().sweepTracked, 0);
   await eventually("dropped persisted", () => {
     const row = again.store.sqlite.prepare("SELECT client_presence_state FROM node_client_state WHERE node_id = ?").get(nodeId) as { client_presence_state: string };
     return row.client_presence_state === "dropped" ? true : undefined;
@@ -214,7 +221,7 @@ test("spec §3.1 TTL across a restart: a heartbeat that changes nothing else wri
   await agent.publishAsync(p.topics.heartbeat!, envelope(p, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
   await eventually("heartbeat persisted", () => (row().last_signal_at === heartbeatAt ? true : undefined));
   assert.equal(row().machine_snapshot, before.machine_snapshot, "no snapshot rewrite for a heartbeat that changes nothing visible");
-  await agent.endAsync(true);
+  await agent.endAsync(); // clean DISCONNECT: no will
   const dbFile = join(s.server.store.sqlite.name);
   await s.close();
 

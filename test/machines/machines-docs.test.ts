@@ -79,7 +79,7 @@ test("the node diagram carries every event, delay and guard name of the definiti
     "dynamic --> static : node.mode_changed [toStatic] / revokeClient(reason=made_static)",
     "online --> dropped : presence.ttl_check [ttlExpired] (in fresh)",
     "valid --> expired : after bindTokenTtl",
-    "latest --> pending : always [not(isLatest)]",
+    "latest --> pending : config.applied",
     "note right of online : entry / requestConfigPush",
   ]) {
     assert.ok(diagram.includes(expected), expected);

@@ -228,6 +228,19 @@ describe("EMQX adapter: reconcile (spec §1.8, §1 item 3)", () => {
     assert.deepEqual([...fake.users.keys()].sort(), ["n:c:a", "svc-backend"]);
   });
 
+  test("keep: a bound node whose sealed password cannot be opened keeps its account untouched (neither rewritten nor removed)", async (t) => {
+    const fake = await startFakeEmqx(t);
+    const { admin } = adapter(t, fake);
+    const backend = { username: "svc-backend", password: "backend-password-0123456789" };
+    await admin.reconcile({ backend, nodes: [account("c", "a"), account("c", "b")] });
+    const heldB = structuredClone(fake.users.get("n:c:b"));
+    fake.calls.length = 0;
+    const report = await admin.reconcile({ backend, nodes: [account("c", "a")], keep: ["n:c:b"] });
+    assert.deepEqual(report, { upserted: 1, removed: 0 });
+    assert.deepEqual(fake.users.get("n:c:b"), heldB, "the kept account is as EMQX held it");
+    assert.equal(fake.calls.some((c) => c.path.includes(encodeURIComponent("n:c:b"))), false, "no call touched it");
+  });
+
   test("backendIsSuperuser: true makes only the backend a superuser", async (t) => {
     const fake = await startFakeEmqx(t);
     const { admin } = adapter(t, fake, { backendIsSuperuser: true });
