@@ -112,6 +112,10 @@ export async function runAgent(opts: RunAgentOptions): Promise<void> {
     clean: true,
     keepalive: 60,
     reconnectPeriod: 1000,
+    // A refused CONNACK is retried too (with the backoff below): the account may not exist yet
+    // (bound while an external broker was down; the backend provisions it when the broker
+    // returns, spec §1.8). MQTT.js gives up after a refusal by default.
+    reconnectOnConnackError: true,
     connectTimeout: 15_000,
     resubscribe: false,
     ...(profile.mqtt.tls && profile.mqtt.ca_cert ? { ca: profile.mqtt.ca_cert } : {}),

@@ -138,7 +138,7 @@ export const migrations: Record<string, Migration> = {
       await t`CREATE INDEX control_logs_request ON control_logs (request_id)`;
     },
   },
-  // issue 6: broker passwords sealed for EMQX and Mosquitto (docs/issue6-brokers.md). No
+  // issue 6: broker passwords sealed for EMQX and Mosquitto (docs/decisions.md, issue 6 brokers). No
   // foreign key: rows are matched by username and password hash, and outlive a snapshot restore.
   "0002_broker_credentials": {
     // eslint-disable-next-line @typescript-eslint/no-explicit-any

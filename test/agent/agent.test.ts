@@ -31,7 +31,7 @@ interface Rig {
   stop: () => Promise<void>;
 }
 
-async function rig(t: TestContext, opts: { privileged?: boolean } = {}): Promise<Rig> {
+async function rig(t: TestContext, opts: { privileged?: boolean; beforeStart?: (s: SseServer, nodeId: string) => void } = {}): Promise<Rig> {
   const s = await startSseServer(t);
   const { configId, nodeId } = await dynamicNode(s);
   await api(s, "PATCH", `/api/v1/configs/${configId}/nodes/${nodeId}`, { interface_name: "svc-t" });
@@ -56,6 +56,7 @@ async function rig(t: TestContext, opts: { privileged?: boolean } = {}): Promise
   const wg = createToolchains({ platform: "linux", run: runner("wireguard"), configDirs: { wireguard: join(tunnelDir, "wireguard") } });
   const awg = createToolchains({ platform: "linux", run: runner("awg_2"), configDirs: { awg_2: join(tunnelDir, "amneziawg") } });
   const logs: Array<Record<string, unknown>> = [];
+  opts.beforeStart?.(s, nodeId);
   const ctl = new AbortController();
   const running = runAgent({
     profile,
@@ -118,6 +119,26 @@ test("the agent connects with its profile, announces itself and heartbeats: the 
   await r.stop();
   // A clean stop sends an explicit offline event (no will on a clean disconnect).
   await eventually("offline", async () => ((await status(r.s, r.configId, r.nodeId)).client_presence_state === "offline" ? true : undefined));
+});
+
+test("an agent refused at CONNECT (its broker account not there yet, e.g. bound while the broker was down) keeps retrying and comes online once the account exists (spec §1.8)", async (t) => {
+  let held = "";
+  const r = await rig(t, {
+    beforeStart: (s, nodeId) => {
+      const row = s.server.store.sqlite.prepare("SELECT mqtt_password_hash AS h FROM node_client_state WHERE node_id = ?").get(nodeId) as { h: string };
+      held = row.h;
+      s.server.store.sqlite.prepare("UPDATE node_client_state SET mqtt_password_hash = ? WHERE node_id = ?").run("0".repeat(64), nodeId);
+    },
+  });
+  await eventually("refused", () => (r.logs.some((l) => l.msg === "mqtt error" && /bad user ?name or password|not authorized/i.test(String(l.err))) ? true : undefined));
+  assert.equal((await status(r.s, r.configId, r.nodeId)).client_presence_state, "offline");
+  r.s.server.store.sqlite.prepare("UPDATE node_client_state SET mqtt_password_hash = ? WHERE node_id = ?").run(held, r.nodeId);
+  // The agent's own reconnect backoff (1 s doubling) paces this: poll up to 20 s.
+  for (let i = 0; ; i++) {
+    if ((await status(r.s, r.configId, r.nodeId)).client_presence_state === "online") break;
+    assert.ok(i < 200, "the agent never came back after its account appeared");
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 });
 
 test("push_config then start: the agent writes the config atomically with mode 0600 and brings it up; latest and running (spec §3.5, §3.8)", async (t) => {
