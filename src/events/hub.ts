@@ -28,7 +28,9 @@ export interface EventHubOptions {
   replayBufferMaxBytes?: number;
   /**
    * Bytes a subscriber may have waiting in its socket (the response's `writableLength`) once a
-   * write reported backpressure; past it the subscriber is dropped. Default 1 MiB.
+   * write reported backpressure; past it the subscriber is dropped. Default 4 MiB: a burst of
+   * status frames when thousands of nodes come online at once (after a broker restart) is
+   * several MiB, and a console reading at network speed must survive it.
    */
   maxQueuedBytesPerSubscriber?: number;
   /** The payload of `system.status.updated`, sent first on every new stream (spec §6.5 rule 1). */
@@ -60,7 +62,7 @@ const DEFAULTS = {
   clockSyncMs: 15_000,
   replayBufferSize: 1000,
   replayBufferMaxBytes: 16 * 1024 * 1024,
-  maxQueuedBytesPerSubscriber: 1024 * 1024,
+  maxQueuedBytesPerSubscriber: 4 * 1024 * 1024,
 } as const;
 
 interface Frame {
