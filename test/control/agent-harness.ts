@@ -15,7 +15,14 @@ export interface Profile {
   topics: Record<string, string>;
 }
 
-export async function api(s: SseServer, method: string, path: string, body?: unknown, auth = true): Promise<{ status: number; json: any }> {
+/** One REST call over real HTTP with the admin token (any service handle with a base URL and token). */
+export async function api(
+  s: { baseUrl: string; token: string },
+  method: string,
+  path: string,
+  body?: unknown,
+  auth = true,
+): Promise<{ status: number; json: any }> {
   const res = await fetch(`${s.baseUrl}${path}`, {
     method,
     headers: {

@@ -13,6 +13,7 @@ import { createLogger } from "../../src/logger.js";
 import { createServer, type Server } from "../../src/server.js";
 import { openStream, opening } from "../events/sse-harness.js";
 import { sampleValue } from "../helpers/prometheus.js";
+import { injectJson } from "../http/harness.js";
 import { envelope, eventually, type Profile } from "./agent-harness.js";
 
 /**
@@ -77,21 +78,13 @@ async function boot(dataDir: string, mqttEnabled: boolean, now: number, extra: P
     clock,
     dataDir,
     close: () => (closing ??= server.close()),
-    async req(method, url, body, opts = {}) {
-      const res = await server.app.inject({
-        method: method as "GET",
+    req: (method, url, body, opts = {}) =>
+      injectJson(server, {
+        method,
         url,
         headers: opts.auth === false ? {} : { authorization: `Bearer ${token}` },
         ...(body === undefined ? {} : { payload: body as object }),
-      });
-      let json: unknown;
-      try {
-        json = JSON.parse(res.body);
-      } catch {
-        json = undefined;
-      }
-      return { status: res.statusCode, json, text: res.body };
-    },
+      }),
   };
 }
 

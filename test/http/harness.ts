@@ -34,6 +34,26 @@ export interface Res {
  * A real service over a real SQLite file in a temp directory, with a {@link ManualClock};
  * logged in as admin. Closed and removed after the test.
  */
+/** One request by `inject`; the answer with its body parsed as JSON when it is JSON. */
+export async function injectJson(
+  server: Server,
+  req: { method: string; url: string; headers?: Record<string, string>; payload?: string | object },
+): Promise<Res> {
+  const res = await server.app.inject({
+    method: req.method as "GET",
+    url: req.url,
+    headers: req.headers ?? {},
+    ...(req.payload === undefined ? {} : { payload: req.payload }),
+  });
+  let json: unknown;
+  try {
+    json = JSON.parse(res.body);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.statusCode, headers: res.headers, text: res.body, json };
+}
+
 export async function startHarness(t: TestContext, overrides: Partial<Settings> = {}): Promise<Harness> {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-test-"));
   const clock = new ManualClock();
@@ -57,19 +77,7 @@ export async function startHarness(t: TestContext, overrides: Partial<Settings> 
         payload = typeof body === "string" ? body : JSON.stringify(body);
         headers["content-type"] ??= "application/json";
       }
-      const res = await server.app.inject({
-        method: method as "GET",
-        url,
-        headers,
-        ...(payload === undefined ? {} : { payload }),
-      });
-      let json: unknown;
-      try {
-        json = JSON.parse(res.body);
-      } catch {
-        json = undefined;
-      }
-      return { status: res.statusCode, headers: res.headers, text: res.body, json };
+      return injectJson(server, { method, url, headers, ...(payload === undefined ? {} : { payload }) });
     },
     fingerprint() {
       const sqlite = server.store.sqlite;

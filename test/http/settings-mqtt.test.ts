@@ -7,7 +7,7 @@ import { STORED_KEY } from "../../src/services/mqtt-settings.service.js";
 import type { Server } from "../../src/server.js";
 import { api, bind, dynamicNode } from "../control/agent-harness.js";
 import { opening, startSseServer, type SseServer } from "../events/sse-harness.js";
-import { ADMIN_PASSWORD, assertError, startHarness, type Harness, type Res } from "./harness.js";
+import { ADMIN_PASSWORD, assertError, injectJson, startHarness, type Harness, type Res } from "./harness.js";
 
 /**
  * `GET, PUT /api/v1/settings/mqtt` (DESIGN §5 "MQTT settings (no secrets in answers)", issue 6
@@ -33,19 +33,12 @@ type Req = (method: string, url: string, body?: unknown, opts?: { auth?: boolean
 function injector(server: Server, token: string): Req {
   return async (method, url, body, opts = {}) => {
     const auth = opts.auth ?? true;
-    const res = await server.app.inject({
-      method: method as "GET",
+    return injectJson(server, {
+      method,
       url,
       headers: auth === false ? {} : { authorization: `Bearer ${typeof auth === "string" ? auth : token}` },
       ...(body === undefined ? {} : { payload: body as object }),
     });
-    let json: unknown;
-    try {
-      json = JSON.parse(res.body);
-    } catch {
-      json = undefined;
-    }
-    return { status: res.statusCode, headers: res.headers, text: res.body, json };
   };
 }
 

@@ -10,6 +10,7 @@ import { ManualClock } from "../../src/clock.js";
 import { testSettings, type Settings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { createServer, type Server } from "../../src/server.js";
+import { api } from "../control/agent-harness.js";
 import { freeTcpPort } from "../helpers/agent.js";
 import { repoRoot } from "../helpers/service.js";
 import { findOnPath, requireSystem } from "../helpers/system.js";
@@ -201,17 +202,8 @@ export async function startService(t: TestContext, settings: Settings): Promise<
     token: "",
     dataDir: settings.dataDir,
     close,
-    async api(method, path, body, auth = true) {
-      const res = await fetch(`${baseUrl}${path}`, {
-        method,
-        headers: {
-          ...(auth ? { authorization: `Bearer ${s.token}` } : {}),
-          ...(body === undefined ? {} : { "content-type": "application/json" }),
-        },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      });
-      const text = await res.text();
-      return { status: res.status, json: text ? JSON.parse(text) : undefined };
+    api(method, path, body, auth = true) {
+      return api(s, method, path, body, auth);
     },
   };
   const login = await s.api("POST", "/api/v1/auth/login", { password: ADMIN_PASSWORD }, false);

@@ -18,7 +18,7 @@ import { brokerPasswordHash, type BrokerUserLookup } from "../../src/mqtt/broker
 import { EmbeddedBroker } from "../../src/mqtt/embedded-broker.js";
 import { ensureGeneratedTls, readTlsFiles, resolveMqttTls, SERVER_RENEW_BEFORE_MS, SERVER_VALIDITY_MS, type TlsMaterial } from "../../src/mqtt/tls.js";
 import { createServer, type Server } from "../../src/server.js";
-import { eventually } from "../control/agent-harness.js";
+import { api, eventually } from "../control/agent-harness.js";
 
 // TLS for MQTT (issue 6 Build item 3, Must-show 4): spec §1.9 (SVC_MQTT_TLS_ENABLED, mqtts://
 // SVC_MQTT_URL), §2.6 (mqtt.tls, the CA present only when tls is true), §5 "Agent to broker ...
@@ -67,17 +67,8 @@ async function startSvc(t: TestContext, dataDir: string, overrides: Partial<Sett
   return { server, baseUrl, token, close };
 }
 
-async function call(s: Svc, method: string, path: string, body?: unknown, auth = true): Promise<{ status: number; json: any }> {
-  const res = await fetch(`${s.baseUrl}${path}`, {
-    method,
-    headers: {
-      ...(auth ? { authorization: `Bearer ${s.token}` } : {}),
-      ...(body === undefined ? {} : { "content-type": "application/json" }),
-    },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  return { status: res.status, json: text ? JSON.parse(text) : undefined };
+function call(s: Svc, method: string, path: string, body?: unknown, auth = true): Promise<{ status: number; json: any }> {
+  return api(s, method, path, body, auth);
 }
 
 /** A dynamic node bound through REST (spec §4 rules 10–11): the raw bind answer. */
