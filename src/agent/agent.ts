@@ -29,6 +29,15 @@ function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
 
+/**
+ * The broker URL of a bind profile (spec §2.6 `mqtt.host`, `mqtt.port`, `mqtt.tls`):
+ * `mqtts://` with TLS, an IPv6 literal host in brackets (`mqtt://[2001:db8::1]:1883`).
+ */
+export function brokerUrl(mqtt: { host: string; port: number; tls: boolean }): string {
+  const host = mqtt.host.includes(":") && !mqtt.host.startsWith("[") ? `[${mqtt.host}]` : mqtt.host;
+  return `${mqtt.tls ? "mqtts" : "mqtt"}://${host}:${mqtt.port}`;
+}
+
 /** spec §6.4 rule 7: the heartbeat interval, fixed on the client. */
 export const HEARTBEAT_INTERVAL_MS = 30 * 60 * 1000;
 
@@ -103,8 +112,7 @@ export async function runAgent(opts: RunAgentOptions): Promise<void> {
     payload,
   });
 
-  const scheme = profile.mqtt.tls ? "mqtts" : "mqtt";
-  const client: MqttClient = mqtt.connect(`${scheme}://${profile.mqtt.host}:${profile.mqtt.port}`, {
+  const client: MqttClient = mqtt.connect(brokerUrl(profile.mqtt), {
     protocolVersion: 4,
     clientId: profile.mqtt.client_id,
     username: profile.mqtt.username,

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test, type TestContext } from "node:test";
-import { runAgent } from "../../src/agent/agent.js";
+import { brokerUrl, runAgent } from "../../src/agent/agent.js";
 import { runCommand } from "../../src/agent/exec.js";
 import { agentProfileSchema, type AgentProfile } from "../../src/agent/profile.js";
 import type { CommandRunner } from "../../src/agent/toolchain.types.js";
@@ -138,6 +138,17 @@ test("an agent refused at CONNECT (its broker account not there yet, e.g. bound 
     if ((await status(r.s, r.configId, r.nodeId)).client_presence_state === "online") break;
     assert.ok(i < 200, "the agent never came back after its account appeared");
     await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+});
+
+test("spec §2.6: the broker URL from a profile: mqtts with TLS, IPv6 literal hosts in brackets (the settings API accepts them)", () => {
+  assert.equal(brokerUrl({ host: "broker.example", port: 1883, tls: false }), "mqtt://broker.example:1883");
+  assert.equal(brokerUrl({ host: "192.0.2.1", port: 8883, tls: true }), "mqtts://192.0.2.1:8883");
+  assert.equal(brokerUrl({ host: "2001:db8::1", port: 1883, tls: false }), "mqtt://[2001:db8::1]:1883");
+  assert.equal(brokerUrl({ host: "[::1]", port: 8883, tls: true }), "mqtts://[::1]:8883");
+  for (const url of [brokerUrl({ host: "2001:db8::1", port: 1883, tls: false }), brokerUrl({ host: "[::1]", port: 8883, tls: true })]) {
+    const parsed = new URL(url);
+    assert.ok(parsed.hostname.startsWith("["), `${url} parses with a bracketed host`);
   }
 });
 
