@@ -321,7 +321,11 @@ export async function createServer(
           ...(backendCa === undefined ? {} : { ca: backendCa }),
           log: log.child({ name: "mqtt" }),
           onMessage: (topic, payload) => router.handle(topic, payload),
-          onConnect: () => sync?.requestReconcile("backend connected"),
+          onConnect: () => {
+            sync?.requestReconcile("backend connected");
+            notifier?.systemStatusChanged();
+          },
+          onDisconnect: () => notifier?.systemStatusChanged(),
           onRefused: (reason) => sync?.requestReconcile(`backend refused: ${reason}`),
           reconnectMinMs: settings.mqttReconnectMinMs,
           reconnectMaxMs: settings.mqttReconnectMaxMs,

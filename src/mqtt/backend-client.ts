@@ -23,6 +23,8 @@ export interface BackendClientOptions {
    * external broker, so broker-sync reconciles. Must not throw.
    */
   onRefused?(reason: string): void;
+  /** A connection that was up closed (the system status changes). Must not throw. */
+  onDisconnect?(): void;
   /** First reconnect period, ms; doubled per failed attempt up to {@link reconnectMaxMs}. Default 1000. */
   reconnectMinMs?: number;
   /** Cap of the reconnect period, ms. Default 30 000. */
@@ -108,8 +110,10 @@ export class BackendMqttClient {
       });
     });
     client.on("close", () => {
-      if (self.#connected && !self.#closed) log.warn("backend MQTT connection closed; reconnecting");
+      const wasConnected = self.#connected;
+      if (wasConnected && !self.#closed) log.warn("backend MQTT connection closed; reconnecting");
       self.#connected = false;
+      if (wasConnected && !self.#closed) opts.onDisconnect?.();
       // Applies to the next attempt (MQTT.js re-arms its timer from this option at every close).
       client.options.reconnectPeriod = Math.min((client.options.reconnectPeriod ?? minMs) * 2, maxMs);
     });

@@ -44,6 +44,17 @@ export class Notifier {
     }
   }
 
+  /**
+   * `system.status.updated` on its own: the backend's broker connection came up or went down
+   * (the status's `services.mqtt.connected`).
+   */
+  systemStatusChanged(): void {
+    if (!this.#live()) return;
+    this.#run(async () => {
+      this.#hub.publish("system.status.updated", { ...(await this.#status()) });
+    });
+  }
+
   /** `control.log.created` / `control.log.updated`. */
   controlLog(change: "created" | "updated", log: ControlLogView): void {
     if (!this.#live()) return;

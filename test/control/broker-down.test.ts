@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import mqtt from "mqtt";
 import { isoTime } from "../../src/clock.js";
+import { openStream } from "../events/sse-harness.js";
 import {
   bindNode,
   dynamicNode,
@@ -43,7 +44,12 @@ test("with SVC_MQTT_URL at a closed port the backend starts and serves REST; bin
     return logs.find((l) => l.request_id === sent.json.request_id)?.status === "failed";
   });
 
+  // The console learns of the broker connection from the SSE status (spec §6.5 system.status.updated).
+  const stream = await openStream(`${s.baseUrl}/api/v1/events/stream`, { authorization: `Bearer ${s.token}` });
+  t.after(() => stream.destroy());
   await m.start();
+  const up = await stream.waitFor((f) => f.event === "system.status.updated" && (f.json.payload as { services: { mqtt: { connected: boolean } } }).services.mqtt.connected);
+  assert.equal((up.json.payload as { services: { mqtt: { broker: string } } }).services.mqtt.broker, "mosquitto");
   await until("connected and reconciled", async () => (await status()).connected && (s.server.brokerSync?.state().reconciled ?? 0) > 0);
   assert.deepEqual(s.server.brokerSync?.state().totals, { upserted: 2, removed: 0 }, "the backend user and the bound node, once");
   const agent = await mqtt.connectAsync(m.url, { protocolVersion: 4, clientId: p.mqtt.client_id, username: p.mqtt.username, password: p.mqtt.password, reconnectPeriod: 0 });
