@@ -130,7 +130,7 @@ export async function createServer(
         revokeClient: (configId, nodeId) => void sync?.removeNode(configId, nodeId),
         requestConfigPush: (configId, nodeId) => control?.schedulePush(configId, nodeId),
       },
-      onStatusChanged: (configId, nodeId) => notifier?.endpointStatus(configId, nodeId),
+      onStatusChanged: (configId, nodeId, projection) => notifier?.endpointStatus(configId, nodeId, projection),
     });
     const commands = new CommandTracker({
       store,

@@ -19,6 +19,9 @@ export interface NodeProjection {
   confirmedVersion: number | null;
   confirmedSha: string | null;
   confirmedProtocol: "wireguard" | "awg_2" | null;
+  /** The staged config the node's actor knows of (DESIGN §3 Config versions). */
+  stagedVersion: number;
+  stagedSha: string | null;
 }
 
 type NodeSnapshot = SnapshotFrom<NodeMachine>;
@@ -46,6 +49,8 @@ export function projectNode(snapshot: NodeSnapshot): NodeProjection {
     confirmedVersion: c.confirmedVersion,
     confirmedSha: c.confirmedSha,
     confirmedProtocol: c.confirmedProtocol ?? null,
+    stagedVersion: c.stagedVersion,
+    stagedSha: c.stagedSha,
   };
 }
 
@@ -60,6 +65,7 @@ export function projectionChanged(a: NodeProjection | undefined, b: NodeProjecti
     a.sync !== b.sync ||
     a.lastReachableAt !== b.lastReachableAt ||
     a.clientVersion !== b.clientVersion ||
-    a.confirmedSha !== b.confirmedSha
+    a.confirmedSha !== b.confirmedSha ||
+    a.stagedSha !== b.stagedSha
   );
 }

@@ -83,13 +83,8 @@ export class ControlService {
   readonly #d: ControlServiceDeps;
   readonly #pushTimers = new Map<string, unknown>();
 
-  readonly #statusNode;
-
   constructor(deps: ControlServiceDeps) {
     this.#d = deps;
-    this.#statusNode = deps.store.sqlite.prepare(
-      "SELECT config_id, node_id, mode, staged_config_version, staged_config_sha256 FROM nodes WHERE node_id = ? AND config_id = ?",
-    );
   }
 
   /**
@@ -276,13 +271,13 @@ export class ControlService {
   }
 
   /**
-   * The endpoint status for an SSE frame (spec §6.5 `endpoint.status.updated`), synchronous:
-   * one prepared statement for the node's few columns plus the actor's projection, no query
-   * builder on the ingest path. Undefined when the node no longer exists.
+   * The endpoint status for an SSE frame (spec §6.5 `endpoint.status.updated`) from a committed
+   * projection alone: no query on the ingest path (the actor knows the node's mode and staged
+   * config, DESIGN §3).
    */
-  endpointStatusNow(configId: string, nodeId: string): EndpointStatusView | undefined {
-    const node = this.#statusNode.get(nodeId, configId) as EndpointStatusNode | undefined;
-    return node && endpointStatusView(node, this.#d.registry.projection(configId, nodeId), this.#d.mqttEnabled);
+  endpointStatusOf(configId: string, nodeId: string, p: NodeProjection): EndpointStatusView {
+    const node = { config_id: configId, node_id: nodeId, mode: p.mode, staged_config_version: p.stagedVersion, staged_config_sha256: p.stagedSha };
+    return endpointStatusView(node, p, this.#d.mqttEnabled);
   }
 
   /** Control logs of a node, newest first (DESIGN §5). */

@@ -1,4 +1,5 @@
 import type { ControlLogView } from "../actors/commands.js";
+import type { NodeProjection } from "../actors/projection.js";
 import type { NodeActorRegistry } from "../actors/registry.js";
 import type { EventHub } from "../events/hub.js";
 import type { Logger } from "../logger.js";
@@ -33,12 +34,15 @@ export class Notifier {
     this.#log = deps.log;
   }
 
-  /** `endpoint.status.updated` (heartbeats, ACKs, detect, events, reset). */
-  endpointStatus(configId: string, nodeId: string): void {
+  /**
+   * `endpoint.status.updated` (heartbeats, ACKs, detect, events, reset), built from the
+   * projection the registry just committed.
+   */
+  endpointStatus(configId: string, nodeId: string, projection: NodeProjection): void {
     if (!this.#live()) return;
     try {
-      const status = this.#control().endpointStatusNow(configId, nodeId);
-      if (status) this.#hub.publish("endpoint.status.updated", { config_id: configId, node_id: nodeId, status });
+      const status = this.#control().endpointStatusOf(configId, nodeId, projection);
+      this.#hub.publish("endpoint.status.updated", { config_id: configId, node_id: nodeId, status });
     } catch (err) {
       this.#log.error({ err }, "building an SSE event failed");
     }
