@@ -94,9 +94,13 @@ interface NodeRowForActor {
  * The actor system: one XState actor per node, keyed by `config_id/node_id` (design card).
  *
  * Persist-then-emit: every snapshot change of an actor (an event, or a timer firing) is queued;
- * the queue is written in one SQLite transaction on the next turn of the event loop (group
- * commit), and only after the commit are SSE notifications and machine effects run. A failed
- * write is logged and rejects the {@link NodeActorRegistry.send} promises waiting on it.
+ * the queue is written in one SQLite transaction on the next turn of the event loop, or right
+ * after the current message once 1,024 states are queued (group commit), and only after the
+ * commit are SSE notifications and machine effects run. A failed write is logged and rejects
+ * the {@link NodeActorRegistry.send} promises waiting on it.
+ *
+ * Dormant nodes: a node restored at start gets no XState actor until its first event; its
+ * stored projection answers reads meanwhile (cold start and memory scale with nodes, not actors).
  *
  * Presence sweep (spec §3.1 online TTL): instead of one XState timer per node, cancelled and
  * re-armed by every heartbeat, the registry keeps each online node's {@link presenceDeadline}
