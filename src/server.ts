@@ -305,14 +305,7 @@ export async function createServer(
       if (broker !== null) {
         // In-process: the backend subscribes on aedes itself before any agent can connect, so
         // nothing sent right after start-up is missed, and a heartbeat costs no loopback packets.
-        const link = await broker.attachBackend(backendSubscriptions(), (topic, payload) => router.handle(topic, payload));
-        client = {
-          get connected() {
-            return link.connected();
-          },
-          publish: (topic, envelope) => link.publish(topic, JSON.stringify(envelope)),
-          close: () => link.close(),
-        };
+        client = await broker.attachBackend(backendSubscriptions(), (topic, payload) => router.handle(topic, payload));
       } else {
         const clientOptions: BackendClientOptions = {
           url: settings.mqttUrl,

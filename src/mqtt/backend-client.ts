@@ -129,27 +129,6 @@ export class BackendMqttClient {
     return self;
   }
 
-  /**
-   * {@link start}, then waits for the first connection and its subscriptions (the in-process
-   * broker, which is up already), at most `timeoutMs`; past that it goes on connecting in the
-   * background.
-   */
-  static async startAndWait(opts: BackendClientOptions, timeoutMs: number): Promise<BackendMqttClient> {
-    let resolveFirst: () => void = () => undefined;
-    const first = new Promise<void>((resolve) => (resolveFirst = resolve));
-    const self = BackendMqttClient.start({
-      ...opts,
-      onConnect: () => {
-        resolveFirst();
-        opts.onConnect?.();
-      },
-    });
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([first, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
-    clearTimeout(timer);
-    return self;
-  }
-
   /** True while connected to the broker (spec §1.8: the system status reports it). */
   get connected(): boolean {
     return this.#connected;

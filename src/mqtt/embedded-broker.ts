@@ -9,7 +9,7 @@ import {
   type ConnectPacket,
 } from "aedes";
 import type { Logger } from "../logger.js";
-import { MAX_ENVELOPE_BYTES } from "../protocol/envelope.schema.js";
+import { MAX_ENVELOPE_BYTES, type Envelope } from "../protocol/envelope.schema.js";
 import { authorize, type BrokerIdentity } from "./authz.policy.js";
 import { verifyBrokerPassword, type BrokerUserLookup } from "./broker-users.js";
 
@@ -78,12 +78,12 @@ function logTopic(topic: unknown): string {
 /** The backend's in-process link to the embedded broker ({@link EmbeddedBroker.attachBackend}). */
 export interface BackendLink {
   /** False once the link or the broker is closed. */
-  connected(): boolean;
+  readonly connected: boolean;
   /**
-   * Publishes at QoS 1, never retained (spec §6.4 rule 5); resolves once aedes has queued it to
-   * the subscribers. @throws Error when the broker is closed
+   * Publishes one envelope at QoS 1, never retained (spec §6.4 rule 5); resolves once aedes has
+   * queued it to the subscribers. @throws Error when the broker is closed
    */
-  publish(topic: string, payload: string): Promise<void>;
+  publish(topic: string, envelope: Envelope): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -334,16 +334,19 @@ export class EmbeddedBroker {
       );
     for (const filter of filters) await subscribe(filter);
     let open = true;
+    const broker = this;
     return {
-      connected: () => open && this.closing === undefined,
-      publish: (topic, payload) =>
+      get connected() {
+        return open && broker.closing === undefined;
+      },
+      publish: (topic, envelope) =>
         new Promise<void>((resolve, reject) => {
           if (!open || this.closing !== undefined) {
             reject(new Error("the embedded broker is closed"));
             return;
           }
           this.broker.publish(
-            { cmd: "publish", topic, payload: Buffer.from(payload), qos: 1, retain: false, dup: false } as never,
+            { cmd: "publish", topic, payload: Buffer.from(JSON.stringify(envelope)), qos: 1, retain: false, dup: false } as never,
             (err?: Error) => (err ? reject(err) : resolve()),
           );
         }),

@@ -12,20 +12,14 @@ import { nodeTopics } from "../protocol/topics.js";
 import type { Store } from "../store/db.js";
 import type { NodeRow } from "../store/schema.js";
 import { requireNode } from "./mesh.service.js";
-import { clientView } from "./views.js";
+import { clientView, type NodeClientView } from "./views.js";
 
 /** The `endpoint.status.updated` payload and the endpoint-status answer (DESIGN §5). */
-export interface EndpointStatusView {
+export interface EndpointStatusView extends NodeClientView {
   config_id: string;
   node_id: string;
   mode: "static" | "dynamic";
   effective_mode: "static" | "dynamic";
-  client_initialized: boolean;
-  client_presence_state: "online" | "dropped" | "offline";
-  runtime_state: "unknown" | "running" | "stopped";
-  last_reachable_at: string | null;
-  client_version: string | null;
-  config_version_state: "latest" | "pending" | null;
   staged_config: { config_version: number; config_sha256: string | null };
   confirmed_config: { config_version: number | null; config_sha256: string | null };
   mqtt_enabled: boolean;

@@ -11,8 +11,21 @@ import type { SseEventType } from "../../src/events/event-types.js";
 import { EventHub, type EventHubOptions } from "../../src/events/hub.js";
 import { createLogger } from "../../src/logger.js";
 import { createServer, type Server } from "../../src/server.js";
+import { login } from "../helpers/api.js";
 
 export const ADMIN_PASSWORD = "correct horse battery staple";
+
+/**
+ * Listens on 127.0.0.1:0 and logs in as admin over real HTTP.
+ * @returns the service's base URL and an admin bearer token
+ */
+export async function listenAndLogin(server: Server, password = ADMIN_PASSWORD): Promise<{ baseUrl: string; token: string }> {
+  await server.app.listen({ host: "127.0.0.1", port: 0 });
+  const address = server.app.server.address();
+  assert.ok(address !== null && typeof address === "object");
+  const baseUrl = `http://127.0.0.1:${address.port}`;
+  return { baseUrl, token: await login(baseUrl, password) };
+}
 export const STREAM_PATH = "/api/v1/events/stream";
 
 /** Hub options a test may override. */
@@ -45,25 +58,13 @@ export async function startSseServer(t: TestContext, hubOverrides: HubOverrides 
   const log = createLogger("silent");
   const server = await createServer(testSettings({ dataDir, adminPassword: ADMIN_PASSWORD }), log, { clock, hub: hubOverrides });
   const hub = server.hub;
-  await server.app.listen({ host: "127.0.0.1", port: 0 });
-  const address = server.app.server.address();
-  assert.ok(address !== null && typeof address === "object");
-  const baseUrl = `http://127.0.0.1:${address.port}`;
-
   let closing: Promise<void> | undefined;
   const close = () => (closing ??= server.close());
   t.after(async () => {
     await close();
     rmSync(dataDir, { recursive: true, force: true });
   });
-
-  const login = await fetch(`${baseUrl}/api/v1/auth/login`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ password: ADMIN_PASSWORD }),
-  });
-  assert.equal(login.status, 200);
-  const token = ((await login.json()) as { access_token: string }).access_token;
+  const { baseUrl, token } = await listenAndLogin(server);
 
   return {
     server,
@@ -80,7 +81,7 @@ export async function startSseServer(t: TestContext, hubOverrides: HubOverrides 
       return openStream(`${baseUrl}${STREAM_PATH}`, headers);
     },
     async openStalled() {
-      const socket = connect({ host: "127.0.0.1", port: address.port });
+      const socket = connect({ host: "127.0.0.1", port: Number(new URL(baseUrl).port) });
       socket.pause();
       await new Promise<void>((resolve, reject) => {
         socket.once("connect", resolve);

@@ -11,6 +11,7 @@ import { testSettings, type Settings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { createServer, type Server } from "../../src/server.js";
 import { api } from "../control/agent-harness.js";
+import { listenAndLogin } from "../events/sse-harness.js";
 import { freeTcpPort } from "../helpers/agent.js";
 import { repoRoot } from "../helpers/service.js";
 import { findOnPath, requireSystem } from "../helpers/system.js";
@@ -192,23 +193,17 @@ export async function startService(t: TestContext, settings: Settings): Promise<
     await close();
     rmSync(settings.dataDir, { recursive: true, force: true });
   });
-  await server.app.listen({ host: "127.0.0.1", port: 0 });
-  const address = server.app.server.address();
-  assert.ok(address !== null && typeof address === "object");
-  const baseUrl = `http://127.0.0.1:${address.port}`;
+  const { baseUrl, token } = await listenAndLogin(server, ADMIN_PASSWORD);
   const s: Service = {
     server,
     baseUrl,
-    token: "",
+    token,
     dataDir: settings.dataDir,
     close,
     api(method, path, body, auth = true) {
       return api(s, method, path, body, auth);
     },
   };
-  const login = await s.api("POST", "/api/v1/auth/login", { password: ADMIN_PASSWORD }, false);
-  assert.equal(login.status, 200, JSON.stringify(login.json));
-  s.token = login.json.access_token;
   return s;
 }
 

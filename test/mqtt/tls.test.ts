@@ -19,6 +19,7 @@ import { EmbeddedBroker } from "../../src/mqtt/embedded-broker.js";
 import { ensureGeneratedTls, readTlsFiles, resolveMqttTls, SERVER_RENEW_BEFORE_MS, SERVER_VALIDITY_MS, type TlsMaterial } from "../../src/mqtt/tls.js";
 import { createServer, type Server } from "../../src/server.js";
 import { api, eventually } from "../control/agent-harness.js";
+import { listenAndLogin } from "../events/sse-harness.js";
 
 // TLS for MQTT (issue 6 Build item 3, Must-show 4): spec §1.9 (SVC_MQTT_TLS_ENABLED, mqtts://
 // SVC_MQTT_URL), §2.6 (mqtt.tls, the CA present only when tls is true), §5 "Agent to broker ...
@@ -53,17 +54,7 @@ async function startSvc(t: TestContext, dataDir: string, overrides: Partial<Sett
   let closing: Promise<void> | undefined;
   const close = () => (closing ??= server.close());
   t.after(close);
-  await server.app.listen({ host: "127.0.0.1", port: 0 });
-  const address = server.app.server.address();
-  assert.ok(address !== null && typeof address === "object");
-  const baseUrl = `http://127.0.0.1:${address.port}`;
-  const login = await fetch(`${baseUrl}/api/v1/auth/login`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ password: ADMIN_PASSWORD }),
-  });
-  assert.equal(login.status, 200);
-  const token = ((await login.json()) as { access_token: string }).access_token;
+  const { baseUrl, token } = await listenAndLogin(server, ADMIN_PASSWORD);
   return { server, baseUrl, token, close };
 }
 
