@@ -82,6 +82,9 @@ export interface CommandTrackerDeps {
   onFinal?(command: OpenCommand, status: "applied" | "failed" | "timed_out"): void;
 }
 
+/** Longest failure message stored by {@link CommandTracker.recordFailure}, characters (ACK messages are bounded alike). */
+const MAX_FAILURE_MESSAGE = 4000;
+
 /** A stored control log row (the store's own type, not a copy of it). */
 type LogRow = ControlLogRow;
 
@@ -245,7 +248,8 @@ export class CommandTracker {
    * log line naming the node. Counted as a failed command in metrics.
    * @returns the stored row, or null when it could not be stored (the node is gone; logged)
    */
-  recordFailure(configId: string, nodeId: string, action: string, message: string): ControlLogView | null {
+  recordFailure(configId: string, nodeId: string, action: string, reason: string): ControlLogView | null {
+    const message = reason.length > MAX_FAILURE_MESSAGE ? `${reason.slice(0, MAX_FAILURE_MESSAGE)}…` : reason;
     this.#deps.log.warn({ config_id: configId, node_id: nodeId, action, err: message }, "command failed before it was sent");
     let logId: number;
     try {

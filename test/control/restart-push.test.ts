@@ -55,3 +55,31 @@ test("spec §3.5, §9 rule 4: a config push ACKed `applied` after a backend rest
   const log = await again.control.controlLogs(configId, nodeId, 10);
   assert.equal(log.find((l) => l.request_id === sent.json.request_id)?.status, "applied");
 });
+
+test("spec §3.5: a push target altered in the database while the backend was down (e.g. by a restored snapshot) is not trusted: logged, and the ACK confirms nothing", async (t) => {
+  const s = await startSseServer(t);
+  const { configId, nodeId, p, agent } = await boundAgent(s, t, { online: true, endAfter: false });
+  const push = nextMessage(agent, p.topics.config_push!);
+  const sent = await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "push_config" });
+  await push;
+  await agent.endAsync();
+  const dbFile = s.server.store.sqlite.name;
+  const dataDir = dbFile.slice(0, dbFile.lastIndexOf("/"));
+  const restartAt = s.clock.now() + 10_000;
+  s.server.store.sqlite.prepare("UPDATE control_logs SET pushed_config_sha256 = ? WHERE request_id = ?").run("Z".repeat(64), sent.json.request_id);
+  await s.close();
+
+  const lines: Array<{ msg: string; request_id?: string }> = [];
+  const log = createLogger("warn", { write: (line: string) => void lines.push(JSON.parse(line) as { msg: string }) });
+  const again = await createServer(testSettings({ dataDir, adminPassword: ADMIN_PASSWORD }), log, { clock: new ManualClock(restartAt), dbFile });
+  t.after(() => again.close());
+  assert.ok(lines.some((l) => /without a valid push target/.test(l.msg) && l.request_id === sent.json.request_id));
+  const agent2 = await connectAgent({ server: again } as unknown as SseServer, p);
+  t.after(() => agent2.end(true));
+  await agent2.publishAsync(p.topics.config_push_ack!, envelope(p, "ack", { status: "applied", message: "", action: "push_config" }, sent.json.request_id), { qos: 1 });
+  await eventually("the command closed", async () => {
+    const l = await again.control.controlLogs(configId, nodeId, 10);
+    return l.find((x) => x.request_id === sent.json.request_id)?.status === "applied" ? true : undefined;
+  });
+  assert.equal((await again.control.endpointStatus(configId, nodeId)).config_version_state, "pending");
+});
