@@ -29,6 +29,7 @@ interface Rig {
   tunnelDir: string;
   logs: Array<Record<string, unknown>>;
   stop: () => Promise<void>;
+  restart: () => Promise<void>;
 }
 
 async function rig(t: TestContext, opts: { privileged?: boolean; beforeStart?: (s: SseServer, nodeId: string) => void } = {}): Promise<Rig> {
@@ -57,21 +58,30 @@ async function rig(t: TestContext, opts: { privileged?: boolean; beforeStart?: (
   const awg = createToolchains({ platform: "linux", run: runner("awg_2"), configDirs: { awg_2: join(tunnelDir, "amneziawg") } });
   const logs: Array<Record<string, unknown>> = [];
   opts.beforeStart?.(s, nodeId);
-  const ctl = new AbortController();
-  const running = runAgent({
-    profile,
-    profileDir: dir,
-    log: (l) => logs.push(l),
-    signal: ctl.signal,
-    toolchains: (p) => (p === "wireguard" ? wg(p) : awg(p)),
-    isPrivileged: () => opts.privileged ?? true,
-  });
+  let ctl = new AbortController();
+  const launch = () =>
+    runAgent({
+      profile,
+      profileDir: dir,
+      log: (l) => logs.push(l),
+      signal: ctl.signal,
+      toolchains: (p) => (p === "wireguard" ? wg(p) : awg(p)),
+      isPrivileged: () => opts.privileged ?? true,
+    });
+  let running = launch();
   let stopped = false;
   const stop = async () => {
     if (stopped) return;
     stopped = true;
     ctl.abort();
     await running;
+  };
+  /** A new agent process over the same profile directory (its state.json) and tunnel stand-ins. */
+  const restart = async () => {
+    await stop();
+    ctl = new AbortController();
+    stopped = false;
+    running = launch();
   };
   t.after(async () => {
     await stop();
@@ -84,7 +94,7 @@ async function rig(t: TestContext, opts: { privileged?: boolean; beforeStart?: (
       return [];
     }
   };
-  return { s, configId, nodeId, profile, calls, tunnelDir, logs, stop };
+  return { s, configId, nodeId, profile, calls, tunnelDir, logs, stop, restart };
 }
 
 async function logsOf(r: Rig) {
@@ -293,4 +303,16 @@ test("spec §6.3 control push_config with the bare control payload re-runs §3.8
   // Another protocol than the one the config was applied under: no config to re-apply.
   const other = await controlPush(r, { tunnel_protocol: "awg_2", interface_name: "svc-t" });
   assert.equal(other.status, "failed");
+});
+
+test("spec §6.3 control push_config: the last applied push (version and digest, in state.json) survives an agent restart, so the bare payload still re-applies it", async (t) => {
+  const r = await rig(t);
+  await eventually("online", async () => ((await status(r.s, r.configId, r.nodeId)).client_presence_state === "online" ? true : undefined));
+  assert.equal((await command(r, "push_config")).status, "applied");
+  await r.restart();
+  await eventually("online again", async () => ((await status(r.s, r.configId, r.nodeId)).client_presence_state === "online" ? true : undefined));
+  const staged = (await api(r.s, "GET", `/api/v1/configs/${r.configId}/nodes/${r.nodeId}/config`)).json;
+  const log = await controlPush(r, { tunnel_protocol: "wireguard", interface_name: "svc-t" });
+  assert.equal(log.status, "applied", log.message);
+  assert.match(log.message, new RegExp(`config v${staged.config_version} written`));
 });
