@@ -55,6 +55,13 @@ test("spec §2.6 mqtt.password, §3.2 row 1: a second bind rotates the password 
   const second = await bind(s, configId, nodeId);
   assert.notEqual(second.mqtt.password, first.mqtt.password, "rotated at bind");
   assert.equal(second.mqtt.username, first.mqtt.username, "same account, new password");
+  // spec §2.6 note: the tunnel protocol is not stored in the profile.
+  const leaves = (v: unknown, key = ""): Array<[string, unknown]> =>
+    v !== null && typeof v === "object" ? Object.entries(v).flatMap(([k, x]) => leaves(x, k)) : [[key, v]];
+  for (const [key, value] of leaves(second)) {
+    assert.doesNotMatch(key, /protocol/, "no protocol field");
+    assert.ok(value !== "wireguard" && value !== "awg_2", `${key} names no protocol`);
+  }
   const hashAfter = (s.server.store.sqlite.prepare("SELECT mqtt_password_hash AS h FROM node_client_state WHERE node_id = ?").get(nodeId) as { h: string }).h;
   assert.notEqual(hashAfter, hashBefore);
   assert.ok(!hashAfter.includes(second.mqtt.password), "stored hashed, never as the password");
