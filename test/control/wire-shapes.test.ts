@@ -141,13 +141,14 @@ test("spec §6.3: detect ACK client_online/platform/message, event level and com
   const { configId, nodeId, p, agent } = await boundAgent(s, t, { online: true });
   const router = s.server.router;
   const bad = () => router.dropped.get("bad_payload") ?? 0;
-  const sse = await s.open();
-  t.after(() => sse.destroy());
-  const detect = await new Promise<Record<string, any>>((resolve) => {
+  const detected = new Promise<Record<string, any>>((resolve) => {
     agent.on("message", (topic, buf) => {
       if (topic === p.topics.detect) resolve(JSON.parse(buf.toString()));
     });
   });
+  const sse = await s.open();
+  t.after(() => sse.destroy());
+  const detect = await detected;
   const good = { status: "applied", message: "", action: "detect", client_online: true, wg_online: false, platform: "windows", client_version: "9.9.9" };
   let n = 0;
   for (const wrong of [
