@@ -158,3 +158,77 @@ test("spec §6.4 rule 7, §8: the real agent heartbeats once on connect, then ex
   }
   assert.equal(HEARTBEAT_INTERVAL_MS, 30 * MINUTE);
 });
+
+// ---------------------------------------------------------------------------------------------
+// spec §2.7, §6.4 rule 3, §3.1: every ACK refreshes last_reachable_at to its receive time
+
+/** Takes the agent's downstream messages in arrival order, one topic at a time; each is taken once. */
+function inbox(agent: MqttClient): (topic: string, what: string) => Promise<{ request_id: string; payload: Record<string, unknown> }> {
+  const seen: Array<{ topic: string; taken: boolean; env: { request_id: string; payload: Record<string, unknown> } }> = [];
+  agent.on("message", (topic, payload) => seen.push({ topic, taken: false, env: JSON.parse(payload.toString("utf8")) }));
+  return (topic, what) =>
+    eventually(what, () => {
+      const m = seen.find((x) => x.topic === topic && !x.taken);
+      if (m === undefined) return undefined;
+      m.taken = true;
+      return m.env;
+    });
+}
+
+test("spec §2.7, §6.4 rule 3, §3.1: a control ACK, an info ACK, a config-push ACK and a detect ACK each move last_reachable_at to the ACK's receive time and bring an offline node back online", async (t) => {
+  const s = await startSseServer(t);
+  const { configId, nodeId, p, agent } = await boundAgent(s, t, { online: true });
+  const next = inbox(agent);
+  const base = `/api/v1/configs/${configId}/nodes/${nodeId}`;
+  assert.equal((await status(s, configId, nodeId)).last_reachable_at, null, "a heartbeat is not an ACK");
+
+  /** The agent goes offline (its will), then ACKs `requestId` at a later instant of the server's clock. */
+  const ackAfterOffline = async (topic: string, requestId: string, payload: Record<string, unknown>, why: string) => {
+    await agent.publishAsync(p.topics.event!, envelope(p, "event", { level: "info", event: "offline", message: "lost" }), { qos: 1 });
+    await eventually(`${why}: offline`, async () => ((await status(s, configId, nodeId)).client_presence_state === "offline" ? true : undefined));
+    s.clock.advance(7 * SECOND);
+    const receivedAt = s.clock.now();
+    await agent.publishAsync(topic, envelope(p, "ack", payload, requestId), { qos: 1 });
+    const st = await eventually(`${why}: last_reachable_at moves`, async () => {
+      const now = await status(s, configId, nodeId);
+      return now.last_reachable_at === isoTime(receivedAt) ? now : undefined;
+    });
+    assert.equal(st.client_presence_state, "online", `${why}: an ACK is a reachable signal (spec §3.1)`);
+    // The clock moves on; nothing else refreshes it until the next ACK.
+    s.clock.advance(3 * SECOND);
+    assert.equal((await status(s, configId, nodeId)).last_reachable_at, isoTime(receivedAt), `${why}: stays at the ACK's time`);
+  };
+
+  // Control ACK (accepted, then applied).
+  const start = await api(s, "POST", `${base}/control`, { action: "start" });
+  assert.equal(start.status, 202, JSON.stringify(start.json));
+  const control = await next(p.topics.control!, "the control command");
+  assert.equal(control.request_id, start.json.request_id);
+  await ackAfterOffline(p.topics.control_ack!, control.request_id, { status: "accepted", message: "", action: "start" }, "control ACK accepted");
+  await ackAfterOffline(p.topics.control_ack!, control.request_id, { status: "applied", message: "", action: "start" }, "control ACK applied");
+
+  // Info ACK (failed counts too: it still proves the client answered).
+  const show = await api(s, "POST", `${base}/control`, { action: "wg_show" });
+  assert.equal(show.status, 202, JSON.stringify(show.json));
+  const info = await next(p.topics.info!, "the info command");
+  assert.equal(info.request_id, show.json.request_id);
+  await ackAfterOffline(p.topics.info_ack!, info.request_id, { status: "failed", message: "wg show exited with 1", action: "wg_show" }, "info ACK failed");
+
+  // Config-push ACK.
+  const push = await api(s, "POST", `${base}/control`, { action: "push_config" });
+  assert.equal(push.status, 202, JSON.stringify(push.json));
+  let pushed = await next(p.topics.config_push!, "the config push");
+  while (pushed.request_id !== push.json.request_id) pushed = await next(p.topics.config_push!, "the requested config push");
+  await ackAfterOffline(p.topics.config_push_ack!, pushed.request_id, { status: "applied", message: "", action: "push_config" }, "config-push ACK applied");
+
+  // Detect ACK: a console viewer starts the probes (spec §6.4 rule 8).
+  const viewer = await s.open();
+  t.after(() => viewer.destroy());
+  const detect = await next(p.topics.detect!, "a detect probe");
+  await ackAfterOffline(
+    p.topics.detect_ack!,
+    detect.request_id,
+    { status: "applied", message: "", action: "detect", client_online: true, wg_online: true, platform: "linux", client_version: "1.2.3" },
+    "detect ACK applied",
+  );
+});
