@@ -14,7 +14,7 @@ import { nodeClientId, nodeIdentity, nodeUsername } from "../../src/mqtt/authz.p
 import { brokerPasswordHash, type BrokerUser } from "../../src/mqtt/broker-users.js";
 import { EmbeddedBroker } from "../../src/mqtt/embedded-broker.js";
 import { backendSubscriptions, nodeTopic } from "../../src/protocol/topics.js";
-import { startSseServer } from "../events/sse-harness.js";
+import { startSseServer, subscribers } from "../events/sse-harness.js";
 import { api, boundAgent, dynamicNode, envelope, eventually, status } from "./agent-harness.js";
 
 /**
@@ -231,4 +231,75 @@ test("spec §2.7, §6.4 rule 3, §3.1: a control ACK, an info ACK, a config-push
     { status: "applied", message: "", action: "detect", client_online: true, wg_online: true, platform: "linux", client_version: "1.2.3" },
     "detect ACK applied",
   );
+});
+
+// ---------------------------------------------------------------------------------------------
+// spec §6.4 rule 8, §8: detect every 2 minutes (+ up to 10 % jitter), only while a console watches
+
+test("spec §6.4 rule 8, §8: no viewer, no probe; with one SSE viewer exactly 5 probes reach the node over MQTT in 10 simulated minutes, 120 s to 133 s apart; none once the last viewer leaves", async (t) => {
+  const s = await startSseServer(t);
+  const { configId, nodeId, p, agent } = await boundAgent(s, t, { online: true });
+  const probes: Array<{ request_id: string; sentAt: number }> = [];
+  agent.on("message", (topic, payload) => {
+    if (topic !== p.topics.detect) return;
+    const env = JSON.parse(payload.toString("utf8")) as { request_id: string; sent_at: string };
+    probes.push({ request_id: env.request_id, sentAt: Date.parse(env.sent_at) });
+    // A healthy agent answers, so the node stays online and keeps being probed.
+    void agent.publishAsync(
+      p.topics.detect_ack!,
+      envelope(p, "ack", { status: "applied", message: "", action: "detect", client_online: true, wg_online: true, platform: "linux", client_version: "1.2.3" }, env.request_id),
+      { qos: 1 },
+    );
+  });
+  const next = inbox(agent);
+  /**
+   * Everything published to the node before now has been delivered: a control command sent
+   * after it, through the same broker and subscription, has arrived.
+   */
+  const barrier = async (why: string): Promise<void> => {
+    const res = await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "stop" });
+    assert.equal(res.status, 202, JSON.stringify(res.json));
+    let got = await next(p.topics.control!, `${why}: barrier`);
+    while (got.request_id !== res.json.request_id) got = await next(p.topics.control!, `${why}: barrier`);
+  };
+  /** Advances the server's clock second by second; when a probe round starts, waits for its delivery first. */
+  const advanceSeconds = async (seconds: number): Promise<void> => {
+    for (let i = 0; i < seconds; i++) {
+      const before = s.server.detect.rounds;
+      s.clock.advance(SECOND);
+      if (s.server.detect.rounds !== before) {
+        await eventually("the round's probe delivered", () => probes.length === s.server.detect.rounds - roundsAtStart || undefined);
+      }
+    }
+  };
+  const roundsAtStart = s.server.detect.rounds;
+
+  // No viewer: 10 minutes pass and not one probe is sent.
+  await advanceSeconds(600);
+  await barrier("no viewer");
+  assert.equal(probes.length, 0, "spec §6.4 rule 8: with no viewers, no probe is sent");
+
+  // One viewer: the first probe at once, then one per interval.
+  const viewer = await s.open();
+  const openedAt = s.clock.now();
+  await eventually("the first probe", () => probes.length === 1 || undefined);
+  assert.equal(probes[0]!.sentAt, openedAt, "the first probe goes out when the first viewer arrives");
+  // Up to, not including, 10 minutes: rounds at 0 and k * [120 s, 132 s) (+ at most 1 s per
+  // round from the 1-second steps) for k = 1..4; the fifth interval ends at >= 600 s.
+  await advanceSeconds(599);
+  await barrier("one viewer");
+  assert.equal(probes.length, 5, `probes in 10 simulated minutes: ${probes.map((x) => (x.sentAt - openedAt) / SECOND).join(", ")} s`);
+  for (let i = 1; i < probes.length; i++) {
+    const gap = probes[i]!.sentAt - probes[i - 1]!.sentAt;
+    assert.ok(gap >= 120 * SECOND && gap < 133 * SECOND, `gap ${i}: ${gap / SECOND} s is 2 minutes plus at most 10 % jitter`);
+  }
+  assert.equal(new Set(probes.map((x) => x.request_id)).size, probes.length, "each probe has its own request_id");
+
+  // The last viewer leaves: not one probe more, however long the clock runs.
+  viewer.destroy();
+  await subscribers(s.hub, 0);
+  const count = probes.length;
+  await advanceSeconds(600);
+  await barrier("after the last viewer");
+  assert.equal(probes.length, count, "spec §6.4 rule 8: no probe after the last viewer leaves");
 });
