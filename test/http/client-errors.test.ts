@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
-import { connect } from "node:net";
+import { connect, createServer as createNetServer, type AddressInfo, type Socket } from "node:net";
 import { test } from "node:test";
 import { ERROR_CODES } from "../../src/errors.js";
+import { answerClientError } from "../../src/http/app.js";
+import { createLogger } from "../../src/logger.js";
 import { startHarness } from "./harness.js";
 
 /**
@@ -73,4 +75,30 @@ test("DESIGN §3: requests the HTTP parser refuses (bad header token, bad reques
   ] as const) {
     assertShape(await raw(port, request), "VALIDATION_FAILED", why);
   }
+});
+
+test("DESIGN §3: a request Node times out (ERR_HTTP_REQUEST_TIMEOUT) answers 408 REQUEST_TIMEOUT in the error shape; a reset connection gets nothing", async (t) => {
+  // Node's requestTimeout is 300 s: the handler is driven directly, on a real socket pair.
+  const server = createNetServer();
+  const accepted = new Promise<Socket>((resolve) => server.once("connection", resolve));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const port = (server.address() as AddressInfo).port;
+  const answer = raw(port, "GET /api/v1/health HTTP/1.1\r\nHost: x\r\n");
+  answerClientError(Object.assign(new Error("timeout"), { code: "ERR_HTTP_REQUEST_TIMEOUT" }), await accepted, createLogger("silent"));
+  assertShape(await answer, "REQUEST_TIMEOUT", "request timeout");
+
+  // ECONNRESET: the peer is gone; nothing is written and the socket is left to Node.
+  const second = new Promise<Socket>((resolve) => server.once("connection", resolve));
+  const client = connect({ host: "127.0.0.1", port });
+  t.after(() => client.destroy());
+  const socket = await second;
+  let written = false;
+  socket.write = (() => {
+    written = true;
+    return true;
+  }) as typeof socket.write;
+  answerClientError(Object.assign(new Error("reset"), { code: "ECONNRESET" }), socket, createLogger("silent"));
+  assert.equal(written, false);
+  socket.destroy();
 });
