@@ -303,3 +303,32 @@ test("spec §6.4 rule 8, §8: no viewer, no probe; with one SSE viewer exactly 5
   await barrier("after the last viewer");
   assert.equal(probes.length, count, "spec §6.4 rule 8: no probe after the last viewer leaves");
 });
+
+test("spec §3.1 reachable signals, §2.7: a heartbeat and a non-offline event bring an offline node back online but leave last_reachable_at where the last ACK put it", async (t) => {
+  const s = await startSseServer(t);
+  const { configId, nodeId, p, agent } = await boundAgent(s, t, { online: true });
+  const next = inbox(agent);
+  const start = await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "start" });
+  assert.equal(start.status, 202, JSON.stringify(start.json));
+  const control = await next(p.topics.control!, "the control command");
+  s.clock.advance(5 * SECOND);
+  const ackedAt = s.clock.now();
+  await agent.publishAsync(p.topics.control_ack!, envelope(p, "ack", { status: "accepted", message: "", action: "start" }, control.request_id), { qos: 1 });
+  await eventually("the ACK's time", async () => ((await status(s, configId, nodeId)).last_reachable_at === isoTime(ackedAt) ? true : undefined));
+
+  for (const [topic, type, payload, why] of [
+    [p.topics.heartbeat!, "heartbeat", { client_online: true, wg_online: false }, "heartbeat"],
+    [p.topics.event!, "event", { level: "info", event: "mqtt_connected", message: "agent connected" }, "event mqtt_connected"],
+    [p.topics.event!, "event", { level: "warn", event: "tunnel_flapping", message: "x" }, "an event the spec does not name"],
+  ] as const) {
+    await agent.publishAsync(p.topics.event!, envelope(p, "event", { level: "info", event: "offline", message: "lost" }), { qos: 1 });
+    await eventually(`${why}: offline`, async () => ((await status(s, configId, nodeId)).client_presence_state === "offline" ? true : undefined));
+    s.clock.advance(11 * SECOND);
+    await agent.publishAsync(topic, envelope(p, type, payload), { qos: 1 });
+    const st = await eventually(`${why}: online`, async () => {
+      const now = await status(s, configId, nodeId);
+      return now.client_presence_state === "online" ? now : undefined;
+    });
+    assert.equal(st.last_reachable_at, isoTime(ackedAt), `${why} is not an ACK: last_reachable_at stays`);
+  }
+});
