@@ -20,6 +20,7 @@ import {
   type TunnelProtocol,
 } from "../protocol/envelope.schema.js";
 import { nodeTopic, parseTopic, type DownstreamKind, type UpstreamKind } from "../protocol/topics.js";
+import type { Clock } from "../clock.js";
 import { applyConfigPush, sha256Hex } from "./config-push.js";
 import { runCommand } from "./exec.js";
 import type { AgentProfile } from "./profile.js";
@@ -60,6 +61,11 @@ export interface RunAgentOptions {
   tunnelDir?: string;
   /** Heartbeat interval override, ms (tests); the product's is fixed at 30 minutes. */
   heartbeatMs?: number;
+  /**
+   * Timers of the heartbeat schedule (tests pass a ManualClock to count heartbeats over simulated
+   * time). Default: Node's own timers, referenced (the agent is a long-running process).
+   */
+  heartbeatTimers?: Pick<Clock, "setTimeout" | "clearTimeout">;
   /**
    * spec §5: whether the agent has the privileges commands need (root; LocalSystem on Windows).
    * Default: uid 0 on Linux and macOS; on Windows the service installer guarantees LocalSystem.
@@ -195,7 +201,17 @@ export async function runAgent(opts: RunAgentOptions): Promise<void> {
     void heartbeat();
   });
 
-  const heartbeatTimer = setInterval(() => void heartbeat(), opts.heartbeatMs ?? HEARTBEAT_INTERVAL_MS);
+  // spec §6.4 rule 7: one heartbeat per interval, re-armed after each (not counted from connects).
+  const timers = opts.heartbeatTimers ?? { setTimeout: (fn: () => void, ms: number) => setTimeout(fn, ms), clearTimeout: (h: unknown) => clearTimeout(h as NodeJS.Timeout) };
+  const heartbeatEvery = opts.heartbeatMs ?? HEARTBEAT_INTERVAL_MS;
+  let heartbeatTimer: unknown;
+  const armHeartbeat = (): void => {
+    heartbeatTimer = timers.setTimeout(() => {
+      armHeartbeat();
+      void heartbeat();
+    }, heartbeatEvery);
+  };
+  armHeartbeat();
 
   client.on("message", (topic, payload) => {
     const parsed = parseTopic(topic);
@@ -387,7 +403,7 @@ export async function runAgent(opts: RunAgentOptions): Promise<void> {
 
   await new Promise<void>((resolve) => {
     const stop = () => {
-      clearInterval(heartbeatTimer);
+      timers.clearTimeout(heartbeatTimer);
       const finish = () => {
         client.end(true, {}, () => resolve());
       };
