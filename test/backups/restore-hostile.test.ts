@@ -335,31 +335,63 @@ test("issue 10, spec §2.4: at cold start a node whose stored state cannot be re
   const post = (url: string, body: unknown) =>
     injectJson(first.server, { method: "POST", url, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, payload: JSON.stringify(body) });
   const config = (await post("/api/v1/configs", { name: "office", tunnel_protocol: "wireguard", network_cidr: "10.60.0.0/24" })).json;
-  const bad = (await post(`/api/v1/configs/${config.config_id}/nodes`, { name: "bad", mode: "dynamic" })).json;
-  const good = (await post(`/api/v1/configs/${config.config_id}/nodes`, { name: "good", mode: "dynamic", public_address: "192.0.2.1" })).json;
-  assert.ok(bad.node_id && good.node_id);
+  const node = async (name: string) => {
+    const res = await post(`/api/v1/configs/${config.config_id}/nodes`, { name, mode: "dynamic", public_address: "192.0.2.1" });
+    assert.equal(res.status, 201, res.text);
+    return res.json.node_id as string;
+  };
+  const good = await node("good");
+  const badIds = [await node("crafted"), await node("garbage"), await node("unknown-state"), await node("other-node"), await node("bad-context")];
   await first.close();
 
-  // A bad row written straight into the real SQLite file.
+  // Bad rows written straight into the real SQLite file; the good node's own stored snapshot is
+  // the template of the subtler ones.
   const file = new SQLite(join(dataDir, "svc.db"));
-  file.prepare("UPDATE node_client_state SET machine_snapshot = ?, machine_version = 1 WHERE node_id = ?").run(CRAFTED_MACHINE, bad.node_id);
+  const stored = JSON.parse(
+    (file.prepare("SELECT machine_snapshot FROM node_client_state WHERE node_id = ?").get(good) as { machine_snapshot: string }).machine_snapshot,
+  ) as { value: Record<string, unknown>; context: Record<string, unknown> };
+  /** The good node's stored snapshot made the bad node's own, with one defect. */
+  const variant = (nodeId: string, edit: (v: typeof stored) => void) => {
+    const copy = structuredClone(stored);
+    copy.context.nodeId = nodeId;
+    edit(copy);
+    return JSON.stringify(copy);
+  };
+  const bad = [
+    CRAFTED_MACHINE, // the issue's finding
+    "{not json",
+    variant(badIds[2]!, (v) => (v.value.presence = "teleported")),
+    variant(badIds[3]!, (v) => (v.context.nodeId = good)), // another node's state
+    variant(badIds[4]!, (v) => (v.context.stagedVersion = "many")),
+  ];
+  const set = file.prepare("UPDATE node_client_state SET machine_snapshot = ?, machine_version = 1 WHERE node_id = ?");
+  bad.forEach((json, i) => set.run(json, badIds[i]));
   file.close();
 
   const lines: string[] = [];
   const second = await boot(t, dataDir, lines);
-  assert.equal(second.server.registry.has(config.config_id, good.node_id), true, "the good node serves");
-  assert.equal(second.server.registry.has(config.config_id, bad.node_id), false, "the bad node has no actor");
+  assert.equal(second.server.registry.has(config.config_id, good), true, "the good node serves");
   assert.deepEqual(
-    second.server.registry.quarantined().map((q) => [q.configId, q.nodeId]),
-    [[config.config_id, bad.node_id]],
+    second.server.registry
+      .quarantined()
+      .map((q) => q.nodeId)
+      .sort(),
+    [...badIds].sort(),
   );
-  assert.equal((await second.req("GET", `/api/v1/configs/${config.config_id}/nodes/${good.node_id}/config`)).status, 200);
-  assert.equal((await second.req("GET", `/api/v1/configs/${config.config_id}/nodes/${good.node_id}/endpoint-status`)).status, 200);
-  const logged = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.node_id === bad.node_id && l.level === 50);
-  assert.ok(logged, `an error line names the node; got ${lines.filter((l) => l.includes('"level":50')).join("\n")}`);
-  assert.equal(logged.config_id, config.config_id);
-  assert.match(String(logged.msg), /quarantined/);
-  assert.equal(typeof logged.reason, "string");
+  for (const id of badIds) assert.equal(second.server.registry.has(config.config_id, id), false, "a quarantined node has no actor");
+  assert.equal((await second.req("GET", `/api/v1/configs/${config.config_id}/nodes/${good}/config`)).status, 200);
+  assert.equal((await second.req("GET", `/api/v1/configs/${config.config_id}/nodes/${good}/endpoint-status`)).status, 200);
+  // A quarantined node's REST reads answer from its columns.
+  assert.equal((await second.req("GET", `/api/v1/configs/${config.config_id}/nodes/${badIds[0]}/endpoint-status`)).status, 200);
+  const errors = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.level === 50);
+  for (const id of badIds) {
+    const logged = errors.find((l) => l.node_id === id);
+    assert.ok(logged, `an error line names ${id}; got ${JSON.stringify(errors)}`);
+    assert.equal(logged.config_id, config.config_id);
+    assert.match(String(logged.msg), /quarantined/);
+    if (process.env.SHOW_REFUSALS) console.log(id, logged.reason);
+    assert.equal(typeof logged.reason, "string");
+  }
 });
 
 test("issue 10, spec §2.4/§4 rule 12: a client bound before a restore is cut off and its broker password stops working; the node re-binds", { timeout: 20_000 }, async (t) => {
