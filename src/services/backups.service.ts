@@ -291,7 +291,7 @@ export class BackupsService {
       const entry = await this.#snapshots.run(async () => {
         const { manifest, dbFile } = await extractSnapshotZip(upload.file, upload.dir, settings.maxSnapshotBytes);
         await prepareSnapshotDatabase(dbFile, tableDefinitions(store.sqlite), log);
-        validateSnapshotRows(dbFile);
+        await validateSnapshotRows(dbFile);
         const dir = await this.#dir(this.snapshotsDir);
         const id = newId("snap") as string;
         try {
@@ -337,7 +337,7 @@ export class BackupsService {
         // Checked again (the file may have been touched on disk); bounded by what it recorded.
         const { dbFile } = await extractSnapshotZip(snapshotZipPath(dir, snapshotId), work, record.manifest.db_size_bytes);
         await prepareSnapshotDatabase(dbFile, tableDefinitions(store.sqlite), log);
-        validateSnapshotRows(dbFile);
+        await validateSnapshotRows(dbFile);
         await sanitizeSnapshotDatabase(dbFile, clock.now(), log);
         let reloading: Promise<number> | undefined;
         // Holding Kysely's connection: no request transaction is open while the tables change.
