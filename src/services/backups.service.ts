@@ -281,7 +281,8 @@ export class BackupsService {
   /**
    * Imports an uploaded snapshot zip as a new stored snapshot (not restored). Refused uploads
    * leave nothing behind; the upload is always discarded. Every row is validated
-   * ({@link validateSnapshotRows}), so a snapshot that could never be restored is never stored.
+   * ({@link validateSnapshotRows}) and every node config rendered on the throw-away copy
+   * ({@link sanitizeSnapshotDatabase}), so a snapshot that could never be restored is never stored.
    * @throws AppError VALIDATION_FAILED naming the first problem ({@link extractSnapshotZip},
    *         {@link prepareSnapshotDatabase}, {@link validateSnapshotRows}: table, row and field)
    */
@@ -292,6 +293,8 @@ export class BackupsService {
         const { manifest, dbFile } = await extractSnapshotZip(upload.file, upload.dir, settings.maxSnapshotBytes);
         await prepareSnapshotDatabase(dbFile, tableDefinitions(store.sqlite), log);
         await validateSnapshotRows(dbFile);
+        // A trial of the restore's re-rendering on this throw-away copy: every config renders.
+        await sanitizeSnapshotDatabase(dbFile, clock.now(), log);
         const dir = await this.#dir(this.snapshotsDir);
         const id = newId("snap") as string;
         try {

@@ -437,3 +437,25 @@ test("issue 10, spec §2.4/§4 rule 12: a client bound before a restore is cut o
   assert.match(outcome, /^refused/);
   assert.equal(h.server.registry.projection(config.config_id, node.node_id)?.clientInitialized, false);
 });
+
+test("issue 10, spec §2.4: a snapshot whose rows pass one by one but whose configs cannot be rendered is refused at import, naming the config", async (t) => {
+  const h = await startBackupsHarness(t);
+  const config = await createConfig(h);
+  const a = await createNode(h, config.config_id, { public_address: "192.0.2.1", listen_port: 51820 });
+  const b = await createNode(h, config.config_id, { public_address: "192.0.2.2" });
+  const pf = await h.req("POST", `/api/v1/configs/${config.config_id}/nodes/${a.node_id}/port-forwards`, {
+    protocol: "udp",
+    listen_port: 5353,
+    target_address: b.address,
+    target_port: 53,
+  });
+  assert.equal(pf.status, 201, pf.text);
+  // A UDP forward on the node's own WireGuard port: each row is fine, the config is not.
+  const db = tamper(await snapshotDb(h), (d) => d.prepare("UPDATE port_forwards SET listen_port = 51820").run());
+  const dir = h.snapshotDir();
+  const res = await importZip(h, await packSnapshot(db));
+  assertHttpError(res, "VALIDATION_FAILED");
+  assert.match(res.json.error.message, /table configs/);
+  assert.match(res.json.error.message, new RegExp(config.config_id));
+  assert.deepEqual(h.snapshotDir(), dir);
+});
