@@ -18,6 +18,7 @@ import {
 } from "../protocol/fields.js";
 import { configIdSchema, forwardIdSchema, nodeIdSchema, pairIdSchema } from "../protocol/ids.js";
 import { Store } from "../store/db.js";
+import { pushTargetSchema } from "../store/commands.repository.js";
 import { restageConfig } from "../store/staging.js";
 
 /**
@@ -167,6 +168,9 @@ export const SNAPSHOT_ROW_SCHEMAS = {
     output: text(1024 * 1024).nullable(),
     created_at: epochMs,
     updated_at: epochMs,
+    pushed_config_version: pushTargetSchema.shape.pushed_config_version.nullable(),
+    pushed_config_sha256: pushTargetSchema.shape.pushed_config_sha256.nullable(),
+    pushed_tunnel_protocol: pushTargetSchema.shape.pushed_tunnel_protocol.nullable(),
   }),
 } as const;
 

@@ -18,8 +18,11 @@ export interface PushTarget {
   protocol: TunnelProtocol;
 }
 
-/** The stored columns of a push target, validated when read back (a row may come from a restored snapshot). */
-const pushTargetSchema = z.object({
+/**
+ * The stored columns of a push target, validated when read back (a row may come from a restored
+ * snapshot) and, each nullable, by the snapshot row check (`SNAPSHOT_ROW_SCHEMAS.control_logs`).
+ */
+export const pushTargetSchema = z.object({
   pushed_config_version: z.number().int().nonnegative(),
   pushed_config_sha256: z.string().regex(/^[0-9a-f]{64}$/),
   pushed_tunnel_protocol: tunnelProtocolSchema,
