@@ -167,9 +167,9 @@ export class EventHub {
 
   /**
    * Serves one stream on a raw response (the route hijacks the reply first). Writes the SSE
-   * headers, replays buffered frames newer than `lastEventId`, then sends
-   * `system.status.updated` and `system.clock.sync` (spec §6.5 rule 1); frames published
-   * meanwhile follow them. The stream stays open until the client leaves, it is dropped for
+   * headers, then `system.status.updated` and `system.clock.sync` (spec §6.5 rule 1: right after
+   * the connection opens), then the buffered frames newer than `lastEventId` (replayed with their
+   * original ids), then the frames published meanwhile. The stream stays open until the client leaves, it is dropped for
    * not reading, or {@link close} ends it.
    *
    * `lastEventId` that is not a decimal id is ignored (no replay). An id newer than any handed out
@@ -191,8 +191,9 @@ export class EventHub {
     res.writeHead(200, SSE_HEADERS);
     res.flushHeaders();
 
+    // The missed frames are taken now, in the same turn as the subscriber is added, so a frame
+    // published from here on is queued in `pending` and never sent twice nor lost.
     const replay = this.#replayAfter(lastEventId);
-    if (replay !== "") res.write(replay);
 
     const sub: Subscriber = { res, pending: [], pendingBytes: 0 };
     this.#subscribers.add(sub);
@@ -224,7 +225,9 @@ export class EventHub {
     const queued = sub.pending.join("");
     sub.pending = null;
     sub.pendingBytes = 0;
-    this.#write(sub, opening + queued);
+    // spec §6.5 rule 1: the opening events right after the connection opens, then the replay,
+    // then what was published meanwhile; one write.
+    this.#write(sub, opening + replay + queued);
   }
 
   /**

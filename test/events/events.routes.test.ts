@@ -103,7 +103,7 @@ test("a published event reaches every subscriber with the same id, type and JSON
   assert.equal(s.hub.metrics().published, 1);
 });
 
-test("Last-Event-ID replays the missed frames from the bounded buffer before the opening events", T, async (t) => {
+test("spec §6.5 rule 1: with Last-Event-ID the two opening events come first, then the missed frames from the bounded buffer", T, async (t) => {
   const s = await startSseServer(t, { replayBufferSize: 3 });
   const a = await s.open();
   await opening(a); // ids 1, 2
@@ -116,20 +116,56 @@ test("Last-Event-ID replays the missed frames from the bounded buffer before the
 
   const recent = await s.open({ lastEventId: "5" });
   const got = [await recent.next(), await recent.next(), await recent.next(), await recent.next()];
-  assert.deepEqual(ids(got), ["6:control.log.created", "7:control.log.created", "8:system.status.updated", "9:system.clock.sync"]);
-  assert.deepEqual(got[0]?.json.payload, { config_id: "cfg-1", node_id: "node-1", log: { n: 4 } });
+  assert.deepEqual(ids(got), ["8:system.status.updated", "9:system.clock.sync", "6:control.log.created", "7:control.log.created"]);
+  assert.deepEqual(got[2]?.json.payload, { config_id: "cfg-1", node_id: "node-1", log: { n: 4 } });
+  // A frame published after the stream opened follows the replay, once (not replayed twice).
+  s.hub.publish("control.log.created", { config_id: "cfg-1", node_id: "node-1", log: { n: 6 } });
+  const live = await recent.next();
+  assert.equal(`${live.id}:${live.event}`, "10:control.log.created");
+  assert.deepEqual(live.json.payload.log, { n: 6 });
 
-  // Older than the buffer (id 4 was evicted): everything buffered.
+  // Older than the buffer (ids up to 5 were evicted): the opening events, then everything buffered (ids 6, 7, 10).
   const old = await s.open({ lastEventId: "3" });
-  const gotOld = [await old.next(), await old.next(), await old.next(), await old.next()];
-  assert.deepEqual(ids(gotOld).slice(0, 3), ["5:control.log.created", "6:control.log.created", "7:control.log.created"]);
-  assert.equal(gotOld[3]?.event, "system.status.updated");
+  const gotOld = [await old.next(), await old.next(), await old.next(), await old.next(), await old.next()];
+  assert.deepEqual(ids(gotOld), [
+    "11:system.status.updated",
+    "12:system.clock.sync",
+    "6:control.log.created",
+    "7:control.log.created",
+    "10:control.log.created",
+  ]);
 
   // Up to date, or not one of our ids: no replay.
-  for (const lastEventId of ["7", "abc", ""]) {
+  for (const lastEventId of ["10", "abc", ""]) {
     const c = await s.open({ lastEventId });
-    assert.equal((await c.next()).event, "system.status.updated", `Last-Event-ID ${JSON.stringify(lastEventId)}`);
+    await opening(c);
+    s.hub.publish("config.list.updated", { configs: [lastEventId] });
+    const next = await c.next();
+    assert.equal(next.event, "config.list.updated", `Last-Event-ID ${JSON.stringify(lastEventId)}: nothing replayed`);
+    assert.deepEqual(next.json.payload, { configs: [lastEventId] });
   }
+});
+
+test("spec §6.5 rule 1: frames published while a replaying stream's opening status is computed follow the replay", T, async (t) => {
+  let release: (v: unknown) => void = () => {};
+  let hold = false;
+  const s = await startSseServer(t, {
+    systemStatus: () => (hold ? new Promise((resolve) => (release = resolve)) : { summary: {} }),
+  });
+  const a = await s.open();
+  await opening(a); // 1, 2
+  s.hub.publish("control.log.created", { config_id: "c", node_id: "n", log: { n: 1 } }); // 3
+  await a.next();
+  hold = true;
+  const b = await s.open({ lastEventId: "2" });
+  await subscribers(s.hub, 2);
+  s.hub.publish("control.log.created", { config_id: "c", node_id: "n", log: { n: 2 } }); // 4
+  release({ summary: { late: true } });
+  const got = [await b.next(), await b.next(), await b.next(), await b.next()];
+  assert.deepEqual(
+    got.map((f) => `${f.id}:${f.event}`),
+    ["5:system.status.updated", "6:system.clock.sync", "3:control.log.created", "4:control.log.created"],
+  );
 });
 
 test("a subscriber that never reads is dropped past its queue limit while another keeps receiving", T, async (t) => {

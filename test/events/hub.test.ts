@@ -190,7 +190,9 @@ test("replay never exceeds the per-subscriber queue limit: the newest frames tha
     await a.next();
   }
   const b = await h.open({ "last-event-id": "2" });
+  await opening(b); // spec §6.5 rule 1: the opening events come first, then the replay
   const replayed: number[] = [];
+  h.hub.publish("config.list.updated", { configs: [] }); // marks the end of the replay
   for (;;) {
     const f = await b.next();
     if (f.event !== "control.log.updated") break;

@@ -31,7 +31,7 @@ export async function eventsRoutes(app: App, opts: { hub: EventHub }): Promise<v
           '(JSON `{"type", "payload"}`), spec §6.5. The stream opens with `system.status.updated` and',
           "`system.clock.sync`, then carries a `system.clock.sync` about every 15 s and every event",
           "published after a database write. A reconnecting client may send `Last-Event-ID` to get",
-          "the buffered frames it missed. Answers 503 while the service shuts down.",
+          "the buffered frames it missed, right after the two opening events. Answers 503 while the service shuts down.",
         ].join(" "),
         headers: z.looseObject({
           "last-event-id": z
