@@ -37,6 +37,9 @@ export interface ControlLogView {
   message: string | null;
   stream: string | null;
   output: string | null;
+  /** Client events: the spec §6.3 `level` and `event` name; null for commands. */
+  level: string | null;
+  event: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -88,6 +91,8 @@ export function controlLogView(row: LogRow): ControlLogView {
     message: row.message,
     stream: row.stream,
     output: row.output,
+    level: row.level,
+    event: row.event,
     created_at: isoTime(row.created_at),
     updated_at: isoTime(row.updated_at),
   };
@@ -99,7 +104,6 @@ export class CommandTracker {
   readonly #insert;
   readonly #update;
   readonly #select;
-  readonly #insertOutput;
   /** Envelopes the broker took (PUBACK received), for metrics; read at scrape time. */
   published = 0;
 
@@ -112,10 +116,6 @@ export class CommandTracker {
     );
     this.#update = db.prepare("UPDATE control_logs SET status = ?, message = ?, updated_at = ? WHERE log_id = ?");
     this.#select = db.prepare("SELECT * FROM control_logs WHERE log_id = ?");
-    this.#insertOutput = db.prepare(
-      `INSERT INTO control_logs (node_id, config_id, request_id, kind, action, status, message, stream, output, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)`,
-    );
   }
 
   /** Number of commands waiting for a final ACK. */
@@ -225,33 +225,6 @@ export class CommandTracker {
     }
     this.#close(command, payload.status, payload.message);
     return command;
-  }
-
-  /**
-   * Stores command output (an `event` with `command_output`) as a control log row (spec §2.8).
-   * @returns the stored row
-   */
-  recordOutput(
-    configId: string,
-    nodeId: string,
-    fields: { request_id: string | null; kind: "output" | "event"; action: string | null; message: string; stream: string | null; output: string | null },
-  ): ControlLogView {
-    const now = this.#deps.clock.now();
-    const info = this.#insertOutput.run(
-      nodeId,
-      configId,
-      fields.request_id,
-      fields.kind,
-      fields.action,
-      fields.message,
-      fields.stream,
-      fields.output,
-      now,
-      now,
-    );
-    const log = controlLogView(this.#select.get(Number(info.lastInsertRowid)) as LogRow);
-    this.#deps.onLog("created", log);
-    return log;
   }
 
   /** Cancels every timer (shutdown); open commands stay open in the store for the next run. */

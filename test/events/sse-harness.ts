@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TestContext } from "node:test";
 import { ManualClock } from "../../src/clock.js";
-import { testSettings } from "../../src/config.js";
+import { testSettings, type Settings } from "../../src/config.js";
 import type { SseEventType } from "../../src/events/event-types.js";
 import { EventHub, type EventHubOptions } from "../../src/events/hub.js";
 import { createLogger } from "../../src/logger.js";
@@ -49,14 +49,19 @@ export interface SseServer {
 
 /**
  * The real service listening on 127.0.0.1:0 with the SSE route, a {@link ManualClock} and a temp
- * data directory; logged in as admin. The one place that wires the hub: when `createServer`
+ * data directory (or `opts.dataDir`, removed after the test too); logged in as admin. `opts.settings`
+ * overrides test settings. The one place that wires the hub: when `createServer`
  * builds the hub itself, only this function changes.
  */
-export async function startSseServer(t: TestContext, hubOverrides: HubOverrides = {}): Promise<SseServer> {
-  const dataDir = mkdtempSync(join(tmpdir(), "svc-sse-test-"));
-  const clock = new ManualClock();
+export async function startSseServer(
+  t: TestContext,
+  hubOverrides: HubOverrides = {},
+  opts: { settings?: Partial<Settings>; dataDir?: string; clock?: ManualClock } = {},
+): Promise<SseServer> {
+  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "svc-sse-test-"));
+  const clock = opts.clock ?? new ManualClock();
   const log = createLogger("silent");
-  const server = await createServer(testSettings({ dataDir, adminPassword: ADMIN_PASSWORD }), log, { clock, hub: hubOverrides });
+  const server = await createServer(testSettings({ dataDir, adminPassword: ADMIN_PASSWORD, ...opts.settings }), log, { clock, hub: hubOverrides });
   const hub = server.hub;
   let closing: Promise<void> | undefined;
   const close = () => (closing ??= server.close());
