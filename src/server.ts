@@ -190,6 +190,8 @@ export async function createServer(
     const status = () =>
       systemStatus({ store, registry, mqttEnabled: settings.mqttEnabled, broker: settings.mqttBroker, brokerConnected: () => client?.connected ?? false });
     const hub = new EventHub({ clock, log: log.child({ name: "events" }), systemStatus: status, ...opts.hub });
+    // issue 10: a console stream ends with its admin session.
+    auth.onSessionRevoked((key) => hub.endSession(key));
     notifier = new Notifier({ hub, mesh, control: () => control!, status, log: log.child({ name: "notifier" }) });
     const eventLog = new EventLog({
       store,

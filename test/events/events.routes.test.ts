@@ -1,11 +1,17 @@
 import assert from "node:assert/strict";
 import { once } from "node:events";
 import { test } from "node:test";
-import { opening, startSseServer, subscribers, type SseFrame } from "./sse-harness.js";
+import { login } from "../helpers/api.js";
+import { ADMIN_PASSWORD, opening, startSseServer, subscribers, type SseFrame } from "./sse-harness.js";
 
 /** `GET /api/v1/events/stream` over real HTTP (spec §6.5, §5 console SSE row). */
 
 const T = { timeout: 30_000 };
+
+/** How the stream ended, or "still open" when it did not within 5 s (a guard, not a timer under test). */
+function endedWithin(c: { ended: Promise<"end" | "close"> }): Promise<"end" | "close" | "still open"> {
+  return Promise.race([c.ended, new Promise<"still open">((resolve) => setTimeout(() => resolve("still open"), 5000).unref())]);
+}
 
 test("the stream needs the admin bearer token: none or a bad one answers 401 UNAUTHORIZED and opens nothing (spec §5)", T, async (t) => {
   const s = await startSseServer(t);
@@ -166,6 +172,41 @@ test("spec §6.5 rule 1: frames published while a replaying stream's opening sta
     got.map((f) => `${f.id}:${f.event}`),
     ["5:system.status.updated", "6:system.clock.sync", "3:control.log.created", "4:control.log.created"],
   );
+});
+
+test("issue 10 (LOW): a stream ends when its admin session logs out; another session's stream keeps receiving (spec §5 console SSE)", T, async (t) => {
+  const s = await startSseServer(t);
+  const other = await login(s.baseUrl, ADMIN_PASSWORD);
+  const mine = await s.open();
+  const theirs = await s.open({ token: other });
+  await opening(mine);
+  await opening(theirs);
+  const out = await fetch(`${s.baseUrl}/api/v1/auth/logout`, { method: "POST", headers: { authorization: `Bearer ${s.token}` } });
+  assert.equal(out.status, 204);
+  assert.equal(await endedWithin(mine), "end", "the logged-out session's stream ended");
+  await subscribers(s.hub, 1);
+  s.hub.publish("config.list.updated", { configs: ["after-logout"] });
+  assert.deepEqual((await theirs.next()).json.payload, { configs: ["after-logout"] });
+  assert.equal(mine.frames.length, 2, "nothing reached the ended stream after its opening events");
+  const again = await s.open();
+  assert.equal(again.status, 401, "the revoked token opens no new stream");
+  await again.body();
+});
+
+test("issue 10 (LOW): a stream ends when its admin session expires on the injected clock, not a millisecond before", T, async (t) => {
+  const s = await startSseServer(t, {}, { settings: { adminSessionTtlMs: 60_000 } });
+  const c = await s.open(); // the session was issued at the clock's start: it expires 60 s later
+  await opening(c);
+  s.clock.advance(59_999);
+  s.hub.publish("config.list.updated", { configs: ["still-open"] });
+  assert.deepEqual((await c.waitFor((f) => f.event === "config.list.updated")).json.payload, { configs: ["still-open"] });
+  assert.equal(s.hub.subscriberCount(), 1);
+  s.clock.advance(1);
+  assert.equal(await endedWithin(c), "end");
+  assert.equal(s.hub.subscriberCount(), 0);
+  const again = await s.open();
+  assert.equal(again.status, 401);
+  await again.body();
 });
 
 test("a subscriber that never reads is dropped past its queue limit while another keeps receiving", T, async (t) => {
