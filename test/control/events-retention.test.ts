@@ -10,7 +10,7 @@ import { loadSettings, SettingsError, testSettings } from "../../src/config.js";
 import { createServer } from "../../src/server.js";
 import { createLogger } from "../../src/logger.js";
 import { Store } from "../../src/store/db.js";
-import { startSseServer, type SseServer } from "../events/sse-harness.js";
+import { startSseServer, watchCommits, type SseServer } from "../events/sse-harness.js";
 import { api, boundAgent, envelope, eventually } from "./agent-harness.js";
 
 /**
@@ -49,6 +49,15 @@ test("spec §6.4 rule 9, §2.8, §6.3: every event an agent sends is stored with
   const db = reader(t, s);
   const sse = await s.open();
   t.after(() => sse.destroy());
+  // spec §6.5 rule 6, checked when each frame is handed to the hub (see watchCommits).
+  const watch = watchCommits(t, s, {
+    "control.log.created": (other, f) => {
+      const log = f.payload.log as StoredLog;
+      const { log_id, kind, level, event, message, request_id, action, stream, output, status } = log;
+      const row = other.prepare(`SELECT ${COLUMNS} FROM control_logs WHERE log_id = ?`).get(log_id);
+      assert.deepEqual(row, { log_id, kind, level, event, message, request_id, action, stream, output, status });
+    },
+  });
 
   const sent: Array<Record<string, string>> = [
     { level: "info", event: "mqtt_connected", message: "connected to 127.0.0.1" },
@@ -64,9 +73,8 @@ test("spec §6.4 rule 9, §2.8, §6.3: every event an agent sends is stored with
       (f) => f.event === "control.log.created" && (f.json.payload.log as { event: string }).event === payload.event,
     );
     const log = frame.json.payload.log as StoredLog;
-    // spec §6.5 rule 6: when the frame is read, the row is committed (seen by another connection).
     const row = db.prepare(`SELECT ${COLUMNS} FROM control_logs WHERE log_id = ?`).get(log.log_id) as StoredLog | undefined;
-    assert.ok(row, `${payload.event}: the row is committed when its frame arrives`);
+    assert.ok(row, `${payload.event}: stored`);
     assert.equal(frame.json.payload.node_id, nodeId);
     assert.equal(frame.json.payload.config_id, configId);
     const output = payload.event === "command_output";
@@ -96,6 +104,9 @@ test("spec §6.4 rule 9, §2.8, §6.3: every event an agent sends is stored with
     { level: (will.json.payload.log as StoredLog).level, event: (will.json.payload.log as StoredLog).event },
     { level: "info", event: "offline" },
   );
+
+  assert.deepEqual(watch.failures, [], "control.log.created was published after each row committed");
+  assert.equal(watch.checked.get("control.log.created"), sent.length + 1);
 
   // The REST list shows them all, newest first, with the same fields (DESIGN §5 control-logs).
   const logs = (await api(s, "GET", `/api/v1/configs/${configId}/nodes/${nodeId}/control-logs`)).json.logs as StoredLog[];
