@@ -190,6 +190,10 @@ export class EventHub {
    * (a stream from before a restart) replays everything buffered, and so does one older than
    * the buffer. Replay is limited to the newest frames that fit the per-subscriber queue limit.
    *
+   * With `opts.session` the stream is ended by {@link endSession} of that session; with
+   * `opts.expiresAt` it ends at that time of the hub clock (issue 10: a stream lives no longer than
+   * the admin session it was opened with).
+   *
    * After {@link close}, answers 503 `SERVICE_UNAVAILABLE` at once. Resolves when the opening
    * events are written (or the stream was refused or ended); never rejects.
    */
@@ -257,6 +261,10 @@ export class EventHub {
     this.#stopTimer();
     const subs = [...this.#subscribers];
     this.#subscribers.clear();
+    for (const sub of subs) {
+      if (sub.expiry !== null) this.#clock.clearTimeout(sub.expiry.handle);
+      sub.expiry = null;
+    }
     this.#replay = [];
     this.#replayBytes = 0;
     for (const { res } of subs) {

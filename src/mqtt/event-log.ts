@@ -2,6 +2,7 @@ import { controlLogView, type ControlLogView } from "../actors/commands.js";
 import type { Logger } from "../logger.js";
 import { insertClientEventLog, type NewClientEventLog } from "../store/control-logs.repository.js";
 import type { Store } from "../store/db.js";
+import type { ControlLogRow } from "../store/schema.js";
 
 export interface EventLogDeps {
   store: Store;
@@ -22,8 +23,8 @@ export interface EventLogDeps {
  * Group commit, like the node actors' state: events handed over in one turn of the event loop are
  * written in one transaction on the next (`setImmediate`), never inside a request's open
  * transaction (the write waits for it), and {@link EventLogDeps.onStored} runs only after the
- * commit. A failed write is logged with the number of events lost; it never throws into the
- * MQTT path.
+ * commit. When the batch fails (a node deleted meanwhile), its rows are written one by one and
+ * each failure is logged as a lost event; nothing throws into the MQTT path.
  */
 export class EventLog {
   readonly #deps: EventLogDeps;
@@ -81,12 +82,19 @@ export class EventLog {
     if (batch.length === 0) return;
     this.#queue = [];
     const sqlite = this.#deps.store.sqlite;
-    let rows;
+    let rows: ControlLogRow[];
     try {
       rows = sqlite.transaction(() => batch.map((row) => insertClientEventLog(sqlite, row)))();
-    } catch (err) {
-      this.#deps.log.error({ err, events: batch.length }, "storing client events failed; these events are lost");
-      return;
+    } catch {
+      // One bad row (its node deleted meanwhile, say) must not cost the others: one at a time.
+      rows = [];
+      for (const row of batch) {
+        try {
+          rows.push(insertClientEventLog(sqlite, row));
+        } catch (err) {
+          this.#deps.log.error({ err, config_id: row.config_id, node_id: row.node_id, event: row.event }, "storing a client event failed; it is lost");
+        }
+      }
     }
     this.stored += rows.length;
     for (const row of rows) {

@@ -7,6 +7,7 @@ import { test, type TestContext } from "node:test";
 import SQLite from "better-sqlite3";
 import { ManualClock } from "../../src/clock.js";
 import { loadSettings, SettingsError, testSettings } from "../../src/config.js";
+import { EventLog } from "../../src/mqtt/event-log.js";
 import { createServer } from "../../src/server.js";
 import { createLogger } from "../../src/logger.js";
 import { Store } from "../../src/store/db.js";
@@ -243,4 +244,35 @@ test("retention prunes a large table in chunks that never hold the event loop 10
   assert.equal(c.length, 1000);
   assert.equal(c[0]!.message, "late500");
   assert.equal(c.at(-1)!.message, "late1499");
+});
+
+test("one event whose node is gone does not cost the others of its batch (spec §6.4 rule 9)", async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), "svc-event-log-test-"));
+  const store = await Store.open(join(dataDir, "svc.db"), createLogger("silent"));
+  t.after(async () => {
+    await store.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  const now = Date.parse("2026-01-01T00:00:00.000Z");
+  store.sqlite.prepare("INSERT INTO configs (config_id, name, tunnel_protocol, network_cidr, created_at, updated_at) VALUES ('cfg', 'cfg', 'wireguard', '10.9.0.0/24', ?, ?)").run(now, now);
+  store.sqlite
+    .prepare(
+      `INSERT INTO nodes (node_id, config_id, name, mode, interface_name, address, private_key, public_key, created_at, updated_at)
+       VALUES ('a', 'cfg', 'a', 'dynamic', 'svc0', '10.9.0.1', 'k', 'k', ?, ?)`,
+    )
+    .run(now, now);
+  const stored: string[] = [];
+  const events = new EventLog({ store, log: createLogger("silent"), onStored: (log) => stored.push(`${log.node_id}:${log.message}`) });
+  const event = (node: string, message: string) => ({
+    config_id: "cfg", node_id: node, kind: "event" as const, request_id: null, level: "info", event: "note", message,
+    action: null, stream: null, output: null, created_at: now,
+  });
+  events.record(event("a", "first"));
+  events.record(event("deleted-node", "orphan")); // its node is gone: the foreign key refuses it
+  events.record(event("a", "second"));
+  await eventually("flushed", () => (events.pending === 0 && stored.length > 0 ? true : undefined));
+  assert.deepEqual(stored, ["a:first", "a:second"]);
+  assert.equal(events.stored, 2);
+  const rows = store.sqlite.prepare("SELECT node_id, message FROM control_logs ORDER BY log_id").all();
+  assert.deepEqual(rows, [{ node_id: "a", message: "first" }, { node_id: "a", message: "second" }]);
 });
