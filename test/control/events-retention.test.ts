@@ -44,7 +44,7 @@ interface StoredLog {
 
 const COLUMNS = "log_id, kind, level, event, message, request_id, action, stream, output, status";
 
-test("spec §6.4 rule 9, §2.8, §6.3: every event an agent sends is stored with its level, event and message; control.log.created follows the commit", T, async (t) => {
+test("spec §6.4 rule 9, §2.8, §6.3: every event an agent sends is stored with its level, event and message; control.log.created follows the commit; a non-offline event after offline restores online", T, async (t) => {
   const s = await startSseServer(t);
   const { configId, nodeId, p, agent } = await boundAgent(s, t, { endAfter: false });
   const db = reader(t, s);
@@ -96,6 +96,16 @@ test("spec §6.4 rule 9, §2.8, §6.3: every event an agent sends is stored with
     assert.deepEqual({ log_id, kind, level, event, message, request_id, action, stream, output: out, status }, expected, `${payload.event}: frame`);
   }
 
+  // The explicit offline event took the node offline; the next non-offline event brings it back
+  // (spec §6.4 rules 6 and 9; §6.5 emission rule 1: endpoint.status.updated from client events).
+  const presence = (f: { event?: string; json: { payload: Record<string, unknown> } }) =>
+    f.event === "endpoint.status.updated" ? (f.json.payload.status as { client_presence_state: string }).client_presence_state : undefined;
+  await eventually("offline published", () => (sse.frames.some((f) => presence(f) === "offline") ? true : undefined));
+  await agent.publishAsync(p.topics.event!, envelope(p, "event", { level: "info", event: "mqtt_connected", message: "back" }), { qos: 1 });
+  await sse.waitFor((f) => presence(f) === "online");
+  const row = db.prepare("SELECT client_presence_state FROM node_client_state WHERE node_id = ?").get(nodeId);
+  assert.deepEqual(row, { client_presence_state: "online" });
+
   // The will (an abrupt drop) is an event too: stored, then the node is offline.
   agent.stream.destroy();
   const will = await sse.waitFor(
@@ -107,13 +117,13 @@ test("spec §6.4 rule 9, §2.8, §6.3: every event an agent sends is stored with
   );
 
   assert.deepEqual(watch.failures, [], "control.log.created was published after each row committed");
-  assert.equal(watch.checked.get("control.log.created"), sent.length + 1);
+  assert.equal(watch.checked.get("control.log.created"), sent.length + 2);
 
   // The REST list shows them all, newest first, with the same fields (DESIGN §5 control-logs).
   const logs = (await api(s, "GET", `/api/v1/configs/${configId}/nodes/${nodeId}/control-logs`)).json.logs as StoredLog[];
   assert.deepEqual(
     logs.map((l) => [l.level, l.event, l.message]),
-    [["info", "offline", "lost"], ...[...sent].reverse().map((e) => [e.level, e.event, e.message])],
+    [["info", "offline", "lost"], ["info", "mqtt_connected", "back"], ...[...sent].reverse().map((e) => [e.level, e.event, e.message])],
   );
 });
 
