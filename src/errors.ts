@@ -23,6 +23,7 @@ export const ERROR_CODES = {
     status: 404,
     description: "spec §7: the release tag or asset of the current version is missing; no fallback.",
   },
+  REQUEST_TIMEOUT: { status: 408, description: "The client did not send a complete request in time." },
   CONFLICT: { status: 409, description: "The request conflicts with stored state (for example a duplicate name)." },
   ADDRESS_POOL_EXHAUSTED: { status: 409, description: "The config's network_cidr has no free tunnel address left." },
   MQTT_DISABLED: { status: 409, description: "spec §7: an MQTT write API was called while SVC_ENABLE_MQTT_SERVICES=false." },
@@ -32,6 +33,7 @@ export const ERROR_CODES = {
   PAYLOAD_TOO_LARGE: { status: 413, description: "The request body is larger than allowed." },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, description: "The request body's content type is not accepted." },
   RATE_LIMITED: { status: 429, description: "Too many requests from this address; retry later." },
+  HEADERS_TOO_LARGE: { status: 431, description: "The request's header section is larger than the server accepts (Node's limit, 16 KiB by default)." },
   INTERNAL: { status: 500, description: "An unexpected server error; details are logged, not returned." },
   SERVICE_UNAVAILABLE: { status: 503, description: "A dependency is unavailable; retry later." },
 } as const satisfies Record<string, { status: number; description: string }>;

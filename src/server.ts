@@ -67,7 +67,10 @@ export interface Server {
   /** The admin password generated at this start (first start without SVC_ADMIN_PASSWORD), else null. */
   generatedAdminPassword: string | null;
   systemStatus(): Promise<SystemStatus>;
-  /** Stops probing, closes HTTP (ending SSE streams), MQTT, the actors, then the store. */
+  /**
+   * Stops probing and waits for detects in flight (at most 5 s on the clock), then closes HTTP
+   * (ending SSE streams), MQTT, the actors, then the store.
+   */
   close(): Promise<void>;
 }
 
@@ -157,11 +160,17 @@ export async function createServer(
         if (change === "created") controlLogRetention.noteInsert(row.node_id);
       },
       onTimeout: () => undefined, // detects: the node machine runs its own timeout
+      // spec §3.1, §6.4 rule 8: a detect the broker did not take has failed now, not at its
+      // timeout (the tracker has logged it with the node; the machine may drop the node).
+      onPublishFailed: (command) => {
+        if (command.kind === "detect") registry.post(command.configId, command.nodeId, { type: "detect.failed", at: clock.now() });
+      },
       onFinal: (command, final) => metrics?.commandFinished(command.action, final),
     });
     control = new ControlService({
       store,
       clock,
+      log: log.child({ name: "control" }),
       registry,
       commands,
       mqttEnabled: settings.mqttEnabled,
@@ -391,7 +400,8 @@ export async function createServer(
       mqttSettings,
     });
     closers.push(async () => {
-      detect.setActive(false);
+      // First: detects in flight finish while the store, the actors and the broker link are open.
+      await detect.stop();
       control?.stop();
       await app.close();
       await hub.close();

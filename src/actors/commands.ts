@@ -3,6 +3,7 @@ import { isoTime, type Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
 import type { AckPayload, Envelope } from "../protocol/envelope.schema.js";
 import { nodeTopic, type DownstreamKind } from "../protocol/topics.js";
+import { insertCommandLog, listOpenCommandLogs, pushTargetOf, type PushTarget } from "../store/commands.repository.js";
 import type { Store } from "../store/db.js";
 import type { ControlLogRow } from "../store/schema.js";
 
@@ -51,8 +52,11 @@ export interface OpenCommand {
   kind: CommandKind;
   action: string;
   logId: number | null;
-  /** For config pushes: the pair the agent is asked to apply. */
-  pushed: { version: number; sha: string; protocol: "wireguard" | "awg_2" } | null;
+  /**
+   * For config pushes: the pair the agent is asked to apply. Stored on the control log row, so a
+   * push re-armed after a restart still confirms it (spec §3.5, §9 rule 4; issue 10).
+   */
+  pushed: PushTarget | null;
   status: "pending" | "accepted";
   timer: unknown;
 }
@@ -69,11 +73,20 @@ export interface CommandTrackerDeps {
   publish(topic: string, envelope: Envelope): Promise<void>;
   /** After a control log row was written (SSE control.log.created / control.log.updated). */
   onLog(change: "created" | "updated", log: ControlLogView): void;
-  /** A command ended without an ACK (detects: the machine marks the probe failed). */
+  /** A command ended without an ACK in time (detects: the node machine runs its own timeout). */
   onTimeout(command: OpenCommand): void;
+  /**
+   * The broker did not take the command (the publish rejected); the command is already closed
+   * as `failed` and logged. Detects: the node machine must hear `detect.failed` (spec §3.1).
+   * Must not throw.
+   */
+  onPublishFailed?(command: OpenCommand, message: string): void;
   /** A command reached its final status (metrics `svc_commands_total`); must not throw. */
   onFinal?(command: OpenCommand, status: "applied" | "failed" | "timed_out"): void;
 }
+
+/** Longest failure message stored by {@link CommandTracker.recordFailure}, characters (ACK messages are bounded alike). */
+const MAX_FAILURE_MESSAGE = 4000;
 
 /** A stored control log row (the store's own type, not a copy of it). */
 type LogRow = ControlLogRow;
@@ -101,7 +114,6 @@ export function controlLogView(row: LogRow): ControlLogView {
 export class CommandTracker {
   readonly #deps: CommandTrackerDeps;
   readonly #open = new Map<string, OpenCommand>();
-  readonly #insert;
   readonly #update;
   readonly #select;
   /** Envelopes the broker took (PUBACK received), for metrics; read at scrape time. */
@@ -110,10 +122,6 @@ export class CommandTracker {
   constructor(deps: CommandTrackerDeps) {
     this.#deps = deps;
     const db = deps.store.sqlite;
-    this.#insert = db.prepare(
-      `INSERT INTO control_logs (node_id, config_id, request_id, kind, action, status, message, created_at, updated_at)
-       VALUES (?, ?, ?, 'command', ?, 'pending', '', ?, ?)`,
-    );
     this.#update = db.prepare("UPDATE control_logs SET status = ?, message = ?, updated_at = ? WHERE log_id = ?");
     this.#select = db.prepare("SELECT * FROM control_logs WHERE log_id = ?");
   }
@@ -125,16 +133,21 @@ export class CommandTracker {
 
   /**
    * Re-arms the timeouts of commands left open by a previous run, with the time left; a late
-   * ACK can still close them.
+   * ACK can still close them. A config push gets back the pair it pushed (stored on its row), so
+   * its `applied` ACK still confirms it (spec §3.5, §9 rule 4).
    */
   start(): void {
     const now = this.#deps.clock.now();
-    const rows = this.#deps.store.sqlite
-      .prepare("SELECT * FROM control_logs WHERE kind = 'command' AND status IN ('pending', 'accepted')")
-      .all() as LogRow[];
-    for (const row of rows) {
+    for (const row of listOpenCommandLogs(this.#deps.store.sqlite)) {
       if (row.request_id === null) continue;
       const kind = (row.action === "push_config" ? "config_push" : row.action === "wg_show" ? "info" : "control") as CommandKind;
+      const { target, invalid } = pushTargetOf(row);
+      if (invalid || (kind === "config_push" && target === null)) {
+        this.#deps.log.warn(
+          { config_id: row.config_id, node_id: row.node_id, request_id: row.request_id, log_id: row.log_id },
+          "open config push re-armed without a valid push target: its ACK will not confirm a config",
+        );
+      }
       this.#track({
         requestId: row.request_id,
         configId: row.config_id,
@@ -142,7 +155,7 @@ export class CommandTracker {
         kind,
         action: row.action ?? "",
         logId: row.log_id,
-        pushed: null,
+        pushed: kind === "config_push" ? target : null,
         status: row.status === "accepted" ? "accepted" : "pending",
         timer: null,
       }, Math.max(0, row.created_at + this.#deps.timeoutMs - now));
@@ -166,8 +179,7 @@ export class CommandTracker {
     let log: ControlLogView | null = null;
     let logId: number | null = null;
     if (kind !== "detect") {
-      const info = this.#insert.run(nodeId, configId, requestId, action, now, now);
-      logId = Number(info.lastInsertRowid);
+      logId = insertCommandLog(this.#deps.store.sqlite, { configId, nodeId, requestId, action, status: "pending", message: "", at: now, pushed });
       log = controlLogView(this.#select.get(logId) as LogRow);
       this.#deps.onLog("created", log);
     }
@@ -186,8 +198,10 @@ export class CommandTracker {
     try {
       await this.#deps.publish(nodeTopic(configId, nodeId, kind), envelope);
     } catch (err) {
-      this.#close(command, "failed", `publish to the broker failed: ${err instanceof Error ? err.message : String(err)}`);
-      if (kind === "detect") this.#deps.onTimeout(command);
+      const message = `publish to the broker failed: ${err instanceof Error ? err.message : String(err)}`;
+      this.#deps.log.warn({ config_id: configId, node_id: nodeId, request_id: requestId, action, log_id: logId, err: message }, "command not sent");
+      this.#close(command, "failed", message);
+      this.#deps.onPublishFailed?.(command, message);
       return { requestId, log: logId === null ? null : controlLogView(this.#select.get(logId) as LogRow) };
     }
     this.published++;
@@ -225,6 +239,32 @@ export class CommandTracker {
     }
     this.#close(command, payload.status, payload.message);
     return command;
+  }
+
+  /**
+   * Records a command that could not be sent at all (an automatic config push whose node or
+   * config could not be read, ...): a `command` control log row with status `failed`, no
+   * `request_id`, and `message` saying why (spec §2.8: where the operator looks), plus a warning
+   * log line naming the node. Counted as a failed command in metrics.
+   * @returns the stored row, or null when it could not be stored (the node is gone; logged)
+   */
+  recordFailure(configId: string, nodeId: string, action: string, reason: string): ControlLogView | null {
+    const message = reason.length > MAX_FAILURE_MESSAGE ? `${reason.slice(0, MAX_FAILURE_MESSAGE)}…` : reason;
+    this.#deps.log.warn({ config_id: configId, node_id: nodeId, action, err: message }, "command failed before it was sent");
+    let logId: number;
+    try {
+      logId = insertCommandLog(this.#deps.store.sqlite, { configId, nodeId, requestId: null, action, status: "failed", message, at: this.#deps.clock.now(), pushed: null });
+    } catch (err) {
+      this.#deps.log.warn({ config_id: configId, node_id: nodeId, action, err: String(err) }, "the failed command could not be logged");
+      return null;
+    }
+    const log = controlLogView(this.#select.get(logId) as LogRow);
+    this.#deps.onLog("created", log);
+    this.#deps.onFinal?.(
+      { requestId: "", configId, nodeId, kind: action === "push_config" ? "config_push" : "control", action, logId, pushed: null, status: "pending", timer: null },
+      "failed",
+    );
+    return log;
   }
 
   /** Cancels every timer (shutdown); open commands stay open in the store for the next run. */

@@ -3,19 +3,25 @@ import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import mqtt, { type MqttClient } from "mqtt";
 import PQueue from "p-queue";
+import { z } from "zod";
 import {
   configPushPayloadSchema,
   controlPayloadSchema,
   detectPayloadSchema,
   envelopeSchema,
   infoPayloadSchema,
+  interfaceNameSchema,
   MAX_ENVELOPE_BYTES,
+  tunnelProtocolSchema,
   willEnvelope,
+  type ConfigPushPayload,
+  type ControlPayload,
   type Envelope,
   type TunnelProtocol,
 } from "../protocol/envelope.schema.js";
 import { nodeTopic, parseTopic, type DownstreamKind, type UpstreamKind } from "../protocol/topics.js";
-import { applyConfigPush } from "./config-push.js";
+import type { Clock } from "../clock.js";
+import { applyConfigPush, sha256Hex } from "./config-push.js";
 import { runCommand } from "./exec.js";
 import type { AgentProfile } from "./profile.js";
 import type { ToolchainFor } from "./toolchain.types.js";
@@ -56,16 +62,35 @@ export interface RunAgentOptions {
   /** Heartbeat interval override, ms (tests); the product's is fixed at 30 minutes. */
   heartbeatMs?: number;
   /**
+   * Timers of the heartbeat schedule (tests pass a ManualClock to count heartbeats over simulated
+   * time). Default: Node's own timers, referenced (the agent is a long-running process).
+   */
+  heartbeatTimers?: Pick<Clock, "setTimeout" | "clearTimeout">;
+  /**
    * spec §5: whether the agent has the privileges commands need (root; LocalSystem on Windows).
    * Default: uid 0 on Linux and macOS; on Windows the service installer guarantees LocalSystem.
    */
   isPrivileged?: () => boolean;
 }
 
-/** The profile interface the agent last operated, kept across restarts (heartbeats report it). */
+/** The config push the agent last applied: what a bare control `push_config` re-applies. */
+const lastPushSchema = z.object({
+  interface_name: interfaceNameSchema,
+  tunnel_protocol: tunnelProtocolSchema,
+  config_version: z.number().int().nonnegative(),
+  config_sha256: z.string().regex(/^[0-9a-f]{64}$/),
+});
+type LastPush = z.infer<typeof lastPushSchema>;
+
+/**
+ * Kept across restarts in `state.json` (mode 0600): the profile interface the agent last
+ * operated (heartbeats report it), and the version and digest of the last config it applied
+ * (the text itself stays only in the tunnel config file).
+ */
 interface AgentState {
   interface_name: string | null;
   tunnel_protocol: TunnelProtocol | null;
+  last_push: LastPush | null;
 }
 
 /**
@@ -78,6 +103,9 @@ interface AgentState {
  *   `failed` with a readable message. ACKs never carry output (spec §6.4 rule 4): `wg_show`
  *   output goes out as `command_output` events, stdout and stderr apart. Nothing is retained.
  * - Not root → an `event` with a clear error and ACK `failed` (spec §5).
+ * - Control `push_config` (spec §6.3) runs the §3.8 push flow: with the config/push fields in its
+ *   payload, that push; with the bare control payload, the last config applied to the interface
+ *   under that protocol, re-applied (docs/decisions.md, issue 10).
  * Resolves when `signal` aborts.
  */
 export async function runAgent(opts: RunAgentOptions): Promise<void> {
@@ -173,7 +201,17 @@ export async function runAgent(opts: RunAgentOptions): Promise<void> {
     void heartbeat();
   });
 
-  const heartbeatTimer = setInterval(() => void heartbeat(), opts.heartbeatMs ?? HEARTBEAT_INTERVAL_MS);
+  // spec §6.4 rule 7: one heartbeat per interval, re-armed after each (not counted from connects).
+  const timers = opts.heartbeatTimers ?? { setTimeout: (fn: () => void, ms: number) => setTimeout(fn, ms), clearTimeout: (h: unknown) => clearTimeout(h as NodeJS.Timeout) };
+  const heartbeatEvery = opts.heartbeatMs ?? HEARTBEAT_INTERVAL_MS;
+  let heartbeatTimer: unknown;
+  const armHeartbeat = (): void => {
+    heartbeatTimer = timers.setTimeout(() => {
+      armHeartbeat();
+      void heartbeat();
+    }, heartbeatEvery);
+  };
+  armHeartbeat();
 
   client.on("message", (topic, payload) => {
     const parsed = parseTopic(topic);
@@ -224,10 +262,21 @@ export async function runAgent(opts: RunAgentOptions): Promise<void> {
     return { status: "failed", message, extra: {} };
   };
 
-  const remember = async (interfaceName: string, protocol: TunnelProtocol) => {
-    if (state.interface_name === interfaceName && state.tunnel_protocol === protocol) return;
+  const remember = async (interfaceName: string, protocol: TunnelProtocol, push?: ConfigPushPayload) => {
+    const lastPush: LastPush | null =
+      push === undefined
+        ? state.last_push
+        : { interface_name: push.interface_name, tunnel_protocol: push.tunnel_protocol, config_version: push.config_version, config_sha256: push.config_sha256 };
+    if (
+      state.interface_name === interfaceName &&
+      state.tunnel_protocol === protocol &&
+      JSON.stringify(state.last_push) === JSON.stringify(lastPush)
+    ) {
+      return;
+    }
     state.interface_name = interfaceName;
     state.tunnel_protocol = protocol;
+    state.last_push = lastPush;
     await writeFile(statePath, JSON.stringify(state), { mode: 0o600 }).catch((err: unknown) =>
       // Not fatal: heartbeats then report the interface only until the next restart.
       log({ level: "warn", msg: "could not write the agent state file", path: statePath, err: String(err) }),
@@ -250,20 +299,12 @@ export async function runAgent(opts: RunAgentOptions): Promise<void> {
           extra: { client_online: true, wg_online: running, platform: process.platform, client_version: CLIENT_VERSION },
         };
       }
-      case "config_push": {
-        const p = configPushPayloadSchema.parse(env.payload);
-        const denied = await privilegeError(env.request_id, "push_config");
-        if (denied) return denied;
-        const r = await applyConfigPush(p, { toolchains });
-        if (r.status === "applied") await remember(p.interface_name, p.tunnel_protocol);
-        return { status: r.status, message: r.message, extra: { config_version: p.config_version, config_sha256: p.config_sha256 } };
-      }
+      case "config_push":
+        return push(env.request_id, configPushPayloadSchema.parse(env.payload));
       case "control": {
         const p = controlPayloadSchema.parse(env.payload);
         if (p.action === "wg_show") return show(env.request_id, p.tunnel_protocol, p.interface_name);
-        if (p.action === "push_config") {
-          return { status: "failed", message: "configs arrive on the config/push topic; ask the server to push", extra: {} };
-        }
+        if (p.action === "push_config") return controlPush(env);
         const denied = await privilegeError(env.request_id, p.action);
         if (denied) return denied;
         const tc = toolchains(p.tunnel_protocol);
@@ -282,6 +323,62 @@ export async function runAgent(opts: RunAgentOptions): Promise<void> {
         return show(env.request_id, p.tunnel_protocol, p.interface_name);
       }
     }
+  };
+
+  /** The §3.8 sequence for one push payload; an applied push is remembered in state.json. */
+  const push = async (requestId: string, p: ConfigPushPayload): Promise<Result> => {
+    const denied = await privilegeError(requestId, "push_config");
+    if (denied) return denied;
+    const r = await applyConfigPush(p, { toolchains });
+    if (r.status === "applied") await remember(p.interface_name, p.tunnel_protocol, p);
+    return { status: r.status, message: r.message, extra: { config_version: p.config_version, config_sha256: p.config_sha256 } };
+  };
+
+  /**
+   * spec §6.3 control `push_config` ("trigger the config push flow"; docs/decisions.md, issue 10):
+   * - a payload that also carries the config push fields (§6.3 config/push) runs exactly that push;
+   * - the bare control payload (action, tunnel_protocol, interface_name) re-runs the §3.8 sequence
+   *   with the last config this agent applied to that interface under that protocol: the file at
+   *   the toolchain's path, used only while its SHA-256 still equals the digest of that push (a
+   *   file changed by hand is refused, nothing stopped). Without one the ACK is `failed`.
+   */
+  const controlPush = async (env: Envelope): Promise<Result> => {
+    const full = configPushPayloadSchema.safeParse(env.payload);
+    if (full.success) return push(env.request_id, full.data);
+    const p: ControlPayload = controlPayloadSchema.parse(env.payload);
+    const denied = await privilegeError(env.request_id, "push_config");
+    if (denied) return denied;
+    const last = state.last_push;
+    if (last === null || last.interface_name !== p.interface_name || last.tunnel_protocol !== p.tunnel_protocol) {
+      return {
+        status: "failed",
+        message: `no config for ${p.interface_name} under ${p.tunnel_protocol} has been applied by this agent yet; the server sends configs on config/push`,
+        extra: {},
+      };
+    }
+    const path = toolchains(p.tunnel_protocol).configPath(p.interface_name);
+    let text: string;
+    try {
+      text = await readFile(path, "utf8");
+    } catch (err) {
+      return { status: "failed", message: `cannot read ${path} to re-apply config v${last.config_version}: ${String(err)}; nothing stopped or written`, extra: {} };
+    }
+    if (sha256Hex(text) !== last.config_sha256) {
+      return {
+        status: "failed",
+        message: `${path} changed since config v${last.config_version} was applied; nothing stopped or written (the server can push the staged config)`,
+        extra: {},
+      };
+    }
+    return push(env.request_id, {
+      action: "push_config",
+      tunnel_protocol: p.tunnel_protocol,
+      previous_tunnel_protocol: p.tunnel_protocol,
+      interface_name: p.interface_name,
+      config_version: last.config_version,
+      config_sha256: last.config_sha256,
+      config_text: text,
+    });
   };
 
   /** Raw `wg`/`awg` output goes out as command_output events; the ACK only marks completion. */
@@ -306,7 +403,7 @@ export async function runAgent(opts: RunAgentOptions): Promise<void> {
 
   await new Promise<void>((resolve) => {
     const stop = () => {
-      clearInterval(heartbeatTimer);
+      timers.clearTimeout(heartbeatTimer);
       const finish = () => {
         client.end(true, {}, () => resolve());
       };
@@ -335,11 +432,12 @@ function actionOf(kind: DownstreamKind, env: Envelope): string {
 
 async function readState(path: string): Promise<AgentState> {
   try {
-    const raw = JSON.parse(await readFile(path, "utf8")) as Partial<AgentState>;
+    const raw = JSON.parse(await readFile(path, "utf8")) as Partial<Record<keyof AgentState, unknown>>;
     const protocol = raw.tunnel_protocol === "wireguard" || raw.tunnel_protocol === "awg_2" ? raw.tunnel_protocol : null;
     const iface = typeof raw.interface_name === "string" && /^[a-zA-Z0-9_=+.-]{1,15}$/.test(raw.interface_name) ? raw.interface_name : null;
-    return { interface_name: iface, tunnel_protocol: protocol };
+    const lastPush = lastPushSchema.safeParse(raw.last_push);
+    return { interface_name: iface, tunnel_protocol: protocol, last_push: lastPush.success ? lastPush.data : null };
   } catch {
-    return { interface_name: null, tunnel_protocol: null };
+    return { interface_name: null, tunnel_protocol: null, last_push: null };
   }
 }

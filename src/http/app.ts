@@ -1,3 +1,5 @@
+import { STATUS_CODES } from "node:http";
+import type { Duplex } from "node:stream";
 import fastifyRateLimit from "@fastify/rate-limit";
 import fastifySwagger from "@fastify/swagger";
 import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
@@ -98,6 +100,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     routerOptions: { maxParamLength: 256 },
     // Malformed URLs and over-long path parameters answer our error body too.
     frameworkErrors: (err, _req, reply) => sendError(reply, toAppError(err, httpLog)),
+    // Requests Node's parser refuses before Fastify sees them (431 header overflow, 408, 400).
+    clientErrorHandler: (err, socket) => answerClientError(err, socket, httpLog),
   }).withTypeProvider<ZodTypeProvider>() as unknown as App;
 
   app.setValidatorCompiler(validatorCompiler);
@@ -219,6 +223,35 @@ export function bearerToken(req: FastifyRequest): string | undefined {
   if (typeof header !== "string") return undefined;
   const m = /^Bearer ([^\s]+)$/i.exec(header.trim());
   return m?.[1];
+}
+
+/**
+ * Answers a request Node's HTTP parser refused (its `clientError` event; issue 10): the DESIGN §3
+ * error body with a registered code, written straight to the socket, which is then closed.
+ * `HPE_HEADER_OVERFLOW` → 431 HEADERS_TOO_LARGE, `ERR_HTTP_REQUEST_TIMEOUT` → 408
+ * REQUEST_TIMEOUT, anything else (bad request line, header token, chunking) → 400
+ * VALIDATION_FAILED. A reset or destroyed socket gets nothing. Logged at debug, without headers.
+ */
+export function answerClientError(err: Error & { code?: string }, socket: Duplex, log: Logger): void {
+  if (err.code === "ECONNRESET" || socket.destroyed) return;
+  const appError =
+    err.code === "HPE_HEADER_OVERFLOW"
+      ? new AppError("HEADERS_TOO_LARGE", "the request's header section is too large")
+      : err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+        ? new AppError("REQUEST_TIMEOUT", "the request was not completed in time")
+        : new AppError("VALIDATION_FAILED", "malformed HTTP request");
+  log.debug({ code: err.code, status: appError.status }, "client error before routing");
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const body = JSON.stringify(appError.toBody());
+  const head =
+    `HTTP/1.1 ${appError.status} ${STATUS_CODES[appError.status] ?? ""}\r\n` +
+    `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+    "Connection: close\r\n\r\n";
+  // Destroyed once the answer is flushed: the parser cannot go on with this connection.
+  socket.end(head + body, () => socket.destroy());
 }
 
 function sendError(reply: FastifyReply, err: AppError): void {

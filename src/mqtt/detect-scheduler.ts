@@ -14,7 +14,12 @@ export interface DetectSchedulerDeps {
   sendDetect(configId: string, nodeId: string): Promise<void>;
   /** Detects in flight at once; the rest wait, so a round is spread instead of a burst. */
   concurrency?: number;
+  /** How long {@link DetectScheduler.stop} waits for detects in flight, ms (default 5,000). */
+  stopGraceMs?: number;
 }
+
+/** Default bound of the shutdown wait for detects in flight, ms. */
+export const DETECT_STOP_GRACE_MS = 5000;
 
 /**
  * Periodic detect (spec §6.4 rule 8): runs only while the console has SSE subscribers
@@ -27,6 +32,7 @@ export class DetectScheduler {
   readonly #queue: PQueue;
   #timer: unknown = null;
   #active = false;
+  #stopped = false;
   rounds = 0;
 
   constructor(deps: DetectSchedulerDeps) {
@@ -34,9 +40,9 @@ export class DetectScheduler {
     this.#queue = new PQueue({ concurrency: deps.concurrency ?? 64 });
   }
 
-  /** Starts (first round at once) or stops probing. Idempotent. */
+  /** Starts (first round at once) or stops probing. Idempotent; ignored after {@link stop}. */
   setActive(active: boolean): void {
-    if (active === this.#active) return;
+    if (active === this.#active || (active && this.#stopped)) return;
     this.#active = active;
     if (active) {
       this.#round();
@@ -51,10 +57,22 @@ export class DetectScheduler {
     return this.#active;
   }
 
-  /** Stops probing and waits for detects in flight. */
+  /**
+   * Shutdown: stops probing for good (a later `setActive(true)` is ignored), drops detects not yet
+   * started and waits for those in flight, at most `stopGraceMs` on the injected clock (a broker
+   * that never answers must not hold the shutdown); past it, logs how many are still running.
+   */
   async stop(): Promise<void> {
+    this.#stopped = true;
     this.setActive(false);
-    await this.#queue.onIdle();
+    if (this.#queue.pending === 0) return;
+    let timer: unknown = null;
+    const grace = new Promise<"grace">((resolve) => {
+      timer = this.#d.clock.setTimeout(() => resolve("grace"), this.#d.stopGraceMs ?? DETECT_STOP_GRACE_MS);
+    });
+    const outcome = await Promise.race([this.#queue.onIdle().then(() => "idle" as const), grace]);
+    this.#d.clock.clearTimeout(timer);
+    if (outcome === "grace") this.#d.log.warn({ in_flight: this.#queue.pending }, "shutdown did not wait longer for detects in flight");
   }
 
   #round(): void {

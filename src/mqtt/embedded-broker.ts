@@ -101,6 +101,8 @@ export class EmbeddedBroker {
     port: number,
     tlsPort: number | null,
     private readonly log: Logger,
+    private readonly identities: WeakMap<Client, BrokerIdentity>,
+    private readonly backendLinks: { open: number },
   ) {
     this.port = port;
     this.tlsPort = tlsPort;
@@ -117,6 +119,9 @@ export class EmbeddedBroker {
     const wills = new WeakMap<Client, Will>();
     // Set once the broker exists; the hooks below only run after that.
     let internals: AedesInternals = { clients: {} };
+    // Open in-process backend links ({@link EmbeddedBroker.attachBackend}); while any is open the
+    // backend account has no business on the network.
+    const backendLinks = { open: 0 };
 
     const hooks: Pick<
       AedesOptions,
@@ -135,6 +140,13 @@ export class EmbeddedBroker {
         } catch (err) {
           log.error({ err, clientId: client.id }, "broker user lookup failed");
           done(refuse(RC_SERVER_UNAVAILABLE, "server unavailable"), null);
+          return;
+        }
+        // issue 10: the backend is linked in-process, so its broker account is refused over the
+        // network before its password is even checked (no password oracle either).
+        if (user?.identity.kind === "backend" && backendLinks.open > 0) {
+          log.warn({ clientId: client.id, username }, "mqtt connect refused: the backend account is linked in-process only");
+          done(refuse(RC_NOT_AUTHORIZED, "not authorized"), null);
           return;
         }
         if (!verifyBrokerPassword(user, password) || user === undefined) {
@@ -277,7 +289,7 @@ export class EmbeddedBroker {
       throw err;
     }
     log.info({ host: opts.host, port, tls_port: tlsPort, maxPacketBytes }, "embedded mqtt broker listening");
-    return new EmbeddedBroker(broker, servers, sockets, port, tlsPort, log);
+    return new EmbeddedBroker(broker, servers, sockets, port, tlsPort, log, identities, backendLinks);
   }
 
   private live(clientId: string): Client | undefined {
@@ -318,6 +330,10 @@ export class EmbeddedBroker {
    * through aedes, with no MQTT client and no loopback socket in between (the loopback client
    * cost three packets per QoS 1 heartbeat). Deliveries to agents still go through
    * `authorizeForward`. `onMessage` gets every matching publish once; it must not throw.
+   *
+   * While the link is open, network CONNECTs whose username resolves to the backend identity are
+   * refused with CONNACK 5 (not authorized), and a backend-identity client already connected
+   * over the network is disconnected (issue 10: the in-process backend needs no network login).
    */
   async attachBackend(filters: readonly string[], onMessage: (topic: string, payload: Buffer) => void): Promise<BackendLink> {
     const deliver = (packet: { topic: string; payload: Buffer | string }, done: () => void): void => {
@@ -334,6 +350,13 @@ export class EmbeddedBroker {
       );
     for (const filter of filters) await subscribe(filter);
     let open = true;
+    this.backendLinks.open += 1;
+    for (const client of Object.values((this.broker as unknown as AedesInternals).clients)) {
+      if (client !== undefined && !client.closed && this.identities.get(client)?.kind === "backend") {
+        this.log.warn({ clientId: client.id }, "network backend client disconnected: the backend is linked in-process");
+        client.close();
+      }
+    }
     const broker = this;
     return {
       get connected() {
@@ -353,6 +376,7 @@ export class EmbeddedBroker {
       close: async () => {
         if (!open) return;
         open = false;
+        this.backendLinks.open -= 1;
         for (const filter of filters) {
           await new Promise<void>((resolve) => this.broker.unsubscribe(filter, deliver as never, () => resolve()));
         }

@@ -9,6 +9,7 @@ import { nodeClientId, nodeUsername } from "../mqtt/authz.policy.js";
 import type { NodeBrokerAccount } from "../mqtt/broker-admin.js";
 import type { ControlAction, TunnelProtocol } from "../protocol/envelope.schema.js";
 import { nodeTopics } from "../protocol/topics.js";
+import type { Logger } from "../logger.js";
 import type { Store } from "../store/db.js";
 import type { NodeRow } from "../store/schema.js";
 import { requireNode } from "./mesh.service.js";
@@ -47,6 +48,7 @@ export interface BrokerEndpoint {
 export interface ControlServiceDeps {
   store: Store;
   clock: Clock;
+  log: Logger;
   registry: NodeActorRegistry;
   commands: CommandTracker;
   mqttEnabled: boolean;
@@ -234,6 +236,10 @@ export class ControlService {
   /**
    * Automatic push (the machine's `requestConfigPush`): debounced per node; pushes only while the
    * node is online and its config is pending (spec §3.5), and never while MQTT is disabled.
+   * A node deleted, made static or reset meanwhile is skipped (debug log). Any other failure
+   * before the publish is logged with the node and stored as a `push_config` control log row
+   * with status `failed` and the reason; a publish the broker refused closes the push's own row
+   * as `failed` (the command tracker logs it). Nothing is swallowed (issue 10).
    */
   schedulePush(configId: string, nodeId: string): void {
     if (!this.#d.mqttEnabled) return;
@@ -247,7 +253,7 @@ export class ControlService {
         if (!p || p.presence !== "online" || p.sync !== "pending" || !p.clientInitialized) return;
         this.#boundNode(configId, nodeId)
           .then(({ node, protocol }) => this.#push(node, protocol))
-          .catch(() => undefined); // the node went away or was reset meanwhile: nothing to push
+          .catch((err: unknown) => this.#automaticPushFailed(configId, nodeId, err));
       }, this.#d.configPushDebounceMs),
     );
   }
@@ -286,6 +292,15 @@ export class ControlService {
       .limit(limit)
       .execute();
     return rows.map(controlLogView);
+  }
+
+  #automaticPushFailed(configId: string, nodeId: string, err: unknown): void {
+    if (err instanceof AppError && (err.code === "NOT_FOUND" || err.code === "NODE_NOT_DYNAMIC" || err.code === "CLIENT_NOT_INITIALIZED")) {
+      this.#d.log.debug({ config_id: configId, node_id: nodeId, code: err.code }, "automatic config push skipped: the node was deleted, made static or reset");
+      return;
+    }
+    const reason = err instanceof Error ? err.message : String(err);
+    this.#d.commands.recordFailure(configId, nodeId, "push_config", `automatic config push not sent: ${reason}`);
   }
 
   async #push(node: NodeRow, protocol: TunnelProtocol) {

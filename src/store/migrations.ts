@@ -150,6 +150,17 @@ export const migrations: Record<string, Migration> = {
       ) STRICT`.execute(db);
     },
   },
+  // issue 10: what a config push asked the agent to apply, kept on its control log row so a push
+  // still open across a restart confirms the pushed pair when its ACK arrives (spec §3.5, §9 rule
+  // 4). NULL on every other row.
+  "0003_control_log_push_target": {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    async up(db: Kysely<any>): Promise<void> {
+      await sql`ALTER TABLE control_logs ADD COLUMN pushed_config_version INTEGER CHECK (pushed_config_version >= 0)`.execute(db);
+      await sql`ALTER TABLE control_logs ADD COLUMN pushed_config_sha256 TEXT CHECK (length(pushed_config_sha256) = 64)`.execute(db);
+      await sql`ALTER TABLE control_logs ADD COLUMN pushed_tunnel_protocol TEXT CHECK (pushed_tunnel_protocol IN ('wireguard', 'awg_2'))`.execute(db);
+    },
+  },
   // issue 10 fix 4 (docs/decisions.md, issue 10 event storage): every client event is stored with
   // its spec §6.3 `level` and `event`; retention keeps the newest rows of each node by `log_id`,
   // which the index below serves (find the cut-off, delete below it in chunks).

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test, type TestContext } from "node:test";
@@ -29,6 +29,7 @@ interface Rig {
   tunnelDir: string;
   logs: Array<Record<string, unknown>>;
   stop: () => Promise<void>;
+  restart: () => Promise<void>;
 }
 
 async function rig(t: TestContext, opts: { privileged?: boolean; beforeStart?: (s: SseServer, nodeId: string) => void } = {}): Promise<Rig> {
@@ -57,21 +58,30 @@ async function rig(t: TestContext, opts: { privileged?: boolean; beforeStart?: (
   const awg = createToolchains({ platform: "linux", run: runner("awg_2"), configDirs: { awg_2: join(tunnelDir, "amneziawg") } });
   const logs: Array<Record<string, unknown>> = [];
   opts.beforeStart?.(s, nodeId);
-  const ctl = new AbortController();
-  const running = runAgent({
-    profile,
-    profileDir: dir,
-    log: (l) => logs.push(l),
-    signal: ctl.signal,
-    toolchains: (p) => (p === "wireguard" ? wg(p) : awg(p)),
-    isPrivileged: () => opts.privileged ?? true,
-  });
+  let ctl = new AbortController();
+  const launch = () =>
+    runAgent({
+      profile,
+      profileDir: dir,
+      log: (l) => logs.push(l),
+      signal: ctl.signal,
+      toolchains: (p) => (p === "wireguard" ? wg(p) : awg(p)),
+      isPrivileged: () => opts.privileged ?? true,
+    });
+  let running = launch();
   let stopped = false;
   const stop = async () => {
     if (stopped) return;
     stopped = true;
     ctl.abort();
     await running;
+  };
+  /** A new agent process over the same profile directory (its state.json) and tunnel stand-ins. */
+  const restart = async () => {
+    await stop();
+    ctl = new AbortController();
+    stopped = false;
+    running = launch();
   };
   t.after(async () => {
     await stop();
@@ -84,11 +94,12 @@ async function rig(t: TestContext, opts: { privileged?: boolean; beforeStart?: (
       return [];
     }
   };
-  return { s, configId, nodeId, profile, calls, tunnelDir, logs, stop };
+  return { s, configId, nodeId, profile, calls, tunnelDir, logs, stop, restart };
 }
 
 async function logsOf(r: Rig) {
   return (await api(r.s, "GET", `/api/v1/configs/${r.configId}/nodes/${r.nodeId}/control-logs`)).json.logs as Array<{
+    request_id: string | null;
     action: string;
     status: string;
     kind: string;
@@ -231,4 +242,77 @@ test("detect: the agent answers with wg_online of the profile interface, its pla
     return x.client_version !== "1.0.0" && x.runtime_state === "running" ? x : undefined;
   });
   assert.match(st.client_version, /^\d+\.\d+\.\d+/, "the agent's own injected version replaced the bind-time one");
+});
+
+/** Sends a control `push_config` through the backend's command tracker (the backend itself pushes on config/push). */
+async function controlPush(r: Rig, payload: Record<string, unknown>) {
+  const sent = await r.s.server.commands.send(r.configId, r.nodeId, "control", "push_config", { action: "push_config", ...payload });
+  return eventually("control push_config closed", async () => {
+    const log = (await logsOf(r)).find((l) => l.kind === "command" && l.request_id === sent.requestId);
+    return log && (log.status === "applied" || log.status === "failed") ? log : undefined;
+  });
+}
+
+test("spec §6.3 control push_config: a control message carrying the push fields runs the §3.8 push flow (config written 0600) and ACKs applied on control/ack", async (t) => {
+  const r = await rig(t);
+  await eventually("online", async () => ((await status(r.s, r.configId, r.nodeId)).client_presence_state === "online" ? true : undefined));
+  const staged = (await api(r.s, "GET", `/api/v1/configs/${r.configId}/nodes/${r.nodeId}/config`)).json;
+  const log = await controlPush(r, {
+    tunnel_protocol: "wireguard",
+    previous_tunnel_protocol: "wireguard",
+    interface_name: "svc-t",
+    config_version: staged.config_version,
+    config_sha256: staged.config_sha256,
+    config_text: staged.config_text,
+  });
+  assert.equal(log.status, "applied", log.message);
+  assert.match(log.message, new RegExp(`config v${staged.config_version} written`));
+  const path = join(r.tunnelDir, "wireguard", "svc-t.conf");
+  assert.equal(readFileSync(path, "utf8"), staged.config_text);
+  assert.equal(statSync(path).mode & 0o777, 0o600);
+  assert.deepEqual(r.calls(), ["awg show svc-t"], "inspected, not running: only written");
+});
+
+test("spec §6.3 control push_config with the bare control payload re-runs §3.8 with the last config the agent applied: stop, rewrite, restart; refused when there is none or the file changed", async (t) => {
+  const r = await rig(t);
+  await eventually("online", async () => ((await status(r.s, r.configId, r.nodeId)).client_presence_state === "online" ? true : undefined));
+  const bare = { tunnel_protocol: "wireguard", interface_name: "svc-t" };
+  const none = await controlPush(r, bare);
+  assert.equal(none.status, "failed");
+  assert.match(none.message, /no config for svc-t under wireguard has been applied/);
+  assert.deepEqual(r.calls(), [], "nothing inspected or run");
+
+  assert.equal((await command(r, "push_config")).status, "applied");
+  assert.equal((await command(r, "start")).status, "applied");
+  const path = join(r.tunnelDir, "wireguard", "svc-t.conf");
+  const text = readFileSync(path, "utf8");
+  const before = r.calls().length;
+  const again = await controlPush(r, bare);
+  assert.equal(again.status, "applied", again.message);
+  assert.deepEqual(r.calls().slice(before), ["awg show svc-t", `awg-quick down ${path}`, `awg-quick up ${path}`], "§3.8: inspect, stop, write, restart");
+  assert.equal(readFileSync(path, "utf8"), text);
+  assert.equal(statSync(path).mode & 0o777, 0o600);
+
+  // A hand-edited file is not what the server pushed: refused before anything is stopped.
+  writeFileSync(path, `${text}\nPostUp = touch /tmp/x\n`);
+  const n = r.calls().length;
+  const changed = await controlPush(r, bare);
+  assert.equal(changed.status, "failed");
+  assert.match(changed.message, /changed since config v\d+ was applied; nothing stopped or written/);
+  assert.deepEqual(r.calls().slice(n), [], "nothing stopped");
+  // Another protocol than the one the config was applied under: no config to re-apply.
+  const other = await controlPush(r, { tunnel_protocol: "awg_2", interface_name: "svc-t" });
+  assert.equal(other.status, "failed");
+});
+
+test("spec §6.3 control push_config: the last applied push (version and digest, in state.json) survives an agent restart, so the bare payload still re-applies it", async (t) => {
+  const r = await rig(t);
+  await eventually("online", async () => ((await status(r.s, r.configId, r.nodeId)).client_presence_state === "online" ? true : undefined));
+  assert.equal((await command(r, "push_config")).status, "applied");
+  await r.restart();
+  await eventually("online again", async () => ((await status(r.s, r.configId, r.nodeId)).client_presence_state === "online" ? true : undefined));
+  const staged = (await api(r.s, "GET", `/api/v1/configs/${r.configId}/nodes/${r.nodeId}/config`)).json;
+  const log = await controlPush(r, { tunnel_protocol: "wireguard", interface_name: "svc-t" });
+  assert.equal(log.status, "applied", log.message);
+  assert.match(log.message, new RegExp(`config v${staged.config_version} written`));
 });

@@ -5,10 +5,14 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontex
 import { createConfig, createNode } from "../http/harness.js";
 import { FIVE_MINUTES, assertHttpError, startBackupsHarness, unzip, type BackupsHarness } from "./harness.js";
 
-/** The SDK's own client against the listening service's /mcp. */
-async function mcpClient(h: BackupsHarness, bearer: string | null): Promise<{ client: Client; connected: Promise<void> }> {
+/** The SDK's own client against the listening service's /api/v1/mcp (or the `/mcp` alias). */
+async function mcpClient(
+  h: BackupsHarness,
+  bearer: string | null,
+  path = "/api/v1/mcp",
+): Promise<{ client: Client; connected: Promise<void> }> {
   const client = new Client({ name: "svc-test", version: "1.0.0" });
-  const transport = new StreamableHTTPClientTransport(new URL(`${h.baseUrl}/mcp`), {
+  const transport = new StreamableHTTPClientTransport(new URL(`${h.baseUrl}${path}`), {
     requestInit: bearer === null ? {} : { headers: { authorization: `Bearer ${bearer}` } },
   });
   return { client, connected: client.connect(transport) };
@@ -92,16 +96,34 @@ test("the MCP endpoint needs the admin bearer token: 401 without it, through the
     params: { protocolVersion: "2025-03-26", capabilities: {}, clientInfo: { name: "raw", version: "1" } },
   };
   const headers = { "content-type": "application/json", accept: "application/json, text/event-stream" };
-  assertHttpError(await h.http("/mcp", { method: "POST", body: JSON.stringify(init), headers }), "UNAUTHORIZED", "no bearer");
-  assertHttpError(await h.http("/mcp", { method: "GET" }), "UNAUTHORIZED", "GET without bearer");
+  // spec §9 rule 1, DESIGN §5: the endpoint is /api/v1/mcp; /mcp is an alias that behaves the same.
+  for (const path of ["/api/v1/mcp", "/mcp"]) {
+    assertHttpError(await h.http(path, { method: "POST", body: JSON.stringify(init), headers }), "UNAUTHORIZED", `${path} no bearer`);
+    assertHttpError(await h.http(path, { method: "GET" }), "UNAUTHORIZED", `${path} GET without bearer`);
+    assertHttpError(await h.http(path, { method: "DELETE" }), "UNAUTHORIZED", `${path} DELETE without bearer`);
+  }
   assert.deepEqual((await h.req("GET", "/api/v1/backups")).json, { snapshots: [] }, "nothing was written");
 
   // With the bearer: stateless JSON answers; GET and DELETE have nothing to serve.
-  const ok = await h.http("/mcp", { method: "POST", body: JSON.stringify(init), headers, bearer: h.token });
-  assert.equal(ok.status, 200, ok.body.toString());
-  assert.match(ok.headers.get("content-type") ?? "", /^application\/json/);
-  assert.equal(ok.json.result.serverInfo.name, "svc-mesh-control");
-  assert.equal(ok.headers.get("mcp-session-id"), null, "stateless: no session");
-  assert.equal((await h.http("/mcp", { method: "GET", bearer: h.token })).status, 405);
-  assert.equal((await h.http("/mcp", { method: "DELETE", bearer: h.token })).status, 405);
+  for (const path of ["/api/v1/mcp", "/mcp"]) {
+    const ok = await h.http(path, { method: "POST", body: JSON.stringify(init), headers, bearer: h.token });
+    assert.equal(ok.status, 200, `${path}: ${ok.body.toString()}`);
+    assert.match(ok.headers.get("content-type") ?? "", /^application\/json/);
+    assert.equal(ok.json.result.serverInfo.name, "svc-mesh-control");
+    assert.equal(ok.headers.get("mcp-session-id"), null, "stateless: no session");
+    assert.equal((await h.http(path, { method: "GET", bearer: h.token })).status, 405);
+    assert.equal((await h.http(path, { method: "DELETE", bearer: h.token })).status, 405);
+  }
+});
+
+test("spec §9 rule 1: the SDK client works through the /mcp alias too, and only /api/v1/mcp is in the OpenAPI document", async (t) => {
+  const h = await startBackupsHarness(t);
+  const { client, connected } = await mcpClient(h, h.token, "/mcp");
+  await connected;
+  t.after(() => client.close());
+  const configs = await client.callTool({ name: "list_configs", arguments: {} });
+  assert.notEqual(configs.isError, true, JSON.stringify(configs));
+  const doc = (await h.req("GET", "/api/v1/openapi.json")).json;
+  assert.ok(doc.paths["/api/v1/mcp"]?.post, "POST /api/v1/mcp is documented");
+  assert.equal(doc.paths["/mcp"], undefined, "the alias is not documented");
 });

@@ -14,13 +14,13 @@ import { familyType, sampleValue } from "../helpers/prometheus.js";
 import { ADMIN_PASSWORD, assertError, startHarness } from "./harness.js";
 
 /**
- * `GET /metrics` (issue 6 item 6): Prometheus text format from the service's own prom-client
+ * `GET /api/v1/metrics` and its root alias `GET /metrics` (issue 6 item 6, issue 10 fix 5): Prometheus text format from the service's own prom-client
  * registry, values read from live state at scrape time. Driven through real HTTP, a real aedes
  * broker and an MQTT.js agent.
  */
 
-async function scrape(s: SseServer): Promise<string> {
-  const res = await fetch(`${s.baseUrl}/metrics`, { headers: { authorization: `Bearer ${s.token}` } });
+async function scrape(s: SseServer, path = "/api/v1/metrics"): Promise<string> {
+  const res = await fetch(`${s.baseUrl}${path}`, { headers: { authorization: `Bearer ${s.token}` } });
   const text = await res.text();
   assert.equal(res.status, 200, text);
   assert.match(res.headers.get("content-type") ?? "", /^text\/plain; version=0\.0\.4/);
@@ -41,9 +41,10 @@ function publishedCommands(s: SseServer): number {
   return row.n;
 }
 
-test("GET /metrics: every family with its labels, values following real nodes, commands, MQTT messages, drops and SSE (issue 6 item 6)", async (t) => {
+test("GET /api/v1/metrics: every family with its labels, values following real nodes, commands, MQTT messages, drops and SSE (issue 6 item 6)", async (t) => {
   const s = await startSseServer(t);
   let text = await scrape(s);
+  assert.equal(familyType(await scrape(s, "/metrics"), "svc_nodes"), "gauge", "the root alias serves the same registry");
   for (const [name, type] of [
     ["svc_nodes", "gauge"],
     ["svc_commands_total", "counter"],
@@ -147,7 +148,7 @@ test("svc_mqtt_broker_connected falls to 0 when the broker goes away (spec §1.8
   );
 });
 
-test("GET /metrics accepts SVC_METRICS_TOKEN or an admin session and nothing else; the token is never logged", async (t) => {
+test("GET /api/v1/metrics and /metrics accept SVC_METRICS_TOKEN or an admin session and nothing else; the token is never logged", async (t) => {
   const metricsToken = "scrape-token-0123456789abcdef";
   const lines: string[] = [];
   const sink = new Writable({
@@ -166,12 +167,15 @@ test("GET /metrics accepts SVC_METRICS_TOKEN or an admin session and nothing els
     await server.close();
     rmSync(dataDir, { recursive: true, force: true });
   });
-  const get = (authorization?: string) =>
-    server.app.inject({ method: "GET", url: "/metrics", headers: authorization === undefined ? {} : { authorization } });
+  const get = (authorization?: string, url = "/api/v1/metrics") =>
+    server.app.inject({ method: "GET", url, headers: authorization === undefined ? {} : { authorization } });
 
   const ok = await get(`Bearer ${metricsToken}`);
   assert.equal(ok.statusCode, 200);
   assert.match(ok.body, /^# HELP svc_nodes /m);
+  const alias = await get(`Bearer ${metricsToken}`, "/metrics");
+  assert.equal(alias.statusCode, 200, "the root alias takes the scrape token too");
+  assert.match(alias.body, /^# HELP svc_nodes /m);
   const login = await server.app.inject({ method: "POST", url: "/api/v1/auth/login", payload: { password: ADMIN_PASSWORD } });
   assert.equal((await get(`Bearer ${login.json().access_token}`)).statusCode, 200, "an admin session works too");
 
@@ -182,21 +186,29 @@ test("GET /metrics accepts SVC_METRICS_TOKEN or an admin session and nothing els
     [`Bearer ${"A".repeat(43)}`, "unknown token"],
     [`Basic ${Buffer.from(`x:${metricsToken}`).toString("base64")}`, "another scheme"],
   ] as const) {
-    const res = await get(authorization);
-    assert.equal(res.statusCode, 401, why);
-    assert.equal(res.json().error.code, "UNAUTHORIZED", why);
+    for (const url of ["/api/v1/metrics", "/metrics"]) {
+      const res = await get(authorization, url);
+      assert.equal(res.statusCode, 401, `${url}: ${why}`);
+      assert.equal(res.json().error.code, "UNAUTHORIZED", `${url}: ${why}`);
+    }
   }
   assert.ok(lines.length > 0, "the service logged at trace level");
   assert.ok(!lines.join("").includes(metricsToken.slice(0, 16)), "the metrics token is never logged");
 });
 
-test("GET /metrics is in the OpenAPI document behind the bearer scheme; without SVC_METRICS_TOKEN only admin sessions pass", async (t) => {
+test("spec §9 rule 1: GET /api/v1/metrics is in the OpenAPI document behind the bearer scheme; the root alias /metrics answers the same and is not documented; without SVC_METRICS_TOKEN only admin sessions pass", async (t) => {
   const h = await startHarness(t);
   const doc = (await h.req("GET", "/api/v1/openapi.json")).json;
-  const op = doc.paths["/metrics"]?.get;
-  assert.ok(op, "GET /metrics is documented");
+  const op = doc.paths["/api/v1/metrics"]?.get;
+  assert.ok(op, "GET /api/v1/metrics is documented");
   assert.ok(!(Array.isArray(op.security) && op.security.length === 0), "not public");
-  assert.equal((await h.req("GET", "/metrics")).status, 200);
-  assertError(await h.req("GET", "/metrics", undefined, { auth: "scrape-token-0123456789abcdef" }), "UNAUTHORIZED");
-  assertError(await h.req("GET", "/metrics", undefined, { auth: false }), "UNAUTHORIZED");
+  assert.equal(doc.paths["/metrics"], undefined, "the Prometheus-convention alias is not documented");
+  for (const path of ["/api/v1/metrics", "/metrics"]) {
+    const ok = await h.req("GET", path);
+    assert.equal(ok.status, 200, path);
+    assert.match(String(ok.headers["content-type"]), /^text\/plain; version=0\.0\.4/, path);
+    assert.match(ok.text, /^# HELP svc_nodes /m, path);
+    assertError(await h.req("GET", path, undefined, { auth: "scrape-token-0123456789abcdef" }), "UNAUTHORIZED", path);
+    assertError(await h.req("GET", path, undefined, { auth: false }), "UNAUTHORIZED", path);
+  }
 });

@@ -94,12 +94,39 @@ test("the OpenAPI document lists every route and every registered error code (is
     "GET /api/v1/events/stream",
     "POST /api/internal/emqx/authz",
     "GET /api/v1/system/status",
+    "GET /api/v1/metrics",
+    "POST /api/v1/mcp",
+    "GET /api/v1/mcp",
+    "DELETE /api/v1/mcp",
   ];
   const got = new Set(list.map((r) => `${r.method} ${r.path}`));
   for (const e of expected) assert.ok(got.has(e), `OpenAPI lacks ${e}`);
   const codes = (doc["x-error-codes"] as Array<{ code: string; status: number }>).map((c) => c.code).sort();
   assert.deepEqual(codes, Object.keys(ERROR_CODES).sort());
   for (const code of Object.keys(ERROR_CODES)) assert.ok(doc.info.description.includes(code), code);
+});
+
+test("spec §9 rule 1, DESIGN §5: every route lives under /api/v1/ except bind, the broker's authz hook and the /metrics and /mcp aliases (issue 10 fix 5)", async (t) => {
+  const h = await startHarness(t);
+  // The OpenAPI document: only the two paths the specification names carry no version segment.
+  const unversioned = new Set(["/api/client/bind", "/api/internal/emqx/authz"]);
+  for (const r of await routes(h)) {
+    assert.ok(r.path.startsWith("/api/v1/") || unversioned.has(r.path), `${r.method} ${r.path} is outside /api/v1/`);
+  }
+  // The router itself (hidden routes included): the top level of its tree.
+  const top = h.server.app
+    .printRoutes({ commonPrefix: false })
+    .split("\n")
+    .map((line) => /^[├└]── (\/\S*)/.exec(line)?.[1])
+    .filter((p): p is string => p !== undefined);
+  assert.ok(top.length > 10, top.join(", "));
+  const aliases = new Set(["/metrics", "/mcp"]);
+  const outside = top.filter((p) => !p.startsWith("/api/v1/"));
+  assert.deepEqual(outside.sort(), [...unversioned, ...aliases].sort(), "routes outside /api/v1/");
+  // Each alias answers like its /api/v1 route.
+  assert.equal((await h.req("GET", "/metrics")).text.split("\n")[0], (await h.req("GET", "/api/v1/metrics")).text.split("\n")[0]);
+  assert.equal((await h.req("GET", "/mcp")).status, 405);
+  assert.equal((await h.req("GET", "/api/v1/mcp")).status, 405);
 });
 
 test("every route except health, login and token downloads refuses a missing, garbage or expired bearer token", async (t) => {

@@ -1,9 +1,15 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
 import { connect as netConnect, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, test, type TestContext } from "node:test";
 import mqtt, { type IClientOptions, type MqttClient } from "mqtt";
+import { ManualClock } from "../../src/clock.js";
+import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
+import { createServer } from "../../src/server.js";
 import {
   nodeClientId,
   nodeIdentity,
@@ -575,3 +581,70 @@ function socketClosed(s: Socket): Promise<void> {
     s.once("close", () => resolve());
   });
 }
+
+/** Connects once over the network; resolves 0 on CONNACK accepted, else the refusal's return code. */
+async function connackCode(t: TestContext, port: number, username: string, pass: string, clientId: string): Promise<{ code: number; client: MqttClient }> {
+  const client = mqtt.connect(`mqtt://127.0.0.1:${port}`, options(username, pass, clientId));
+  t.after(() => new Promise<void>((resolve) => client.end(true, {}, () => resolve())));
+  const code = await within(
+    new Promise<number>((resolve, reject) => {
+      client.once("connect", () => resolve(0));
+      client.once("error", (err: Error & { code?: number }) => (typeof err.code === "number" ? resolve(err.code) : reject(err)));
+      client.once("close", () => reject(new Error("closed before CONNACK")));
+    }),
+    `CONNACK for ${clientId}`,
+  );
+  return { code, client };
+}
+
+describe("embedded broker: the backend account while the backend is linked in-process (issue 10, DESIGN §3 Broker identity)", () => {
+  test("network CONNECTs as the backend get CONNACK 5 while the link is open (right or wrong password), a network backend already connected is cut off, nodes are unaffected, and the account works again once the link closes", async (t) => {
+    const own = await EmbeddedBroker.start({ host: "127.0.0.1", port: 0, users: lookup, log: createLogger("silent") });
+    t.after(() => own.close());
+
+    // Before any link: the backend account logs in over the network (external-broker mode uses it).
+    const early = await connackCode(t, own.port, BACKEND_USER, PASS_BACKEND, "svc-backend-early");
+    assert.equal(early.code, 0, "no link yet: accepted");
+    const earlyClosed = new Promise<void>((resolve) => early.client.once("close", () => resolve()));
+
+    const received: string[] = [];
+    const link = await own.attachBackend(backendSubscriptions(), (topic) => received.push(topic));
+    await within(earlyClosed, "the network backend client is disconnected when the in-process link attaches");
+
+    assert.equal((await connackCode(t, own.port, BACKEND_USER, PASS_BACKEND, "svc-backend-net")).code, 5, "right password: not authorized");
+    assert.equal((await connackCode(t, own.port, BACKEND_USER, password(), "svc-backend-net2")).code, 5, "wrong password: same answer, no oracle");
+    assert.equal(own.isConnected("svc-backend-net"), false);
+
+    // A node still connects and reaches the in-process backend.
+    const a = await connackCode(t, own.port, nodeUsername(A.configId, A.nodeId), PASS_A, nodeClientId(A.configId, A.nodeId));
+    assert.equal(a.code, 0);
+    await a.client.publishAsync(topicA("heartbeat"), "{}", { qos: 1 });
+    await within(
+      (async () => {
+        while (!received.includes(topicA("heartbeat"))) await new Promise((r) => setImmediate(r));
+      })(),
+      "the node's heartbeat on the link",
+    );
+
+    await link.close();
+    assert.equal((await connackCode(t, own.port, BACKEND_USER, PASS_BACKEND, "svc-backend-after")).code, 0, "link closed: the account is usable again");
+  });
+});
+
+test("issue 10: the service with its embedded broker refuses a network login with the backend's own username and password (CONNACK 5)", async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), "svc-broker-backend-"));
+  const backendPassword = password();
+  const server = await createServer(
+    testSettings({ dataDir, adminPassword: "correct horse battery staple", mqttBackendPassword: backendPassword }),
+    createLogger("silent"),
+    { clock: new ManualClock() },
+  );
+  t.after(async () => {
+    await server.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  const port = server.broker!.port;
+  const settingsUser = testSettings().mqttBackendUsername;
+  assert.equal((await connackCode(t, port, settingsUser, backendPassword, "svc-backend-intruder")).code, 5);
+  assert.equal((await connackCode(t, port, settingsUser, password(), "svc-backend-intruder2")).code, 5);
+});

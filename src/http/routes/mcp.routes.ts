@@ -1,7 +1,7 @@
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import type { FastifyReply } from "fastify";
+import type { FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { isAppError } from "../../errors.js";
 import { ID_PATTERN } from "../../protocol/ids.js";
@@ -24,7 +24,7 @@ export interface McpRoutesOptions {
 const idSchema = z.string().regex(ID_PATTERN, "must match ^[a-z0-9][a-z0-9_-]{0,63}$");
 
 /**
- * The MCP server at `/mcp` (spec §4 rule 9): Streamable HTTP in stateless mode, a fresh server
+ * The MCP server at `/api/v1/mcp`, alias `/mcp` (spec §4 rule 9): Streamable HTTP in stateless mode, a fresh server
  * and transport per request, JSON answers (no SSE stream). The app's admin hook guards it like
  * every non-public route: the MCP client sends `Authorization: Bearer <admin token>`.
  *
@@ -37,34 +37,25 @@ const idSchema = z.string().regex(ID_PATTERN, "must match ^[a-z0-9][a-z0-9_-]{0,
 export async function mcpRoutes(app: App, opts: McpRoutesOptions): Promise<void> {
   const tags = ["mcp"];
 
-  app.post(
-    "/mcp",
-    {
-      schema: {
-        tags,
-        summary: "MCP Streamable HTTP endpoint (JSON-RPC; stateless): tools write_export_snapshot, list_configs, get_node_status",
-      },
-    },
-    async (req, reply) => {
-      const server = buildMcpServer(opts);
-      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-      reply.raw.on("close", () => {
-        void transport.close();
-        void server.close();
-      });
-      await server.connect(transport);
-      reply.hijack();
-      try {
-        await transport.handleRequest(req.raw, reply.raw, req.body);
-      } catch (err) {
-        req.log.error({ err }, "MCP request failed");
-        if (!reply.raw.headersSent) {
-          reply.raw.writeHead(500, { "content-type": "application/json" });
-          reply.raw.end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32603, message: "Internal error" }, id: null }));
-        }
+  const handle = async (req: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    const server = buildMcpServer(opts);
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    reply.raw.on("close", () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    reply.hijack();
+    try {
+      await transport.handleRequest(req.raw, reply.raw, req.body);
+    } catch (err) {
+      req.log.error({ err }, "MCP request failed");
+      if (!reply.raw.headersSent) {
+        reply.raw.writeHead(500, { "content-type": "application/json" });
+        reply.raw.end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32603, message: "Internal error" }, id: null }));
       }
-    },
-  );
+    }
+  };
 
   // Stateless: no server-initiated stream to GET and no session to DELETE.
   const notAllowed = async (_req: unknown, reply: FastifyReply) =>
@@ -72,8 +63,27 @@ export async function mcpRoutes(app: App, opts: McpRoutesOptions): Promise<void>
       .status(405)
       .header("allow", "POST")
       .send({ jsonrpc: "2.0", error: { code: -32000, message: "Method not allowed: this MCP endpoint is stateless; use POST." }, id: null });
-  app.get("/mcp", { schema: { tags, summary: "Not allowed (stateless MCP endpoint): 405" } }, notAllowed);
-  app.delete("/mcp", { schema: { tags, summary: "Not allowed (stateless MCP endpoint): 405" } }, notAllowed);
+
+  // `/api/v1/mcp` is the endpoint (DESIGN §5, spec §9 rule 1); `/mcp`, where it lived before
+  // issue 10, stays as an alias for configured MCP clients and is left out of the OpenAPI document.
+  for (const [path, hide] of [
+    ["/api/v1/mcp", false],
+    ["/mcp", true],
+  ] as const) {
+    app.post(
+      path,
+      {
+        schema: {
+          hide,
+          tags,
+          summary: "MCP Streamable HTTP endpoint (JSON-RPC; stateless): tools write_export_snapshot, list_configs, get_node_status",
+        },
+      },
+      handle,
+    );
+    app.get(path, { schema: { hide, tags, summary: "Not allowed (stateless MCP endpoint): 405" } }, notAllowed);
+    app.delete(path, { schema: { hide, tags, summary: "Not allowed (stateless MCP endpoint): 405" } }, notAllowed);
+  }
 }
 
 /** A new MCP server with the service's tools. */
