@@ -47,6 +47,61 @@ export function parseNetworkCidr(cidr: string): NetworkCidr {
 }
 
 /**
+ * Address blocks no tunnel network may overlap (RFC 6890 special-purpose IPv4 blocks that are
+ * not forwardable unicast): a config there would hand a node `127.0.0.1`, a multicast or a
+ * broadcast address. Private (RFC 1918), shared (100.64.0.0/10) and public unicast stay allowed.
+ */
+export const RESERVED_NETWORKS: ReadonlyArray<{ cidr: string; name: string }> = [
+  { cidr: "0.0.0.0/8", name: "\"this network\" (RFC 791)" },
+  { cidr: "127.0.0.0/8", name: "loopback (RFC 1122)" },
+  { cidr: "169.254.0.0/16", name: "link-local (RFC 3927)" },
+  { cidr: "224.0.0.0/4", name: "multicast (RFC 5771)" },
+  { cidr: "240.0.0.0/4", name: "reserved and limited broadcast (RFC 1112, RFC 919)" },
+];
+
+/**
+ * The reserved block a network overlaps, if any (issue 10: a config refuses them).
+ * @param cidr a network in CIDR notation
+ * @returns the block, e.g. `{ cidr: "127.0.0.0/8", name: "loopback (RFC 1122)" }`, or undefined
+ * @throws AppError `VALIDATION_FAILED` when `cidr` is invalid (see {@link parseNetworkCidr})
+ */
+export function reservedOverlap(cidr: string): { cidr: string; name: string } | undefined {
+  const range = parseRange(cidr);
+  return RESERVED_NETWORKS.find((r) => {
+    const block = parseReserved(r.cidr);
+    return range.first <= block.last && block.first <= range.last;
+  });
+}
+
+/**
+ * Parses a config's network and refuses reserved blocks: the rule of every network a config
+ * may hold (REST create/update, snapshot rows).
+ * @returns as {@link parseNetworkCidr}
+ * @throws AppError `VALIDATION_FAILED` (details `{ network_cidr }`) for an invalid network or one
+ *   overlapping a {@link RESERVED_NETWORKS} block
+ */
+export function parseConfigNetwork(cidr: string): NetworkCidr {
+  const parsed = parseNetworkCidr(cidr);
+  const reserved = reservedOverlap(cidr);
+  if (reserved) {
+    throw new AppError(
+      "VALIDATION_FAILED",
+      `network_cidr ${JSON.stringify(cidr)} is invalid: it overlaps ${reserved.cidr}, ${reserved.name}`,
+      { network_cidr: cidr },
+    );
+  }
+  return parsed;
+}
+
+/** Bounds of a reserved block (prefixes /4../8, outside the config range check). */
+function parseReserved(cidr: string): { first: number; last: number } {
+  const [address, prefix] = cidr.split("/") as [string, string];
+  const size = 2 ** (32 - Number(prefix));
+  const first = ipv4ToNumber(address)!;
+  return { first, last: first + size - 1 };
+}
+
+/**
  * Picks the lowest free host address of a network.
  *
  * The network and broadcast addresses are never handed out. Runs in O(|used| + pool size) with a

@@ -1,35 +1,25 @@
 import { z } from "zod";
 import { ERROR_CODES, type ErrorCode } from "../errors.js";
+import {
+  interfaceNameSchema,
+  ipv4Schema,
+  nameSchema,
+  networkCidrSchema,
+  portSchema,
+  publicAddressSchema,
+  tagSchema,
+  tunnelProtocolSchema,
+} from "../protocol/fields.js";
 import { configIdSchema, forwardIdSchema, nodeIdSchema, pairIdSchema } from "../protocol/ids.js";
 
 /**
  * zod schemas of the REST boundary (DESIGN §5): request parts and response whitelists.
- * Strings are bounded; names reject control characters; objects are strict (unknown fields are
+ * Strings are bounded; names reject control characters (C0, DEL, C1); objects are strict (unknown fields are
  * a VALIDATION_FAILED, not silently dropped).
  */
 
-/** Printable text without control characters (no NUL, newline, tab, DEL). */
-const printable = (max: number) =>
-  z
-    .string()
-    .trim()
-    .min(1, "must not be empty")
-    .max(max, `must be at most ${max} characters`)
-    // eslint-disable-next-line no-control-regex
-    .regex(/^[^\u0000-\u001f\u007f]*$/, "must not contain control characters");
-
-export const nameSchema = printable(64);
-export const tunnelProtocolSchema = z.enum(["wireguard", "awg_2"]);
-export const portSchema = z.number().int().min(1).max(65535);
-export const ipv4Schema = z.ipv4();
-/** wg-quick's interface name rule: 1..15 of `[a-zA-Z0-9_=+.-]`. */
-export const interfaceNameSchema = z.string().regex(/^[a-zA-Z0-9_=+.-]{1,15}$/, "must be 1-15 of [a-zA-Z0-9_=+.-]");
-/** A public endpoint: IPv4, IPv6 or DNS host name. */
-export const publicAddressSchema = z.union([z.ipv4(), z.ipv6(), z.hostname().max(253)], {
-  error: "must be an IPv4 address, an IPv6 address or a host name",
-});
-export const tagSchema = z.string().regex(/^[a-zA-Z0-9][a-zA-Z0-9_.:-]{0,31}$/, "must be 1-32 of [a-zA-Z0-9_.:-]");
-export const networkCidrSchema = z.string().min(9).max(18);
+// The field rules live in src/protocol/fields.ts, shared with snapshot rows (issue 10).
+export { interfaceNameSchema, ipv4Schema, nameSchema, networkCidrSchema, portSchema, publicAddressSchema, tagSchema, tunnelProtocolSchema };
 
 export const configParams = z.strictObject({ config_id: configIdSchema });
 export const nodeParams = z.strictObject({ config_id: configIdSchema, node_id: nodeIdSchema });

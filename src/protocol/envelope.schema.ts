@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { interfaceNameSchema } from "./fields.js";
 import { ID_PATTERN } from "./ids.js";
 
 /**
@@ -24,8 +25,8 @@ export type ControlAction = z.infer<typeof controlActionSchema>;
 
 const text = (max: number) => z.string().max(max);
 const idText = z.string().regex(ID_PATTERN);
-/** wg-quick's interface name rule. */
-export const interfaceNameSchema = z.string().regex(/^[a-zA-Z0-9_=+.-]{1,15}$/);
+/** wg-quick's interface name rule (one definition: src/protocol/fields.ts). */
+export { interfaceNameSchema };
 
 /** spec §6.2. `request_id` is empty for passive messages (heartbeat, event). */
 export const envelopeSchema = z.object({

@@ -44,6 +44,7 @@ import {
   type SnapshotManifest,
   type SnapshotRecord,
 } from "./snapshots.js";
+import { sanitizeSnapshotDatabase, validateSnapshotRows } from "./snapshot-rows.js";
 
 export interface BackupsServiceDeps {
   settings: Settings;
@@ -279,9 +280,11 @@ export class BackupsService {
 
   /**
    * Imports an uploaded snapshot zip as a new stored snapshot (not restored). Refused uploads
-   * leave nothing behind; the upload is always discarded.
+   * leave nothing behind; the upload is always discarded. Every row is validated
+   * ({@link validateSnapshotRows}) and every node config rendered on the throw-away copy
+   * ({@link sanitizeSnapshotDatabase}), so a snapshot that could never be restored is never stored.
    * @throws AppError VALIDATION_FAILED naming the first problem ({@link extractSnapshotZip},
-   *         {@link prepareSnapshotDatabase})
+   *         {@link prepareSnapshotDatabase}, {@link validateSnapshotRows}: table, row and field)
    */
   async importSnapshot(upload: SnapshotUpload): Promise<SnapshotEntry> {
     const { store, clock, settings, log } = this.deps;
@@ -289,6 +292,9 @@ export class BackupsService {
       const entry = await this.#snapshots.run(async () => {
         const { manifest, dbFile } = await extractSnapshotZip(upload.file, upload.dir, settings.maxSnapshotBytes);
         await prepareSnapshotDatabase(dbFile, tableDefinitions(store.sqlite), log);
+        await validateSnapshotRows(dbFile);
+        // A trial of the restore's re-rendering on this throw-away copy: every config renders.
+        await sanitizeSnapshotDatabase(dbFile, clock.now(), log);
         const dir = await this.#dir(this.snapshotsDir);
         const id = newId("snap") as string;
         try {
@@ -306,16 +312,26 @@ export class BackupsService {
   }
 
   /**
-   * Restores a stored snapshot while the service runs: its database is extracted, checked and
-   * brought to the running schema, then ONE transaction on the live connection replaces every
-   * data table ({@link DATA_TABLES}) with the snapshot's rows, drops every bind token and
-   * revokes node config download tokens. Admin sessions, settings and secrets (`settings_kv`)
-   * and file download tokens stay. Then every node actor is rehydrated from the store and the
-   * console is told (snapshot list, config list, system status).
-   * @throws AppError NOT_FOUND, VALIDATION_FAILED (a snapshot this server cannot restore)
+   * Restores a stored snapshot while the service runs (spec §2.4; issue 10). Nothing in the
+   * snapshot is trusted, and nothing live changes until all of it has been checked:
+   * 1. its database is extracted, checked and brought to the running schema
+   *    ({@link extractSnapshotZip}, {@link prepareSnapshotDatabase});
+   * 2. every row of every data table is validated with the API's field rules
+   *    ({@link validateSnapshotRows});
+   * 3. in the private copy, broker credentials and machine snapshots are dropped (restored
+   *    nodes start fresh, dynamic ones re-bind) and every node config is re-rendered
+   *    ({@link sanitizeSnapshotDatabase});
+   * 4. ONE transaction on the live connection replaces every data table ({@link DATA_TABLES})
+   *    with the copy's rows, drops every bind token and revokes node config download tokens;
+   * 5. every node actor is rehydrated from the store (a node that cannot be is quarantined,
+   *    never a failure), clients that were bound are revoked at the broker, and the console is
+   *    told (snapshot list, config list, system status).
+   * Admin sessions, settings and secrets (`settings_kv`) and file download tokens stay.
+   * A refusal in 1-4 leaves the live database as it was.
+   * @throws AppError NOT_FOUND, VALIDATION_FAILED (naming table, row and field where a row is at fault)
    */
   async restoreSnapshot(snapshotId: string): Promise<{ restored: string }> {
-    const { store, registry, log } = this.deps;
+    const { store, registry, clock, log } = this.deps;
     await this.#snapshots.run(async () => {
       const record = await this.#requireSnapshot(snapshotId);
       const dir = await this.#dir(this.snapshotsDir);
@@ -324,6 +340,8 @@ export class BackupsService {
         // Checked again (the file may have been touched on disk); bounded by what it recorded.
         const { dbFile } = await extractSnapshotZip(snapshotZipPath(dir, snapshotId), work, record.manifest.db_size_bytes);
         await prepareSnapshotDatabase(dbFile, tableDefinitions(store.sqlite), log);
+        await validateSnapshotRows(dbFile);
+        await sanitizeSnapshotDatabase(dbFile, clock.now(), log);
         let reloading: Promise<number> | undefined;
         // Holding Kysely's connection: no request transaction is open while the tables change.
         await store.db.connection().execute(async () => {

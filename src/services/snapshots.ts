@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
 import { open, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { crc32 } from "node:zlib";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import SQLite from "better-sqlite3";
@@ -181,7 +182,8 @@ export async function writeSnapshotZip(dbFile: string, manifest: SnapshotManifes
  * exactly the two expected entry names (which rules out `../`, absolute and backslash paths),
  * regular files only (no symlink, directory or device by their external attributes), not
  * encrypted, stored or deflated, sizes bounded before inflating (declared sizes) and while
- * inflating (bytes counted), manifest schema, and the database's size and SHA-256 equal to the
+ * inflating (bytes counted), the CRC-32 of every entry's data equal to its header's (yauzl does
+ * not check it; issue 10), manifest schema, and the database's size and SHA-256 equal to the
  * manifest's.
  * @param maxDbBytes largest accepted uncompressed `svc.db`
  * @throws AppError VALIDATION_FAILED naming the first problem
@@ -228,7 +230,7 @@ export async function extractSnapshotZip(
       if (name === MANIFEST_ENTRY) {
         const stream = await openEntry(zip, entry);
         const chunks: Buffer[] = [];
-        await drain(stream, bound, name, (chunk) => {
+        await drain(stream, bound, entry, (chunk) => {
           chunks.push(chunk);
         });
         manifestBytes = Buffer.concat(chunks);
@@ -238,7 +240,7 @@ export async function extractSnapshotZip(
         const fh = await open(dbFile, "wx", 0o600);
         try {
           const stream = await openEntry(zip, entry);
-          const size = await drain(stream, bound, name, async (chunk) => {
+          const size = await drain(stream, bound, entry, async (chunk) => {
             hash.update(chunk);
             await fh.write(chunk);
           });
@@ -296,15 +298,24 @@ async function openEntry(zip: yauzl.ZipFile, entry: yauzl.Entry): Promise<Readab
   return stream;
 }
 
-/** Reads a stream into `sink`, counting bytes; more than `limit` destroys it and refuses. */
-async function drain(stream: Readable, limit: number, name: string, sink: (chunk: Buffer) => void | Promise<void>): Promise<number> {
+/**
+ * Reads an entry's stream into `sink`, counting bytes and computing the CRC-32 of the data
+ * (`node:zlib` crc32); more than `limit` bytes, or a CRC-32 other than the entry's header
+ * declares, destroys it and refuses.
+ * @returns the number of bytes read
+ * @throws AppError VALIDATION_FAILED
+ */
+async function drain(stream: Readable, limit: number, entry: yauzl.Entry, sink: (chunk: Buffer) => void | Promise<void>): Promise<number> {
+  const name = entry.fileName;
   let total = 0;
+  let crc = 0;
   try {
     if (stream.errored) throw invalidSnapshot(`entry "${name}": ${messageOf(stream.errored)}`);
     for await (const chunk of stream) {
       const buf = chunk as Buffer;
       total += buf.length;
       if (total > limit) throw invalidSnapshot(`entry "${name}" inflates past ${limit} bytes`);
+      crc = crc32(buf, crc);
       await sink(buf);
     }
   } finally {
@@ -313,7 +324,14 @@ async function drain(stream: Readable, limit: number, name: string, sink: (chunk
     stream.on("error", () => undefined);
     stream.destroy();
   }
+  if (crc >>> 0 !== entry.crc32 >>> 0) {
+    throw invalidSnapshot(`entry "${name}" fails its CRC-32 check (data ${hex32(crc)}, header ${hex32(entry.crc32)})`);
+  }
   return total;
+}
+
+function hex32(n: number): string {
+  return (n >>> 0).toString(16).padStart(8, "0");
 }
 
 /** CREATE TABLE text of every table of a database, by name. */

@@ -1,0 +1,62 @@
+import { z } from "zod";
+import { reservedOverlap } from "../domain/address-pool.js";
+import { isAppError } from "../errors.js";
+
+/**
+ * Field rules shared by every boundary that accepts mesh data: the REST API (src/http/schemas.ts),
+ * snapshot rows (src/services/snapshot-rows.ts) and, for `interface_name`, the MQTT envelopes.
+ * One definition each, so a snapshot can never hold what the API would refuse (issue 10).
+ */
+
+/**
+ * Printable text: trimmed, 1..max characters, no C0 control (U+0000-U+001F), DEL (U+007F) or
+ * C1 control (U+0080-U+009F; issue 10: C1 controls such as U+0085 NEL and U+009B CSI act as
+ * line breaks and terminal escapes).
+ */
+export const printable = (max: number) =>
+  z
+    .string()
+    .trim()
+    .min(1, "must not be empty")
+    .max(max, `must be at most ${max} characters`)
+    // eslint-disable-next-line no-control-regex
+    .regex(/^[^\u0000-\u001f\u007f-\u009f]*$/, "must not contain control characters");
+
+/** Config and node names (spec §2.2, §2.3): printable, at most 64 characters. */
+export const nameSchema = printable(64);
+export const tunnelProtocolSchema = z.enum(["wireguard", "awg_2"]);
+/** A TCP/UDP port, 1..65535. */
+export const portSchema = z.number().int().min(1).max(65535);
+export const ipv4Schema = z.ipv4();
+/**
+ * wg-quick's interface name rule: 1..15 of `[a-zA-Z0-9_=+.-]`, and not `.` or `..` (Linux
+ * refuses both as interface names, and the download would be named `...conf`).
+ */
+export const interfaceNameSchema = z
+  .string()
+  .regex(/^[a-zA-Z0-9_=+.-]{1,15}$/, "must be 1-15 of [a-zA-Z0-9_=+.-]")
+  .refine((s) => s !== "." && s !== "..", "must not be . or ..");
+/** A public endpoint: IPv4, IPv6 or DNS host name. */
+export const publicAddressSchema = z.union([z.ipv4(), z.ipv6(), z.hostname().max(253)], {
+  error: "must be an IPv4 address, an IPv6 address or a host name",
+});
+export const tagSchema = z.string().regex(/^[a-zA-Z0-9][a-zA-Z0-9_.:-]{0,31}$/, "must be 1-32 of [a-zA-Z0-9_.:-]");
+/**
+ * A config's IPv4 network. The syntax (`a.b.c.d/8..30`) is checked by the service, which answers
+ * its own detailed error; here a parseable network overlapping a reserved block
+ * (`src/domain/address-pool.ts` RESERVED_NETWORKS: loopback, multicast ...) is refused.
+ */
+export const networkCidrSchema = z
+  .string()
+  .min(9)
+  .max(18)
+  .superRefine((cidr, ctx) => {
+    let reserved: ReturnType<typeof reservedOverlap>;
+    try {
+      reserved = reservedOverlap(cidr);
+    } catch (err) {
+      if (isAppError(err, "VALIDATION_FAILED")) return; // malformed: the service's answer
+      throw err;
+    }
+    if (reserved) ctx.addIssue({ code: "custom", message: `must not overlap ${reserved.cidr}, ${reserved.name}` });
+  });

@@ -1,0 +1,348 @@
+import { createHash } from "node:crypto";
+import { setImmediate as nextTurn } from "node:timers/promises";
+import SQLite from "better-sqlite3";
+import { z } from "zod";
+import { isHostAddress, parseConfigNetwork } from "../domain/address-pool.js";
+import { awgParamsSchema } from "../domain/awg.js";
+import { isWireGuardKey, publicKeyFromPrivate } from "../domain/keys.js";
+import { AppError, isAppError } from "../errors.js";
+import type { Logger } from "../logger.js";
+import {
+  interfaceNameSchema,
+  ipv4Schema,
+  nameSchema,
+  portSchema,
+  publicAddressSchema,
+  tagSchema,
+  tunnelProtocolSchema,
+} from "../protocol/fields.js";
+import { configIdSchema, forwardIdSchema, nodeIdSchema, pairIdSchema } from "../protocol/ids.js";
+import { Store } from "../store/db.js";
+import { restageConfig } from "../store/staging.js";
+
+/**
+ * Row-by-row validation and sanitizing of a snapshot's database (issue 10 "Security: fix first";
+ * spec §2.4). A snapshot is input from whoever wrote the zip: its manifest digest proves nothing.
+ *
+ * 1. {@link validateSnapshotRows}: every row of every data table against the field rules of the
+ *    REST API (`src/protocol/fields.ts`, the same schemas `src/http/schemas.ts` uses) and the
+ *    cross-row rules the service keeps (addresses inside the network, key pairs, pair order).
+ * 2. {@link sanitizeSnapshotDatabase}: what the service never takes from a snapshot is replaced
+ *    in the private copy: broker credentials and machine snapshots are dropped (restored nodes
+ *    start fresh from their columns and dynamic ones re-bind), and every node's config is
+ *    re-rendered by the renderer from the validated inputs (`restageConfig`), so the server
+ *    only ever serves text its renderer produced.
+ */
+
+/** Epoch milliseconds (0 .. year 275760, the largest JS Date). */
+const epochMs = z.number().int().min(0).max(8.64e15);
+const flag = z.union([z.literal(0), z.literal(1)]);
+const sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, "must be 64 lower-case hex digits");
+/** Bounded free text that never reaches a config (client reports, log lines). */
+const text = (max: number) => z.string().max(max, `must be at most ${max} characters`);
+const wireGuardKey = z.string().refine(isWireGuardKey, "must be a WireGuard key (44 characters of base64 of 32 bytes)");
+
+const networkSchema = z.string().superRefine((cidr, ctx) => {
+  try {
+    const parsed = parseConfigNetwork(cidr);
+    if (parsed.cidr !== cidr) ctx.addIssue({ code: "custom", message: `must be the normalized network ${parsed.cidr}` });
+  } catch (err) {
+    if (!isAppError(err, "VALIDATION_FAILED")) throw err;
+    ctx.addIssue({ code: "custom", message: err.message });
+  }
+});
+
+const awgParamsText = z.string().superRefine((json, ctx) => {
+  let value: unknown;
+  try {
+    value = JSON.parse(json);
+  } catch {
+    ctx.addIssue({ code: "custom", message: "must be JSON" });
+    return;
+  }
+  const parsed = awgParamsSchema.safeParse(value);
+  if (!parsed.success) ctx.addIssue({ code: "custom", message: `not valid AmneziaWG parameters (${describeIssue(parsed.error)})` });
+});
+
+/** One schema per data table (`src/store/schema.ts`); strict: the columns are exactly these. */
+export const SNAPSHOT_ROW_SCHEMAS = {
+  configs: z
+    .strictObject({
+      config_id: configIdSchema,
+      name: nameSchema,
+      tunnel_protocol: tunnelProtocolSchema,
+      network_cidr: networkSchema,
+      awg_params: awgParamsText.nullable(),
+      created_at: epochMs,
+      updated_at: epochMs,
+    })
+    .superRefine((row, ctx) => {
+      if (row.tunnel_protocol === "awg_2" && row.awg_params === null) {
+        ctx.addIssue({ code: "custom", path: ["awg_params"], message: "an awg_2 config needs its AmneziaWG parameters" });
+      }
+    }),
+  nodes: z
+    .strictObject({
+      node_id: nodeIdSchema,
+      config_id: configIdSchema,
+      name: nameSchema,
+      mode: z.enum(["static", "dynamic"]),
+      interface_name: interfaceNameSchema,
+      address: ipv4Schema,
+      public_address: publicAddressSchema.nullable(),
+      listen_port: portSchema.nullable(),
+      private_key: wireGuardKey,
+      public_key: wireGuardKey,
+      staged_config_version: z.number().int().min(0),
+      staged_config_sha256: sha256Hex.nullable(),
+      // Never served: re-rendered (sanitizeSnapshotDatabase). Bounded so reading stays cheap.
+      staged_config_text: text(1024 * 1024).nullable(),
+      confirmed_config_version: z.number().int().min(0).nullable(),
+      confirmed_config_sha256: sha256Hex.nullable(),
+      created_at: epochMs,
+      updated_at: epochMs,
+    })
+    .superRefine((row, ctx) => {
+      if (isWireGuardKey(row.private_key) && isWireGuardKey(row.public_key) && publicKeyFromPrivate(row.private_key) !== row.public_key) {
+        ctx.addIssue({ code: "custom", path: ["public_key"], message: "is not the public key of the node's private key" });
+      }
+      if (row.staged_config_sha256 !== null && row.staged_config_version < 1) {
+        ctx.addIssue({ code: "custom", path: ["staged_config_version"], message: "must be at least 1 once a config is staged" });
+      }
+    }),
+  node_tags: z.strictObject({ node_id: nodeIdSchema, tag: tagSchema }),
+  node_client_state: z.strictObject({
+    node_id: nodeIdSchema,
+    client_initialized: flag,
+    client_presence_state: z.enum(["online", "dropped", "offline"]),
+    runtime_state: z.enum(["unknown", "running", "stopped"]),
+    last_reachable_at: epochMs.nullable(),
+    last_signal_at: epochMs.nullable(),
+    client_version: text(64).nullable(),
+    platform: text(64).nullable(),
+    hostname: text(253).nullable(),
+    // Checked for shape, then dropped (sanitizeSnapshotDatabase): never trusted.
+    mqtt_username: text(256).nullable(),
+    mqtt_password_hash: text(256).nullable(),
+    boot_id: text(128).nullable(),
+    session_id: text(128).nullable(),
+    machine_snapshot: text(64 * 1024).nullable(),
+    machine_version: z.number().int().nullable(),
+    updated_at: epochMs,
+  }),
+  mesh_pairs: z
+    .strictObject({
+      pair_id: pairIdSchema,
+      config_id: configIdSchema,
+      node_a: nodeIdSchema,
+      node_b: nodeIdSchema,
+      enabled: flag,
+      created_at: epochMs,
+      updated_at: epochMs,
+    })
+    .superRefine((row, ctx) => {
+      if (!(row.node_a < row.node_b)) ctx.addIssue({ code: "custom", path: ["node_a"], message: "must sort before node_b" });
+    }),
+  port_forwards: z.strictObject({
+    forward_id: forwardIdSchema,
+    node_id: nodeIdSchema,
+    protocol: z.enum(["tcp", "udp"]),
+    listen_port: portSchema,
+    target_address: ipv4Schema,
+    target_port: portSchema,
+    enabled: flag,
+    created_at: epochMs,
+    updated_at: epochMs,
+  }),
+  control_logs: z.strictObject({
+    log_id: z.number().int().min(1),
+    node_id: nodeIdSchema,
+    config_id: configIdSchema,
+    request_id: text(128).nullable(),
+    kind: z.enum(["command", "output", "event"]),
+    action: text(64).nullable(),
+    status: z.enum(["pending", "accepted", "applied", "failed", "timed_out"]).nullable(),
+    message: text(64 * 1024).nullable(),
+    stream: text(16).nullable(),
+    output: text(1024 * 1024).nullable(),
+    // migration 0004 (issue 10): a client event's spec §6.3 level and name, as the router takes them.
+    level: text(16).nullable(),
+    event: text(64).nullable(),
+    // migration 0003 (issue 10): a config push's target, as the migration's CHECKs allow.
+    pushed_config_version: z.number().int().min(0).nullable(),
+    pushed_config_sha256: sha256Hex.nullable(),
+    pushed_tunnel_protocol: tunnelProtocolSchema.nullable(),
+    created_at: epochMs,
+    updated_at: epochMs,
+  }),
+} as const;
+
+export type SnapshotTable = keyof typeof SNAPSHOT_ROW_SCHEMAS;
+
+/**
+ * Longest stretch of row checks between two yields to the event loop, ms. A node row costs about
+ * 1 ms (deriving the public key from the private key), so a 10,000-node snapshot takes ~10 s of
+ * checks, spread over turns so requests keep being served meanwhile.
+ */
+const MAX_TURN_MS = 10;
+
+/** How a row is named in a refusal: its key columns. */
+const ROW_KEYS: Record<SnapshotTable, string[]> = {
+  configs: ["config_id"],
+  nodes: ["node_id"],
+  node_tags: ["node_id", "tag"],
+  node_client_state: ["node_id"],
+  mesh_pairs: ["pair_id"],
+  port_forwards: ["forward_id"],
+  control_logs: ["log_id"],
+};
+
+/** The refusal of one row: VALIDATION_FAILED naming table, row and field. */
+function rowRefusal(table: string, row: Record<string, unknown>, field: string, why: string): AppError {
+  const keys = ROW_KEYS[table as SnapshotTable] ?? [];
+  const id = keys.map((k) => `${k}=${JSON.stringify(clip(row[k]))}`).join(", ") || "?";
+  return new AppError("VALIDATION_FAILED", `the snapshot is not acceptable: table ${table}, row ${id}, field ${field}: ${why}`, {
+    table,
+    row: Object.fromEntries(keys.map((k) => [k, clip(row[k])])),
+    field,
+  });
+}
+
+function clip(value: unknown): unknown {
+  return typeof value === "string" ? value.slice(0, 80) : value;
+}
+
+function describeIssue(error: z.ZodError): string {
+  const issue = error.issues[0];
+  return issue ? `${issue.path.join(".") || "(value)"}: ${issue.message}` : "invalid";
+}
+
+/**
+ * Validates every row of every data table of a snapshot database (read-only; the file must have
+ * this server's schema, see `prepareSnapshotDatabase`). Row rules are {@link SNAPSHOT_ROW_SCHEMAS};
+ * cross-row rules: a node's config exists and its address is a unique host address of the
+ * config's network; a pair's nodes belong to its config; tags, client state, port forwards and
+ * control logs belong to a node of the snapshot. Yields to the event loop after at most
+ * {@link MAX_TURN_MS} of work, so a large snapshot does not stall requests meanwhile.
+ * @throws AppError VALIDATION_FAILED naming the first bad table, row and field
+ */
+export async function validateSnapshotRows(dbFile: string): Promise<void> {
+  const db = new SQLite(dbFile, { readonly: true, fileMustExist: true });
+  try {
+    db.pragma("trusted_schema = OFF");
+    const networks = new Map<string, string>();
+    const nodeConfig = new Map<string, string>();
+    const addresses = new Set<string>();
+    let turnStarted = performance.now();
+    for (const table of Object.keys(SNAPSHOT_ROW_SCHEMAS) as SnapshotTable[]) {
+      const schema = SNAPSHOT_ROW_SCHEMAS[table] as z.ZodType<Record<string, unknown>>;
+      for (const raw of db.prepare(`SELECT * FROM "${table}" ORDER BY rowid`).iterate() as Iterable<Record<string, unknown>>) {
+        if (performance.now() - turnStarted >= MAX_TURN_MS) {
+          await nextTurn();
+          turnStarted = performance.now();
+        }
+        const parsed = schema.safeParse(raw);
+        if (!parsed.success) {
+          const issue = parsed.error.issues[0];
+          const field = issue?.path[0] === undefined ? "(row)" : String(issue.path[0]);
+          throw rowRefusal(table, raw, field, issue?.message ?? "invalid");
+        }
+        const row = raw as Record<string, string>;
+        const needNode = (field: string) => {
+          if (!nodeConfig.has(row[field]!)) throw rowRefusal(table, raw, field, "names no node of the snapshot");
+        };
+        switch (table) {
+          case "configs":
+            networks.set(row.config_id!, row.network_cidr!);
+            break;
+          case "nodes": {
+            const network = networks.get(row.config_id!);
+            if (network === undefined) throw rowRefusal(table, raw, "config_id", "names no config of the snapshot");
+            if (!isHostAddress(row.address!, network)) throw rowRefusal(table, raw, "address", `must be a host address inside ${network}`);
+            const at = `${row.config_id}/${row.address}`;
+            if (addresses.has(at)) throw rowRefusal(table, raw, "address", "is used by another node of the config");
+            addresses.add(at);
+            nodeConfig.set(row.node_id!, row.config_id!);
+            break;
+          }
+          case "mesh_pairs":
+            for (const side of ["node_a", "node_b"]) {
+              if (nodeConfig.get(row[side]!) !== row.config_id) throw rowRefusal(table, raw, side, "names no node of the pair's config");
+            }
+            break;
+          case "control_logs":
+            needNode("node_id");
+            if (nodeConfig.get(row.node_id!) !== row.config_id) throw rowRefusal(table, raw, "config_id", "is not the node's config");
+            break;
+          default:
+            needNode("node_id");
+        }
+      }
+    }
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * Makes a validated snapshot database (a private copy) restorable, in one transaction:
+ * - every node's client state is reset to "never bound": broker credentials (`mqtt_username`,
+ *   `mqtt_password_hash`), `machine_snapshot`/`machine_version`, session ids, presence, runtime
+ *   and reported times are cleared, `client_initialized` = 0; `confirmed_config_*` are cleared
+ *   (the node confirms again after it re-binds);
+ * - every node's staged config is re-rendered from the validated rows (`restageConfig`): the
+ *   version stays when the snapshot's text was the renderer's, and moves on by one otherwise.
+ * @param now epoch ms stamped on changed rows
+ * @throws AppError VALIDATION_FAILED when a config cannot be rendered (naming it)
+ */
+export async function sanitizeSnapshotDatabase(dbFile: string, now: number, log: Logger): Promise<void> {
+  const store = await Store.open(dbFile, log);
+  try {
+    const sqlite = store.sqlite;
+    // A stored sha is replaced by the digest of the stored text, so a text altered without its
+    // sha compares unequal to the rendering and is rewritten (restageConfig writes on sha change).
+    const staged = sqlite.prepare("SELECT node_id, staged_config_text FROM nodes WHERE staged_config_sha256 IS NOT NULL").all() as Array<{
+      node_id: string;
+      staged_config_text: string | null;
+    }>;
+    const configs = (sqlite.prepare("SELECT config_id FROM configs ORDER BY config_id").all() as Array<{ config_id: string }>).map(
+      (r) => r.config_id,
+    );
+    await store.transaction(async (trx) => {
+      sqlite
+        .prepare(
+          `UPDATE node_client_state SET client_initialized = 0, client_presence_state = 'offline', runtime_state = 'unknown',
+             last_reachable_at = NULL, last_signal_at = NULL, client_version = NULL, platform = NULL, hostname = NULL,
+             mqtt_username = NULL, mqtt_password_hash = NULL, boot_id = NULL, session_id = NULL,
+             machine_snapshot = NULL, machine_version = NULL, updated_at = ?`,
+        )
+        .run(now);
+      sqlite.prepare("UPDATE nodes SET confirmed_config_version = NULL, confirmed_config_sha256 = NULL").run();
+      const setSha = sqlite.prepare("UPDATE nodes SET staged_config_sha256 = ? WHERE node_id = ?");
+      for (const n of staged) setSha.run(createHash("sha256").update(n.staged_config_text ?? "", "utf8").digest("hex"), n.node_id);
+      for (const configId of configs) {
+        try {
+          await restageConfig(trx, configId, now);
+        } catch (err) {
+          if (!isAppError(err, "VALIDATION_FAILED")) throw err;
+          throw new AppError("VALIDATION_FAILED", `the snapshot is not acceptable: table configs, row config_id=${JSON.stringify(configId)}: its node configs cannot be rendered (${err.message})`, {
+            table: "configs",
+            row: { config_id: configId },
+            ...(err.details ?? {}),
+          });
+        }
+      }
+      // What restore copies is now only the renderer's text.
+      const unrendered = sqlite
+        .prepare("SELECT node_id, staged_config_text AS t, staged_config_sha256 AS s FROM nodes")
+        .all() as Array<{ node_id: string; t: string | null; s: string | null }>;
+      for (const n of unrendered) {
+        if (n.t === null || n.s !== createHash("sha256").update(n.t, "utf8").digest("hex")) {
+          throw new AppError("VALIDATION_FAILED", `the snapshot is not acceptable: table nodes, row node_id=${JSON.stringify(n.node_id)}: its config could not be rendered`);
+        }
+      }
+    });
+  } finally {
+    await store.close();
+  }
+}

@@ -1,0 +1,21 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { createLogger } from "../../src/logger.js";
+import { SNAPSHOT_ROW_SCHEMAS } from "../../src/services/snapshot-rows.js";
+import { DATA_TABLES } from "../../src/services/snapshots.js";
+import { Store } from "../../src/store/db.js";
+
+test("issue 10, spec §2.4: there is one row schema per snapshot data table, with exactly the live table's columns (a new migration column must be validated too)", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "svc-rows-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));
+  t.after(() => store.close());
+  assert.deepEqual(Object.keys(SNAPSHOT_ROW_SCHEMAS).sort(), [...DATA_TABLES].sort());
+  for (const table of DATA_TABLES) {
+    const columns = (store.sqlite.prepare("SELECT name FROM pragma_table_info(?)").all(table) as Array<{ name: string }>).map((c) => c.name).sort();
+    assert.deepEqual(Object.keys(SNAPSHOT_ROW_SCHEMAS[table].shape).sort(), columns, `table ${table}`);
+  }
+});
