@@ -66,6 +66,12 @@ const envSchema = z.object({
   SVC_RELEASE_API_URL: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }).default("https://api.github.com/repos/svc-mesh/svc"),
   SVC_RELEASE_DOWNLOAD_URL: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }).default("https://github.com/svc-mesh/svc/releases/download"),
   SVC_MAX_SNAPSHOT_BYTES: z.coerce.number().int().min(1024 * 1024).max(64 * 1024 * 1024 * 1024).default(1024 * 1024 * 1024),
+  SVC_CONTROL_LOG_RETENTION: z.coerce
+    .number()
+    .int("must be an integer number of rows")
+    .min(1, "must be 1..1000000")
+    .max(1_000_000, "must be 1..1000000")
+    .default(1000),
   SVC_METRICS_TOKEN: z.string().regex(/^[\x21-\x7e]{16,1024}$/, "must be 16-1024 printable characters without spaces").optional(),
 });
 
@@ -152,6 +158,8 @@ export interface Settings {
   readonly maxSnapshotBytes: number;
   /** Static bearer token for `GET /metrics` (Prometheus scrapes); undefined: admin sessions only. Never logged. */
   readonly metricsToken: string | undefined;
+  /** Control log rows kept per node; older ones are pruned in the background (spec §6.4 rule 9, issue 10). */
+  readonly controlLogRetention: number;
 }
 
 /** Raised when the environment holds an invalid setting; its message is one line. */
@@ -227,6 +235,7 @@ export function loadSettings(env: Record<string, string | undefined> = process.e
     releaseDownloadUrl: e.SVC_RELEASE_DOWNLOAD_URL.replace(/\/+$/, ""),
     maxSnapshotBytes: e.SVC_MAX_SNAPSHOT_BYTES,
     metricsToken: e.SVC_METRICS_TOKEN,
+    controlLogRetention: e.SVC_CONTROL_LOG_RETENTION,
   });
 }
 

@@ -21,6 +21,8 @@ import { DetectScheduler } from "./mqtt/detect-scheduler.js";
 import { EmbeddedBroker } from "./mqtt/embedded-broker.js";
 import { readCaFile, resolveMqttTls } from "./mqtt/tls.js";
 import { MqttRouter } from "./mqtt/router.js";
+import { EventLog } from "./mqtt/event-log.js";
+import { ControlLogRetention } from "./services/control-log-retention.js";
 import type { Envelope } from "./protocol/envelope.schema.js";
 import { backendSubscriptions } from "./protocol/topics.js";
 import { ArtifactsService } from "./services/artifacts.service.js";
@@ -48,6 +50,10 @@ export interface Server {
   registry: NodeActorRegistry;
   commands: CommandTracker;
   router: MqttRouter;
+  /** Stores client events as control logs (spec §6.4 rule 9). */
+  eventLog: EventLog;
+  /** Keeps the newest SVC_CONTROL_LOG_RETENTION control logs per node (issue 10). */
+  controlLogRetention: ControlLogRetention;
   hub: EventHub;
   detect: DetectScheduler;
   /** `GET /metrics` families (issue 6 item 6). */
@@ -135,6 +141,12 @@ export async function createServer(
       },
       onStatusChanged: (configId, nodeId, projection) => notifier?.endpointStatus(configId, nodeId, projection),
     });
+    const controlLogRetention = new ControlLogRetention({
+      store,
+      clock,
+      log: log.child({ name: "retention" }),
+      keep: settings.controlLogRetention,
+    });
     const commands = new CommandTracker({
       store,
       clock,
@@ -143,7 +155,10 @@ export async function createServer(
       detectTimeoutMs: settings.detectTimeoutMs,
       publish: (topic, envelope) =>
         client ? client.publish(topic, envelope) : Promise.reject(new Error("the backend is not connected to the broker")),
-      onLog: (change, row) => notifier?.controlLog(change, row),
+      onLog: (change, row) => {
+        notifier?.controlLog(change, row);
+        if (change === "created") controlLogRetention.noteInsert(row.node_id);
+      },
       onTimeout: () => undefined, // detects: the node machine runs its own timeout
       // spec §3.1, §6.4 rule 8: a detect the broker did not take has failed now, not at its
       // timeout (the tracker has logged it with the node; the machine may drop the node).
@@ -184,8 +199,18 @@ export async function createServer(
     const status = () =>
       systemStatus({ store, registry, mqttEnabled: settings.mqttEnabled, broker: settings.mqttBroker, brokerConnected: () => client?.connected ?? false });
     const hub = new EventHub({ clock, log: log.child({ name: "events" }), systemStatus: status, ...opts.hub });
+    // issue 10: a console stream ends with its admin session.
+    auth.onSessionRevoked((key) => hub.endSession(key));
     notifier = new Notifier({ hub, mesh, control: () => control!, status, log: log.child({ name: "notifier" }) });
-    const router = new MqttRouter({ registry, commands, clock, log: log.child({ name: "mqtt" }) });
+    const eventLog = new EventLog({
+      store,
+      log: log.child({ name: "events-log" }),
+      onStored: (row) => {
+        notifier?.controlLog("created", row);
+        controlLogRetention.noteInsert(row.node_id);
+      },
+    });
+    const router = new MqttRouter({ registry, commands, clock, log: log.child({ name: "mqtt" }), events: eventLog });
     const brokerConnected = () => client?.connected ?? false;
     metrics = new ServiceMetrics({
       mqttEnabled: settings.mqttEnabled,
@@ -257,6 +282,9 @@ export async function createServer(
     closers.push(() => registry.stop());
     commands.start();
     closers.push(() => commands.stop());
+    closers.push(() => eventLog.close());
+    controlLogRetention.start();
+    closers.push(() => controlLogRetention.stop());
 
     if (settings.mqttEnabled) {
       // spec §1.9 (issue 6 TLS): the TLS listener's certificate and the CA profiles carry. The
@@ -390,6 +418,8 @@ export async function createServer(
       registry,
       commands,
       router,
+      eventLog,
+      controlLogRetention,
       hub,
       detect,
       metrics,

@@ -38,6 +38,9 @@ export interface ControlLogView {
   message: string | null;
   stream: string | null;
   output: string | null;
+  /** Client events: the spec §6.3 `level` and `event` name; null for commands. */
+  level: string | null;
+  event: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -101,6 +104,8 @@ export function controlLogView(row: LogRow): ControlLogView {
     message: row.message,
     stream: row.stream,
     output: row.output,
+    level: row.level,
+    event: row.event,
     created_at: isoTime(row.created_at),
     updated_at: isoTime(row.updated_at),
   };
@@ -111,7 +116,6 @@ export class CommandTracker {
   readonly #open = new Map<string, OpenCommand>();
   readonly #update;
   readonly #select;
-  readonly #insertOutput;
   /** Envelopes the broker took (PUBACK received), for metrics; read at scrape time. */
   published = 0;
 
@@ -120,10 +124,6 @@ export class CommandTracker {
     const db = deps.store.sqlite;
     this.#update = db.prepare("UPDATE control_logs SET status = ?, message = ?, updated_at = ? WHERE log_id = ?");
     this.#select = db.prepare("SELECT * FROM control_logs WHERE log_id = ?");
-    this.#insertOutput = db.prepare(
-      `INSERT INTO control_logs (node_id, config_id, request_id, kind, action, status, message, stream, output, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)`,
-    );
   }
 
   /** Number of commands waiting for a final ACK. */
@@ -264,33 +264,6 @@ export class CommandTracker {
       { requestId: "", configId, nodeId, kind: action === "push_config" ? "config_push" : "control", action, logId, pushed: null, status: "pending", timer: null },
       "failed",
     );
-    return log;
-  }
-
-  /**
-   * Stores command output (an `event` with `command_output`) as a control log row (spec §2.8).
-   * @returns the stored row
-   */
-  recordOutput(
-    configId: string,
-    nodeId: string,
-    fields: { request_id: string | null; kind: "output" | "event"; action: string | null; message: string; stream: string | null; output: string | null },
-  ): ControlLogView {
-    const now = this.#deps.clock.now();
-    const info = this.#insertOutput.run(
-      nodeId,
-      configId,
-      fields.request_id,
-      fields.kind,
-      fields.action,
-      fields.message,
-      fields.stream,
-      fields.output,
-      now,
-      now,
-    );
-    const log = controlLogView(this.#select.get(Number(info.lastInsertRowid)) as LogRow);
-    this.#deps.onLog("created", log);
     return log;
   }
 

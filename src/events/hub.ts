@@ -71,8 +71,22 @@ interface Frame {
   readonly bytes: number;
 }
 
+/** What bounds a stream's life besides its client (issue 10: a stream ends with its admin session). */
+export interface AttachOptions {
+  /** Opaque id of the admin session the stream was opened with; {@link EventHub.endSession} ends its streams. */
+  session?: string;
+  /** The session's expiry, ms since the epoch (hub clock): the stream ends then. */
+  expiresAt?: number;
+}
+
+/** Longest delay one timer is armed for (Node's setTimeout limit); longer waits re-arm. */
+const MAX_TIMER_MS = 2_147_483_647;
+
 interface Subscriber {
   readonly res: ServerResponse;
+  readonly session: string | undefined;
+  /** The armed expiry timer, if the stream has an expiry. */
+  expiry: { handle: unknown } | null;
   /**
    * Frames published while the opening events are being prepared (the `systemStatus()` await);
    * written right after them. `null` once the stream is live.
@@ -167,19 +181,23 @@ export class EventHub {
 
   /**
    * Serves one stream on a raw response (the route hijacks the reply first). Writes the SSE
-   * headers, replays buffered frames newer than `lastEventId`, then sends
-   * `system.status.updated` and `system.clock.sync` (spec §6.5 rule 1); frames published
-   * meanwhile follow them. The stream stays open until the client leaves, it is dropped for
+   * headers, then `system.status.updated` and `system.clock.sync` (spec §6.5 rule 1: right after
+   * the connection opens), then the buffered frames newer than `lastEventId` (replayed with their
+   * original ids), then the frames published meanwhile. The stream stays open until the client leaves, it is dropped for
    * not reading, or {@link close} ends it.
    *
    * `lastEventId` that is not a decimal id is ignored (no replay). An id newer than any handed out
    * (a stream from before a restart) replays everything buffered, and so does one older than
    * the buffer. Replay is limited to the newest frames that fit the per-subscriber queue limit.
    *
+   * With `opts.session` the stream is ended by {@link endSession} of that session; with
+   * `opts.expiresAt` it ends at that time of the hub clock (issue 10: a stream lives no longer than
+   * the admin session it was opened with).
+   *
    * After {@link close}, answers 503 `SERVICE_UNAVAILABLE` at once. Resolves when the opening
    * events are written (or the stream was refused or ended); never rejects.
    */
-  async attach(res: ServerResponse, lastEventId?: string): Promise<void> {
+  async attach(res: ServerResponse, lastEventId?: string, opts: AttachOptions = {}): Promise<void> {
     if (res.destroyed || res.writableEnded) return;
     if (this.#closed) {
       res.writeHead(503, { "content-type": "application/json; charset=utf-8", connection: "close" });
@@ -191,13 +209,16 @@ export class EventHub {
     res.writeHead(200, SSE_HEADERS);
     res.flushHeaders();
 
+    // The missed frames are taken now, in the same turn as the subscriber is added, so a frame
+    // published from here on is queued in `pending` and never sent twice nor lost.
     const replay = this.#replayAfter(lastEventId);
-    if (replay !== "") res.write(replay);
 
-    const sub: Subscriber = { res, pending: [], pendingBytes: 0 };
+    const sub: Subscriber = { res, session: opts.session, expiry: null, pending: [], pendingBytes: 0 };
     this.#subscribers.add(sub);
     res.once("close", () => this.#remove(sub));
     this.#changed();
+    if (opts.expiresAt !== undefined) this.#armExpiry(sub, opts.expiresAt);
+    if (!this.#subscribers.has(sub)) return;
 
     let status: unknown;
     try {
@@ -224,7 +245,9 @@ export class EventHub {
     const queued = sub.pending.join("");
     sub.pending = null;
     sub.pendingBytes = 0;
-    this.#write(sub, opening + queued);
+    // spec §6.5 rule 1: the opening events right after the connection opens, then the replay,
+    // then what was published meanwhile; one write.
+    this.#write(sub, opening + replay + queued);
   }
 
   /**
@@ -238,6 +261,10 @@ export class EventHub {
     this.#stopTimer();
     const subs = [...this.#subscribers];
     this.#subscribers.clear();
+    for (const sub of subs) {
+      if (sub.expiry !== null) this.#clock.clearTimeout(sub.expiry.handle);
+      sub.expiry = null;
+    }
     this.#replay = [];
     this.#replayBytes = 0;
     for (const { res } of subs) {
@@ -248,6 +275,22 @@ export class EventHub {
     // Let the final chunks reach the sockets, then cut whatever could not be flushed.
     await new Promise<void>((resolve) => setImmediate(resolve));
     for (const { res } of subs) if (!res.writableFinished) res.destroy();
+  }
+
+  /**
+   * Ends every stream opened with this admin session (issue 10: logout ends the console's stream;
+   * the console then reconnects and is told to log in again).
+   * @returns how many streams were ended
+   */
+  endSession(session: string): number {
+    let n = 0;
+    for (const sub of [...this.#subscribers]) {
+      if (sub.session !== session) continue;
+      this.#end(sub);
+      n++;
+    }
+    if (n > 0) this.#log.info({ streams: n }, "SSE streams ended: their admin session was revoked");
+    return n;
   }
 
   /** Counters for `/metrics`. */
@@ -341,8 +384,36 @@ export class EventHub {
   }
 
   #remove(sub: Subscriber): void {
+    if (sub.expiry !== null) {
+      this.#clock.clearTimeout(sub.expiry.handle);
+      sub.expiry = null;
+    }
     if (!this.#subscribers.delete(sub)) return;
     this.#changed();
+  }
+
+  /** Ends one stream from the server side: its response ends (or is cut when it cannot take more). */
+  #end(sub: Subscriber): void {
+    this.#remove(sub);
+    if (sub.res.writableNeedDrain) sub.res.destroy();
+    else sub.res.end();
+  }
+
+  /** Ends the stream at `expiresAt` of the hub clock (re-armed past Node's longest timer). */
+  #armExpiry(sub: Subscriber, expiresAt: number): void {
+    const left = expiresAt - this.#clock.now();
+    if (left <= 0) {
+      this.#log.info("SSE stream ended: its admin session expired");
+      this.#end(sub);
+      return;
+    }
+    const box: { handle: unknown } = { handle: undefined };
+    sub.expiry = box;
+    box.handle = this.#clock.setTimeout(() => {
+      if (sub.expiry !== box) return;
+      sub.expiry = null;
+      if (this.#subscribers.has(sub)) this.#armExpiry(sub, expiresAt);
+    }, Math.min(left, MAX_TIMER_MS));
   }
 
   /** After every change of the subscriber set: clock-sync timer on or off, then listeners. */

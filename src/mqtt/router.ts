@@ -12,6 +12,7 @@ import {
   type HeartbeatPayload,
 } from "../protocol/envelope.schema.js";
 import { parseTopic, type UpstreamKind } from "../protocol/topics.js";
+import type { EventLog } from "./event-log.js";
 
 /** Why an upstream message was dropped; counted per reason. */
 export type DropReason =
@@ -28,6 +29,8 @@ export interface RouterDeps {
   commands: CommandTracker;
   clock: Clock;
   log: Logger;
+  /** Where every client event is stored as a control log (spec §2.8, §6.4 rule 9). */
+  events: Pick<EventLog, "record">;
 }
 
 /**
@@ -78,21 +81,26 @@ export class MqttRouter {
       }
       case "event": {
         const p = payload.data as EventPayload;
+        // spec §6.4 rule 9, §2.8: every event is stored (the will's `offline` too: when a node went
+        // away is what an operator looks for); control.log.created follows the commit.
+        this.#deps.events.record({
+          config_id: configId,
+          node_id: nodeId,
+          kind: p.event === "command_output" ? "output" : "event",
+          request_id: p.request_id ?? (env.request_id || null),
+          level: p.level,
+          event: p.event,
+          message: p.message,
+          action: p.action ?? null,
+          stream: p.stream ?? null,
+          output: p.output ?? null,
+          created_at: at,
+        });
         if (p.event === "offline") {
           registry.post(configId, nodeId, { type: "mqtt.will", at });
           return true;
         }
         registry.post(configId, nodeId, { type: "mqtt.signal", at, source: "event" });
-        if (p.event === "command_output" || p.level === "error") {
-          this.#deps.commands.recordOutput(configId, nodeId, {
-            request_id: p.request_id ?? (env.request_id || null),
-            kind: p.event === "command_output" ? "output" : "event",
-            action: p.action ?? null,
-            message: p.message,
-            stream: p.stream ?? null,
-            output: p.output ?? null,
-          });
-        }
         return true;
       }
       default: {

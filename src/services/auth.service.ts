@@ -15,6 +15,14 @@ export interface AuthServiceDeps {
   sessionTtlMs: number;
 }
 
+/** An admin session, as the SSE stream needs it (issue 10: a stream lives no longer than its session). */
+export interface AdminSession {
+  /** Opaque id of the session: the SHA-256 (hex) of its token, never the token itself. */
+  key: string;
+  /** Expiry, ms since the epoch. */
+  expiresAt: number;
+}
+
 /**
  * Admin authentication (DESIGN §3 Admin auth): one admin account, password hashed with scrypt;
  * bearer access tokens of 32 random bytes stored as SHA-256 and compared in constant time.
@@ -23,6 +31,7 @@ export class AuthService {
   readonly #store: Store;
   readonly #clock: Clock;
   readonly #ttlMs: number;
+  readonly #revoked = new Set<(key: string) => void>();
 
   constructor(deps: AuthServiceDeps) {
     this.#store = deps.store;
@@ -76,16 +85,51 @@ export class AuthService {
    * @throws AppError UNAUTHORIZED when missing, unknown or expired
    */
   async verifyAccessToken(token: string | undefined): Promise<void> {
+    await this.session(token);
+  }
+
+  /**
+   * The live session of a presented bearer token.
+   * @throws AppError UNAUTHORIZED when missing, unknown or expired
+   */
+  async session(token: string | undefined): Promise<AdminSession> {
     if (token === undefined || !isTokenShaped(token)) throw new AppError("UNAUTHORIZED", "a valid admin bearer token is required");
     const hash = hashToken(token);
     const row = await tokensRepo.findAdminSession(this.#store.db, hash);
     if (!row || !digestsEqual(row.token_hash, hash) || row.expires_at <= this.#clock.now()) {
       throw new AppError("UNAUTHORIZED", "a valid admin bearer token is required");
     }
+    return { key: hash, expiresAt: row.expires_at };
   }
 
-  /** Ends a session (logout). Unknown tokens are ignored. */
+  /** Whether the session with this {@link AdminSession.key} still exists and has not expired. */
+  async sessionLive(key: string): Promise<boolean> {
+    const row = await tokensRepo.findAdminSession(this.#store.db, key);
+    return row !== undefined && row.expires_at > this.#clock.now();
+  }
+
+  /**
+   * Calls `listener(key)` after a session was ended by logout (its row is gone): the SSE hub ends
+   * that session's streams (issue 10). A throwing listener is ignored by the others.
+   * @returns a function that removes the listener
+   */
+  onSessionRevoked(listener: (key: string) => void): () => void {
+    this.#revoked.add(listener);
+    return () => {
+      this.#revoked.delete(listener);
+    };
+  }
+
+  /** Ends a session (logout), then tells the revocation listeners. Unknown tokens are ignored. */
   async logout(token: string): Promise<void> {
-    await tokensRepo.deleteAdminSession(this.#store.db, hashToken(token));
+    const key = hashToken(token);
+    await tokensRepo.deleteAdminSession(this.#store.db, key);
+    for (const listener of [...this.#revoked]) {
+      try {
+        listener(key);
+      } catch {
+        // A listener's failure is its own (the hub logs its own errors); the logout stands.
+      }
+    }
   }
 }

@@ -166,6 +166,13 @@ export const SNAPSHOT_ROW_SCHEMAS = {
     message: text(64 * 1024).nullable(),
     stream: text(16).nullable(),
     output: text(1024 * 1024).nullable(),
+    // migration 0004 (issue 10): a client event's spec §6.3 level and name, as the router takes them.
+    level: text(16).nullable(),
+    event: text(64).nullable(),
+    // migration 0003 (issue 10): a config push's target, as the migration's CHECKs allow.
+    pushed_config_version: z.number().int().min(0).nullable(),
+    pushed_config_sha256: sha256Hex.nullable(),
+    pushed_tunnel_protocol: tunnelProtocolSchema.nullable(),
     created_at: epochMs,
     updated_at: epochMs,
     pushed_config_version: pushTargetSchema.shape.pushed_config_version.nullable(),

@@ -161,4 +161,15 @@ export const migrations: Record<string, Migration> = {
       await sql`ALTER TABLE control_logs ADD COLUMN pushed_tunnel_protocol TEXT CHECK (pushed_tunnel_protocol IN ('wireguard', 'awg_2'))`.execute(db);
     },
   },
+  // issue 10 fix 4 (docs/decisions.md, issue 10 event storage): every client event is stored with
+  // its spec §6.3 `level` and `event`; retention keeps the newest rows of each node by `log_id`,
+  // which the index below serves (find the cut-off, delete below it in chunks).
+  "0004_control_log_retention": {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    async up(db: Kysely<any>): Promise<void> {
+      await sql`ALTER TABLE control_logs ADD COLUMN level TEXT`.execute(db);
+      await sql`ALTER TABLE control_logs ADD COLUMN event TEXT`.execute(db);
+      await sql`CREATE INDEX control_logs_node_log ON control_logs (node_id, log_id)`.execute(db);
+    },
+  },
 };

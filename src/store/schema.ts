@@ -134,6 +134,10 @@ export interface ControlLogsTable {
   message: string | null;
   stream: string | null;
   output: string | null;
+  /** Client events (`output`, `event`): the spec §6.3 event payload's `level`; null for commands (migration 0004). */
+  level: string | null;
+  /** Client events: the spec §6.3 event name (`command_output`, `offline`, `mqtt_connected`, ...); null for commands. */
+  event: string | null;
   created_at: number;
   updated_at: number;
   /** issue 10 (migration 0003): for config pushes, the pair and protocol pushed; NULL otherwise. */

@@ -1,11 +1,17 @@
 import assert from "node:assert/strict";
 import { once } from "node:events";
 import { test } from "node:test";
-import { opening, startSseServer, subscribers, type SseFrame } from "./sse-harness.js";
+import { login } from "../helpers/api.js";
+import { ADMIN_PASSWORD, opening, startSseServer, subscribers, type SseFrame } from "./sse-harness.js";
 
 /** `GET /api/v1/events/stream` over real HTTP (spec §6.5, §5 console SSE row). */
 
 const T = { timeout: 30_000 };
+
+/** How the stream ended, or "still open" when it did not within 5 s (a guard, not a timer under test). */
+function endedWithin(c: { ended: Promise<"end" | "close"> }): Promise<"end" | "close" | "still open"> {
+  return Promise.race([c.ended, new Promise<"still open">((resolve) => setTimeout(() => resolve("still open"), 5000).unref())]);
+}
 
 test("the stream needs the admin bearer token: none or a bad one answers 401 UNAUTHORIZED and opens nothing (spec §5)", T, async (t) => {
   const s = await startSseServer(t);
@@ -103,7 +109,7 @@ test("a published event reaches every subscriber with the same id, type and JSON
   assert.equal(s.hub.metrics().published, 1);
 });
 
-test("Last-Event-ID replays the missed frames from the bounded buffer before the opening events", T, async (t) => {
+test("spec §6.5 rule 1: with Last-Event-ID the two opening events come first, then the missed frames from the bounded buffer", T, async (t) => {
   const s = await startSseServer(t, { replayBufferSize: 3 });
   const a = await s.open();
   await opening(a); // ids 1, 2
@@ -116,20 +122,91 @@ test("Last-Event-ID replays the missed frames from the bounded buffer before the
 
   const recent = await s.open({ lastEventId: "5" });
   const got = [await recent.next(), await recent.next(), await recent.next(), await recent.next()];
-  assert.deepEqual(ids(got), ["6:control.log.created", "7:control.log.created", "8:system.status.updated", "9:system.clock.sync"]);
-  assert.deepEqual(got[0]?.json.payload, { config_id: "cfg-1", node_id: "node-1", log: { n: 4 } });
+  assert.deepEqual(ids(got), ["8:system.status.updated", "9:system.clock.sync", "6:control.log.created", "7:control.log.created"]);
+  assert.deepEqual(got[2]?.json.payload, { config_id: "cfg-1", node_id: "node-1", log: { n: 4 } });
+  // A frame published after the stream opened follows the replay, once (not replayed twice).
+  s.hub.publish("control.log.created", { config_id: "cfg-1", node_id: "node-1", log: { n: 6 } });
+  const live = await recent.next();
+  assert.equal(`${live.id}:${live.event}`, "10:control.log.created");
+  assert.deepEqual(live.json.payload.log, { n: 6 });
 
-  // Older than the buffer (id 4 was evicted): everything buffered.
+  // Older than the buffer (ids up to 5 were evicted): the opening events, then everything buffered (ids 6, 7, 10).
   const old = await s.open({ lastEventId: "3" });
-  const gotOld = [await old.next(), await old.next(), await old.next(), await old.next()];
-  assert.deepEqual(ids(gotOld).slice(0, 3), ["5:control.log.created", "6:control.log.created", "7:control.log.created"]);
-  assert.equal(gotOld[3]?.event, "system.status.updated");
+  const gotOld = [await old.next(), await old.next(), await old.next(), await old.next(), await old.next()];
+  assert.deepEqual(ids(gotOld), [
+    "11:system.status.updated",
+    "12:system.clock.sync",
+    "6:control.log.created",
+    "7:control.log.created",
+    "10:control.log.created",
+  ]);
 
   // Up to date, or not one of our ids: no replay.
-  for (const lastEventId of ["7", "abc", ""]) {
+  for (const lastEventId of ["10", "abc", ""]) {
     const c = await s.open({ lastEventId });
-    assert.equal((await c.next()).event, "system.status.updated", `Last-Event-ID ${JSON.stringify(lastEventId)}`);
+    await opening(c);
+    s.hub.publish("config.list.updated", { configs: [lastEventId] });
+    const next = await c.next();
+    assert.equal(next.event, "config.list.updated", `Last-Event-ID ${JSON.stringify(lastEventId)}: nothing replayed`);
+    assert.deepEqual(next.json.payload, { configs: [lastEventId] });
   }
+});
+
+test("spec §6.5 rule 1: frames published while a replaying stream's opening status is computed follow the replay", T, async (t) => {
+  let release: (v: unknown) => void = () => {};
+  let hold = false;
+  const s = await startSseServer(t, {
+    systemStatus: () => (hold ? new Promise((resolve) => (release = resolve)) : { summary: {} }),
+  });
+  const a = await s.open();
+  await opening(a); // 1, 2
+  s.hub.publish("control.log.created", { config_id: "c", node_id: "n", log: { n: 1 } }); // 3
+  await a.next();
+  hold = true;
+  const b = await s.open({ lastEventId: "2" });
+  await subscribers(s.hub, 2);
+  s.hub.publish("control.log.created", { config_id: "c", node_id: "n", log: { n: 2 } }); // 4
+  release({ summary: { late: true } });
+  const got = [await b.next(), await b.next(), await b.next(), await b.next()];
+  assert.deepEqual(
+    got.map((f) => `${f.id}:${f.event}`),
+    ["5:system.status.updated", "6:system.clock.sync", "3:control.log.created", "4:control.log.created"],
+  );
+});
+
+test("issue 10 (LOW): a stream ends when its admin session logs out; another session's stream keeps receiving (spec §5 console SSE)", T, async (t) => {
+  const s = await startSseServer(t);
+  const other = await login(s.baseUrl, ADMIN_PASSWORD);
+  const mine = await s.open();
+  const theirs = await s.open({ token: other });
+  await opening(mine);
+  await opening(theirs);
+  const out = await fetch(`${s.baseUrl}/api/v1/auth/logout`, { method: "POST", headers: { authorization: `Bearer ${s.token}` } });
+  assert.equal(out.status, 204);
+  assert.equal(await endedWithin(mine), "end", "the logged-out session's stream ended");
+  await subscribers(s.hub, 1);
+  s.hub.publish("config.list.updated", { configs: ["after-logout"] });
+  assert.deepEqual((await theirs.next()).json.payload, { configs: ["after-logout"] });
+  assert.equal(mine.frames.length, 2, "nothing reached the ended stream after its opening events");
+  const again = await s.open();
+  assert.equal(again.status, 401, "the revoked token opens no new stream");
+  await again.body();
+});
+
+test("issue 10 (LOW): a stream ends when its admin session expires on the injected clock, not a millisecond before", T, async (t) => {
+  const s = await startSseServer(t, {}, { settings: { adminSessionTtlMs: 60_000 } });
+  const c = await s.open(); // the session was issued at the clock's start: it expires 60 s later
+  await opening(c);
+  s.clock.advance(59_999);
+  s.hub.publish("config.list.updated", { configs: ["still-open"] });
+  assert.deepEqual((await c.waitFor((f) => f.event === "config.list.updated")).json.payload, { configs: ["still-open"] });
+  assert.equal(s.hub.subscriberCount(), 1);
+  s.clock.advance(1);
+  assert.equal(await endedWithin(c), "end");
+  assert.equal(s.hub.subscriberCount(), 0);
+  const again = await s.open();
+  assert.equal(again.status, 401);
+  await again.body();
 });
 
 test("a subscriber that never reads is dropped past its queue limit while another keeps receiving", T, async (t) => {

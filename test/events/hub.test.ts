@@ -4,7 +4,7 @@ import type { AddressInfo } from "node:net";
 import { test, type TestContext } from "node:test";
 import { ManualClock } from "../../src/clock.js";
 import { SSE_EVENT_TYPES, isSseEventType } from "../../src/events/event-types.js";
-import { EventHub, toJsonSafe, type EventHubOptions } from "../../src/events/hub.js";
+import { EventHub, toJsonSafe, type EventHubOptions, type HubClock } from "../../src/events/hub.js";
 import { createLogger } from "../../src/logger.js";
 import { openStream, opening, subscribers } from "./sse-harness.js";
 
@@ -15,12 +15,18 @@ import { openStream, opening, subscribers } from "./sse-harness.js";
 
 const T = { timeout: 30_000 };
 
-async function bareHub(t: TestContext, overrides: Partial<EventHubOptions> = {}) {
+async function bareHub(t: TestContext, overrides: Partial<EventHubOptions> = {}, wrapClock: (c: ManualClock) => HubClock = (c) => c) {
   const clock = new ManualClock();
-  const hub = new EventHub({ clock, log: createLogger("silent"), systemStatus: () => ({ summary: {} }), ...overrides });
+  const hub = new EventHub({ clock: wrapClock(clock), log: createLogger("silent"), systemStatus: () => ({ summary: {} }), ...overrides });
   const http: Server = createServer((req, res) => {
     const id = req.headers["last-event-id"];
-    void hub.attach(res, Array.isArray(id) ? id[0] : id);
+    // Test-only headers standing in for the route's session lookup (issue 10).
+    const session = req.headers["x-test-session"];
+    const expiresAt = req.headers["x-test-expires-at"];
+    void hub.attach(res, Array.isArray(id) ? id[0] : id, {
+      ...(typeof session === "string" ? { session } : {}),
+      ...(typeof expiresAt === "string" ? { expiresAt: Number(expiresAt) } : {}),
+    });
   });
   await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
   const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}/`;
@@ -190,7 +196,9 @@ test("replay never exceeds the per-subscriber queue limit: the newest frames tha
     await a.next();
   }
   const b = await h.open({ "last-event-id": "2" });
+  await opening(b); // spec §6.5 rule 1: the opening events come first, then the replay
   const replayed: number[] = [];
+  h.hub.publish("config.list.updated", { configs: [] }); // marks the end of the replay
   for (;;) {
     const f = await b.next();
     if (f.event !== "control.log.updated") break;
@@ -199,4 +207,44 @@ test("replay never exceeds the per-subscriber queue limit: the newest frames tha
   assert.ok(replayed.length >= 1 && replayed.length < 10, `replayed ${replayed.join(",")}`);
   assert.equal(replayed.at(-1), 9, "the newest frames are the ones kept");
   assert.equal(h.hub.subscriberCount(), 2, "the replaying stream was not dropped");
+});
+
+test("issue 10: a session's streams end on endSession and at expiry, even past Node's longest timer; other sessions' streams stay", T, async (t) => {
+  const days30 = 30 * 24 * 3600 * 1000;
+  // Node runs a timer longer than 2^31 - 1 ms after 1 ms instead (TimeoutOverflowWarning); so does this clock.
+  let longest = 0;
+  const nodeLike = (c: ManualClock): HubClock => ({
+    now: () => c.now(),
+    setTimeout: (fn, ms) => {
+      longest = Math.max(longest, ms);
+      return c.setTimeout(fn, ms > 2_147_483_647 ? 1 : ms);
+    },
+    clearTimeout: (handle) => c.clearTimeout(handle),
+  });
+  const h = await bareHub(t, { clockSyncMs: 2_000_000_000 }, nodeLike); // few clock syncs in the way
+  const a1 = await h.open({ "x-test-session": "a", "x-test-expires-at": String(h.clock.now() + days30) });
+  const a2 = await h.open({ "x-test-session": "a" });
+  const b = await h.open({ "x-test-session": "b", "x-test-expires-at": String(h.clock.now() + days30) });
+  for (const c of [a1, a2, b]) await opening(c);
+  // 2^31 - 1 ms (about 24.8 days) is the longest timer: the expiry re-arms instead of firing early.
+  h.clock.advance(2_147_483_647);
+  h.hub.publish("config.list.updated", { configs: ["day 25"] });
+  for (const c of [a1, a2, b]) {
+    assert.deepEqual((await c.waitFor((f) => f.event === "config.list.updated")).json.payload, { configs: ["day 25"] });
+  }
+  assert.equal(h.hub.endSession("a"), 2);
+  assert.equal(await a1.ended, "end");
+  assert.equal(await a2.ended, "end");
+  assert.equal(h.hub.subscriberCount(), 1);
+  h.clock.advance(days30 - 2_147_483_647 - 1);
+  assert.equal(h.hub.subscriberCount(), 1, "not a millisecond early");
+  h.clock.advance(1);
+  assert.equal(await b.ended, "end");
+  assert.equal(h.hub.subscriberCount(), 0);
+  assert.equal(h.timers(), 0, "no clock-sync or expiry timer left");
+  assert.equal(longest, 2_147_483_647, "a long expiry waits in steps Node can time, never asks for more");
+  // Already expired when attached: ended at once.
+  const late = await h.open({ "x-test-session": "c", "x-test-expires-at": String(h.clock.now()) });
+  assert.equal(await late.ended, "end");
+  assert.equal(late.frames.length, 0);
 });

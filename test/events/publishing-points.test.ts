@@ -1,19 +1,66 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { api } from "../control/agent-harness.js";
-import { startSseServer, type SseFrame } from "./sse-harness.js";
+import { api, boundAgent, envelope, nextMessage } from "../control/agent-harness.js";
+import { startSseServer, watchCommits, type CommittedCheck, type SseFrame } from "./sse-harness.js";
 
-/** spec §6.5 "Publishing points" and "Emission rules" for mesh writes, through real HTTP. */
+/**
+ * spec §6.5 "Publishing points" and "Emission rules" through real HTTP and MQTT, and rule 6
+ * ("events are published after database writes") checked frame by frame at the moment each frame
+ * is handed to the hub, against what a second SQLite connection sees committed (see
+ * {@link watchCommits}).
+ */
 
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- SSE payloads are checked field by field
 function payload(f: SseFrame): Record<string, any> {
   return f.json.payload;
 }
 
-test("mesh writes publish config.list, config.overview, node.workspace, node.apply, mesh.workspace (endpoint and affected peers) and system.status, after the write (spec §6.5)", async (t) => {
+const byId = <T extends Record<string, unknown>>(key: keyof T) => (a: T, b: T) => String(a[key]).localeCompare(String(b[key]));
+
+/** Each mesh frame against the rows it describes. */
+const meshChecks: Partial<Record<SseFrame["json"]["type"], CommittedCheck>> = {
+  "config.list.updated": (db, f) => {
+    const rows = db.prepare("SELECT config_id, name FROM configs ORDER BY config_id").all();
+    const sent = (f.payload.configs as Array<{ config_id: string; name: string }>).map(({ config_id, name }) => ({ config_id, name }));
+    assert.deepEqual(sent.sort(byId("config_id")), rows);
+  },
+  "config.overview.updated": (db, f) => {
+    const rows = db.prepare("SELECT node_id, name, public_address FROM nodes WHERE config_id = ? ORDER BY node_id").all(f.payload.config_id);
+    const sent = (f.payload.overview.nodes as Array<{ node_id: string; name: string; public_address: string | null }>).map(
+      ({ node_id, name, public_address }) => ({ node_id, name, public_address }),
+    );
+    assert.deepEqual(sent.sort(byId("node_id")), rows);
+  },
+  "node.workspace.updated": (db, f) => {
+    const row = db.prepare("SELECT name, public_address FROM nodes WHERE node_id = ?").get(f.payload.node_id);
+    assert.deepEqual({ name: f.payload.workspace.name, public_address: f.payload.workspace.public_address }, row);
+  },
+  "node.apply.updated": (db, f) => {
+    const row = db.prepare("SELECT staged_config_version AS config_version, staged_config_sha256 AS config_sha256 FROM nodes WHERE node_id = ?").get(f.payload.node_id);
+    assert.deepEqual(f.payload.preview, row);
+  },
+  "mesh.workspace.updated": (db, f) => {
+    const node = db.prepare("SELECT public_address FROM nodes WHERE node_id = ?").get(f.payload.node_id);
+    assert.deepEqual({ public_address: f.payload.workspace.node.public_address }, node);
+    const pairs = db.prepare("SELECT pair_id FROM mesh_pairs WHERE node_a = ? OR node_b = ? ORDER BY pair_id").all(f.payload.node_id, f.payload.node_id);
+    const sent = (f.payload.workspace.connections as Array<{ pair_id: string }>).map(({ pair_id }) => ({ pair_id }));
+    assert.deepEqual(sent.sort(byId("pair_id")), pairs);
+  },
+  "system.status.updated": (db, f) => {
+    const count = (table: string) => (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+    assert.deepEqual(
+      { configs: f.payload.summary.configs, nodes: f.payload.summary.nodes, mesh_pairs: f.payload.topology.mesh_pairs },
+      { configs: count("configs"), nodes: count("nodes"), mesh_pairs: count("mesh_pairs") },
+    );
+  },
+};
+
+test("spec §6.5 rule 6: mesh writes publish config.list, config.overview, node.workspace, node.apply, mesh.workspace (endpoint and affected peers) and system.status, each frame matching the committed rows when it is published", async (t) => {
   const s = await startSseServer(t);
   const sse = await s.open();
   t.after(() => sse.destroy());
   await sse.waitFor((f) => f.event === "system.clock.sync");
+  const watch = watchCommits(t, s, meshChecks);
 
   const config = await api(s, "POST", "/api/v1/configs", { name: "hq", tunnel_protocol: "wireguard", network_cidr: "10.88.0.0/24" });
   const list = await sse.waitFor((f) => f.event === "config.list.updated");
@@ -47,14 +94,65 @@ test("mesh writes publish config.list, config.overview, node.workspace, node.app
     if (f.event === "mesh.workspace.updated") frames.push(f);
     return frames.length >= 2;
   });
+  const forA = frames.find((f) => payload(f).node_id === a.json.node_id);
+  assert.equal(forA && payload(forA).workspace.node.public_address, "192.0.2.9");
   const forPeer = frames.find((f) => payload(f).node_id === b.json.node_id);
   assert.ok(forPeer, "the affected peer's workspace is published too");
   const connections = payload(forPeer).workspace.connections as Array<{ integrity: { status: string } }>;
   assert.equal(connections.length, 1);
   assert.equal(connections[0]!.integrity.status, "ok");
-  // Published after the write: the row already holds the new endpoint.
-  const row = s.server.store.sqlite.prepare("SELECT public_address FROM nodes WHERE node_id = ?").get(a.json.node_id);
-  assert.deepEqual(row, { public_address: "192.0.2.9" });
+  await sse.waitFor((f) => f.event === "system.status.updated" && payload(f).topology.mesh_pairs === 1);
+
+  assert.deepEqual(watch.failures, [], "every frame matched the committed rows when it was published");
+  for (const type of Object.keys(meshChecks)) assert.ok((watch.checked.get(type) ?? 0) > 0, `${type} was checked`);
+});
+
+test("spec §6.5 rule 6: runtime state and control log changes publish endpoint.status.updated, control.log.created and control.log.updated only after their rows committed", async (t) => {
+  const s = await startSseServer(t);
+  const { configId, nodeId, p, agent } = await boundAgent(s, t);
+  const sse = await s.open();
+  t.after(() => sse.destroy());
+  const logCheck: CommittedCheck = (db, f) => {
+    const log = f.payload.log as { log_id: number; kind: string; status: string | null; message: string | null; event: string | null };
+    const row = db.prepare("SELECT log_id, kind, status, message, event FROM control_logs WHERE log_id = ?").get(log.log_id);
+    assert.deepEqual({ log_id: log.log_id, kind: log.kind, status: log.status, message: log.message, event: log.event }, row);
+  };
+  const watch = watchCommits(t, s, {
+    "endpoint.status.updated": (db, f) => {
+      const st = f.payload.status as { client_presence_state: string; runtime_state: string; last_reachable_at: string | null };
+      const row = db.prepare("SELECT client_presence_state, runtime_state, last_reachable_at FROM node_client_state WHERE node_id = ?").get(f.payload.node_id) as {
+        last_reachable_at: number | null;
+      };
+      assert.deepEqual(
+        { client_presence_state: st.client_presence_state, runtime_state: st.runtime_state, last_reachable_at: st.last_reachable_at },
+        { ...row, last_reachable_at: row.last_reachable_at === null ? null : new Date(row.last_reachable_at).toISOString() },
+      );
+    },
+    "control.log.created": logCheck,
+    "control.log.updated": logCheck,
+  });
+
+  // A passive heartbeat: client runtime state change.
+  await agent.publishAsync(p.topics.heartbeat!, envelope(p, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
+  await sse.waitFor((f) => f.event === "endpoint.status.updated" && payload(f).status.client_presence_state === "online");
+  // A client event: stored as a control log (spec §6.4 rule 9).
+  await agent.publishAsync(p.topics.event!, envelope(p, "event", { level: "warn", event: "interface_missing", message: "svc0 is down" }), { qos: 1 });
+  await sse.waitFor((f) => f.event === "control.log.created" && payload(f).log.event === "interface_missing");
+  // A command: created (pending), then updated by its ACKs; the applied stop changes the runtime.
+  const control = nextMessage(agent, p.topics.control!);
+  const sent = await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "stop" });
+  assert.equal(sent.status, 202);
+  const msg = await control;
+  await agent.publishAsync(p.topics.control_ack!, envelope(p, "ack", { status: "accepted", message: "", action: "stop" }, msg.request_id), { qos: 1 });
+  await sse.waitFor((f) => f.event === "control.log.updated" && payload(f).log.status === "accepted");
+  await agent.publishAsync(p.topics.control_ack!, envelope(p, "ack", { status: "applied", message: "stopped", action: "stop" }, msg.request_id), { qos: 1 });
+  await sse.waitFor((f) => f.event === "control.log.updated" && payload(f).log.status === "applied");
+  await sse.waitFor((f) => f.event === "endpoint.status.updated" && payload(f).status.runtime_state === "stopped");
+
+  assert.deepEqual(watch.failures, [], "every frame matched the committed rows when it was published");
+  assert.ok((watch.checked.get("endpoint.status.updated") ?? 0) >= 2);
+  assert.ok((watch.checked.get("control.log.created") ?? 0) >= 2, "the event and the command");
+  assert.ok((watch.checked.get("control.log.updated") ?? 0) >= 2);
 });
 
 test("with no subscriber, mesh writes generate nothing (spec §6.5 rule 5)", async (t) => {

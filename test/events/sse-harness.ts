@@ -5,10 +5,11 @@ import { connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TestContext } from "node:test";
+import SQLite from "better-sqlite3";
 import { ManualClock } from "../../src/clock.js";
-import { testSettings } from "../../src/config.js";
+import { testSettings, type Settings } from "../../src/config.js";
 import type { SseEventType } from "../../src/events/event-types.js";
-import { EventHub, type EventHubOptions } from "../../src/events/hub.js";
+import { EventHub, toJsonSafe, type EventHubOptions } from "../../src/events/hub.js";
 import { createLogger } from "../../src/logger.js";
 import { createServer, type Server } from "../../src/server.js";
 import { login } from "../helpers/api.js";
@@ -49,14 +50,19 @@ export interface SseServer {
 
 /**
  * The real service listening on 127.0.0.1:0 with the SSE route, a {@link ManualClock} and a temp
- * data directory; logged in as admin. The one place that wires the hub: when `createServer`
+ * data directory (or `opts.dataDir`, removed after the test too); logged in as admin. `opts.settings`
+ * overrides test settings. The one place that wires the hub: when `createServer`
  * builds the hub itself, only this function changes.
  */
-export async function startSseServer(t: TestContext, hubOverrides: HubOverrides = {}): Promise<SseServer> {
-  const dataDir = mkdtempSync(join(tmpdir(), "svc-sse-test-"));
-  const clock = new ManualClock();
+export async function startSseServer(
+  t: TestContext,
+  hubOverrides: HubOverrides = {},
+  opts: { settings?: Partial<Settings>; dataDir?: string; clock?: ManualClock } = {},
+): Promise<SseServer> {
+  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "svc-sse-test-"));
+  const clock = opts.clock ?? new ManualClock();
   const log = createLogger("silent");
-  const server = await createServer(testSettings({ dataDir, adminPassword: ADMIN_PASSWORD }), log, { clock, hub: hubOverrides });
+  const server = await createServer(testSettings({ dataDir, adminPassword: ADMIN_PASSWORD, ...opts.settings }), log, { clock, hub: hubOverrides });
   const hub = server.hub;
   let closing: Promise<void> | undefined;
   const close = () => (closing ??= server.close());
@@ -242,4 +248,49 @@ export async function opening(c: SseClient): Promise<[SseFrame, SseFrame]> {
   const sync = await c.next();
   assert.equal(sync.event, "system.clock.sync");
   return [status, sync];
+}
+
+/** One check of a frame against the committed database; throws (an assertion) when they disagree. */
+export type CommittedCheck = (db: SQLite.Database, frame: { type: SseEventType; payload: any }) => void; // eslint-disable-line @typescript-eslint/no-explicit-any -- payloads are checked field by field
+
+export interface CommitWatch {
+  /** Frames checked, by type. */
+  checked: Map<string, number>;
+  /** Disagreements seen, one line each (empty when every frame matched the committed rows). */
+  failures: string[];
+}
+
+/**
+ * spec §6.5 rule 6 ("events are published after database writes"), checked at the only moment it
+ * can fail: when the frame is handed to the hub, which writes it to every socket in the same
+ * synchronous call. At that moment a second, read-only better-sqlite3 connection reads the rows the
+ * frame describes; it sees committed rows only (WAL), so a frame emitted inside an open
+ * transaction disagrees with it. (Checking when the test's client reads the frame cannot fail in
+ * one process: the server's synchronous SQLite work always commits before the event loop gets to
+ * the client's socket.)
+ *
+ * `checks` maps event types to their check; frames of other types pass unchecked.
+ */
+export function watchCommits(t: TestContext, s: SseServer, checks: Partial<Record<SseEventType, CommittedCheck>>): CommitWatch {
+  const db = new SQLite(s.server.store.sqlite.name, { readonly: true });
+  const watch: CommitWatch = { checked: new Map(), failures: [] };
+  const hub = s.hub;
+  const publish = hub.publish.bind(hub);
+  hub.publish = (type, payload) => {
+    const check = checks[type];
+    if (check !== undefined && hub.subscriberCount() > 0) {
+      try {
+        check(db, { type, payload: JSON.parse(JSON.stringify(toJsonSafe(payload) ?? null)) });
+        watch.checked.set(type, (watch.checked.get(type) ?? 0) + 1);
+      } catch (err) {
+        watch.failures.push(`${type}: ${err instanceof Error ? err.message.replace(/\s+/g, " ") : String(err)}`);
+      }
+    }
+    publish(type, payload);
+  };
+  t.after(() => {
+    hub.publish = publish;
+    db.close();
+  });
+  return watch;
 }

@@ -31,6 +31,9 @@ export const controlLogResponse = z.object({
   message: z.string().nullable(),
   stream: z.string().nullable(),
   output: z.string().nullable(),
+  /** Client events (spec §6.3): `level` and the event name; null for commands. */
+  level: z.string().nullable(),
+  event: z.string().nullable(),
   created_at: z.string(),
   updated_at: z.string(),
 });

@@ -1,18 +1,20 @@
 import { z } from "zod";
 import type { EventHub } from "../../events/hub.js";
-import type { App } from "../app.js";
+import type { AuthService } from "../../services/auth.service.js";
+import { bearerToken, type App } from "../app.js";
 import { errorResponses } from "../schemas.js";
 
 /**
  * `GET /api/v1/events/stream`: the console's realtime SSE stream (spec §6.5), admin bearer token
  * required (spec §5: `Authorization: Bearer <ACCESS_TOKEN>`; enforced by the app's global
  * onRequest hook, so a refused stream answers the usual error body and never reaches the hub).
+ * The stream ends when that session logs out or expires (issue 10).
  *
  * The reply is hijacked and served by {@link EventHub.attach}. A `preClose` hook closes the hub,
  * so `app.close()` ends open streams instead of waiting on them (spec §6.5 rule 4).
  */
-export async function eventsRoutes(app: App, opts: { hub: EventHub }): Promise<void> {
-  const { hub } = opts;
+export async function eventsRoutes(app: App, opts: { hub: EventHub; auth: AuthService }): Promise<void> {
+  const { hub, auth } = opts;
 
   app.addHook("preClose", async () => {
     await hub.close();
@@ -31,7 +33,7 @@ export async function eventsRoutes(app: App, opts: { hub: EventHub }): Promise<v
           '(JSON `{"type", "payload"}`), spec §6.5. The stream opens with `system.status.updated` and',
           "`system.clock.sync`, then carries a `system.clock.sync` about every 15 s and every event",
           "published after a database write. A reconnecting client may send `Last-Event-ID` to get",
-          "the buffered frames it missed. Answers 503 while the service shuts down.",
+          "the buffered frames it missed, right after the two opening events. Answers 503 while the service shuts down.",
         ].join(" "),
         headers: z.looseObject({
           "last-event-id": z
@@ -46,9 +48,19 @@ export async function eventsRoutes(app: App, opts: { hub: EventHub }): Promise<v
       },
     },
     async (req, reply) => {
+      // The stream lives no longer than the admin session it was opened with (issue 10): logout
+      // (AuthService.onSessionRevoked → hub.endSession) or expiry ends it. Throws UNAUTHORIZED
+      // (answered normally, nothing hijacked yet) if the session ended since the auth hook.
+      const session = await auth.session(bearerToken(req));
       reply.hijack();
       const header = req.headers["last-event-id"];
-      await hub.attach(reply.raw, Array.isArray(header) ? header[header.length - 1] : header);
+      const attached = hub.attach(reply.raw, Array.isArray(header) ? header[header.length - 1] : header, {
+        session: session.key,
+        expiresAt: session.expiresAt,
+      });
+      // A logout between the lookup above and the attach found no stream to end: check again.
+      if (!(await auth.sessionLive(session.key))) hub.endSession(session.key);
+      await attached;
     },
   );
 }

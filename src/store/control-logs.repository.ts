@@ -1,0 +1,114 @@
+import type SQLite from "better-sqlite3";
+import type { ControlLogRow } from "./schema.js";
+
+/**
+ * Repository of `control_logs` for client events and retention (spec §2.8, §6.4 rule 9; issue 10
+ * fix 4). Plain functions taking the better-sqlite3 handle (`Store.sqlite`) first: they run on the
+ * MQTT and retention hot paths, synchronously, with statements prepared once per handle.
+ *
+ * None of them opens a transaction; callers that batch wrap them in `sqlite.transaction()`.
+ * Each throws the driver's error (`SqliteError`) on failure.
+ */
+
+/** A client event to store: an `event` message of spec §6.3, with the node it came from. */
+export interface NewClientEventLog {
+  config_id: string;
+  node_id: string;
+  /** `output` for `command_output`, `event` for every other event name. */
+  kind: "output" | "event";
+  /** The event's `request_id` (command output), or the envelope's when not empty; else null. */
+  request_id: string | null;
+  level: string;
+  event: string;
+  message: string;
+  action: string | null;
+  stream: string | null;
+  output: string | null;
+  /** ms since the epoch; also `updated_at`. */
+  created_at: number;
+}
+
+type Statements = {
+  insert: SQLite.Statement;
+  select: SQLite.Statement;
+  cutoff: SQLite.Statement;
+  deleteBelow: SQLite.Statement;
+  nodesAfter: SQLite.Statement;
+};
+
+const cache = new WeakMap<SQLite.Database, Statements>();
+
+function statements(sqlite: SQLite.Database): Statements {
+  let s = cache.get(sqlite);
+  if (s === undefined) {
+    s = {
+      insert: sqlite.prepare(
+        `INSERT INTO control_logs
+           (node_id, config_id, request_id, kind, action, status, message, stream, output, level, event, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?)`,
+      ),
+      select: sqlite.prepare("SELECT * FROM control_logs WHERE log_id = ?"),
+      // The keep-th newest row of a node (index control_logs_node_log: walks `keep` entries).
+      cutoff: sqlite.prepare("SELECT log_id FROM control_logs WHERE node_id = ? ORDER BY log_id DESC LIMIT 1 OFFSET ?"),
+      deleteBelow: sqlite.prepare(
+        `DELETE FROM control_logs WHERE log_id IN
+           (SELECT log_id FROM control_logs WHERE node_id = ? AND log_id < ? ORDER BY log_id LIMIT ?)`,
+      ),
+      nodesAfter: sqlite.prepare("SELECT node_id FROM nodes WHERE node_id > ? ORDER BY node_id LIMIT ?"),
+    };
+    cache.set(sqlite, s);
+  }
+  return s;
+}
+
+/**
+ * Inserts one client event as a control log row (status null: events need no ACK, spec §6.4
+ * rule 9).
+ * @returns the stored row
+ */
+export function insertClientEventLog(sqlite: SQLite.Database, row: NewClientEventLog): ControlLogRow {
+  const s = statements(sqlite);
+  const info = s.insert.run(
+    row.node_id,
+    row.config_id,
+    row.request_id,
+    row.kind,
+    row.action,
+    row.message,
+    row.stream,
+    row.output,
+    row.level,
+    row.event,
+    row.created_at,
+    row.created_at,
+  );
+  return s.select.get(Number(info.lastInsertRowid)) as ControlLogRow;
+}
+
+/**
+ * The retention cut-off of one node: the `log_id` of its `keep`-th newest row (newest = highest
+ * `log_id`, the insertion order). Rows below it are past retention.
+ * @param keep rows kept per node, >= 1
+ * @returns the cut-off, or undefined when the node has at most `keep` rows
+ */
+export function retentionCutoff(sqlite: SQLite.Database, nodeId: string, keep: number): number | undefined {
+  const row = statements(sqlite).cutoff.get(nodeId, keep - 1) as { log_id: number } | undefined;
+  return row?.log_id;
+}
+
+/**
+ * Deletes up to `limit` of the oldest rows of one node whose `log_id` is below `cutoff`: one
+ * bounded chunk of retention work (one autocommit statement unless a transaction is open).
+ * @returns the number of rows deleted (less than `limit`: nothing below the cut-off is left)
+ */
+export function deleteControlLogsBelow(sqlite: SQLite.Database, nodeId: string, cutoff: number, limit: number): number {
+  return statements(sqlite).deleteBelow.run(nodeId, cutoff, limit).changes;
+}
+
+/**
+ * One page of node ids in id order, after `after` (exclusive; "" for the first page): the
+ * retention sweep walks every node with it.
+ */
+export function nodeIdsAfter(sqlite: SQLite.Database, after: string, limit: number): string[] {
+  return (statements(sqlite).nodesAfter.all(after, limit) as Array<{ node_id: string }>).map((r) => r.node_id);
+}
