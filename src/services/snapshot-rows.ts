@@ -169,12 +169,9 @@ export const SNAPSHOT_ROW_SCHEMAS = {
     // migration 0004 (issue 10): a client event's spec §6.3 level and name, as the router takes them.
     level: text(16).nullable(),
     event: text(64).nullable(),
-    // migration 0003 (issue 10): a config push's target, as the migration's CHECKs allow.
-    pushed_config_version: z.number().int().min(0).nullable(),
-    pushed_config_sha256: sha256Hex.nullable(),
-    pushed_tunnel_protocol: tunnelProtocolSchema.nullable(),
     created_at: epochMs,
     updated_at: epochMs,
+    // migration 0003: a config push's target, with the command repository's own rules.
     pushed_config_version: pushTargetSchema.shape.pushed_config_version.nullable(),
     pushed_config_sha256: pushTargetSchema.shape.pushed_config_sha256.nullable(),
     pushed_tunnel_protocol: pushTargetSchema.shape.pushed_tunnel_protocol.nullable(),
