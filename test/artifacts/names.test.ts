@@ -14,7 +14,7 @@ import {
 } from "../../src/domain/artifact-name.js";
 import { ID_PATTERN } from "../../src/protocol/ids.js";
 import { clientFiles, sha256Sums } from "../../src/services/client-bundle.js";
-import { findOnPath } from "../helpers/system.js";
+import { findOnPath, requireSystem } from "../helpers/system.js";
 
 test("spec §2.2: artifact name svc-client-{goos}-{goarch}-v{version}.zip; spec §9 rule 2: tag v{version}", () => {
   assert.equal(artifactFilename({ goos: "linux", goarch: "amd64" }, "0.1.0"), "svc-client-linux-amd64-v0.1.0.zip");
@@ -48,11 +48,8 @@ test("artifact_id is stable, unique per target and matches the id syntax (DESIGN
 });
 
 test("shellQuote survives sh word splitting and expansion for hostile words", (t) => {
-  const sh = findOnPath("sh");
-  if (sh === undefined) {
-    t.skip("no sh on PATH");
-    return;
-  }
+  if (!requireSystem(t, { binaries: ["sh"] })) return;
+  const sh = findOnPath("sh")!;
   for (const word of ["plain.zip", "http://h:8080/a?download_token=x&y=$(id)", "it's", "a b\tc", "`id`", "*", "~", "$HOME", "\"q\"", ""]) {
     const out: string = execFileSync(sh, ["-c", `printf '%s' ${shellQuote(word)}`], { encoding: "utf8" });
     assert.equal(out, word, JSON.stringify(word));
