@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { CLIENT_GOOS, CLIENT_TARGETS, type ClientTarget } from "../protocol/client-targets.js";
 
 /**
  * Names of client artifacts (spec §2.2, §9 rule 2; DESIGN §3 "Client artifact"): the supported
@@ -6,26 +7,6 @@ import { createHash } from "node:crypto";
  * `v{version}`, the stable `artifact_id` of a local build, and the copied download command
  * (spec §4 rules 5 and 6). Pure functions only.
  */
-
-/** Every supported goos with its supported goarch values (DESIGN §3: a fixed list). */
-export const CLIENT_TARGETS = {
-  linux: ["amd64", "arm64", "arm"],
-  darwin: ["amd64", "arm64"],
-  windows: ["amd64", "arm64"],
-} as const satisfies Record<string, readonly string[]>;
-
-export type ClientGoos = keyof typeof CLIENT_TARGETS;
-/** Every goos of {@link CLIENT_TARGETS}, for enum schemas. */
-export const CLIENT_GOOS = ["linux", "darwin", "windows"] as const satisfies readonly ClientGoos[];
-/** Every goarch that appears in {@link CLIENT_TARGETS}, for enum schemas; not every pair exists. */
-export const CLIENT_GOARCH = ["amd64", "arm64", "arm"] as const;
-export type ClientGoarch = (typeof CLIENT_GOARCH)[number];
-
-/** One supported goos/goarch pair. */
-export interface ClientTarget {
-  goos: ClientGoos;
-  goarch: ClientGoarch;
-}
 
 /** The directory the copied command unzips into (spec §4 rule 5: `unzip -oq <file> -d <dir>`). */
 export const CLIENT_UNZIP_DIR = "svc-client";

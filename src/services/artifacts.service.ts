@@ -13,11 +13,11 @@ import {
   findTarget,
   releaseTag,
   supportedTargets,
-  type ClientTarget,
 } from "../domain/artifact-name.js";
 import { AppError, isAppError } from "../errors.js";
 import type { Logger } from "../logger.js";
 import type { Store } from "../store/db.js";
+import type { ClientTarget } from "../protocol/client-targets.js";
 import { VERSION } from "../version.js";
 import { buildClientZip, CLIENT_ENTRY } from "./client-bundle.js";
 import type { DownloadsService } from "./downloads.service.js";

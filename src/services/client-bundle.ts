@@ -13,7 +13,8 @@ import {
   SYSTEMD_UNIT_NAME,
   WINDOWS_SERVICE_NAME,
 } from "../cli/service/index.js";
-import { artifactFilename, type ClientTarget } from "../domain/artifact-name.js";
+import { artifactFilename } from "../domain/artifact-name.js";
+import type { ClientTarget } from "../protocol/client-targets.js";
 
 /**
  * The `local_build` client zip (spec §4 rule 4; DESIGN §3 "Client artifact (local_build)"):

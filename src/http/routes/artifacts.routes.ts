@@ -1,7 +1,7 @@
 import type { FastifyRequest } from "fastify";
 import { z } from "zod";
 import { isoTime } from "../../clock.js";
-import { CLIENT_GOARCH, CLIENT_GOOS } from "../../domain/artifact-name.js";
+import { CLIENT_GOARCH, CLIENT_GOOS } from "../../protocol/client-targets.js";
 import { AppError } from "../../errors.js";
 import { ID_PATTERN } from "../../protocol/ids.js";
 import type { ArtifactsService } from "../../services/artifacts.service.js";

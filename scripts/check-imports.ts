@@ -1,0 +1,306 @@
+/**
+ * Import-rule check (DESIGN §2 "may import"; issue 11 "Must show"). Run by `npm test` (pretest).
+ *
+ *   tsx scripts/check-imports.ts            check this repository's src/
+ *   tsx scripts/check-imports.ts <root>     check <root>/src/ (tests run it on a fixture tree)
+ *
+ * Prints one line per offending import and exits 1; prints a one-line summary and exits 0 when
+ * every import keeps to the table. Line format:
+ *
+ *   src/agent/agent.ts: imports src/server.ts [type-only] — agent may import protocol, lib
+ *
+ * What counts as an import: every module specifier the TypeScript compiler sees in a source
+ * file (a SourceFile walk, no regexes): `import … from`, `import type … from`, side-effect
+ * `import "…"`, `export … from` (also `export type … from`), `import x = require("…")`,
+ * dynamic `import("…")` with a literal argument, and `import("…")` types. Type-only imports
+ * count: DESIGN says what a folder "may import", and a type dependency on a forbidden folder
+ * is still the coupling the table forbids (the agent's types must not drag in server code).
+ * They are reported with "[type-only]" so that the fix is clear. A dynamic import whose
+ * argument is not a string literal cannot be resolved and is itself a violation.
+ * Only our own modules are checked: a relative specifier that resolves inside `src/`.
+ * Packages (`zod`, `node:fs`) are not "ours" and are not checked here.
+ *
+ * Layers: the folder under `src/` (`src/store/db.ts` → `store`); a file directly in `src/` is
+ * its own layer named after the file (`src/errors.ts` → `errors`). The folder rules are the
+ * DESIGN §2 table verbatim. The `src/` root files, "as its role needs", are decided here:
+ *
+ * - `server`  (composition root): may import everything.
+ * - `main`    (process entry): may import everything but `agent` and `cli` (it starts the server).
+ * - `config`  (settings, parsed once with zod): `protocol`, `domain`, `lib`, `errors`, `logger`.
+ * - `logger`  (pino setup): `lib`.
+ * - `errors`  (the error registry with HTTP statuses): `protocol`, `lib`.
+ * - `version` (the server version from package.json): nothing of ours.
+ * - `clock`   (time source; a neutral helper, DESIGN §2 puts it in `lib`): nothing of ours.
+ *
+ * And which folders may import a root file (DESIGN §2: `errors` "used by `services` and `http`
+ * only"; the agent and the CLI "never import server code"):
+ *
+ * - `errors`: `services`, `http` (and `server`, `main`).
+ * - `config`: `mqtt`, `services`, `http` (the settings object and its types).
+ * - `logger`: every server folder (`store` … `http`); not `protocol`, `lib`, `machines`,
+ *   `domain`, `agent`, `cli`.
+ * - `version`: `services`, `http`, `mqtt`.
+ * - `clock`: every folder that may import `lib`, since it is `lib` in all but place.
+ * - `server`, `main`: nobody.
+ *
+ * Violations that wait for a larger change of issue 11 are listed in {@link ALLOWED}, each with
+ * the item it waits for; an entry that no longer matches an import fails the check too, so the
+ * list only shrinks.
+ */
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { dirname, join, relative, resolve, sep } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import ts from "typescript";
+
+/** The layers a layer may import (besides itself). DESIGN §2; root files as in the header. */
+export const MAY_IMPORT: Readonly<Record<string, readonly string[]>> = {
+  // DESIGN §2 table
+  protocol: [],
+  lib: [],
+  machines: ["protocol", "domain"],
+  domain: ["protocol", "lib"],
+  store: ["domain", "protocol", "lib"],
+  events: ["protocol", "lib"],
+  actors: ["machines", "store", "protocol", "domain", "lib"],
+  mqtt: ["protocol", "actors", "store", "domain", "lib"],
+  services: ["protocol", "lib", "machines", "domain", "store", "events", "actors", "mqtt"],
+  http: ["services", "events", "protocol", "lib"],
+  agent: ["protocol", "lib"],
+  cli: ["agent", "protocol", "lib"],
+  // src/ root files (decided in the header)
+  server: ["*"],
+  main: ["protocol", "lib", "machines", "domain", "store", "events", "actors", "mqtt", "services", "http", "server", "config", "logger", "errors", "clock", "version"],
+  config: ["protocol", "domain", "lib", "errors", "logger"],
+  logger: ["lib"],
+  errors: ["protocol", "lib"],
+  version: [],
+  clock: [],
+};
+
+/** Root files other layers may import, by importer (the table has no row for them). */
+const ROOT_FILE_IMPORTERS: Readonly<Record<string, readonly string[]>> = {
+  errors: ["services", "http"],
+  config: ["mqtt", "services", "http"],
+  logger: ["store", "events", "actors", "mqtt", "services", "http"],
+  version: ["mqtt", "services", "http"],
+  clock: ["domain", "store", "events", "actors", "mqtt", "services", "http", "agent", "cli"],
+  server: [],
+  main: [],
+};
+
+/** A module that imports against the rules, waiting for the named change. Paths from the root. */
+export interface AllowedImport {
+  from: string;
+  to: string;
+  /** The issue 11 item (or decision) the import waits for. */
+  waitsFor: string;
+}
+
+/**
+ * Known violations of this repository, each waiting for a larger change of issue 11. Remove an
+ * entry with the change that fixes it (a stale entry fails the check).
+ */
+export const ALLOWED: readonly AllowedImport[] = [
+  // DESIGN §2: domain "throws its own error types, never HTTP ones". Needs a domain error type
+  // that the error handler (src/http/app.ts) and the `instanceof AppError` checks of
+  // src/services/snapshots.ts (rewritten by issue 11 §2) map to registry codes.
+  { from: "src/domain/address-pool.ts", to: "src/errors.ts", waitsFor: "issue 11 §2/§3: domain error types" },
+  { from: "src/domain/keys.ts", to: "src/errors.ts", waitsFor: "issue 11 §2/§3: domain error types" },
+  { from: "src/domain/render.ts", to: "src/errors.ts", waitsFor: "issue 11 §2/§3: domain error types" },
+  // networkCidrSchema refuses reserved networks with a domain rule; the wire schema keeps the
+  // syntax only once the schemas move to src/protocol and the service applies the rule.
+  { from: "src/protocol/fields.ts", to: "src/domain/address-pool.ts", waitsFor: "issue 11 §3: one schema per wire shape" },
+  { from: "src/protocol/fields.ts", to: "src/errors.ts", waitsFor: "issue 11 §3: one schema per wire shape" },
+  // The EMQX authz route calls the pure policy directly; it goes through a service the
+  // composition root builds (the identity type through src/protocol).
+  { from: "src/http/app.ts", to: "src/mqtt/authz.policy.ts", waitsFor: "issue 11 §1: AppContext (authz service)" },
+  { from: "src/http/routes/internal-authz.routes.ts", to: "src/mqtt/authz.policy.ts", waitsFor: "issue 11 §1: AppContext (authz service)" },
+  // The metrics scrape token is hashed and compared in the route; auth.service does it.
+  { from: "src/http/routes/metrics.routes.ts", to: "src/domain/tokens.ts", waitsFor: "issue 11 §1: AppContext (scrape auth in services)" },
+  // DownloadTokenKind is a store row type used as a wire enum.
+  { from: "src/http/routes/backups.routes.ts", to: "src/store/schema.ts", waitsFor: "issue 11 §3: enums in src/protocol" },
+  // The client zip renders the agent's service files and default profile directory with the
+  // agent's own code; those renderers move to a neutral module both sides import.
+  { from: "src/services/client-bundle.ts", to: "src/agent/profile.ts", waitsFor: "issue 11 §5: neutral modules the agent may import" },
+  { from: "src/services/client-bundle.ts", to: "src/cli/service/index.ts", waitsFor: "issue 11 §5: neutral modules the agent may import" },
+];
+
+/** One import that breaks the rules. */
+export interface Violation {
+  /** Importing file, `/`-separated, relative to the checked root (`src/agent/agent.ts`). */
+  file: string;
+  /** Imported module as resolved (`src/server.ts`), or the specifier when unresolvable. */
+  imported: string;
+  /** The specifier as written. */
+  specifier: string;
+  typeOnly: boolean;
+  /** Human-readable rule broken. */
+  rule: string;
+}
+
+/** One module specifier of a file. */
+export interface ImportRef {
+  specifier: string;
+  /** No value binding: `import type`, `export type … from`, all-`type` named imports, `import("…")` types. */
+  typeOnly: boolean;
+  /** A dynamic `import()` whose argument is not a string literal (specifier is the argument's text). */
+  unresolvable?: boolean;
+}
+
+function hasModifierType(node: ts.ImportSpecifier | ts.ExportSpecifier): boolean {
+  return node.isTypeOnly;
+}
+
+/**
+ * Every module specifier of `sourceText` (see the header for what counts), parsed with the
+ * TypeScript compiler's parser.
+ */
+export function importsOf(fileName: string, sourceText: string): ImportRef[] {
+  const sf = ts.createSourceFile(fileName, sourceText, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+  const out: ImportRef[] = [];
+  const visit = (node: ts.Node): void => {
+    if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
+      const clause = node.importClause;
+      let typeOnly = false;
+      if (clause !== undefined) {
+        if (clause.isTypeOnly) typeOnly = true;
+        else if (clause.name === undefined && clause.namedBindings !== undefined && ts.isNamedImports(clause.namedBindings)) {
+          const els = clause.namedBindings.elements;
+          typeOnly = els.length > 0 && els.every(hasModifierType);
+        }
+      }
+      out.push({ specifier: node.moduleSpecifier.text, typeOnly });
+    } else if (ts.isExportDeclaration(node) && node.moduleSpecifier !== undefined && ts.isStringLiteral(node.moduleSpecifier)) {
+      let typeOnly = node.isTypeOnly;
+      const clause = node.exportClause;
+      if (!typeOnly && clause !== undefined && ts.isNamedExports(clause)) {
+        typeOnly = clause.elements.length > 0 && clause.elements.every(hasModifierType);
+      }
+      out.push({ specifier: node.moduleSpecifier.text, typeOnly });
+    } else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference)) {
+      const expr = node.moduleReference.expression;
+      if (ts.isStringLiteral(expr)) out.push({ specifier: expr.text, typeOnly: node.isTypeOnly });
+    } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) {
+      const arg = node.arguments[0];
+      if (arg !== undefined && ts.isStringLiteralLike(arg)) out.push({ specifier: arg.text, typeOnly: false });
+      else out.push({ specifier: arg?.getText(sf) ?? "", typeOnly: false, unresolvable: true });
+    } else if (ts.isImportTypeNode(node)) {
+      const arg = node.argument;
+      if (ts.isLiteralTypeNode(arg) && ts.isStringLiteral(arg.literal)) out.push({ specifier: arg.literal.text, typeOnly: true });
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(sf);
+  return out;
+}
+
+/** `.ts` files under `dir`, recursively, sorted (no `.d.ts`). */
+function sourceFiles(dir: string): string[] {
+  const out: string[] = [];
+  for (const name of readdirSync(dir).sort()) {
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) out.push(...sourceFiles(p));
+    else if (/\.(ts|mts|cts|tsx)$/.test(name) && !name.endsWith(".d.ts")) out.push(p);
+  }
+  return out;
+}
+
+/**
+ * The file a relative specifier names, NodeNext style: `./x.js` is `./x.ts` in the source
+ * tree; a directory means its `index`. Returns the path even when no file exists (a module that
+ * does not exist is the typechecker's business, its layer is still known).
+ */
+function resolveRelative(fromFile: string, specifier: string): string {
+  const base = resolve(dirname(fromFile), specifier);
+  const candidates = [base, base.replace(/\.(m|c)?js$/, ".$1ts"), `${base}.ts`, join(base, "index.ts")];
+  for (const c of candidates) if (existsSync(c) && statSync(c).isFile()) return c;
+  return base.replace(/\.(m|c)?js$/, ".$1ts");
+}
+
+/** The layer of a path relative to `src/` (`store/db.ts` → `store`, `errors.ts` → `errors`). */
+export function layerOf(pathInSrc: string): string {
+  const parts = pathInSrc.split("/");
+  if (parts.length === 1) return parts[0]!.replace(/\.[^.]+$/, "");
+  return parts[0]!;
+}
+
+/** Why `from` may not import `to`, or undefined when it may. */
+export function ruleBroken(from: string, to: string): string | undefined {
+  if (from === to) return undefined;
+  const allowed = MAY_IMPORT[from];
+  if (allowed === undefined) return `${from} is not a layer of DESIGN §2 (add it to the table in scripts/check-imports.ts)`;
+  if (allowed.includes("*")) return undefined;
+  const rootImporters = ROOT_FILE_IMPORTERS[to];
+  if (rootImporters !== undefined && rootImporters.includes(from)) return undefined;
+  if (allowed.includes(to)) return undefined;
+  if (MAY_IMPORT[to] === undefined) return `${to} is not a layer of DESIGN §2`;
+  const list = [...allowed, ...Object.entries(ROOT_FILE_IMPORTERS).filter(([, who]) => who.includes(from)).map(([f]) => `${f}.ts`)];
+  return `${from} may import ${list.length === 0 ? "nothing of ours" : list.join(", ")}`;
+}
+
+/** Forward slashes, for stable output on every platform. */
+const slash = (p: string) => p.split(sep).join("/");
+
+/**
+ * Checks every import of `<root>/src` against the rules.
+ * @param root directory holding `src/`
+ * @param allowed known violations to tolerate ({@link ALLOWED} for this repository)
+ * @returns the violations, and the allow-list entries that matched nothing (stale)
+ */
+export function checkImports(root: string, allowed: readonly AllowedImport[] = []): { violations: Violation[]; stale: AllowedImport[]; files: number } {
+  const src = join(root, "src");
+  const files = sourceFiles(src);
+  const violations: Violation[] = [];
+  const used = new Set<AllowedImport>();
+  for (const file of files) {
+    const fromRel = slash(relative(root, file));
+    const fromLayer = layerOf(slash(relative(src, file)));
+    for (const ref of importsOf(file, readFileSync(file, "utf8"))) {
+      if (ref.unresolvable) {
+        violations.push({ file: fromRel, imported: ref.specifier, specifier: ref.specifier, typeOnly: false, rule: "dynamic import() of a computed specifier cannot be checked" });
+        continue;
+      }
+      if (!ref.specifier.startsWith(".")) continue; // a package, not ours
+      const target = resolveRelative(file, ref.specifier);
+      const inSrc = slash(relative(src, target));
+      if (inSrc.startsWith("../") || inSrc === "..") continue; // outside src/ (package.json): not a layer
+      const toLayer = layerOf(inSrc);
+      const rule = ruleBroken(fromLayer, toLayer);
+      if (rule === undefined) continue;
+      const imported = `src/${inSrc}`;
+      const allowance = allowed.find((a) => a.from === fromRel && a.to === imported);
+      if (allowance !== undefined) {
+        used.add(allowance);
+        continue;
+      }
+      violations.push({ file: fromRel, imported, specifier: ref.specifier, typeOnly: ref.typeOnly, rule });
+    }
+  }
+  return { violations, stale: allowed.filter((a) => !used.has(a)), files: files.length };
+}
+
+/** One output line per violation. */
+export function formatViolation(v: Violation): string {
+  return `${v.file}: imports ${v.imported}${v.typeOnly ? " [type-only]" : ""} — ${v.rule}`;
+}
+
+function main(argv: string[]): number {
+  const repoRoot = fileURLToPath(new URL("..", import.meta.url));
+  const root = resolve(argv[0] ?? repoRoot);
+  // The allow-list names this repository's files; a fixture tree is checked without it.
+  const allowed = resolve(root) === resolve(repoRoot) ? ALLOWED : [];
+  const { violations, stale, files } = checkImports(root, allowed);
+  for (const v of violations) console.log(formatViolation(v));
+  for (const a of stale) console.log(`${a.from}: allow-listed import of ${a.to} is gone — remove it from ALLOWED in scripts/check-imports.ts`);
+  const bad = violations.length + stale.length;
+  if (bad > 0) {
+    console.log(`check-imports: ${violations.length} import(s) against DESIGN §2, ${stale.length} stale allow-list entr${stale.length === 1 ? "y" : "ies"}`);
+    return 1;
+  }
+  console.log(`check-imports: ${files} files keep to DESIGN §2 (${allowed.length} allow-listed)`);
+  return 0;
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
+  process.exitCode = main(process.argv.slice(2));
+}

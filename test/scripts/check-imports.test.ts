@@ -1,0 +1,128 @@
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { describe, test, type TestContext } from "node:test";
+import { checkImports, importsOf } from "../../scripts/check-imports.js";
+import { repoRoot } from "../helpers/service.js";
+
+// scripts/check-imports.ts (issue 11 "Must show"): the DESIGN §2 "may import" table, checked
+// over a fixture tree so that each rule is seen to fail.
+
+const SCRIPT = join(repoRoot, "scripts", "check-imports.ts");
+
+/** Writes `files` (path under the root → text) into a fresh directory; removed after the test. */
+function tree(t: TestContext, files: Record<string, string>): string {
+  const root = mkdtempSync(join(tmpdir(), "svc-check-imports-"));
+  t.after(() => rmSync(root, { recursive: true, force: true }));
+  for (const [path, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(root, path)), { recursive: true });
+    writeFileSync(join(root, path), text);
+  }
+  return root;
+}
+
+function run(root?: string): { status: number | null; lines: string[] } {
+  const res = spawnSync(process.execPath, ["--import", "tsx", SCRIPT, ...(root === undefined ? [] : [root])], {
+    cwd: repoRoot,
+    encoding: "utf8",
+    timeout: 60_000,
+  });
+  assert.equal(res.error, undefined, String(res.error));
+  return { status: res.status, lines: res.stdout.split("\n").filter((l) => l !== "") };
+}
+
+/** A tree that keeps every rule: each folder imports only what DESIGN §2 lets it. */
+const CLEAN: Record<string, string> = {
+  "src/protocol/ids.ts": 'import { z } from "zod";\nexport const id = z.string();\n',
+  "src/lib/atomic.ts": 'import { writeFileSync } from "node:fs";\nexport const w = writeFileSync;\n',
+  "src/domain/render.ts": 'import { id } from "../protocol/ids.js";\nimport { w } from "../lib/atomic.js";\nexport const r = [id, w];\n',
+  "src/agent/agent.ts": 'import { id } from "../protocol/ids.js";\nimport type { w } from "../lib/atomic.js";\nexport const a = id;\n',
+  "src/cli/svcctl.ts": 'import { a } from "../agent/agent.js";\nexport const c = a;\n',
+  "src/services/mesh.service.ts": 'import { r } from "../domain/render.js";\nimport { AppError } from "../errors.js";\nexport const m = [r, AppError];\n',
+  "src/http/app.ts": 'import { m } from "../services/mesh.service.js";\nexport const h = m;\n',
+  "src/errors.ts": "export class AppError extends Error {}\n",
+  "src/server.ts": 'import { h } from "./http/app.js";\nimport { c } from "./cli/svcctl.js";\nexport const s = [h, c];\n',
+};
+
+describe("scripts/check-imports.ts (DESIGN §2 folder table)", () => {
+  test("a tree that keeps the table passes with exit 0", (t) => {
+    const res = run(tree(t, CLEAN));
+    assert.equal(res.status, 0, res.lines.join("\n"));
+    assert.match(res.lines.at(-1) ?? "", /^check-imports: 9 files keep to DESIGN §2/);
+  });
+
+  test("each forbidden import is one line (file, module, rule) and the exit is 1; type-only, export-from and import() count", (t) => {
+    const root = tree(t, {
+      ...CLEAN,
+      // the agent never imports server code (DESIGN §2), not even a type
+      "src/agent/agent.ts":
+        'import { id } from "../protocol/ids.js";\nimport type { s } from "../server.js";\nexport const a = id;\nexport const later = () => import("../http/app.js");\n',
+      // protocol imports nothing of ours; a re-export is an import
+      "src/protocol/ids.ts": 'import { z } from "zod";\nexport const id = z.string();\nexport { r } from "../domain/render.js";\n',
+      // http may not reach the store; errors.ts is for services and http only
+      "src/http/app.ts": 'import { m } from "../services/mesh.service.js";\nimport { type Db } from "../store/db.js";\nexport const h = m;\n',
+      "src/store/db.ts": 'import { AppError } from "../errors.js";\nexport type Db = typeof AppError;\n',
+    });
+    const res = run(root);
+    assert.equal(res.status, 1);
+    assert.deepEqual(res.lines.slice(0, -1).sort(), [
+      "src/agent/agent.ts: imports src/http/app.ts — agent may import protocol, lib, clock.ts",
+      "src/agent/agent.ts: imports src/server.ts [type-only] — agent may import protocol, lib, clock.ts",
+      "src/http/app.ts: imports src/store/db.ts [type-only] — http may import services, events, protocol, lib, errors.ts, config.ts, logger.ts, version.ts, clock.ts",
+      "src/protocol/ids.ts: imports src/domain/render.ts — protocol may import nothing of ours",
+      "src/store/db.ts: imports src/errors.ts — store may import domain, protocol, lib, logger.ts, clock.ts",
+    ]);
+    assert.match(res.lines.at(-1) ?? "", /^check-imports: 5 import\(s\) against DESIGN §2/);
+  });
+
+  test("the cli may import the agent but not services; a computed import() cannot be checked and fails", (t) => {
+    const res = run(
+      tree(t, {
+        ...CLEAN,
+        "src/cli/svcctl.ts": 'import { a } from "../agent/agent.js";\nimport "../services/mesh.service.js";\nexport const c = (p: string) => import(p);\nexport const d = a;\n',
+      }),
+    );
+    assert.equal(res.status, 1);
+    assert.deepEqual(res.lines.slice(0, -1), [
+      "src/cli/svcctl.ts: imports src/services/mesh.service.ts — cli may import agent, protocol, lib, clock.ts",
+      "src/cli/svcctl.ts: imports p — dynamic import() of a computed specifier cannot be checked",
+    ]);
+  });
+
+  test("an allow-list entry silences its import; one that matches nothing is reported stale", (t) => {
+    const root = tree(t, { ...CLEAN, "src/lib/atomic.ts": 'import { id } from "../protocol/ids.js";\nexport const w = id;\n' });
+    const allowed = { from: "src/lib/atomic.ts", to: "src/protocol/ids.ts", waitsFor: "test" };
+    const stale = { from: "src/lib/atomic.ts", to: "src/server.ts", waitsFor: "test" };
+    assert.equal(checkImports(root).violations.length, 1, "lib imports nothing of ours");
+    const res = checkImports(root, [allowed, stale]);
+    assert.deepEqual(res.violations, []);
+    assert.deepEqual(res.stale, [stale]);
+  });
+
+  test("imports are read by the TypeScript parser: comments and strings are not imports", () => {
+    const refs = importsOf(
+      "x.ts",
+      [
+        '// import { a } from "../server.js";',
+        'const s = "import { b } from \'../server.js\'";',
+        'import x = require("../lib/a.js");',
+        'export type { T } from "../protocol/t.js";',
+        'import { type U, type V } from "../protocol/u.js";',
+        'type W = typeof import("../store/db.js");',
+      ].join("\n"),
+    );
+    assert.deepEqual(refs, [
+      { specifier: "../lib/a.js", typeOnly: false },
+      { specifier: "../protocol/t.js", typeOnly: true },
+      { specifier: "../protocol/u.js", typeOnly: true },
+      { specifier: "../store/db.js", typeOnly: true },
+    ]);
+  });
+
+  test("this repository's src/ passes (allow-listed debts included)", () => {
+    const res = run();
+    assert.equal(res.status, 0, res.lines.join("\n"));
+  });
+});
