@@ -1,9 +1,19 @@
 # syntax=docker/dockerfile:1
-# The svc mesh control backend (issue 6 Build item 7; docs/issue6-emqx-deploy.md).
-# Runs TypeScript through tsx, which is a production dependency (package.json "start"), so
-# `npm ci --omit=dev` keeps everything the service needs and drops typescript and @types.
+# The svc mesh control backend (docs/issue6-emqx-deploy.md). The image runs compiled JavaScript
+# (`node dist/src/main.js`, issue 11 §6): TypeScript is compiled in the build stage, and the
+# runtime holds production dependencies only (no typescript, no tsx). esbuild stays: the service
+# bundles the agent for local_build client artifacts (src/services/client-bundle.ts).
 
-# --- build: production node_modules (better-sqlite3 compiles here if no prebuilt binary fits)
+# --- build: every dependency (install scripts skipped: tsc needs no native module), then tsc
+FROM node:20-bookworm-slim AS build
+WORKDIR /opt/svc
+COPY package.json package-lock.json .npmrc ./
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npm run build
+
+# --- deps: production node_modules (better-sqlite3 compiles here if no prebuilt binary fits)
 FROM node:20-bookworm-slim AS deps
 WORKDIR /opt/svc
 RUN apt-get update \
@@ -26,8 +36,9 @@ RUN groupadd --system --gid 10001 svc \
  && chown svc:svc /var/lib/svc \
  && chmod 0750 /var/lib/svc
 COPY --from=deps /opt/svc/node_modules ./node_modules
-COPY package.json package-lock.json tsconfig.json ./
-COPY src ./src
+# package.json: "type": "module" for dist/, and the version the service reports (src/version.ts).
+COPY package.json ./
+COPY --from=build /opt/svc/dist ./dist
 USER svc:svc
 VOLUME ["/var/lib/svc"]
 # REST/SSE; the embedded broker (only when SVC_MQTT_BROKER=embedded).
@@ -35,5 +46,5 @@ EXPOSE 8080 1883
 # GET /api/v1/health (no auth). No curl in the slim image: Node's fetch does the probe.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.SVC_HTTP_PORT||8080)+'/api/v1/health').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
-# node as PID 1 is fine: src/main.ts handles SIGTERM/SIGINT and closes in order.
-CMD ["node", "--import", "tsx", "src/main.ts"]
+# node as PID 1 is fine: main.js handles SIGTERM/SIGINT and closes in order.
+CMD ["node", "dist/src/main.js"]

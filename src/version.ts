@@ -1,4 +1,10 @@
 import { createRequire } from "node:module";
 
+/**
+ * package.json relative to this module: `src/version.ts` run from source (tsx) sits one level
+ * below the repository root, the compiled `dist/src/version.js` two (issue 11 §6).
+ */
+const PACKAGE_JSON = import.meta.url.endsWith(".ts") ? "../package.json" : "../../package.json";
+
 /** The server's one current system version `{version}` (spec §9 rule 2), from package.json. */
-export const VERSION: string = (createRequire(import.meta.url)("../package.json") as { version: string }).version;
+export const VERSION: string = (createRequire(import.meta.url)(PACKAGE_JSON) as { version: string }).version;

@@ -44,8 +44,9 @@ function injectedVersion(): string | undefined {
 
 function checkoutVersion(): string {
   try {
-    // src/agent/version.ts → the repository root's package.json
-    return packageVersion(new URL("../../package.json", import.meta.url));
+    // src/agent/version.ts → the repository root's package.json; compiled, dist/src/agent/version.js
+    const url = import.meta.url;
+    return packageVersion(new URL(url.endsWith(".ts") ? "../../package.json" : "../../../package.json", url));
   } catch {
     // import.meta.url is unusable in some bundle formats: same fallback
     return DEV_VERSION;

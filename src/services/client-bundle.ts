@@ -29,8 +29,12 @@ import type { ClientTarget } from "../protocol/client-targets.js";
  * Entries sit at the zip's root, so `unzip -oq <file> -d svc-client` gives `svc-client/svcctl`.
  */
 
-/** The client CLI's entry in this source tree. */
-export const CLIENT_ENTRY = fileURLToPath(new URL("../cli/svcctl.ts", import.meta.url));
+/**
+ * The client CLI's entry in this tree: `src/cli/svcctl.ts` when the service runs from source,
+ * the compiled `dist/src/cli/svcctl.js` when it runs from the production build (issue 11 §6);
+ * esbuild bundles either.
+ */
+export const CLIENT_ENTRY = fileURLToPath(new URL(import.meta.url.endsWith(".ts") ? "../cli/svcctl.ts" : "../cli/svcctl.js", import.meta.url));
 
 /** One file of the zip. */
 export interface ClientFile {

@@ -194,14 +194,26 @@ describe("Dockerfile (issue 6 Build item 7)", () => {
   const dockerfile = read("Dockerfile");
   const pkg = JSON.parse(read("package.json")) as { scripts: Record<string, string>; dependencies: Record<string, string> };
 
-  test("node:20-bookworm-slim, production dependencies only, tsx among them, non-root, data volume", () => {
+  test("node:20-bookworm-slim, compiled in a build stage, compiled JavaScript with production dependencies only at runtime, non-root, data volume", () => {
     const froms = [...dockerfile.matchAll(/^FROM\s+(\S+)/gm)].map((m) => m[1]);
     assert.ok(froms.length > 0 && froms.every((f) => f === "node:20-bookworm-slim"), froms.join(", "));
-    assert.match(dockerfile, /npm ci --omit=dev/);
-    // tsx runs the TypeScript at runtime, so it must survive --omit=dev.
-    assert.ok(pkg.dependencies["tsx"], "tsx is a production dependency");
+    // Issue 11 §6: `npm run build` in a build stage, `node dist/src/main.js` at runtime; the
+    // runtime's node_modules come from `npm ci --omit=dev`, and it holds no src/.
+    const stages = dockerfile.split(/^(?=FROM\s)/m).filter((s) => s.startsWith("FROM"));
+    const stageName = (s: string) => /^FROM\s+\S+(?:\s+AS\s+(\S+))?/.exec(s)?.[1];
+    const runtime = stages.at(-1) ?? "";
+    const build = stages.find((s) => /^RUN npm run build$/m.test(s));
+    assert.ok(build && stageName(build), "a named stage runs npm run build");
+    assert.match(runtime, new RegExp(`^COPY --from=${stageName(build)} /opt/svc/dist \\./dist$`, "m"), "the runtime copies dist/ from the build stage");
+    const depsStage = stages.find((s) => /npm ci --omit=dev/.test(s));
+    assert.ok(depsStage && stageName(depsStage), "a named stage installs production dependencies only");
+    assert.match(runtime, new RegExp(`^COPY --from=${stageName(depsStage)} /opt/svc/node_modules \\./node_modules$`, "m"));
+    assert.doesNotMatch(runtime, /^COPY\s+(?:--\S+\s+)*src\b/m, "no TypeScript sources in the runtime image");
+    assert.doesNotMatch(runtime, /^RUN npm ci(?!.*--omit=dev)/m);
+    assert.equal(pkg.dependencies["tsx"], undefined, "tsx is not a runtime dependency");
+    assert.equal(pkg.dependencies["typescript"], undefined, "the compiler is not a runtime dependency");
     assert.match(pkg.scripts["start"] ?? "", /tsx src\/main\.ts/);
-    assert.match(dockerfile, /^CMD \["node", "--import", "tsx", "src\/main\.ts"\]$/m);
+    assert.match(runtime, /^CMD \["node", "dist\/src\/main\.js"\]$/m);
     const user = [...dockerfile.matchAll(/^USER\s+(\S+)/gm)].at(-1)?.[1];
     assert.ok(user !== undefined && !/^(root|0)(:|$)/.test(user), `runs as ${user}`);
     assert.match(dockerfile, /^VOLUME \["\/var\/lib\/svc"\]$/m);
@@ -242,7 +254,8 @@ describe("deploy/systemd/svc-backend.service (issue 6 Build item 7)", () => {
     assert.equal(`/var/lib/${one("StateDirectory")}`, dataDir);
     assert.notEqual(one("User"), "root");
     assert.ok(one("User"));
-    assert.match(one("ExecStart") ?? "", /--import tsx src\/main\.ts$/);
+    // Issue 11 §6: compiled JavaScript, no loader.
+    assert.match(one("ExecStart") ?? "", /^\/usr\/bin\/node dist\/src\/main\.js$/);
     // V8's JIT needs writable+executable memory: this option would crash node.
     assert.equal(directives.has("MemoryDenyWriteExecute"), false);
   });

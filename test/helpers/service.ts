@@ -71,18 +71,27 @@ function listeningUrl(line: string): string | undefined {
   return msg === "listening" && typeof url === "string" ? url : undefined;
 }
 
+/** How to start the service: `npm start` in the repository unless told otherwise. */
+export interface StartCommand {
+  /** Program and arguments; `["npm", "start"]` by default (e.g. `[process.execPath, "dist/src/main.js"]`). */
+  argv?: [string, ...string[]];
+  /** Working directory; the repository root by default. */
+  cwd?: string;
+}
+
 /**
- * Starts the service exactly as `npm start` does, in its own process group, on 127.0.0.1 with an
- * OS-chosen port, a fresh data dir, a random admin password and MQTT services off; `env`
- * overrides any of these. Resolves once the service logs that it listens (30 s deadline);
- * otherwise stops it and rejects with everything it printed.
+ * Starts the service exactly as `npm start` does (or as `command` says), in its own process
+ * group, on 127.0.0.1 with an OS-chosen port, a fresh data dir, a random admin password and MQTT
+ * services off; `env` overrides any of these. Resolves once the service logs that it listens
+ * (30 s deadline); otherwise stops it and rejects with everything it printed.
  */
-export async function startService(env: Record<string, string> = {}): Promise<RunningService> {
+export async function startService(env: Record<string, string> = {}, command: StartCommand = {}): Promise<RunningService> {
   const ownDataDir = env["SVC_DATA_DIR"] === undefined;
   const dataDir = env["SVC_DATA_DIR"] ?? (await mkdtemp(join(tmpdir(), "svc-e2e-data-")));
   const adminPassword = env["SVC_ADMIN_PASSWORD"] ?? randomBytes(18).toString("base64url");
-  const child = spawn("npm", ["start"], {
-    cwd: repoRoot,
+  const [program, ...args] = command.argv ?? ["npm", "start"];
+  const child = spawn(program, args, {
+    cwd: command.cwd ?? repoRoot,
     env: {
       ...process.env,
       SVC_HTTP_HOST: "127.0.0.1",
@@ -123,7 +132,7 @@ export async function startService(env: Record<string, string> = {}): Promise<Ru
     child.once("exit", () => resolve());
   });
   const spawnFailed = once(child, "error").then(([error]) => {
-    throw new Error(`could not spawn npm start: ${String(error)}`);
+    throw new Error(`could not spawn ${program}: ${String(error)}`);
   });
 
   const signalGroup = (signal: NodeJS.Signals): void => {
@@ -160,7 +169,7 @@ export async function startService(env: Record<string, string> = {}): Promise<Ru
       urlSeen,
       spawnFailed,
       exited.then(() => {
-        throw new Error(`npm start exited (code ${String(child.exitCode)}, signal ${String(child.signalCode)}) before listening`);
+        throw new Error(`${[program, ...args].join(" ")} exited (code ${String(child.exitCode)}, signal ${String(child.signalCode)}) before listening`);
       }),
       new Promise<never>((_resolve, reject) => {
         deadline = setTimeout(() => reject(new Error(`no "listening" line within ${START_DEADLINE_MS} ms`)), START_DEADLINE_MS);
