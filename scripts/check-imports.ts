@@ -117,8 +117,6 @@ export const ALLOWED: readonly AllowedImport[] = [
   { from: "src/http/routes/internal-authz.routes.ts", to: "src/mqtt/authz.policy.ts", waitsFor: "issue 11 §1: AppContext (authz service)" },
   // The metrics scrape token is hashed and compared in the route; auth.service does it.
   { from: "src/http/routes/metrics.routes.ts", to: "src/domain/tokens.ts", waitsFor: "issue 11 §1: AppContext (scrape auth in services)" },
-  // DownloadTokenKind is a store row type used as a wire enum.
-  { from: "src/http/routes/backups.routes.ts", to: "src/store/schema.ts", waitsFor: "issue 11 §3: enums in src/protocol" },
   // The client zip renders the agent's service files and default profile directory with the
   // agent's own code; those renderers move to a neutral module both sides import.
   { from: "src/services/client-bundle.ts", to: "src/agent/profile.ts", waitsFor: "issue 11 §5: neutral modules the agent may import" },

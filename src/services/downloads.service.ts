@@ -2,7 +2,7 @@ import type { Clock } from "../clock.js";
 import { digestsEqual, hashToken, isTokenShaped, mintToken } from "../domain/tokens.js";
 import { AppError } from "../errors.js";
 import type { Store } from "../store/db.js";
-import type { DownloadTokenKind } from "../store/schema.js";
+import type { DownloadTokenKind } from "../protocol/download-tokens.js";
 import * as tokensRepo from "../store/tokens.repository.js";
 
 export interface IssuedDownloadToken {

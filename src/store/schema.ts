@@ -1,4 +1,5 @@
 import type { Generated, Insertable, Selectable, Updateable } from "kysely";
+import type { DownloadTokenKind } from "../protocol/download-tokens.js";
 
 /**
  * Kysely table types of the SQLite store. Times are INTEGER milliseconds since the epoch;
@@ -100,9 +101,6 @@ export interface PortForwardsTable {
   created_at: number;
   updated_at: number;
 }
-
-/** Kinds of download token: the spec §2.1 file token kinds plus the node config download token. */
-export type DownloadTokenKind = "node_config" | "client_artifact" | "config_bulk_package" | "snapshot_export";
 
 export interface DownloadTokensTable {
   token_hash: string;

@@ -1,5 +1,6 @@
 import type { Db } from "./db.js";
-import type { DownloadTokenKind, DownloadTokenRow } from "./schema.js";
+import type { DownloadTokenKind } from "../protocol/download-tokens.js";
+import type { DownloadTokenRow } from "./schema.js";
 
 /** Repository of `admin_sessions` and `download_tokens`. Only token hashes are stored. */
 

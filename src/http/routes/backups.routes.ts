@@ -5,7 +5,7 @@ import { configIdSchema, ID_PATTERN } from "../../protocol/ids.js";
 import type { AuthService } from "../../services/auth.service.js";
 import { SnapshotUpload, type BackupsService, type DownloadFile } from "../../services/backups.service.js";
 import type { DownloadsService } from "../../services/downloads.service.js";
-import type { DownloadTokenKind } from "../../store/schema.js";
+import type { DownloadTokenKind } from "../../protocol/download-tokens.js";
 import { bearerToken, type App } from "../app.js";
 import { downloadQuery, errorResponses } from "../schemas.js";
 
