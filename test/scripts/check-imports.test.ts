@@ -91,6 +91,22 @@ describe("scripts/check-imports.ts (DESIGN §2 folder table)", () => {
     ]);
   });
 
+  test("root files: machines may not import the clock (DESIGN §2 \"no clocks\"), lib may; an unknown src/ root module fails until placed", (t) => {
+    const root = tree(t, {
+      ...CLEAN,
+      "src/clock.ts": "export const now = () => 0;\n",
+      "src/lib/atomic.ts": 'import { now } from "../clock.js";\nexport const w = now;\n',
+      "src/machines/node.machine.ts": 'import { now } from "../clock.js";\nexport const m = now;\n',
+      "src/context.ts": 'import { s } from "./server.js";\nexport const c = s;\n',
+    });
+    const res = run(root);
+    assert.equal(res.status, 1);
+    assert.deepEqual(res.lines.slice(0, -1), [
+      "src/context.ts: imports src/server.ts — context is not a layer of DESIGN §2 (add it to the table in scripts/check-imports.ts)",
+      "src/machines/node.machine.ts: imports src/clock.ts — machines may import protocol, domain",
+    ]);
+  });
+
   test("an allow-list entry silences its import; one that matches nothing is reported stale", (t) => {
     const root = tree(t, { ...CLEAN, "src/lib/atomic.ts": 'import { id } from "../protocol/ids.js";\nexport const w = id;\n' });
     const allowed = { from: "src/lib/atomic.ts", to: "src/protocol/ids.ts", waitsFor: "test" };
