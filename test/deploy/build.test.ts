@@ -51,8 +51,8 @@ describe("compiled production build (issue 11 §6)", { timeout: 300_000 }, () =>
     symlinkSync(join(repoRoot, "node_modules"), join(root, "node_modules"), "dir");
     const res = spawnSync("npm", ["run", "build"], { cwd: root, encoding: "utf8", timeout: 240_000 });
     build = { status: res.status, output: `${String(res.error ?? "")}${res.stdout}${res.stderr}` };
-    // The runtime stage: no sources, no devDependencies.
-    rmSync(join(root, "src"), { recursive: true });
+    // The runtime stage: package.json, dist/ and production node_modules only (the Dockerfile's COPY lines).
+    for (const f of ["src", "package-lock.json", "tsconfig.json", "tsconfig.build.json"]) rmSync(join(root, f), { recursive: true });
     rmSync(join(root, "node_modules"));
     productionNodeModules(join(root, "node_modules"));
   });
