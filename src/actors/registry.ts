@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from "node:util";
 import { createActor, type Actor, type AnyStateNode } from "xstate";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
@@ -570,7 +571,7 @@ export class NodeActorRegistry {
           const actor = entry.actor!; // dirty entries have actors
           const snap = actor.getSnapshot();
           const w = entry.written;
-          if (w !== undefined && sameValue(w.value, snap.value) && sameContextButSignal(w.context, snap.context)) {
+          if (w !== undefined && isDeepStrictEqual(w.value, snap.value) && sameContextButSignal(w.context, snap.context)) {
             // Only the newest signal moved: nothing an operator sees, and no snapshot JSON.
             this.#persistSignal.run(snap.context.lastSignalAt, now, entry.nodeId);
             continue;
@@ -618,16 +619,6 @@ export class NodeActorRegistry {
 
 function key(configId: string, nodeId: string): string {
   return `${configId}/${nodeId}`;
-}
-
-/** Structural equality of two XState state values (strings and nested objects of them). */
-function sameValue(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
-  const ka = Object.keys(a);
-  if (ka.length !== Object.keys(b).length) return false;
-  for (const k of ka) if (!sameValue((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k])) return false;
-  return true;
 }
 
 /** True when two node contexts differ in `lastSignalAt` at most. */
