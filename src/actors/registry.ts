@@ -188,7 +188,7 @@ export class NodeActorRegistry {
 
   /**
    * Nodes left out at the last start or reload because their stored row or machine snapshot
-   * cannot be restored (issue 10: one bad row never stops start-up). They have no actor: events
+   * cannot be restored (one bad row never stops start-up; docs/decisions.md "Quarantine at start and reload"). They have no actor: events
    * for them are dropped, REST reads answer from their columns. Repair the row (or delete the
    * node, or reset its client) and restart.
    */
@@ -196,7 +196,7 @@ export class NodeActorRegistry {
     return [...this.#quarantined.values()];
   }
 
-  /** Leaves a node out (no actor) with an error line naming it and why (issue 10). */
+  /** Leaves a node out (no actor) with an error line naming it and why (docs/decisions.md "Quarantine at start and reload"). */
   #quarantine(row: NodeRowForActor, err: unknown): void {
     const k = key(row.config_id, row.node_id);
     const entry = this.#entries.get(k);
@@ -294,7 +294,7 @@ export class NodeActorRegistry {
    * replaced the tables). Queued writes of the old actors are discarded: the store is the truth.
    * Every node that had a bound client before is revoked afterwards (`revokeClient`, reason
    * `reset`): its broker account and live connection go, since a restore drops broker
-   * credentials and restored dynamic nodes re-bind (docs/decisions.md, issue 10). A node that
+   * credentials and restored dynamic nodes re-bind (docs/decisions.md "Broker credentials and machine snapshots"). A node that
    * cannot be restored is quarantined, never a failure of the reload.
    * @returns number of nodes under management afterwards
    */
@@ -680,7 +680,7 @@ function storedShapeProblem(raw: unknown): string | undefined {
 }
 
 /**
- * Parses a stored machine snapshot strictly (issue 10: a stored row never crashes a start):
+ * Parses a stored machine snapshot strictly (a stored row never crashes a start; docs/decisions.md "Quarantine at start and reload"):
  * JSON, status `active`, a state value that names only states of the machine (every parallel
  * region, one child per compound state), a context of the right shape, and the row's own ids.
  * @throws Error naming the first problem

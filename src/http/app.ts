@@ -226,7 +226,7 @@ export function bearerToken(req: FastifyRequest): string | undefined {
 }
 
 /**
- * Answers a request Node's HTTP parser refused (its `clientError` event; issue 10): the DESIGN §3
+ * Answers a request Node's HTTP parser refused (its `clientError` event; docs/decisions.md "Client errors before routing"): the DESIGN §3
  * error body with a registered code, written straight to the socket, which is then closed.
  * `HPE_HEADER_OVERFLOW` → 431 HEADERS_TOO_LARGE, `ERR_HTTP_REQUEST_TIMEOUT` → 408
  * REQUEST_TIMEOUT, anything else (bad request line, header token, chunking) → 400

@@ -142,8 +142,9 @@ export class EmbeddedBroker {
           done(refuse(RC_SERVER_UNAVAILABLE, "server unavailable"), null);
           return;
         }
-        // issue 10: the backend is linked in-process, so its broker account is refused over the
-        // network before its password is even checked (no password oracle either).
+        // The backend is linked in-process, so its broker account is refused over the
+        // network before its password is even checked (no password oracle either; docs/decisions.md
+        // "Embedded broker, backend account").
         if (user?.identity.kind === "backend" && backendLinks.open > 0) {
           log.warn({ clientId: client.id, username }, "mqtt connect refused: the backend account is linked in-process only");
           done(refuse(RC_NOT_AUTHORIZED, "not authorized"), null);
@@ -333,7 +334,7 @@ export class EmbeddedBroker {
    *
    * While the link is open, network CONNECTs whose username resolves to the backend identity are
    * refused with CONNACK 5 (not authorized), and a backend-identity client already connected
-   * over the network is disconnected (issue 10: the in-process backend needs no network login).
+   * over the network is disconnected (the in-process backend needs no network login; docs/decisions.md "Embedded broker, backend account").
    */
   async attachBackend(filters: readonly string[], onMessage: (topic: string, payload: Buffer) => void): Promise<BackendLink> {
     const deliver = (packet: { topic: string; payload: Buffer | string }, done: () => void): void => {
