@@ -158,7 +158,10 @@ export interface Settings {
   readonly maxSnapshotBytes: number;
   /** Static bearer token for `GET /metrics` (Prometheus scrapes); undefined: admin sessions only. Never logged. */
   readonly metricsToken: string | undefined;
-  /** Control log rows kept per node; older ones are pruned in the background (spec §6.4 rule 9; docs/decisions.md "Retention"). */
+  /**
+   * Control log rows kept per node; older ones are pruned in the background (spec §6.4 rule 9;
+   * docs/decisions.md "Retention").
+   */
   readonly controlLogRetention: number;
 }
 
@@ -240,7 +243,8 @@ export function loadSettings(env: Record<string, string | undefined> = process.e
 }
 
 /**
- * What an external broker needs (docs/decisions.md "Settings (DESIGN §6)"): EMQX its management API URL, key and secret; Mosquitto
+ * What an external broker needs (docs/decisions.md "Settings (DESIGN §6)"): EMQX its management
+ * API URL, key and secret; Mosquitto
  * the dynamic-security admin's password, with a user other than the backend's (the backend
  * rewrites its own user at every reconciliation).
  * @returns the one-line SettingsError message, or undefined when the combination is valid

@@ -41,8 +41,14 @@ export interface RegistryDeps {
   onStatusChanged(configId: string, nodeId: string, projection: NodeProjection): void;
 }
 
-/** A persisted node snapshot as stored (`getPersistedSnapshot()` JSON). */
+/**
+ * A persisted node snapshot as stored (`getPersistedSnapshot()` JSON), status checked `active`
+ * by {@link parsePersistedNode}: what XState's `createActor(..., { snapshot })` restores from.
+ */
 interface PersistedNode {
+  status: "active";
+  output: undefined;
+  error: undefined;
   value: unknown;
   context: NodeContext;
 }
@@ -188,7 +194,8 @@ export class NodeActorRegistry {
 
   /**
    * Nodes left out at the last start or reload because their stored row or machine snapshot
-   * cannot be restored (one bad row never stops start-up; docs/decisions.md "Quarantine at start and reload"). They have no actor: events
+   * cannot be restored (one bad row never stops start-up; docs/decisions.md "Quarantine at start
+   * and reload"). They have no actor: events
    * for them are dropped, REST reads answer from their columns. Repair the row (or delete the
    * node, or reset its client) and restart.
    */
@@ -362,7 +369,7 @@ export class NodeActorRegistry {
         ctx.mode !== row.mode ||
         (row.staged_config_sha256 !== null && ctx.stagedSha !== row.staged_config_sha256) ||
         (this.#timers && hasPendingTimers(snapshot.value));
-      entry.committed = projectNode(snapshot as never);
+      entry.committed = projectNode(snapshot);
       if (!needsEvents) {
         // Dormant: no XState actor until the node's first event (cold start creates ~nothing
         // per node). Its projection is the stored one; its TTL deadline goes under the sweep.
@@ -398,7 +405,7 @@ export class NodeActorRegistry {
     const actor = createActor(this.#machine, {
       input,
       clock: this.#deps.clock,
-      ...(snapshot === undefined ? {} : { snapshot: snapshot as never }),
+      ...(snapshot === undefined ? {} : { snapshot }),
     });
     entry.actor = actor;
     entry.dormant = null;
@@ -680,7 +687,8 @@ function storedShapeProblem(raw: unknown): string | undefined {
 }
 
 /**
- * Parses a stored machine snapshot strictly (a stored row never crashes a start; docs/decisions.md "Quarantine at start and reload"):
+ * Parses a stored machine snapshot strictly (a stored row never crashes a start; docs/decisions.md
+ * "Quarantine at start and reload"):
  * JSON, status `active`, a state value that names only states of the machine (every parallel
  * region, one child per compound state), a context of the right shape, and the row's own ids.
  * @throws Error naming the first problem

@@ -335,7 +335,8 @@ export async function runAgent(opts: RunAgentOptions): Promise<void> {
   };
 
   /**
-   * spec §6.3 control `push_config` ("trigger the config push flow"; docs/decisions.md "Control `push_config` on the agent"):
+   * spec §6.3 control `push_config` ("trigger the config push flow"; docs/decisions.md "Control
+   * `push_config` on the agent"):
    * - a payload that also carries the config push fields (§6.3 config/push) runs exactly that push;
    * - the bare control payload (action, tunnel_protocol, interface_name) re-runs the §3.8 sequence
    *   with the last config this agent applied to that interface under that protocol: the file at

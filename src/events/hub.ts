@@ -71,7 +71,10 @@ interface Frame {
   readonly bytes: number;
 }
 
-/** What bounds a stream's life besides its client (a stream ends with its admin session; docs/decisions.md "A stream lives no longer than its admin session"). */
+/**
+ * What bounds a stream's life besides its client: it ends with its admin session (docs/decisions.md
+ * "A stream lives no longer than its admin session").
+ */
 export interface AttachOptions {
   /** Opaque id of the admin session the stream was opened with; {@link EventHub.endSession} ends its streams. */
   session?: string;
@@ -278,8 +281,9 @@ export class EventHub {
   }
 
   /**
-   * Ends every stream opened with this admin session (docs/decisions.md "A stream lives no longer than its admin session": logout ends the console's stream;
-   * the console then reconnects and is told to log in again).
+   * Ends every stream opened with this admin session (docs/decisions.md "A stream lives no longer
+   * than its admin session": logout ends the console's stream; the console then reconnects and is
+   * told to log in again).
    * @returns how many streams were ended
    */
   endSession(session: string): number {

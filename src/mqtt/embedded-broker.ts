@@ -328,8 +328,9 @@ export class EmbeddedBroker {
    * `authorizeForward`. `onMessage` gets every matching publish once; it must not throw.
    *
    * While the link is open, network CONNECTs whose username resolves to the backend identity are
-   * refused with CONNACK 5 (not authorized), and a backend-identity client already connected
-   * over the network is disconnected (the in-process backend needs no network login; docs/decisions.md "Embedded broker, backend account").
+   * refused with CONNACK 5 (not authorized), and a backend-identity client already connected over
+   * the network is disconnected (the in-process backend needs no network login; docs/decisions.md
+   * "Embedded broker, backend account").
    */
   async attachBackend(filters: readonly string[], onMessage: (topic: string, payload: Buffer) => void): Promise<BackendLink> {
     const deliver = (packet: { topic: string; payload: Buffer | string }, done: () => void): void => {

@@ -308,8 +308,9 @@ export class BackupsService {
   }
 
   /**
-   * Restores a stored snapshot while the service runs (spec §2.4; docs/decisions.md "snapshot restore and input rules"). Nothing in the
-   * snapshot is trusted, and nothing live changes until all of it has been checked:
+   * Restores a stored snapshot while the service runs (spec §2.4; docs/decisions.md "snapshot
+   * restore and input rules"). Nothing in the snapshot is trusted, and nothing live changes until
+   * all of it has been checked:
    * 1. its database is extracted, checked and brought to the running schema
    *    ({@link extractSnapshotZip}, {@link prepareSnapshotDatabase});
    * 2. every row of every data table is validated with the API's field rules

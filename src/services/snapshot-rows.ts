@@ -22,8 +22,9 @@ import { pushTargetSchema } from "../store/commands.repository.js";
 import { restageConfig } from "../store/staging.js";
 
 /**
- * Row-by-row validation and sanitizing of a snapshot's database (spec §2.4;
- * docs/decisions.md "Rows are validated before anything is written"). A snapshot is input from whoever wrote the zip: its manifest digest proves nothing.
+ * Row-by-row validation and sanitizing of a snapshot's database (spec §2.4; docs/decisions.md "Rows
+ * are validated before anything is written"). A snapshot is input from whoever wrote the zip: its
+ * manifest digest proves nothing.
  *
  * 1. {@link validateSnapshotRows}: every row of every data table against the field rules of the
  *    REST API (`src/protocol/fields.ts`, the same schemas `src/http/schemas.ts` uses) and the
