@@ -1,15 +1,11 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { test, type TestContext } from "node:test";
 import type { NodeProjection } from "../../src/actors/projection.js";
 import { NodeActorRegistry } from "../../src/actors/registry.js";
 import { ManualClock } from "../../src/clock.js";
-import { createLogger } from "../../src/logger.js";
-import { insertConfig } from "../../src/store/configs.repository.js";
-import { Store } from "../../src/store/db.js";
-import { insertNode, listClientStates } from "../../src/store/nodes.repository.js";
+import type { Store } from "../../src/store/db.js";
+import { listClientStates } from "../../src/store/nodes.repository.js";
+import { CONFIG, log, openStores, seedNodes, tempDbFile } from "./harness.js";
 
 /**
  * The node actor registry on its own (src/actors/registry.ts): a real SQLite file through
@@ -19,8 +15,6 @@ import { insertNode, listClientStates } from "../../src/store/nodes.repository.j
  * until their first event), and the presence sweep dropping a node at its online TTL (spec §3.1).
  */
 
-const log = createLogger("silent");
-const CONFIG = "cfg-1";
 const TTL_MS = 45 * 60_000;
 
 interface StatusChange {
@@ -45,14 +39,8 @@ interface Harness {
 }
 
 async function openHarness(t: TestContext, opts: { file?: string; clock?: ManualClock } = {}): Promise<Harness> {
-  let file = opts.file;
-  if (file === undefined) {
-    const dir = mkdtempSync(join(tmpdir(), "svc-registry-"));
-    t.after(() => rmSync(dir, { recursive: true, force: true }));
-    file = join(dir, "svc.db");
-  }
-  const store = await Store.open(file, log);
-  const reader = await Store.open(file, log);
+  const file = opts.file ?? tempDbFile(t);
+  const { store, reader, close } = await openStores(file);
   const clock = opts.clock ?? new ManualClock();
   // Observation only: count the transactions the registry opens on the real connection.
   let transactions = 0;
@@ -83,42 +71,9 @@ async function openHarness(t: TestContext, opts: { file?: string; clock?: Manual
   });
   t.after(async () => {
     await registry.stop();
-    await reader.close();
-    await store.close();
+    await close();
   });
   return { file, store, reader, clock, registry, changes, transactions: () => transactions };
-}
-
-/** Stores a config and `ids.length` dynamic nodes (rows only; no actor yet). */
-async function seedNodes(store: Store, ids: string[]): Promise<void> {
-  await insertConfig(store.db, {
-    config_id: CONFIG,
-    name: "mesh",
-    tunnel_protocol: "wireguard",
-    network_cidr: "10.9.0.0/24",
-    awg_params: null,
-    created_at: 0,
-    updated_at: 0,
-  });
-  for (const [i, id] of ids.entries()) {
-    await insertNode(
-      store.db,
-      {
-        node_id: id,
-        config_id: CONFIG,
-        name: id,
-        mode: "dynamic",
-        interface_name: "svc0",
-        address: `10.9.0.${i + 1}`,
-        staged_config_version: 0,
-        private_key: "k",
-        public_key: "p",
-        created_at: 0,
-        updated_at: 0,
-      },
-      0,
-    );
-  }
 }
 
 /** Takes the stored nodes under management (fresh actors) and binds each (spec §3.2). */

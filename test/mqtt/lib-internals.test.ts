@@ -35,6 +35,19 @@ function next(client: MqttClient, event: "close" | "reconnect" | "connect"): Pro
   return new Promise((resolve) => client.once(event, () => resolve()));
 }
 
+/** A real aedes broker listening on a free port, closed after the test. */
+async function aedesOnPort(t: TestContext): Promise<{ broker: Aedes; port: number }> {
+  const broker = await Aedes.createBroker();
+  const server = createServer(broker.handle);
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  t.after(() => {
+    server.close();
+    broker.close();
+  });
+  return { broker, port: (server.address() as AddressInfo).port };
+}
+
 function clientOf(t: TestContext, port: number, reconnectPeriod: number): MqttClient {
   const client = mqtt.connect(`mqtt://127.0.0.1:${port}`, { protocolVersion: 4, reconnectPeriod, connectTimeout: 30_000 });
   client.on("error", () => {});
@@ -62,33 +75,19 @@ test("MQTT.js internals: after a failed attempt `reconnectTimer` is armed; rearm
 });
 
 test("MQTT.js internals: with no attempt pending (connected), rearmMqttReconnect changes nothing", { timeout: 10_000 }, async (t) => {
-  const broker = await Aedes.createBroker();
-  const server = createServer(broker.handle);
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  t.after(() => {
-    server.close();
-    broker.close();
-  });
-  const client = clientOf(t, (server.address() as AddressInfo).port, LONG_PERIOD_MS);
+  const { broker, port } = await aedesOnPort(t);
+  const client = clientOf(t, port, LONG_PERIOD_MS);
   await next(client, "connect");
   assert.equal(rearmMqttReconnect(client, 20), false);
   assert.equal(client.options.reconnectPeriod, LONG_PERIOD_MS);
 });
 
 test("aedes internals: `clients` holds a live client by id from CONNACK until it disconnects; onAedesError hears the broker's own error event", { timeout: 10_000 }, async (t) => {
-  const broker = await Aedes.createBroker();
-  const server = createServer(broker.handle);
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  t.after(() => {
-    server.close();
-    broker.close();
-  });
+  const { broker, port } = await aedesOnPort(t);
   assert.deepEqual(Object.keys(aedesClients(broker)), []);
 
   const ready = once(broker, "clientReady");
-  const client = mqtt.connect(`mqtt://127.0.0.1:${(server.address() as AddressInfo).port}`, { protocolVersion: 4, clientId: "svc-cfg-1-node-a", reconnectPeriod: 0 });
+  const client = mqtt.connect(`mqtt://127.0.0.1:${port}`, { protocolVersion: 4, clientId: "svc-cfg-1-node-a", reconnectPeriod: 0 });
   t.after(() => client.end(true));
   await ready;
   const live = aedesClients(broker)["svc-cfg-1-node-a"];
