@@ -126,19 +126,22 @@ test("DESIGN §3 group commit: a failed batch write notifies nobody and rejects 
   assert.equal((await listClientStates(h.reader.db, CONFIG)).get("n-a")?.client_presence_state, "offline");
 });
 
-test("registry dormant nodes: after a restart, restored nodes get no actor until their first event; their stored projection answers meanwhile", async (t) => {
+test("DESIGN §2 actors (rehydration), dormant nodes: after a restart, restored nodes get no actor until their first event; their stored projection answers meanwhile and start writes no row", async (t) => {
   const first = await openHarness(t);
   const ids = ["n-a", "n-b", "n-c"];
   await boundNodes(first, ids);
   for (const id of ids) heartbeat(first, id);
   await settle();
   await first.registry.stop();
+  const updatedAt = async (hh: Harness) => [...(await listClientStates(hh.reader.db, CONFIG)).values()].map((r) => r.updated_at);
+  const stored = await updatedAt(first);
 
+  first.clock.advance(60_000);
   const h = await openHarness(t, { file: first.file, clock: first.clock });
   assert.equal(await h.registry.start(), 3);
-  assert.deepEqual(h.registry.stats(), { nodes: 3, liveActors: 0, sweepTracked: 3, sweepNextAt: first.clock.now() + TTL_MS });
+  assert.deepEqual(h.registry.stats(), { nodes: 3, liveActors: 0, sweepTracked: 3, sweepNextAt: first.clock.now() - 60_000 + TTL_MS });
   assert.equal(h.registry.projection(CONFIG, "n-b")?.presence, "online", "stored projection of a dormant node");
-  assert.equal(h.transactions(), 1, "start writes nothing per node (one empty flush)");
+  assert.deepEqual(await updatedAt(h), stored, "start wrote no node row");
 
   await h.registry.send(CONFIG, "n-b", { type: "mqtt.signal", at: h.clock.now(), source: "event", wgOnline: true });
   assert.equal(h.registry.stats().liveActors, 1, "only the node that got an event has an actor");
