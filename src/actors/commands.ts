@@ -54,7 +54,8 @@ export interface OpenCommand {
   logId: number | null;
   /**
    * For config pushes: the pair the agent is asked to apply. Stored on the control log row, so a
-   * push re-armed after a restart still confirms it (spec §3.5, §9 rule 4; issue 10).
+   * push re-armed after a restart still confirms it (spec §3.5, §9 rule 4; docs/decisions.md
+   * "A config push keeps its target on its control log row").
    */
   pushed: PushTarget | null;
   status: "pending" | "accepted";

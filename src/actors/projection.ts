@@ -26,7 +26,10 @@ export interface NodeProjection {
 
 type NodeSnapshot = SnapshotFrom<NodeMachine>;
 
-function region<T extends string>(snapshot: NodeSnapshot, name: string, fallback: T): T {
+/** What a projection reads: a live snapshot, or a persisted one (state value and context). */
+type ProjectedSnapshot = Pick<NodeSnapshot, "context"> & { value: unknown };
+
+function region<T extends string>(snapshot: ProjectedSnapshot, name: string, fallback: T): T {
   const value = (snapshot.value as Record<string, unknown>)[name];
   if (typeof value === "string") return value as T;
   if (value !== null && typeof value === "object") return Object.keys(value)[0] as T;
@@ -34,7 +37,7 @@ function region<T extends string>(snapshot: NodeSnapshot, name: string, fallback
 }
 
 /** Projects a node machine snapshot. */
-export function projectNode(snapshot: NodeSnapshot): NodeProjection {
+export function projectNode(snapshot: ProjectedSnapshot): NodeProjection {
   const c = snapshot.context;
   return {
     mode: c.mode,

@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from "node:util";
 import { createActor, type Actor, type AnyStateNode } from "xstate";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
@@ -40,8 +41,14 @@ export interface RegistryDeps {
   onStatusChanged(configId: string, nodeId: string, projection: NodeProjection): void;
 }
 
-/** A persisted node snapshot as stored (`getPersistedSnapshot()` JSON). */
+/**
+ * A persisted node snapshot as stored (`getPersistedSnapshot()` JSON), status checked `active`
+ * by {@link parsePersistedNode}: what XState's `createActor(..., { snapshot })` restores from.
+ */
 interface PersistedNode {
+  status: "active";
+  output: undefined;
+  error: undefined;
   value: unknown;
   context: NodeContext;
 }
@@ -187,7 +194,8 @@ export class NodeActorRegistry {
 
   /**
    * Nodes left out at the last start or reload because their stored row or machine snapshot
-   * cannot be restored (issue 10: one bad row never stops start-up). They have no actor: events
+   * cannot be restored (one bad row never stops start-up; docs/decisions.md "Quarantine at start
+   * and reload"). They have no actor: events
    * for them are dropped, REST reads answer from their columns. Repair the row (or delete the
    * node, or reset its client) and restart.
    */
@@ -195,7 +203,7 @@ export class NodeActorRegistry {
     return [...this.#quarantined.values()];
   }
 
-  /** Leaves a node out (no actor) with an error line naming it and why (issue 10). */
+  /** Leaves a node out (no actor) with an error line naming it and why (docs/decisions.md "Quarantine at start and reload"). */
   #quarantine(row: NodeRowForActor, err: unknown): void {
     const k = key(row.config_id, row.node_id);
     const entry = this.#entries.get(k);
@@ -293,7 +301,7 @@ export class NodeActorRegistry {
    * replaced the tables). Queued writes of the old actors are discarded: the store is the truth.
    * Every node that had a bound client before is revoked afterwards (`revokeClient`, reason
    * `reset`): its broker account and live connection go, since a restore drops broker
-   * credentials and restored dynamic nodes re-bind (docs/decisions.md, issue 10). A node that
+   * credentials and restored dynamic nodes re-bind (docs/decisions.md "Broker credentials and machine snapshots"). A node that
    * cannot be restored is quarantined, never a failure of the reload.
    * @returns number of nodes under management afterwards
    */
@@ -361,7 +369,7 @@ export class NodeActorRegistry {
         ctx.mode !== row.mode ||
         (row.staged_config_sha256 !== null && ctx.stagedSha !== row.staged_config_sha256) ||
         (this.#timers && hasPendingTimers(snapshot.value));
-      entry.committed = projectNode(snapshot as never);
+      entry.committed = projectNode(snapshot);
       if (!needsEvents) {
         // Dormant: no XState actor until the node's first event (cold start creates ~nothing
         // per node). Its projection is the stored one; its TTL deadline goes under the sweep.
@@ -397,7 +405,7 @@ export class NodeActorRegistry {
     const actor = createActor(this.#machine, {
       input,
       clock: this.#deps.clock,
-      ...(snapshot === undefined ? {} : { snapshot: snapshot as never }),
+      ...(snapshot === undefined ? {} : { snapshot }),
     });
     entry.actor = actor;
     entry.dormant = null;
@@ -570,7 +578,7 @@ export class NodeActorRegistry {
           const actor = entry.actor!; // dirty entries have actors
           const snap = actor.getSnapshot();
           const w = entry.written;
-          if (w !== undefined && sameValue(w.value, snap.value) && sameContextButSignal(w.context, snap.context)) {
+          if (w !== undefined && isDeepStrictEqual(w.value, snap.value) && sameContextButSignal(w.context, snap.context)) {
             // Only the newest signal moved: nothing an operator sees, and no snapshot JSON.
             this.#persistSignal.run(snap.context.lastSignalAt, now, entry.nodeId);
             continue;
@@ -618,16 +626,6 @@ export class NodeActorRegistry {
 
 function key(configId: string, nodeId: string): string {
   return `${configId}/${nodeId}`;
-}
-
-/** Structural equality of two XState state values (strings and nested objects of them). */
-function sameValue(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
-  const ka = Object.keys(a);
-  if (ka.length !== Object.keys(b).length) return false;
-  for (const k of ka) if (!sameValue((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k])) return false;
-  return true;
 }
 
 /** True when two node contexts differ in `lastSignalAt` at most. */
@@ -689,7 +687,8 @@ function storedShapeProblem(raw: unknown): string | undefined {
 }
 
 /**
- * Parses a stored machine snapshot strictly (issue 10: a stored row never crashes a start):
+ * Parses a stored machine snapshot strictly (a stored row never crashes a start; docs/decisions.md
+ * "Quarantine at start and reload"):
  * JSON, status `active`, a state value that names only states of the machine (every parallel
  * region, one child per compound state), a context of the right shape, and the row's own ids.
  * @throws Error naming the first problem

@@ -94,7 +94,7 @@ interface AgentState {
 }
 
 /**
- * The agent runtime (issue 4): one MQTT worker for the current profile.
+ * The agent runtime (spec §5, §6; DESIGN §2 `src/agent`): one MQTT worker for the current profile.
  *
  * - A fresh `boot_id` per process and `session_id` per MQTT session; the will of spec §6.3.
  * - On connect: subscribes to its four downstream topics (a clean session, so every connect),
@@ -105,7 +105,7 @@ interface AgentState {
  * - Not root → an `event` with a clear error and ACK `failed` (spec §5).
  * - Control `push_config` (spec §6.3) runs the §3.8 push flow: with the config/push fields in its
  *   payload, that push; with the bare control payload, the last config applied to the interface
- *   under that protocol, re-applied (docs/decisions.md, issue 10).
+ *   under that protocol, re-applied (docs/decisions.md "Control `push_config` on the agent").
  * Resolves when `signal` aborts.
  */
 export async function runAgent(opts: RunAgentOptions): Promise<void> {
@@ -335,7 +335,8 @@ export async function runAgent(opts: RunAgentOptions): Promise<void> {
   };
 
   /**
-   * spec §6.3 control `push_config` ("trigger the config push flow"; docs/decisions.md, issue 10):
+   * spec §6.3 control `push_config` ("trigger the config push flow"; docs/decisions.md "Control
+   * `push_config` on the agent"):
    * - a payload that also carries the config push fields (§6.3 config/push) runs exactly that push;
    * - the bare control payload (action, tunnel_protocol, interface_name) re-runs the §3.8 sequence
    *   with the last config this agent applied to that interface under that protocol: the file at

@@ -1,6 +1,5 @@
-import { createHash, randomBytes } from "node:crypto";
-import { mkdir, open, rename, unlink } from "node:fs/promises";
-import { basename, dirname, join } from "node:path";
+import { createHash } from "node:crypto";
+import { writeFileAtomic } from "../lib/atomic-write.js";
 import { configPushPayloadSchema, type ConfigPushPayload, type TunnelProtocol } from "../protocol/envelope.schema.js";
 import type { Toolchain, ToolchainFor } from "./toolchain.types.js";
 
@@ -136,40 +135,14 @@ export function sha256Hex(text: string): string {
 }
 
 /**
- * The default `writeConfig`: creates the directory (and missing parents) with mode 0700, writes a
- * temp file in the same directory (exclusive create, 0600), fsyncs it, renames it over `path` and
- * fsyncs the directory, so a crash leaves either the old file or the new one, never a mix. On
- * failure the temp file is removed and the old file is untouched. (On Windows the modes and the
- * directory fsync are skipped by the OS; see toolchains.ts for the ACL note.)
+ * The default `writeConfig`: creates the directory (and missing parents) with mode 0700 and
+ * replaces `path` atomically with mode 0600, fsynced (see {@link writeFileAtomic}), so a crash
+ * leaves either the old file or the new one, never a mix. On failure the old file is untouched.
+ * (On Windows the modes and the directory fsync are skipped by the OS; see toolchains.ts for
+ * the ACL note.)
  */
 export async function atomicWriteFile(path: string, text: string): Promise<void> {
-  const dir = dirname(path);
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  const temp = join(dir, `.${basename(path)}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`);
-  let handle = await open(temp, "wx", 0o600);
-  try {
-    try {
-      await handle.chmod(0o600); // the umask may have narrowed it further; make it exact
-      await handle.writeFile(text, "utf8");
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    await rename(temp, path);
-  } catch (err) {
-    await unlink(temp).catch((unlinkErr: NodeJS.ErrnoException) => {
-      if (unlinkErr.code !== "ENOENT") throw new AggregateError([err, unlinkErr], `writing ${path} failed and ${temp} could not be removed`);
-    });
-    throw err;
-  }
-  if (process.platform !== "win32") {
-    handle = await open(dir, "r");
-    try {
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-  }
+  await writeFileAtomic(path, text, { mode: 0o600, mkdir: { mode: 0o700 } });
 }
 
 function cause(err: unknown): string {

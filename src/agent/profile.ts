@@ -1,7 +1,7 @@
-import { randomBytes } from "node:crypto";
-import { mkdir, open, readFile, rename, rm } from "node:fs/promises";
+import { mkdir, readFile } from "node:fs/promises";
 import { join, win32 } from "node:path";
 import { z } from "zod";
+import { writeFileAtomic } from "../lib/atomic-write.js";
 import { ID_PATTERN } from "../protocol/ids.js";
 
 /**
@@ -149,35 +149,8 @@ export async function writeProfile(dir: string, profile: AgentProfile): Promise<
   const parsed = agentProfileSchema.safeParse(profile);
   if (!parsed.success) throw new ProfileError("invalid", file, `refusing to write ${file}: ${describeIssues(parsed.error)}`);
   await ensureProfileDir(dir);
-  const tmp = join(dir, `.${PROFILE_FILE}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`);
-  const handle = await open(tmp, "wx", 0o600);
-  try {
-    try {
-      await handle.writeFile(`${JSON.stringify(parsed.data, null, 2)}\n`, "utf8");
-      // The umask can only clear bits, but a pre-set ACL or odd umask is corrected here too.
-      if (process.platform !== "win32") await handle.chmod(0o600);
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    await rename(tmp, file);
-  } catch (err) {
-    await rm(tmp, { force: true });
-    throw err;
-  }
-  await syncDir(dir);
+  await writeFileAtomic(file, `${JSON.stringify(parsed.data, null, 2)}\n`, { mode: 0o600 });
   return file;
-}
-
-/** Makes the rename durable (POSIX); a no-op where directories cannot be opened (Windows). */
-async function syncDir(dir: string): Promise<void> {
-  if (process.platform === "win32") return;
-  const handle = await open(dir, "r");
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
 }
 
 /**

@@ -71,7 +71,10 @@ interface Frame {
   readonly bytes: number;
 }
 
-/** What bounds a stream's life besides its client (issue 10: a stream ends with its admin session). */
+/**
+ * What bounds a stream's life besides its client: it ends with its admin session (docs/decisions.md
+ * "A stream lives no longer than its admin session").
+ */
 export interface AttachOptions {
   /** Opaque id of the admin session the stream was opened with; {@link EventHub.endSession} ends its streams. */
   session?: string;
@@ -191,7 +194,7 @@ export class EventHub {
    * the buffer. Replay is limited to the newest frames that fit the per-subscriber queue limit.
    *
    * With `opts.session` the stream is ended by {@link endSession} of that session; with
-   * `opts.expiresAt` it ends at that time of the hub clock (issue 10: a stream lives no longer than
+   * `opts.expiresAt` it ends at that time of the hub clock (docs/decisions.md: a stream lives no longer than
    * the admin session it was opened with).
    *
    * After {@link close}, answers 503 `SERVICE_UNAVAILABLE` at once. Resolves when the opening
@@ -278,8 +281,9 @@ export class EventHub {
   }
 
   /**
-   * Ends every stream opened with this admin session (issue 10: logout ends the console's stream;
-   * the console then reconnects and is told to log in again).
+   * Ends every stream opened with this admin session (docs/decisions.md "A stream lives no longer
+   * than its admin session": logout ends the console's stream; the console then reconnects and is
+   * told to log in again).
    * @returns how many streams were ended
    */
   endSession(session: string): number {

@@ -226,11 +226,12 @@ export function bearerToken(req: FastifyRequest): string | undefined {
 }
 
 /**
- * Answers a request Node's HTTP parser refused (its `clientError` event; issue 10): the DESIGN §3
- * error body with a registered code, written straight to the socket, which is then closed.
- * `HPE_HEADER_OVERFLOW` → 431 HEADERS_TOO_LARGE, `ERR_HTTP_REQUEST_TIMEOUT` → 408
- * REQUEST_TIMEOUT, anything else (bad request line, header token, chunking) → 400
- * VALIDATION_FAILED. A reset or destroyed socket gets nothing. Logged at debug, without headers.
+ * Answers a request Node's HTTP parser refused (its `clientError` event; docs/decisions.md "Client
+ * errors before routing"): the DESIGN §3 error body with a registered code, written straight to the
+ * socket, which is then closed. `HPE_HEADER_OVERFLOW` → 431 HEADERS_TOO_LARGE,
+ * `ERR_HTTP_REQUEST_TIMEOUT` → 408 REQUEST_TIMEOUT, anything else (bad request line, header token,
+ * chunking) → 400 VALIDATION_FAILED. A reset or destroyed socket gets nothing. Logged at debug,
+ * without headers.
  */
 export function answerClientError(err: Error & { code?: string }, socket: Duplex, log: Logger): void {
   if (err.code === "ECONNRESET" || socket.destroyed) return;

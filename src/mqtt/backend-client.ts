@@ -3,6 +3,7 @@ import mqtt, { type IClientOptions, type MqttClient } from "mqtt";
 import type { Logger } from "../logger.js";
 import type { Envelope } from "../protocol/envelope.schema.js";
 import { backendSubscriptions } from "../protocol/topics.js";
+import { rearmMqttReconnect } from "./lib-internals.js";
 
 export interface BackendClientOptions {
   /** e.g. mqtt://127.0.0.1:1883; `mqtts://` connects with TLS (spec §1.9). */
@@ -141,13 +142,7 @@ export class BackendMqttClient {
    */
   reconnectNow(): void {
     if (this.#closed || this.#connected) return;
-    // MQTT.js 5.16 keeps the pending attempt in `reconnectTimer` (not declared in its types);
-    // re-arming it with the minimum period is what its own close handler does.
-    const internals = this.#client as unknown as { reconnectTimer: unknown; _clearReconnect(): void; _setupReconnect(): void };
-    if (!internals.reconnectTimer) return;
-    internals._clearReconnect();
-    this.#client.options.reconnectPeriod = this.#minMs;
-    internals._setupReconnect();
+    rearmMqttReconnect(this.#client, this.#minMs);
   }
 
   /**

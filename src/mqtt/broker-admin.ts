@@ -1,5 +1,5 @@
 /**
- * One broker-admin interface, three adapters (issue 6, DESIGN §1 "broker adapters"):
+ * One broker-admin interface, three adapters (DESIGN §1 "broker adapters"):
  * `embedded` (aedes in this process; it reads accounts from the store at every CONNECT),
  * `emqx` (management REST API: built-in-database users, kick, authorization cache) and
  * `mosquitto` (dynamic security plugin over `$CONTROL/dynamic-security/v1`).

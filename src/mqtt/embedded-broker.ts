@@ -1,4 +1,3 @@
-import type { EventEmitter } from "node:events";
 import { createServer, type AddressInfo, type Server as NetServer, type Socket } from "node:net";
 import { createServer as createTlsServer, type TLSSocket } from "node:tls";
 import {
@@ -12,6 +11,7 @@ import type { Logger } from "../logger.js";
 import { MAX_ENVELOPE_BYTES, type Envelope } from "../protocol/envelope.schema.js";
 import { authorize, type BrokerIdentity } from "./authz.policy.js";
 import { verifyBrokerPassword, type BrokerUserLookup } from "./broker-users.js";
+import { aedesClients, onAedesError } from "./lib-internals.js";
 
 export type { BrokerUser, BrokerUserLookup } from "./broker-users.js";
 
@@ -54,10 +54,6 @@ const RC_BAD_USERNAME_OR_PASSWORD = 4;
 const RC_NOT_AUTHORIZED = 5;
 
 /** What aedes has at runtime but does not declare: the live clients by id, and their state. */
-interface AedesInternals {
-  clients: Record<string, Client | undefined>;
-}
-
 type Will = NonNullable<ConnectPacket["will"]>;
 
 function refuse(returnCode: number, message: string): AuthenticateError {
@@ -118,7 +114,7 @@ export class EmbeddedBroker {
     const identities = new WeakMap<Client, BrokerIdentity>();
     const wills = new WeakMap<Client, Will>();
     // Set once the broker exists; the hooks below only run after that.
-    let internals: AedesInternals = { clients: {} };
+    let created: Aedes | null = null;
     // Open in-process backend links ({@link EmbeddedBroker.attachBackend}); while any is open the
     // backend account has no business on the network.
     const backendLinks = { open: 0 };
@@ -142,8 +138,9 @@ export class EmbeddedBroker {
           done(refuse(RC_SERVER_UNAVAILABLE, "server unavailable"), null);
           return;
         }
-        // issue 10: the backend is linked in-process, so its broker account is refused over the
-        // network before its password is even checked (no password oracle either).
+        // The backend is linked in-process, so its broker account is refused over the
+        // network before its password is even checked (no password oracle either; docs/decisions.md
+        // "Embedded broker, backend account").
         if (user?.identity.kind === "backend" && backendLinks.open > 0) {
           log.warn({ clientId: client.id, username }, "mqtt connect refused: the backend account is linked in-process only");
           done(refuse(RC_NOT_AUTHORIZED, "not authorized"), null);
@@ -163,7 +160,7 @@ export class EmbeddedBroker {
         }
         // A live client with this id is taken over by aedes (MQTT-3.1.4-2); only its own
         // identity may do that.
-        const live = internals.clients[client.id];
+        const live = created === null ? undefined : aedesClients(created)[client.id];
         if (live !== undefined && live !== client && !sameIdentity(identities.get(live), identity)) {
           log.warn({ clientId: client.id, username }, "mqtt connect refused: client id in use by another user");
           done(refuse(RC_IDENTIFIER_REJECTED, "identifier rejected"), null);
@@ -237,9 +234,8 @@ export class EmbeddedBroker {
       drainTimeout: opts.drainTimeoutMs ?? 30_000,
       connectTimeout: opts.connectTimeoutMs ?? 10_000,
     });
-    internals = broker as unknown as AedesInternals;
-    // aedes emits "error" on itself (for example from will housekeeping); unhandled it would throw.
-    (broker as unknown as EventEmitter).on("error", (err: unknown) => log.error({ err }, "mqtt broker error"));
+    created = broker;
+    onAedesError(broker, (err) => log.error({ err }, "mqtt broker error"));
     broker.on("clientError", (client, err) => log.debug({ clientId: client.id, err: err.message }, "mqtt client error"));
     broker.on("connectionError", (_client, err) => log.debug({ err: err.message }, "mqtt connection error"));
     broker.on("clientReady", (client) => {
@@ -293,7 +289,7 @@ export class EmbeddedBroker {
   }
 
   private live(clientId: string): Client | undefined {
-    return (this.broker as unknown as AedesInternals).clients[clientId];
+    return aedesClients(this.broker)[clientId];
   }
 
   /**
@@ -320,7 +316,7 @@ export class EmbeddedBroker {
 
   /** The number of connected clients. */
   connectedCount(): number {
-    const clients = (this.broker as unknown as AedesInternals).clients;
+    const clients = aedesClients(this.broker);
     return Object.values(clients).filter((c) => c !== undefined && !c.closed).length;
   }
 
@@ -332,8 +328,9 @@ export class EmbeddedBroker {
    * `authorizeForward`. `onMessage` gets every matching publish once; it must not throw.
    *
    * While the link is open, network CONNECTs whose username resolves to the backend identity are
-   * refused with CONNACK 5 (not authorized), and a backend-identity client already connected
-   * over the network is disconnected (issue 10: the in-process backend needs no network login).
+   * refused with CONNACK 5 (not authorized), and a backend-identity client already connected over
+   * the network is disconnected (the in-process backend needs no network login; docs/decisions.md
+   * "Embedded broker, backend account").
    */
   async attachBackend(filters: readonly string[], onMessage: (topic: string, payload: Buffer) => void): Promise<BackendLink> {
     const deliver = (packet: { topic: string; payload: Buffer | string }, done: () => void): void => {
@@ -346,12 +343,12 @@ export class EmbeddedBroker {
     };
     const subscribe = (filter: string) =>
       new Promise<void>((resolve, reject) =>
-        this.broker.subscribe(filter, deliver as never, (err?: unknown) => (err ? reject(err as Error) : resolve())),
+        this.broker.subscribe(filter, deliver, (err?: unknown) => (err ? reject(err as Error) : resolve())),
       );
     for (const filter of filters) await subscribe(filter);
     let open = true;
     this.backendLinks.open += 1;
-    for (const client of Object.values((this.broker as unknown as AedesInternals).clients)) {
+    for (const client of Object.values(aedesClients(this.broker))) {
       if (client !== undefined && !client.closed && this.identities.get(client)?.kind === "backend") {
         this.log.warn({ clientId: client.id }, "network backend client disconnected: the backend is linked in-process");
         client.close();
@@ -369,7 +366,7 @@ export class EmbeddedBroker {
             return;
           }
           this.broker.publish(
-            { cmd: "publish", topic, payload: Buffer.from(JSON.stringify(envelope)), qos: 1, retain: false, dup: false } as never,
+            { cmd: "publish", topic, payload: Buffer.from(JSON.stringify(envelope)), qos: 1, retain: false, dup: false },
             (err?: Error) => (err ? reject(err) : resolve()),
           );
         }),
@@ -378,7 +375,7 @@ export class EmbeddedBroker {
         open = false;
         this.backendLinks.open -= 1;
         for (const filter of filters) {
-          await new Promise<void>((resolve) => this.broker.unsubscribe(filter, deliver as never, () => resolve()));
+          await new Promise<void>((resolve) => this.broker.unsubscribe(filter, deliver, () => resolve()));
         }
       },
     };

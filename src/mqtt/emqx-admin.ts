@@ -11,13 +11,13 @@ import {
 } from "./broker-admin.js";
 
 /**
- * The `emqx` broker adapter (issue 6 Build item 1): mirrors the store's broker accounts into
+ * The `emqx` broker adapter (DESIGN §1 "broker adapters"): mirrors the store's broker accounts into
  * EMQX 5 through its management REST API (`/api/v5`, HTTP Basic with an API key and secret).
  *
  * - Accounts live in the built-in database authenticator (`password_based:built_in_database`).
  *   Nodes are never superusers: EMQX superusers skip authorization, and every node must be
  *   judged by `POST /api/internal/emqx/authz` (spec §4 rule 13, §5 rules 1-2).
- * - The backend user is not a superuser either by default (docs/decisions.md, issue 6 EMQX): its
+ * - The backend user is not a superuser either by default (docs/decisions.md "The EMQX adapter"): its
  *   grants are exactly spec §5 rule 3, answered by the same policy.
  * - EMQX does not disconnect a live client when its user is deleted or its password changes,
  *   so {@link BrokerAdmin.putNode} and {@link BrokerAdmin.removeNode} kick the client

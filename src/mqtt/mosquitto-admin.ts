@@ -14,13 +14,13 @@ import {
 import { redactUrl } from "./backend-client.js";
 
 /**
- * The `mosquitto` broker adapter (issue 6 Build 1): Mosquitto 2.0 with the dynamic security
+ * The `mosquitto` broker adapter (DESIGN §1 "broker adapters"): Mosquitto 2.0 with the dynamic security
  * plugin, administered over `$CONTROL/dynamic-security/v1` (shared/reference/brokers.md).
  *
  * - Its own MQTT connection, authenticated as the dynamic-security admin that
  *   `mosquitto_ctrl dynsec init` created (SVC_MOSQUITTO_ADMIN_USERNAME/_PASSWORD). The backend's
  *   data connection uses a separate, least-privilege user that this adapter creates and keeps in
- *   line; the admin only ever talks to `$CONTROL/...` (docs/decisions.md, issue 6 brokers).
+ *   line; the admin only ever talks to `$CONTROL/...` (docs/decisions.md "Mosquitto adapter").
  * - One client per node, `n:{config_id}:{node_id}`, bound to its client id
  *   `svc-{config_id}-{node_id}` (the broker refuses any other id), holding exactly one role of
  *   the same name whose ACLs are the node's literal topics (spec §5 rules 1-2, §6.1:

@@ -3,15 +3,16 @@
 import "reflect-metadata";
 import * as x509 from "@peculiar/x509";
 import { createPrivateKey, randomBytes, webcrypto, X509Certificate, type KeyObject } from "node:crypto";
-import { chmod, mkdir, open, readFile, rename, rm } from "node:fs/promises";
+import { chmod, mkdir, readFile, rm } from "node:fs/promises";
 import { isIP } from "node:net";
 import { join } from "node:path";
 import type { Settings } from "../config.js";
 import { SettingsError } from "../config.js";
+import { writeFileAtomic } from "../lib/atomic-write.js";
 import type { Logger } from "../logger.js";
 
 /**
- * TLS for MQTT (spec §1.9, §2.6, §5 "Agent to broker"; DESIGN §6; issue 6 Build item 3).
+ * TLS for MQTT (spec §1.9, §2.6, §5 "Agent to broker"; DESIGN §6; docs/decisions.md "TLS for MQTT").
  *
  * The embedded broker's TLS listener serves either a certificate from files
  * (`SVC_MQTT_TLS_CERT_FILE`, `SVC_MQTT_TLS_KEY_FILE`, `SVC_MQTT_TLS_CA_FILE`) or a CA and a
@@ -174,7 +175,7 @@ export async function ensureGeneratedTls(opts: { dir: string; publicHost: string
   let caChanged = false;
   if (ca === null) {
     ca = await generateCa(now);
-    await writeAtomic(path("caKey"), ca.keyPem, 0o600);
+    await writeFileAtomic(path("caKey"), ca.keyPem, { mode: 0o600 });
     caChanged = true;
   } else {
     await chmod(path("caKey"), 0o600);
@@ -192,8 +193,8 @@ export async function ensureGeneratedTls(opts: { dir: string; publicHost: string
     const issued = await issueServer(ca, hosts, now);
     certPem = issued.certPem;
     keyPem = issued.keyPem;
-    await writeAtomic(path("serverKey"), keyPem, 0o600);
-    await writeAtomic(path("serverCert"), certPem, 0o644);
+    await writeFileAtomic(path("serverKey"), keyPem, { mode: 0o600 });
+    await writeFileAtomic(path("serverCert"), certPem, { mode: 0o644 });
     log.info(
       { file: path("serverCert"), reason, hosts, fingerprint256: new X509Certificate(certPem).fingerprint256 },
       "mqtt tls server certificate generated",
@@ -201,7 +202,7 @@ export async function ensureGeneratedTls(opts: { dir: string; publicHost: string
   }
   if (caChanged) {
     // Last: its presence means the CA is complete (see above).
-    await writeAtomic(path("caCert"), ca.certPem, 0o644);
+    await writeFileAtomic(path("caCert"), ca.certPem, { mode: 0o644 });
     log.info({ file: path("caCert"), fingerprint256: ca.cert.fingerprint256 }, "mqtt tls CA generated");
   }
   return { caPem: ca.certPem, certPem, keyPem, source: "generated" };
@@ -347,20 +348,3 @@ async function readIfExists(path: string): Promise<string | null> {
   }
 }
 
-/** Writes `data` to a temporary file beside `path` with `mode`, syncs it and renames it over `path`. */
-async function writeAtomic(path: string, data: string, mode: number): Promise<void> {
-  const tmp = `${path}.${randomBytes(6).toString("hex")}.tmp`;
-  const fh = await open(tmp, "wx", mode);
-  try {
-    await fh.writeFile(data, "utf8");
-    await fh.sync();
-  } catch (err) {
-    await fh.close();
-    await rm(tmp, { force: true });
-    throw err;
-  }
-  await fh.close();
-  // The umask may have narrowed the mode on creation; never widened, but make it exact.
-  await chmod(tmp, mode);
-  await rename(tmp, path);
-}

@@ -5,12 +5,12 @@ import { isAppError } from "../errors.js";
 /**
  * Field rules shared by every boundary that accepts mesh data: the REST API (src/http/schemas.ts),
  * snapshot rows (src/services/snapshot-rows.ts) and, for `interface_name`, the MQTT envelopes.
- * One definition each, so a snapshot can never hold what the API would refuse (issue 10).
+ * One definition each, so a snapshot can never hold what the API would refuse (docs/decisions.md "Input rules").
  */
 
 /**
  * Printable text: trimmed, 1..max characters, no C0 control (U+0000-U+001F), DEL (U+007F) or
- * C1 control (U+0080-U+009F; issue 10: C1 controls such as U+0085 NEL and U+009B CSI act as
+ * C1 control (U+0080-U+009F: C1 controls such as U+0085 NEL and U+009B CSI act as
  * line breaks and terminal escapes).
  */
 export const printable = (max: number) =>

@@ -1,6 +1,6 @@
-import { createHash, randomBytes } from "node:crypto";
+import { createHash } from "node:crypto";
 import { createReadStream, existsSync, type ReadStream } from "node:fs";
-import { mkdir, open, readdir, rename, rm, stat } from "node:fs/promises";
+import { mkdir, readdir, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import type { Clock } from "../clock.js";
@@ -15,6 +15,7 @@ import {
   supportedTargets,
 } from "../domain/artifact-name.js";
 import { AppError, isAppError } from "../errors.js";
+import { writeFileAtomic } from "../lib/atomic-write.js";
 import type { Logger } from "../logger.js";
 import type { Store } from "../store/db.js";
 import type { ClientTarget } from "../protocol/client-targets.js";
@@ -330,20 +331,8 @@ export class ArtifactsService {
     for (const warning of zip.warnings) this.#log.warn({ warning }, "client bundle warning");
     await mkdir(this.artifactsDir, { recursive: true });
     await this.#prune(zip.filename);
-    const tmp = join(this.artifactsDir, `.${zip.filename}.${randomBytes(6).toString("hex")}.tmp`);
-    const handle = await open(tmp, "wx", 0o644);
-    try {
-      try {
-        await handle.writeFile(zip.zip);
-        await handle.sync();
-      } finally {
-        await handle.close();
-      }
-      await rename(tmp, path);
-    } catch (err) {
-      await rm(tmp, { force: true });
-      throw err;
-    }
+    // 0644: the client zip holds no secret.
+    await writeFileAtomic(path, zip.zip, { mode: 0o644 });
     this.#log.info(
       { file: zip.filename, bytes: zip.zip.length, ms: Math.round(performance.now() - started), goos: target.goos, goarch: target.goarch },
       "client artifact built",

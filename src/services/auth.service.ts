@@ -15,7 +15,10 @@ export interface AuthServiceDeps {
   sessionTtlMs: number;
 }
 
-/** An admin session, as the SSE stream needs it (issue 10: a stream lives no longer than its session). */
+/**
+ * An admin session, as the SSE stream needs it (a stream lives no longer than its session;
+ * docs/decisions.md "A stream lives no longer than its admin session").
+ */
 export interface AdminSession {
   /** Opaque id of the session: the SHA-256 (hex) of its token, never the token itself. */
   key: string;
@@ -110,7 +113,8 @@ export class AuthService {
 
   /**
    * Calls `listener(key)` after a session was ended by logout (its row is gone): the SSE hub ends
-   * that session's streams (issue 10). A throwing listener is ignored by the others.
+   * that session's streams (docs/decisions.md "A stream lives no longer than its admin session"). A
+   * throwing listener is ignored by the others.
    * @returns a function that removes the listener
    */
   onSessionRevoked(listener: (key: string) => void): () => void {

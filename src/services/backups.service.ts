@@ -2,11 +2,13 @@ import { createWriteStream } from "node:fs";
 import { mkdir, mkdtemp, open, readdir, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
+import PQueue from "p-queue";
 import type { NodeActorRegistry } from "../actors/registry.js";
 import { isoTime, type Clock } from "../clock.js";
 import type { Settings } from "../config.js";
 import { AppError, isAppError } from "../errors.js";
 import type { EventHub } from "../events/hub.js";
+import { isAtomicWriteTemp } from "../lib/atomic-write.js";
 import type { Logger } from "../logger.js";
 import { newId } from "../protocol/ids.js";
 import type { Store } from "../store/db.js";
@@ -121,18 +123,10 @@ export class SnapshotUpload {
   }
 }
 
-/** Runs async work one at a time, in call order. */
-class Serial {
-  #tail: Promise<unknown> = Promise.resolve();
-
-  run<T>(fn: () => Promise<T>): Promise<T> {
-    const result = this.#tail.then(fn, fn);
-    this.#tail = result.catch(() => undefined);
-    return result;
-  }
-}
-
-/** Work directories and temp files are dot-names; left over by a crash, they are removed at first use. */
+/**
+ * Work directories and temp files are dot-names; left over by a crash, they are removed at first
+ * use (with the temp files of {@link isAtomicWriteTemp}, and `*.json.tmp` sidecars of older versions).
+ */
 const WORK_PREFIXES = [".create-", ".import-", ".restore-", ".tmp-"];
 
 /**
@@ -144,8 +138,10 @@ const WORK_PREFIXES = [".create-", ".import-", ".restore-", ".tmp-"];
  * published after each (spec §6.5 publishing points), after the write.
  */
 export class BackupsService {
-  readonly #snapshots = new Serial();
-  readonly #packages = new Serial();
+  /** Snapshot changes, one at a time in call order; a failed one rejects its caller only. */
+  readonly #snapshots = new PQueue({ concurrency: 1 });
+  /** Package creations, likewise. */
+  readonly #packages = new PQueue({ concurrency: 1 });
   readonly #dirs = new Map<string, Promise<string>>();
 
   constructor(readonly deps: BackupsServiceDeps) {}
@@ -172,7 +168,7 @@ export class BackupsService {
    */
   async createSnapshot(): Promise<SnapshotEntry> {
     const { store, clock } = this.deps;
-    const entry = await this.#snapshots.run(async () => {
+    const entry = await this.#snapshots.add(async () => {
       const dir = await this.#dir(this.snapshotsDir);
       const work = await mkdtemp(join(dir, ".create-"));
       const id = newId("snap") as string;
@@ -289,7 +285,7 @@ export class BackupsService {
   async importSnapshot(upload: SnapshotUpload): Promise<SnapshotEntry> {
     const { store, clock, settings, log } = this.deps;
     try {
-      const entry = await this.#snapshots.run(async () => {
+      const entry = await this.#snapshots.add(async () => {
         const { manifest, dbFile } = await extractSnapshotZip(upload.file, upload.dir, settings.maxSnapshotBytes);
         await prepareSnapshotDatabase(dbFile, tableDefinitions(store.sqlite), log);
         await validateSnapshotRows(dbFile);
@@ -312,8 +308,9 @@ export class BackupsService {
   }
 
   /**
-   * Restores a stored snapshot while the service runs (spec §2.4; issue 10). Nothing in the
-   * snapshot is trusted, and nothing live changes until all of it has been checked:
+   * Restores a stored snapshot while the service runs (spec §2.4; docs/decisions.md "snapshot
+   * restore and input rules"). Nothing in the snapshot is trusted, and nothing live changes until
+   * all of it has been checked:
    * 1. its database is extracted, checked and brought to the running schema
    *    ({@link extractSnapshotZip}, {@link prepareSnapshotDatabase});
    * 2. every row of every data table is validated with the API's field rules
@@ -332,7 +329,7 @@ export class BackupsService {
    */
   async restoreSnapshot(snapshotId: string): Promise<{ restored: string }> {
     const { store, registry, clock, log } = this.deps;
-    await this.#snapshots.run(async () => {
+    await this.#snapshots.add(async () => {
       const record = await this.#requireSnapshot(snapshotId);
       const dir = await this.#dir(this.snapshotsDir);
       const work = await mkdtemp(join(dir, ".restore-"));
@@ -363,7 +360,7 @@ export class BackupsService {
   /** Deletes a stored snapshot and revokes its download tokens. @throws AppError NOT_FOUND */
   async deleteSnapshot(snapshotId: string): Promise<void> {
     const { store } = this.deps;
-    await this.#snapshots.run(async () => {
+    await this.#snapshots.add(async () => {
       await this.#requireSnapshot(snapshotId);
       await store.transaction((trx) => tokensRepo.deleteDownloadTokensOf(trx, "snapshot_export", snapshotId));
       // The sidecar first: from then on the snapshot is not listed.
@@ -383,7 +380,7 @@ export class BackupsService {
    */
   async createBulkPackage(configIds?: string[]): Promise<PackageDownloadGrant> {
     const { mesh, store, clock, downloads, log } = this.deps;
-    return this.#packages.run(async () => {
+    return this.#packages.add(async () => {
       const ids = configIds === undefined ? (await mesh.listConfigs()).map((c) => c.config_id) : [...new Set(configIds)];
       const configs: PackageConfig[] = [];
       for (const configId of ids) {
@@ -499,7 +496,9 @@ export class BackupsService {
       ready = (async () => {
         await mkdir(path, { recursive: true, mode: 0o700 });
         for (const name of await readdir(path)) {
-          if (WORK_PREFIXES.some((p) => name.startsWith(p)) || name.endsWith(".json.tmp")) await removePath(join(path, name));
+          if (WORK_PREFIXES.some((p) => name.startsWith(p)) || name.endsWith(".json.tmp") || isAtomicWriteTemp(name)) {
+            await removePath(join(path, name));
+          }
         }
         return path;
       })();

@@ -1,10 +1,11 @@
 import { createWriteStream } from "node:fs";
-import { readdir, readFile } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import * as yazl from "yazl";
 import { z } from "zod";
+import { readdirOrEmpty } from "../lib/fs.js";
 import type { Logger } from "../logger.js";
 import { ID_PATTERN } from "../protocol/ids.js";
 
@@ -85,13 +86,7 @@ export async function writePackageZip(entries: Array<{ path: string; text: strin
 
 /** Every readable package sidecar of `dir` (normally one); a missing directory is none. */
 export async function readPackageRecords(dir: string, log: Logger): Promise<PackageRecord[]> {
-  let names: string[];
-  try {
-    names = await readdir(dir);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
-    throw err;
-  }
+  const names = await readdirOrEmpty(dir);
   const out: PackageRecord[] = [];
   for (const name of names) {
     if (!name.endsWith(".json") || name.startsWith(".")) continue;

@@ -58,7 +58,7 @@ export interface ControlServiceDeps {
   /** Host and port bind profiles give agents. */
   brokerEndpoint(): BrokerEndpoint;
   /**
-   * issue 6: the bound node's password sealed for external brokers (src/mqtt/broker-passwords.ts),
+   * The bound node's password sealed for external brokers (src/mqtt/broker-passwords.ts),
    * stored in the bind transaction; null when it cannot be sealed (logged by the caller).
    */
   sealBrokerPassword(username: string, password: string): string | null;
@@ -111,7 +111,7 @@ export class ControlService {
    * redemptions of one token yield exactly one success. Rotates the node's MQTT credentials: the
    * hash (what the embedded broker reads at CONNECT) and the sealed password (what external
    * brokers are reconciled from) in the same transaction, then the broker account is put; a
-   * broker failure does not roll the bind back (spec §3.2, issue 6).
+   * broker failure does not roll the bind back (spec §3.2; docs/decisions.md "Broker sync and reconciliation").
    * @throws AppError MQTT_DISABLED, INVALID_BIND_TOKEN (unknown, expired, invalidated),
    *   BIND_TOKEN_USED, NODE_NOT_DYNAMIC
    */
@@ -239,7 +239,7 @@ export class ControlService {
    * A node deleted, made static or reset meanwhile is skipped (debug log). Any other failure
    * before the publish is logged with the node and stored as a `push_config` control log row
    * with status `failed` and the reason; a publish the broker refused closes the push's own row
-   * as `failed` (the command tracker logs it). Nothing is swallowed (issue 10).
+   * as `failed` (the command tracker logs it). Nothing is swallowed (docs/decisions.md "Failures on the command path are logged").
    */
   schedulePush(configId: string, nodeId: string): void {
     if (!this.#d.mqttEnabled) return;
@@ -350,7 +350,7 @@ export class ControlService {
  * and dynamic → static: spec §3.1). Run inside the caller's transaction.
  */
 export async function clearClientCredentials(trx: Store["db"], nodeId: string, now: number): Promise<void> {
-  // The sealed copy of the password goes with the hash (issue 6).
+  // The sealed copy of the password goes with the hash (docs/decisions.md "Broker passwords").
   await trx
     .deleteFrom("broker_credentials")
     .where("mqtt_username", "in", trx.selectFrom("node_client_state").select("mqtt_username").where("node_id", "=", nodeId))

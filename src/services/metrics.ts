@@ -3,7 +3,7 @@ import type { NodeProjection } from "../actors/projection.js";
 import type { EventHubMetrics } from "../events/hub.js";
 
 /**
- * Operational metrics in the Prometheus text exposition format (issue 6 item 6), served by
+ * Operational metrics in the Prometheus text exposition format (docs/decisions.md "`GET /metrics`"), served by
  * `GET /metrics`. One prom-client {@link Registry} per service instance (never the global one,
  * so several services in one test process do not share counters).
  *

@@ -7,7 +7,7 @@ import type { Store } from "../store/db.js";
 import { getSetting, putSetting } from "../store/settings.repository.js";
 
 /**
- * MQTT settings (DESIGN §5 `GET, PUT /api/v1/settings/mqtt`; issue 6 item 5).
+ * MQTT settings (DESIGN §5 `GET, PUT /api/v1/settings/mqtt`; docs/decisions.md "MQTT settings").
  *
  * The operator may override what bind profiles tell agents (spec §2.6 `mqtt.host`/`mqtt.port`):
  * `public_host`, `public_port` and `public_tls_port`. Overrides are kept in `settings_kv` under

@@ -22,8 +22,9 @@ import { pushTargetSchema } from "../store/commands.repository.js";
 import { restageConfig } from "../store/staging.js";
 
 /**
- * Row-by-row validation and sanitizing of a snapshot's database (issue 10 "Security: fix first";
- * spec §2.4). A snapshot is input from whoever wrote the zip: its manifest digest proves nothing.
+ * Row-by-row validation and sanitizing of a snapshot's database (spec §2.4; docs/decisions.md "Rows
+ * are validated before anything is written"). A snapshot is input from whoever wrote the zip: its
+ * manifest digest proves nothing.
  *
  * 1. {@link validateSnapshotRows}: every row of every data table against the field rules of the
  *    REST API (`src/protocol/fields.ts`, the same schemas `src/http/schemas.ts` uses) and the
@@ -166,7 +167,7 @@ export const SNAPSHOT_ROW_SCHEMAS = {
     message: text(64 * 1024).nullable(),
     stream: text(16).nullable(),
     output: text(1024 * 1024).nullable(),
-    // migration 0004 (issue 10): a client event's spec §6.3 level and name, as the router takes them.
+    // migration 0004: a client event's spec §6.3 level and name, as the router takes them.
     level: text(16).nullable(),
     event: text(64).nullable(),
     created_at: epochMs,

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
-import { open, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { open, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { crc32 } from "node:zlib";
 import type { Readable } from "node:stream";
@@ -10,13 +10,15 @@ import * as yauzl from "yauzl";
 import * as yazl from "yazl";
 import { z } from "zod";
 import { AppError } from "../errors.js";
+import { writeFileAtomic } from "../lib/atomic-write.js";
+import { readdirOrEmpty } from "../lib/fs.js";
 import type { Logger } from "../logger.js";
 import { ID_PATTERN } from "../protocol/ids.js";
 import { Store } from "../store/db.js";
 import { migrations } from "../store/migrations.js";
 
 /**
- * Snapshot files (spec §2.4; issue 5 item 4): a zip holding `manifest.json` and `svc.db`, a
+ * Snapshot files (spec §2.4; docs/decisions.md "Bulk packages, snapshots and MCP"): a zip holding `manifest.json` and `svc.db`, a
  * consistent copy of the database. Metadata lives beside each zip as `{snapshot_id}.json`
  * (the zip is renamed into place first, the sidecar written last, so a listed snapshot always
  * has its file). Everything here is file and SQLite work; the service orders and locks it.
@@ -101,11 +103,9 @@ export async function hashFile(file: string): Promise<{ sha256: string; size: nu
   return { sha256: hash.digest("hex"), size };
 }
 
-/** Writes JSON next to its final name, then renames it into place (readers never see half a file). */
+/** Writes JSON (mode 0600) atomically: readers never see half a file (see {@link writeFileAtomic}). */
 export async function writeJsonAtomic(file: string, value: unknown): Promise<void> {
-  const tmp = `${file}.tmp`;
-  await writeFile(tmp, `${JSON.stringify(value, null, 2)}\n`, { mode: 0o600 });
-  await rename(tmp, file);
+  await writeFileAtomic(file, `${JSON.stringify(value, null, 2)}\n`, { mode: 0o600 });
 }
 
 /**
@@ -113,13 +113,7 @@ export async function writeJsonAtomic(file: string, value: unknown): Promise<voi
  * sidecars without their zip are skipped with a warning.
  */
 export async function readSnapshotRecords(dir: string, log: Logger): Promise<SnapshotRecord[]> {
-  let names: string[];
-  try {
-    names = await readdir(dir);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
-    throw err;
-  }
+  const names = await readdirOrEmpty(dir);
   const present = new Set(names);
   const out: SnapshotRecord[] = [];
   for (const name of names) {
@@ -183,7 +177,7 @@ export async function writeSnapshotZip(dbFile: string, manifest: SnapshotManifes
  * regular files only (no symlink, directory or device by their external attributes), not
  * encrypted, stored or deflated, sizes bounded before inflating (declared sizes) and while
  * inflating (bytes counted), the CRC-32 of every entry's data equal to its header's (yauzl does
- * not check it; issue 10), manifest schema, and the database's size and SHA-256 equal to the
+ * not check it; docs/decisions.md "Zip CRC-32"), manifest schema, and the database's size and SHA-256 equal to the
  * manifest's.
  * @param maxDbBytes largest accepted uncompressed `svc.db`
  * @throws AppError VALIDATION_FAILED naming the first problem

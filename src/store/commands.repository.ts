@@ -5,7 +5,7 @@ import type { ControlLogRow } from "./schema.js";
 
 /**
  * Repository of the `control_logs` rows written for commands (spec §2.8), with the push target
- * of config pushes (migration `0003_control_log_push_target`, issue 10). Synchronous
+ * of config pushes (migration `0003_control_log_push_target`). Synchronous
  * better-sqlite3 statements, prepared once per connection: the command tracker writes a row
  * before each publish and must not yield between the row and the publish.
  */

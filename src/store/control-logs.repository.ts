@@ -2,9 +2,10 @@ import type SQLite from "better-sqlite3";
 import type { ControlLogRow } from "./schema.js";
 
 /**
- * Repository of `control_logs` for client events and retention (spec §2.8, §6.4 rule 9; issue 10
- * fix 4). Plain functions taking the better-sqlite3 handle (`Store.sqlite`) first: they run on the
- * MQTT and retention hot paths, synchronously, with statements prepared once per handle.
+ * Repository of `control_logs` for client events and retention (spec §2.8, §6.4 rule 9;
+ * docs/decisions.md "Every client event is stored", "Retention"). Plain functions taking the
+ * better-sqlite3 handle (`Store.sqlite`) first: they run on the MQTT and retention hot paths,
+ * synchronously, with statements prepared once per handle.
  *
  * None of them opens a transaction; callers that batch wrap them in `sqlite.transaction()`.
  * Each throws the driver's error (`SqliteError`) on failure.

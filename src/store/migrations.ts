@@ -138,7 +138,7 @@ export const migrations: Record<string, Migration> = {
       await t`CREATE INDEX control_logs_request ON control_logs (request_id)`;
     },
   },
-  // issue 6: broker passwords sealed for EMQX and Mosquitto (docs/decisions.md, issue 6 brokers). No
+  // Broker passwords sealed for EMQX and Mosquitto (docs/decisions.md "Broker passwords"). No
   // foreign key: rows are matched by username and password hash, and outlive a snapshot restore.
   "0002_broker_credentials": {
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -150,7 +150,7 @@ export const migrations: Record<string, Migration> = {
       ) STRICT`.execute(db);
     },
   },
-  // issue 10: what a config push asked the agent to apply, kept on its control log row so a push
+  // What a config push asked the agent to apply, kept on its control log row so a push
   // still open across a restart confirms the pushed pair when its ACK arrives (spec §3.5, §9 rule
   // 4). NULL on every other row.
   "0003_control_log_push_target": {
@@ -161,7 +161,7 @@ export const migrations: Record<string, Migration> = {
       await sql`ALTER TABLE control_logs ADD COLUMN pushed_tunnel_protocol TEXT CHECK (pushed_tunnel_protocol IN ('wireguard', 'awg_2'))`.execute(db);
     },
   },
-  // issue 10 fix 4 (docs/decisions.md, issue 10 event storage): every client event is stored with
+  // docs/decisions.md "Every client event is stored": every client event is stored with
   // its spec §6.3 `level` and `event`; retention keeps the newest rows of each node by `log_id`,
   // which the index below serves (find the cut-off, delete below it in chunks).
   "0004_control_log_retention": {

@@ -138,7 +138,7 @@ export interface ControlLogsTable {
   event: string | null;
   created_at: number;
   updated_at: number;
-  /** issue 10 (migration 0003): for config pushes, the pair and protocol pushed; NULL otherwise. */
+  /** Migration 0003: for config pushes, the pair and protocol pushed; NULL otherwise. */
   pushed_config_version: number | null;
   pushed_config_sha256: string | null;
   pushed_tunnel_protocol: "wireguard" | "awg_2" | null;

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -308,4 +308,18 @@ test("a stored snapshot altered on disk is checked again at restore: refused, an
   assert.equal(h.fingerprint(), fp);
   assert.equal(h.server.registry.size, actors);
   assert.deepEqual(h.snapshotDir(), [`${snap.snapshot_id}.json`, `${snap.snapshot_id}.zip`], "no work files left");
+});
+
+test("spec §2.4: temp files a crash left in the snapshots directory (atomic-write temps, older `*.json.tmp` sidecars) are removed at first use; other files stay", async (t) => {
+  const h = await startBackupsHarness(t);
+  const dir = join(h.dataDir, "snapshots");
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  writeFileSync(join(dir, `.snap-gone.json.${process.pid}.0123456789ab.tmp`), "{");
+  writeFileSync(join(dir, "snap-gone.json.tmp"), "{");
+  writeFileSync(join(dir, "notes.txt"), "kept");
+
+  const created = await h.req("POST", "/api/v1/backups");
+  assert.equal(created.status, 201, created.text);
+  const id = created.json.snapshot_id as string;
+  assert.deepEqual(h.snapshotDir(), [`${id}.json`, `${id}.zip`, "notes.txt"].sort());
 });

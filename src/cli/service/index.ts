@@ -1,10 +1,10 @@
 import { spawn } from "node:child_process";
-import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
-import { mkdir, open, rename, rm } from "node:fs/promises";
-import { basename, dirname, isAbsolute, join, resolve as resolvePath } from "node:path";
+import { rm } from "node:fs/promises";
+import { isAbsolute, resolve as resolvePath } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { CommandResult, CommandRunner } from "../../agent/toolchain.types.js";
+import { writeFileAtomic } from "../../lib/atomic-write.js";
 import { installLaunchd, launchdStatus, uninstallLaunchd } from "./launchd.js";
 import { installSystemd, systemdStatus, uninstallSystemd } from "./systemd.js";
 import { installWindows, uninstallWindows, windowsStatus } from "./windows.js";
@@ -112,22 +112,7 @@ export function createServiceHost(runner: CommandRunner = execRunner): ServiceHo
       throw new ServiceError("command", `\`${argv.join(" ")}\` ${what}${output ? `: ${output}` : ""}`);
     },
     async writeFile(path, text, mode) {
-      await mkdir(dirname(path), { recursive: true });
-      const tmp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
-      const handle = await open(tmp, "wx", mode);
-      try {
-        try {
-          await handle.writeFile(text, "utf8");
-          if (process.platform !== "win32") await handle.chmod(mode);
-          await handle.sync();
-        } finally {
-          await handle.close();
-        }
-        await rename(tmp, path);
-      } catch (err) {
-        await rm(tmp, { force: true });
-        throw err;
-      }
+      await writeFileAtomic(path, text, { mode, mkdir: {} });
     },
     async removeFile(path) {
       await rm(path, { force: true });

@@ -55,13 +55,13 @@ const bindResponse = z.object({
     username: z.string(),
     password: z.string(),
     client_id: z.string(),
-    /** spec §2.6: present only when tls is true (issue 6 brings the TLS listener). */
+    /** spec §2.6: present only when tls is true (the broker's TLS listener, docs/decisions.md "TLS for MQTT"). */
     ca_cert: z.string().optional(),
   }),
   topics: z.record(z.string(), z.string()),
 });
 
-/** Per source address, against guessing (issue 3 item 6). */
+/** Per source address, against guessing secrets (bind tokens, the admin password). */
 export const GUESSING_RATE_LIMIT = { max: 20, timeWindow: 60_000 } as const;
 
 /**

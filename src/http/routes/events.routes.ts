@@ -8,7 +8,7 @@ import { errorResponses } from "../schemas.js";
  * `GET /api/v1/events/stream`: the console's realtime SSE stream (spec §6.5), admin bearer token
  * required (spec §5: `Authorization: Bearer <ACCESS_TOKEN>`; enforced by the app's global
  * onRequest hook, so a refused stream answers the usual error body and never reaches the hub).
- * The stream ends when that session logs out or expires (issue 10).
+ * The stream ends when that session logs out or expires (docs/decisions.md "A stream lives no longer than its admin session").
  *
  * The reply is hijacked and served by {@link EventHub.attach}. A `preClose` hook closes the hub,
  * so `app.close()` ends open streams instead of waiting on them (spec §6.5 rule 4).
@@ -48,7 +48,7 @@ export async function eventsRoutes(app: App, opts: { hub: EventHub; auth: AuthSe
       },
     },
     async (req, reply) => {
-      // The stream lives no longer than the admin session it was opened with (issue 10): logout
+      // The stream lives no longer than the admin session it was opened with: logout
       // (AuthService.onSessionRevoked → hub.endSession) or expiry ends it. Throws UNAUTHORIZED
       // (answered normally, nothing hijacked yet) if the session ended since the auth hook.
       const session = await auth.session(bearerToken(req));

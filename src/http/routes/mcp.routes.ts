@@ -64,8 +64,8 @@ export async function mcpRoutes(app: App, opts: McpRoutesOptions): Promise<void>
       .header("allow", "POST")
       .send({ jsonrpc: "2.0", error: { code: -32000, message: "Method not allowed: this MCP endpoint is stateless; use POST." }, id: null });
 
-  // `/api/v1/mcp` is the endpoint (DESIGN §5, spec §9 rule 1); `/mcp`, where it lived before
-  // issue 10, stays as an alias for configured MCP clients and is left out of the OpenAPI document.
+  // `/api/v1/mcp` is the endpoint (DESIGN §5, spec §9 rule 1); `/mcp`, where it lived before,
+  // stays as an alias for configured MCP clients and is left out of the OpenAPI document.
   for (const [path, hide] of [
     ["/api/v1/mcp", false],
     ["/mcp", true],

@@ -7,10 +7,10 @@ import { bearerToken, type App } from "../app.js";
 import { errorResponses } from "../schemas.js";
 
 /**
- * `GET /api/v1/metrics` and its alias `GET /metrics` (issue 6 item 6; issue 10 fix 5): Prometheus
- * text format 0.0.4. DESIGN §5 and spec §9 rule 1 put every route under `/api/v1`; the root path
- * stays because it is where Prometheus looks by default. Only `/api/v1/metrics` is in the OpenAPI
- * document; both answer the same.
+ * `GET /api/v1/metrics` and its alias `GET /metrics` (docs/decisions.md "`GET /metrics`" and
+ * "`/api/v1/metrics` and `/api/v1/mcp`"): Prometheus text format 0.0.4. DESIGN §5 and spec §9 rule
+ * 1 put every route under `/api/v1`; the root path stays because it is where Prometheus looks by
+ * default. Only `/api/v1/metrics` is in the OpenAPI document; both answer the same.
  *
  * Authentication: `Authorization: Bearer <SVC_METRICS_TOKEN>` (a static credential for the
  * scraper, compared in constant time over SHA-256 digests), or an admin session's bearer token.

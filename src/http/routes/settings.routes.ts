@@ -31,7 +31,7 @@ export const mqttSettingsBody = z
   .refine((b) => Object.keys(b).length > 0, "give at least one of public_host, public_port, public_tls_port");
 
 /**
- * `GET, PUT /api/v1/settings/mqtt` (DESIGN §5; issue 6 item 5), admin bearer token. The PUT is an
+ * `GET, PUT /api/v1/settings/mqtt` (DESIGN §5; docs/decisions.md "MQTT settings"), admin bearer token. The PUT is an
  * MQTT write API (spec §4 rule 14): 409 `MQTT_DISABLED` while MQTT services are disabled, marked
  * `x-mqtt-write` in the OpenAPI document.
  */
