@@ -24,7 +24,10 @@
  * its own layer named after the file (`src/errors.ts` → `errors`). The folder rules are the
  * DESIGN §2 table verbatim. The `src/` root files, "as its role needs", are decided here:
  *
- * - `server`  (composition root): may import everything.
+ * - `server`  (composition root): may import everything. So may the modules it is split into
+ *   (`context`: the AppContext built in dependency order; `context-helpers`, `actor-parts`,
+ *   `broker-factory`: the parts it builds; `app-events`: the typed emitter the parts talk back
+ *   through; `lifecycle`: ordered shutdown). Only the composition root imports them.
  * - `main`    (process entry): may import everything but `agent` and `cli` (it starts the server).
  * - `config`  (settings, parsed once with zod): `protocol`, `domain`, `lib`, `errors`, `logger`.
  * - `logger`  (pino setup): `lib`.
@@ -73,6 +76,12 @@ export const MAY_IMPORT: Readonly<Record<string, readonly string[]>> = {
   cli: ["agent", "protocol", "lib"],
   // src/ root files (decided in the header)
   server: ["*"],
+  context: ["*"],
+  "context-helpers": ["*"],
+  "actor-parts": ["*"],
+  "broker-factory": ["*"],
+  "app-events": ["*"],
+  lifecycle: ["*"],
   main: ["protocol", "lib", "machines", "domain", "store", "events", "actors", "mqtt", "services", "http", "server", "config", "logger", "errors", "clock", "version"],
   config: ["protocol", "domain", "lib", "errors", "logger"],
   logger: ["lib"],

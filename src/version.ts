@@ -2,7 +2,7 @@ import { createRequire } from "node:module";
 
 /**
  * package.json relative to this module: `src/version.ts` run from source (tsx) sits one level
- * below the repository root, the compiled `dist/src/version.js` two (issue 11 §6).
+ * below the repository root, the compiled `dist/src/version.js` two (the production build).
  */
 const PACKAGE_JSON = import.meta.url.endsWith(".ts") ? "../package.json" : "../../package.json";
 

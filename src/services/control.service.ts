@@ -12,7 +12,7 @@ import { nodeTopics } from "../protocol/topics.js";
 import type { Logger } from "../logger.js";
 import type { Store } from "../store/db.js";
 import type { NodeRow } from "../store/schema.js";
-import { requireNode } from "./mesh.service.js";
+import { requireNode } from "./node-lookup.js";
 import { clientView, type NodeClientView } from "./views.js";
 
 /** The `endpoint.status.updated` payload and the endpoint-status answer (DESIGN §5). */

@@ -12,6 +12,7 @@ import * as forwardsRepo from "../store/port-forwards.repository.js";
 import type { ConfigRow, NodeRow } from "../store/schema.js";
 import { restageConfig, type StagedChange } from "../store/staging.js";
 import { clearClientCredentials } from "./control.service.js";
+import { requireConfig, requireNode } from "./node-lookup.js";
 import * as tokensRepo from "../store/tokens.repository.js";
 import {
   configView,
@@ -542,22 +543,6 @@ export class MeshService {
     ]);
     return nodeView(node, tags.get(node.node_id) ?? [], clients.get(node.node_id), this.#mqttEnabled);
   }
-}
-
-async function requireConfig(db: Db, configId: string): Promise<ConfigRow> {
-  const config = await configsRepo.findConfig(db, configId);
-  if (!config) throw new AppError("NOT_FOUND", `config ${configId} not found`);
-  return config;
-}
-
-/** @throws AppError NOT_FOUND when the node is not in that config */
-export async function requireNode(db: Db, configId: string, nodeId: string): Promise<NodeRow> {
-  const node = await nodesRepo.findNode(db, configId, nodeId);
-  if (!node) {
-    await requireConfig(db, configId);
-    throw new AppError("NOT_FOUND", `node ${nodeId} not found in config ${configId}`);
-  }
-  return node;
 }
 
 async function requirePair(db: Db, configId: string, pairId: string) {

@@ -16,14 +16,15 @@ import type { MeshChange, MeshService } from "./mesh.service.js";
 export class Notifier {
   readonly #hub: EventHub;
   readonly #mesh: MeshService;
-  readonly #control: () => ControlService;
+  readonly #control: Pick<ControlService, "endpointStatusOf">;
   readonly #status: () => Promise<SystemStatus>;
   readonly #log: Logger;
 
   constructor(deps: {
     hub: EventHub;
     mesh: MeshService;
-    control: () => ControlService;
+    /** Builds endpoint statuses; the notifier is built after it (docs/decisions.md "Issue 11: composition root"). */
+    control: Pick<ControlService, "endpointStatusOf">;
     status: () => Promise<SystemStatus>;
     log: Logger;
   }) {
@@ -41,7 +42,7 @@ export class Notifier {
   endpointStatus(configId: string, nodeId: string, projection: NodeProjection): void {
     if (!this.#live()) return;
     try {
-      const status = this.#control().endpointStatusOf(configId, nodeId, projection);
+      const status = this.#control.endpointStatusOf(configId, nodeId, projection);
       this.#hub.publish("endpoint.status.updated", { config_id: configId, node_id: nodeId, status });
     } catch (err) {
       this.#log.error({ err }, "building an SSE event failed");

@@ -1,5 +1,5 @@
 import type { Db } from "./db.js";
-import type { NewNodeRow, NodeClientStateRow, NodeRow, NodeUpdate } from "./schema.js";
+import type { ConfigRow, NewNodeRow, NodeClientStateRow, NodeRow, NodeUpdate } from "./schema.js";
 
 /** Repository of `nodes`, `node_tags` and `node_client_state`. */
 
@@ -84,4 +84,17 @@ export async function listClientStates(db: Db, configId: string): Promise<Map<st
     .where("nodes.config_id", "=", configId)
     .execute();
   return new Map(rows.map((r) => [r.node_id, r]));
+}
+
+/** What a detect command carries for a node (spec §3.1 detect): its interface and its config's protocol. */
+export async function findDetectTarget(
+  db: Db,
+  nodeId: string,
+): Promise<{ interface_name: NodeRow["interface_name"]; tunnel_protocol: ConfigRow["tunnel_protocol"] } | undefined> {
+  return db
+    .selectFrom("nodes")
+    .innerJoin("configs", "configs.config_id", "nodes.config_id")
+    .select(["nodes.interface_name", "configs.tunnel_protocol"])
+    .where("nodes.node_id", "=", nodeId)
+    .executeTakeFirst();
 }

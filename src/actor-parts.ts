@@ -1,0 +1,87 @@
+import { CommandTracker } from "./actors/commands.js";
+import { NodeActorRegistry } from "./actors/registry.js";
+import type { AppEvents } from "./app-events.js";
+import type { BrokerConnection } from "./broker-factory.js";
+import type { Clock } from "./clock.js";
+import type { Settings } from "./config.js";
+import type { Logger } from "./logger.js";
+import { EventLog } from "./mqtt/event-log.js";
+import { MqttRouter } from "./mqtt/router.js";
+import { ControlLogRetention } from "./services/control-log-retention.js";
+import type { Store } from "./store/db.js";
+
+/** The actor system and the MQTT ingest path: what the services are built on. */
+export interface ActorParts {
+  registry: NodeActorRegistry;
+  commands: CommandTracker;
+  eventLog: EventLog;
+  controlLogRetention: ControlLogRetention;
+  router: MqttRouter;
+}
+
+/**
+ * Builds the registry, the command tracker, the client-event log, control-log retention and the
+ * router (not started). What they report after a commit goes out on `events` (the notifier,
+ * control and metrics subscribe once built); broker effects go to `mqtt`, which exists (unstarted)
+ * before them.
+ */
+export function createActorParts(deps: {
+  settings: Settings;
+  log: Logger;
+  clock: Clock;
+  store: Store;
+  events: AppEvents;
+  mqtt: BrokerConnection;
+}): ActorParts {
+  const { settings, log, clock, store, events, mqtt } = deps;
+  const registry = new NodeActorRegistry({
+    store,
+    clock,
+    log: log.child({ name: "actors" }),
+    onlineTtlMs: settings.onlineTtlMs,
+    detectTimeoutMs: settings.detectTimeoutMs,
+    // spec §1.7: with MQTT off, time changes nothing stored for dynamic nodes.
+    timersEnabled: settings.mqttEnabled,
+    effects: {
+      // Reset and dynamic → static: the broker account goes and the live client is cut (spec §3.1, §4 rule 12).
+      revokeClient: (configId, nodeId) => mqtt.removeNode(configId, nodeId),
+      requestConfigPush: (configId, nodeId) => events.emit("node.config_push_requested", configId, nodeId),
+    },
+    onStatusChanged: (configId, nodeId, projection) => events.emit("node.status_changed", configId, nodeId, projection),
+  });
+  const controlLogRetention = new ControlLogRetention({
+    store,
+    clock,
+    log: log.child({ name: "retention" }),
+    keep: settings.controlLogRetention,
+  });
+  const commands = new CommandTracker({
+    store,
+    clock,
+    log: log.child({ name: "commands" }),
+    timeoutMs: settings.commandTimeoutMs,
+    detectTimeoutMs: settings.detectTimeoutMs,
+    publish: (topic, envelope) => mqtt.publish(topic, envelope),
+    onLog: (change, row) => {
+      events.emit("control.log", change, row);
+      if (change === "created") controlLogRetention.noteInsert(row.node_id);
+    },
+    onTimeout: () => undefined, // detects: the node machine runs its own timeout
+    // spec §3.1, §6.4 rule 8: a detect the broker did not take has failed now, not at its
+    // timeout (the tracker has logged it with the node; the machine may drop the node).
+    onPublishFailed: (command) => {
+      if (command.kind === "detect") registry.post(command.configId, command.nodeId, { type: "detect.failed", at: clock.now() });
+    },
+    onFinal: (command, final) => events.emit("command.finished", command.action, final),
+  });
+  const eventLog = new EventLog({
+    store,
+    log: log.child({ name: "events-log" }),
+    onStored: (row) => {
+      events.emit("control.log", "created", row);
+      controlLogRetention.noteInsert(row.node_id);
+    },
+  });
+  const router = new MqttRouter({ registry, commands, clock, log: log.child({ name: "mqtt" }), events: eventLog });
+  return { registry, commands, eventLog, controlLogRetention, router };
+}
