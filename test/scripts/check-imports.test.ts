@@ -97,12 +97,12 @@ describe("scripts/check-imports.ts (DESIGN §2 folder table)", () => {
       "src/clock.ts": "export const now = () => 0;\n",
       "src/lib/atomic.ts": 'import { now } from "../clock.js";\nexport const w = now;\n',
       "src/machines/node.machine.ts": 'import { now } from "../clock.js";\nexport const m = now;\n',
-      "src/context.ts": 'import { s } from "./server.js";\nexport const c = s;\n',
+      "src/helpers.ts": 'import { s } from "./server.js";\nexport const c = s;\n',
     });
     const res = run(root);
     assert.equal(res.status, 1);
     assert.deepEqual(res.lines.slice(0, -1), [
-      "src/context.ts: imports src/server.ts — context is not a layer of DESIGN §2 (add it to the table in scripts/check-imports.ts)",
+      "src/helpers.ts: imports src/server.ts — helpers is not a layer of DESIGN §2 (add it to the table in scripts/check-imports.ts)",
       "src/machines/node.machine.ts: imports src/clock.ts — machines may import protocol, domain",
     ]);
   });
