@@ -38,6 +38,7 @@ import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { testSettings, type Settings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
+import type { SsePayloads } from "../../src/events/event-types.js";
 import { createServer, type Server } from "../../src/server.js";
 import {
   awaitQuiet,
@@ -613,7 +614,7 @@ async function fanoutPhase(p: FanoutParams): Promise<FanoutResult> {
     while (hub.subscriberCount() < ready.n && Date.now() < until) await sleep(10);
     await sleep(200);
     // A realistic payload: what the notifier sends for a heartbeat that changed a node.
-    const status = {
+    const status: SsePayloads["endpoint.status.updated"]["status"] = {
       config_id: "cfg-b00000",
       node_id: "node-b0000000",
       mode: "dynamic",
@@ -639,13 +640,9 @@ async function fanoutPhase(p: FanoutParams): Promise<FanoutResult> {
     for (let seq = 1; seq <= p.reps; seq++) {
       await sleep(50);
       const t0 = process.hrtime.bigint();
-      hub.publish("endpoint.status.updated", {
-        config_id: status.config_id,
-        node_id: status.node_id,
-        status,
-        bench_seq: seq,
-        bench_t0: String(t0),
-      });
+      // The typed payload plus two bench keys the subscribers time the fan-out with.
+      const payload = { config_id: status.config_id, node_id: status.node_id, status, bench_seq: seq, bench_t0: String(t0) };
+      hub.publish("endpoint.status.updated", payload);
       publishSyncMs.push(Number(process.hrtime.bigint() - t0) / 1e6);
       await new Promise<void>((r) => setImmediate(r));
       publishWritesMs.push(Number(process.hrtime.bigint() - t0) / 1e6);

@@ -1,6 +1,6 @@
 import type { ServerResponse } from "node:http";
 import type { Logger } from "pino";
-import type { SseEventType } from "./event-types.js";
+import type { SseEventType, SsePayloads } from "./event-types.js";
 
 /**
  * The SSE hub of spec §6.5: the set of open console streams, event ids, a bounded replay buffer
@@ -34,7 +34,7 @@ export interface EventHubOptions {
    */
   maxQueuedBytesPerSubscriber?: number;
   /** The payload of `system.status.updated`, sent first on every new stream (spec §6.5 rule 1). */
-  systemStatus: () => unknown | Promise<unknown>;
+  systemStatus: () => SystemStatusPayload | Promise<SystemStatusPayload>;
 }
 
 export interface EventHubMetrics {
@@ -49,6 +49,9 @@ export interface EventHubMetrics {
   /** The last event id handed out (0: none yet). */
   lastEventId: number;
 }
+
+/** The `system.status.updated` payload (the body of `GET /api/v1/system/status`). */
+export type SystemStatusPayload = SsePayloads["system.status.updated"];
 
 /** Headers of every stream. `x-accel-buffering: no` tells nginx-style proxies not to buffer (spec §6.5). */
 export const SSE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
@@ -105,7 +108,7 @@ export class EventHub {
   readonly #replayBufferSize: number;
   readonly #replayBufferMaxBytes: number;
   readonly #maxQueuedBytes: number;
-  readonly #systemStatus: () => unknown | Promise<unknown>;
+  readonly #systemStatus: () => SystemStatusPayload | Promise<SystemStatusPayload>;
 
   readonly #subscribers = new Set<Subscriber>();
   readonly #listeners = new Set<(count: number) => void>();
@@ -143,11 +146,12 @@ export class EventHub {
    * commit hook of `Store.transaction`, or after the synchronous write returned; never before
    * or inside an open transaction, so the console never refetches state that is not there yet.
    *
-   * `payload` is made JSON-safe first ({@link toJsonSafe}: dates become ISO strings, bigints
-   * strings, maps objects, sets arrays; functions are dropped). Never throws: a payload that
-   * cannot be converted is logged and skipped.
+   * `payload` is plain data by type ({@link SsePayloads}: the schema of each event type in
+   * `event-types.ts`; times are ISO strings, enums strings), serialized with one `JSON.stringify`
+   * and not parsed here (this is the heartbeat path). Never throws: a payload that JSON cannot
+   * carry (a bigint, a cycle: only reachable around the types) is logged and skipped.
    */
-  publish(type: SseEventType, payload: Record<string, unknown>): void {
+  publish<T extends SseEventType>(type: T, payload: SsePayloads[T]): void {
     if (this.#closed || this.#subscribers.size === 0) return;
     let frame: Frame;
     try {
@@ -223,7 +227,7 @@ export class EventHub {
     if (opts.expiresAt !== undefined) this.#armExpiry(sub, opts.expiresAt);
     if (!this.#subscribers.has(sub)) return;
 
-    let status: unknown;
+    let status: SystemStatusPayload;
     try {
       status = await this.#systemStatus();
     } catch (err) {
@@ -310,8 +314,8 @@ export class EventHub {
 
   // ---- internals ---------------------------------------------------------------------------
 
-  #frame(type: SseEventType, payload: unknown): Frame {
-    const data = JSON.stringify({ type, payload: toJsonSafe(payload) ?? null });
+  #frame<T extends SseEventType>(type: T, payload: SsePayloads[T]): Frame {
+    const data = JSON.stringify({ type, payload: payload ?? null });
     const id = ++this.#lastId;
     // JSON.stringify escapes CR and LF, so `data` is always one SSE line.
     const text = `id: ${id}\nevent: ${type}\ndata: ${data}\n\n`;
@@ -458,79 +462,6 @@ export class EventHub {
     this.#clock.clearTimeout(this.#timer.handle);
     this.#timer = null;
   }
-}
-
-/** A value JSON can carry as is. */
-export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
-
-/**
- * Converts a value to plain JSON data (spec §6.5: "times, enums and domain objects are converted
- * to strings or plain objects before sending"):
- * - `Date` → ISO 8601 string (an invalid date → null); `bigint` → decimal string;
- * - `Map` → object (keys as strings); `Set` and typed arrays → arrays;
- * - `Error` → `{name, message}`; objects with `toJSON()` (URL, ...) → its result;
- * - functions, symbols and `undefined` → dropped from objects, `null` in arrays;
- * - non-finite numbers → null; a reference cycle → the string "[Circular]".
- * @returns undefined only when the value itself is a function, symbol or undefined
- */
-export function toJsonSafe(value: unknown): JsonValue | undefined {
-  return convert(value, new Set<object>());
-}
-
-function convert(value: unknown, ancestors: Set<object>): JsonValue | undefined {
-  switch (typeof value) {
-    case "string":
-    case "boolean":
-      return value;
-    case "number":
-      return Number.isFinite(value) ? value : null;
-    case "bigint":
-      return value.toString();
-    case "undefined":
-    case "function":
-    case "symbol":
-      return undefined;
-    default:
-      break;
-  }
-  if (value === null) return null;
-  const obj = value as object;
-  if (obj instanceof Date) return Number.isNaN(obj.getTime()) ? null : obj.toISOString();
-  if (ancestors.has(obj)) return "[Circular]";
-  ancestors.add(obj);
-  try {
-    if (Array.isArray(obj)) return obj.map((v) => convert(v, ancestors) ?? null);
-    if (obj instanceof Set) return [...obj].map((v) => convert(v, ancestors) ?? null);
-    if (obj instanceof Map) {
-      const out: Record<string, JsonValue> = {};
-      for (const [k, v] of obj) {
-        const c = convert(v, ancestors);
-        if (c !== undefined) out[mapKey(k, ancestors)] = c;
-      }
-      return out;
-    }
-    if (obj instanceof DataView) return Array.from(new Uint8Array(obj.buffer, obj.byteOffset, obj.byteLength));
-    if (ArrayBuffer.isView(obj)) {
-      return Array.from(obj as unknown as ArrayLike<number | bigint>, (v) => convert(v, ancestors) ?? null);
-    }
-    if (obj instanceof Error) return { name: obj.name, message: obj.message };
-    const toJSON = (obj as { toJSON?: unknown }).toJSON;
-    if (typeof toJSON === "function") return convert((toJSON as (key: string) => unknown).call(obj, ""), ancestors);
-    const out: Record<string, JsonValue> = {};
-    for (const [k, v] of Object.entries(obj)) {
-      const c = convert(v, ancestors);
-      if (c !== undefined) out[k] = c;
-    }
-    return out;
-  } finally {
-    ancestors.delete(obj);
-  }
-}
-
-function mapKey(key: unknown, ancestors: Set<object>): string {
-  if (typeof key === "string") return key;
-  const c = convert(key, ancestors);
-  return typeof c === "string" ? c : JSON.stringify(c ?? null);
 }
 
 function positive(value: number | undefined, fallback: number, name: string): number {

@@ -90,76 +90,21 @@ export const downloadQuery = z.object({ download_token: z.string().max(256).opti
 
 const isoTime = z.string();
 
-export const awgParamsView = z.object({
-  jc: z.number(),
-  jmin: z.number(),
-  jmax: z.number(),
-  s1: z.number(),
-  s2: z.number(),
-  s3: z.number(),
-  s4: z.number(),
-  h1: z.string(),
-  h2: z.string(),
-  h3: z.string(),
-  h4: z.string(),
-});
-
-export const configResponse = z.object({
-  config_id: z.string(),
-  name: z.string(),
-  tunnel_protocol: tunnelProtocolSchema,
-  network_cidr: z.string(),
-  awg: awgParamsView.nullable(),
-  created_at: isoTime,
-  updated_at: isoTime,
-});
-
-export const nodeResponse = z.object({
-  node_id: z.string(),
-  config_id: z.string(),
-  name: z.string(),
-  mode: z.enum(["static", "dynamic"]),
-  effective_mode: z.enum(["static", "dynamic"]),
-  interface_name: z.string(),
-  address: z.string(),
-  public_address: z.string().nullable(),
-  listen_port: z.number().nullable(),
-  public_key: z.string(),
-  tags: z.array(z.string()),
-  staged_config: z.object({ config_version: z.number(), config_sha256: z.string().nullable() }),
-  client: z.object({
-    client_initialized: z.boolean(),
-    client_presence_state: z.enum(["online", "dropped", "offline"]),
-    runtime_state: z.enum(["unknown", "running", "stopped"]),
-    last_reachable_at: isoTime.nullable(),
-    client_version: z.string().nullable(),
-    config_version_state: z.enum(["latest", "pending"]).nullable(),
-  }),
-  created_at: isoTime,
-  updated_at: isoTime,
-});
-
-export const tagResponse = z.object({ tag: z.string(), node_ids: z.array(z.string()) });
-
-export const configDetailResponse = configResponse.extend({
-  nodes: z.array(nodeResponse),
-  tags: z.array(tagResponse),
-});
-
-export const meshPairResponse = z.object({
-  pair_id: z.string(),
-  config_id: z.string(),
-  node_a: z.string(),
-  node_b: z.string(),
-  enabled: z.boolean(),
-  integrity: z.object({
-    status: z.enum(["ok", "broken", "disabled"]),
-    reason: z.string().nullable(),
-    initiators: z.array(z.string()),
-  }),
-  created_at: isoTime,
-  updated_at: isoTime,
-});
+// The views an SSE payload embeds too live in src/protocol/views.schema.ts (one schema per wire
+// shape); their REST names stay here.
+export {
+  awgParamsViewSchema as awgParamsView,
+  configViewSchema as configResponse,
+  nodeViewSchema as nodeResponse,
+  tagViewSchema as tagResponse,
+  configDetailViewSchema as configDetailResponse,
+  meshPairViewSchema as meshPairResponse,
+  endpointStatusViewSchema as endpointStatusResponse,
+  controlLogViewSchema as controlLogResponse,
+  mqttSettingsViewSchema as mqttSettingsResponse,
+  snapshotEntrySchema as snapshotEntryResponse,
+  systemStatusSchema as systemStatusResponse,
+} from "../protocol/views.schema.js";
 
 export const portForwardResponse = z.object({
   forward_id: z.string(),

@@ -523,7 +523,7 @@ export class BackupsService {
     if (hub.subscriberCount() === 0) return;
     try {
       hub.publish("config.list.updated", { configs: await mesh.listConfigs() });
-      if (status) hub.publish("system.status.updated", { ...(await status()) });
+      if (status) hub.publish("system.status.updated", await status());
     } catch (err) {
       log.error({ err }, "publishing the restore refresh failed");
     }

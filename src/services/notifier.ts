@@ -3,6 +3,7 @@ import type { NodeProjection } from "../actors/projection.js";
 import type { NodeActorRegistry } from "../actors/registry.js";
 import type { EventHub } from "../events/hub.js";
 import type { Logger } from "../logger.js";
+import type { SystemStatus } from "../protocol/views.schema.js";
 import { VERSION } from "../version.js";
 import type { Store } from "../store/db.js";
 import type { ControlService } from "./control.service.js";
@@ -11,7 +12,8 @@ import type { MeshChange, MeshService } from "./mesh.service.js";
 /**
  * The SSE publishing points (spec §6.5 "Publishing points" and "Emission rules"). Every method
  * runs after the write it reports has committed (rule 6), and builds nothing while the console
- * has no subscriber (rule 5). Payloads carry the typical keys of the §6.5 table.
+ * has no subscriber (rule 5). Payloads carry the typical keys of the §6.5 table, typed by the
+ * schemas of `events/event-types.ts`.
  */
 export class Notifier {
   readonly #hub: EventHub;
@@ -56,7 +58,7 @@ export class Notifier {
   systemStatusChanged(): void {
     if (!this.#live()) return;
     this.#run(async () => {
-      this.#hub.publish("system.status.updated", { ...(await this.#status()) });
+      this.#hub.publish("system.status.updated", await this.#status());
     });
   }
 
@@ -109,18 +111,19 @@ export class Notifier {
         if (affected.size > 0) {
           const pairs = await this.#mesh.listPairs(change.configId);
           for (const nodeId of affected) {
-            if (!byId.has(nodeId)) continue;
+            const node = byId.get(nodeId);
+            if (!node) continue;
             const connections = pairs.filter((p) => p.node_a === nodeId || p.node_b === nodeId);
             this.#hub.publish("mesh.workspace.updated", {
               config_id: change.configId,
               node_id: nodeId,
-              workspace: { node: byId.get(nodeId), connections },
+              workspace: { node, connections },
               nodes: overview.nodes,
             });
           }
         }
       }
-      this.#hub.publish("system.status.updated", { ...(await this.#status()) });
+      this.#hub.publish("system.status.updated", await this.#status());
     });
   }
 
@@ -133,14 +136,8 @@ export class Notifier {
   }
 }
 
-/** The `system.status.updated` payload and `GET /api/v1/system/status` (DESIGN §5). */
-export interface SystemStatus {
-  summary: { configs: number; nodes: number; dynamic_nodes: number; online: number; dropped: number };
-  services: { mqtt: { enabled: boolean; broker: string; connected: boolean } };
-  sync: { latest: number; pending: number };
-  topology: { mesh_pairs: number };
-  update: { version: string };
-}
+/** The `system.status.updated` payload and `GET /api/v1/system/status` (DESIGN §5): its schema is `systemStatusSchema`. */
+export type { SystemStatus };
 
 /** Computes the system status from the store and the live actors. */
 export async function systemStatus(deps: {

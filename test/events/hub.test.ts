@@ -4,9 +4,9 @@ import type { AddressInfo } from "node:net";
 import { test, type TestContext } from "node:test";
 import { ManualClock } from "../../src/clock.js";
 import { SSE_EVENT_TYPES, isSseEventType } from "../../src/events/event-types.js";
-import { EventHub, toJsonSafe, type EventHubOptions, type HubClock } from "../../src/events/hub.js";
+import { EventHub, type EventHubOptions, type HubClock, type SystemStatusPayload } from "../../src/events/hub.js";
 import { createLogger } from "../../src/logger.js";
-import { openStream, opening, subscribers } from "./sse-harness.js";
+import { markerStatus, openStream, opening, publishMarker, subscribers } from "./sse-harness.js";
 
 /**
  * The hub alone, on a bare node:http server (no app, no other timers on the clock), so that
@@ -17,7 +17,7 @@ const T = { timeout: 30_000 };
 
 async function bareHub(t: TestContext, overrides: Partial<EventHubOptions> = {}, wrapClock: (c: ManualClock) => HubClock = (c) => c) {
   const clock = new ManualClock();
-  const hub = new EventHub({ clock: wrapClock(clock), log: createLogger("silent"), systemStatus: () => ({ summary: {} }), ...overrides });
+  const hub = new EventHub({ clock: wrapClock(clock), log: createLogger("silent"), systemStatus: () => markerStatus({ summary: {} }), ...overrides });
   const http: Server = createServer((req, res) => {
     const id = req.headers["last-event-id"];
     // Test-only headers standing in for the route's session lookup (issue 10).
@@ -45,59 +45,6 @@ test("the event types are the twelve of the spec §6.5 table", () => {
   assert.equal(new Set(SSE_EVENT_TYPES).size, 12);
   assert.ok(isSseEventType("node.apply.updated"));
   assert.ok(!isSseEventType("node.apply"));
-});
-
-test("toJsonSafe turns dates, bigints, maps, sets and domain objects into JSON data (spec §6.5 data must be JSON-serializable)", () => {
-  class Node {
-    readonly id = "node-1";
-    readonly created = new Date("2026-01-02T03:04:05.678Z");
-    secretFn() {
-      return 1;
-    }
-  }
-  const cyclic: Record<string, unknown> = { name: "c" };
-  cyclic.self = cyclic;
-  const shared = { x: 1 };
-  const out = toJsonSafe({
-    date: new Date("2026-01-01T00:00:00.000Z"),
-    bad_date: new Date("nope"),
-    big: 12345678901234567890n,
-    map: new Map<unknown, unknown>([
-      ["a", 1],
-      [2, new Set([1, 2])],
-    ]),
-    set: new Set(["x", "y"]),
-    fn: () => 1,
-    sym: Symbol("s"),
-    undef: undefined,
-    arr: [1, undefined, () => 2, NaN, Infinity],
-    node: new Node(),
-    url: new URL("http://example.test/a?b=1"),
-    err: new RangeError("too far"),
-    bytes: new Uint8Array([1, 2, 3]),
-    cyclic,
-    twice: [shared, shared],
-    nested: { deeper: { when: new Date(0) } },
-  });
-  assert.deepEqual(out, {
-    date: "2026-01-01T00:00:00.000Z",
-    bad_date: null,
-    big: "12345678901234567890",
-    map: { a: 1, "2": [1, 2] },
-    set: ["x", "y"],
-    arr: [1, null, null, null, null],
-    node: { id: "node-1", created: "2026-01-02T03:04:05.678Z" },
-    url: "http://example.test/a?b=1",
-    err: { name: "RangeError", message: "too far" },
-    bytes: [1, 2, 3],
-    cyclic: { name: "c", self: "[Circular]" },
-    twice: [{ x: 1 }, { x: 1 }],
-    nested: { deeper: { when: "1970-01-01T00:00:00.000Z" } },
-  });
-  assert.equal(toJsonSafe(() => 1), undefined);
-  assert.equal(toJsonSafe(5n), "5");
-  // Whatever goes in, JSON round-trips it unchanged.
-  assert.deepEqual(JSON.parse(JSON.stringify(out)), out);
 });
 
 test("the clock-sync timer exists only while subscribers exist; listeners see every count change (spec §6.5 rules 2 and 5, §6.4 rule 8)", T, async (t) => {
@@ -133,7 +80,7 @@ test("the clock-sync timer exists only while subscribers exist; listeners see ev
 });
 
 test("frames published while the status is computed follow the two opening events (spec §6.5 rule 1)", T, async (t) => {
-  let release: (v: unknown) => void = () => {};
+  let release: (v: SystemStatusPayload) => void = () => {};
   let calls = 0;
   const h = await bareHub(t, {
     systemStatus: () => {
@@ -143,8 +90,8 @@ test("frames published while the status is computed follow the two opening event
   });
   const c = await h.open();
   await subscribers(h.hub, 1);
-  h.hub.publish("config.list.updated", { configs: [1] });
-  release({ summary: { late: true } });
+  publishMarker(h.hub, "config.list.updated", { configs: [1] });
+  release(markerStatus({ summary: { late: true } }));
   const [status, sync] = await opening(c);
   assert.deepEqual(status.json.payload, { summary: { late: true } });
   assert.equal(calls, 1);
@@ -173,14 +120,14 @@ test("close() ends streams, stops the timer, empties the buffer and is idempoten
   const h = await bareHub(t);
   const a = await h.open();
   await opening(a);
-  h.hub.publish("settings.mqtt.updated", { mqtt: { enabled: true } });
+  publishMarker(h.hub, "settings.mqtt.updated", { mqtt: { enabled: true } });
   await a.next();
   assert.equal(h.hub.metrics().buffered, 1);
   await h.hub.close();
   await h.hub.close();
   assert.equal(await a.ended, "end");
   assert.equal(h.timers(), 0);
-  h.hub.publish("settings.mqtt.updated", { mqtt: { enabled: false } });
+  publishMarker(h.hub, "settings.mqtt.updated", { mqtt: { enabled: false } });
   assert.deepEqual(h.hub.metrics(), { subscribers: 0, published: 1, dropped: 0, buffered: 0, lastEventId: 3 });
   const late = await h.open();
   assert.equal(late.status, 503);
@@ -192,7 +139,7 @@ test("replay never exceeds the per-subscriber queue limit: the newest frames tha
   const a = await h.open();
   await opening(a);
   for (let i = 0; i < 10; i++) {
-    h.hub.publish("control.log.updated", { config_id: "c", node_id: "n", log: { i, pad: "p".repeat(1000) } });
+    publishMarker(h.hub, "control.log.updated", { config_id: "c", node_id: "n", log: { i, pad: "p".repeat(1000) } });
     await a.next();
   }
   const b = await h.open({ "last-event-id": "2" });
@@ -228,7 +175,7 @@ test("issue 10: a session's streams end on endSession and at expiry, even past N
   for (const c of [a1, a2, b]) await opening(c);
   // 2^31 - 1 ms (about 24.8 days) is the longest timer: the expiry re-arms instead of firing early.
   h.clock.advance(2_147_483_647);
-  h.hub.publish("config.list.updated", { configs: ["day 25"] });
+  publishMarker(h.hub, "config.list.updated", { configs: ["day 25"] });
   for (const c of [a1, a2, b]) {
     assert.deepEqual((await c.waitFor((f) => f.event === "config.list.updated")).json.payload, { configs: ["day 25"] });
   }

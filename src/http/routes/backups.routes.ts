@@ -7,18 +7,11 @@ import { SnapshotUpload, type BackupsService, type DownloadFile } from "../../se
 import type { DownloadsService } from "../../services/downloads.service.js";
 import type { DownloadTokenKind } from "../../protocol/download-tokens.js";
 import { bearerToken, type App } from "../app.js";
-import { downloadQuery, errorResponses } from "../schemas.js";
+import { downloadQuery, errorResponses, snapshotEntryResponse as snapshotEntry } from "../schemas.js";
 
 const idSchema = z.string().regex(ID_PATTERN, "must match ^[a-z0-9][a-z0-9_-]{0,63}$");
 const snapshotParams = z.strictObject({ snapshot_id: idSchema });
 const packageParams = z.strictObject({ package_id: idSchema });
-
-const snapshotEntry = z.object({
-  snapshot_id: z.string(),
-  created_at: z.string(),
-  size_bytes: z.number(),
-  sha256: z.string(),
-});
 
 const downloadGrant = z.object({
   filename: z.string(),

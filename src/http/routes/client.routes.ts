@@ -1,42 +1,8 @@
 import { z } from "zod";
 import type { ControlService } from "../../services/control.service.js";
 import type { App } from "../app.js";
-import { errorResponses, nodeParams } from "../schemas.js";
+import { controlLogResponse, endpointStatusResponse, errorResponses, nodeParams } from "../schemas.js";
 import { controlActionSchema } from "../../protocol/envelope.schema.js";
-
-const endpointStatusResponse = z.object({
-  config_id: z.string(),
-  node_id: z.string(),
-  mode: z.enum(["static", "dynamic"]),
-  effective_mode: z.enum(["static", "dynamic"]),
-  client_initialized: z.boolean(),
-  client_presence_state: z.enum(["online", "dropped", "offline"]),
-  runtime_state: z.enum(["unknown", "running", "stopped"]),
-  last_reachable_at: z.string().nullable(),
-  client_version: z.string().nullable(),
-  config_version_state: z.enum(["latest", "pending"]).nullable(),
-  staged_config: z.object({ config_version: z.number(), config_sha256: z.string().nullable() }),
-  confirmed_config: z.object({ config_version: z.number().nullable(), config_sha256: z.string().nullable() }),
-  mqtt_enabled: z.boolean(),
-});
-
-export const controlLogResponse = z.object({
-  log_id: z.number(),
-  config_id: z.string(),
-  node_id: z.string(),
-  request_id: z.string().nullable(),
-  kind: z.enum(["command", "output", "event"]),
-  action: z.string().nullable(),
-  status: z.enum(["pending", "accepted", "applied", "failed", "timed_out"]).nullable(),
-  message: z.string().nullable(),
-  stream: z.string().nullable(),
-  output: z.string().nullable(),
-  /** Client events (spec §6.3): `level` and the event name; null for commands. */
-  level: z.string().nullable(),
-  event: z.string().nullable(),
-  created_at: z.string(),
-  updated_at: z.string(),
-});
 
 const bindBody = z.strictObject({
   bind_token: z.string().min(20).max(128),

@@ -1,22 +1,7 @@
 import { z } from "zod";
 import type { MqttSettingsService } from "../../services/mqtt-settings.service.js";
 import type { App } from "../app.js";
-import { errorResponses, portSchema, publicAddressSchema } from "../schemas.js";
-
-const source = z.enum(["settings", "environment"]);
-
-/** The MQTT settings answer (no secrets: DESIGN §5). */
-export const mqttSettingsResponse = z.object({
-  mqtt_enabled: z.boolean(),
-  broker: z.string(),
-  broker_connected: z.boolean(),
-  public_host: z.string(),
-  public_port: z.number(),
-  public_tls_port: z.number(),
-  tls_enabled: z.boolean(),
-  backend_username: z.string(),
-  sources: z.object({ public_host: source, public_port: source, public_tls_port: source }),
-});
+import { errorResponses, mqttSettingsResponse, portSchema, publicAddressSchema } from "../schemas.js";
 
 /**
  * The operator-editable values: a value sets the override, `null` goes back to the environment's
