@@ -127,3 +127,19 @@ export function createNodeStateStatements(sqlite: SQLite.Database): NodeStateSta
     busy: () => sqlite.inTransaction,
   };
 }
+
+/**
+ * Resets every node's client state to "never bound" (a restored snapshot's private copy):
+ * broker credentials, machine snapshot and version, session ids, presence, runtime and reported
+ * times cleared, `client_initialized` = 0; `now` (ms) goes to `updated_at`.
+ */
+export function resetAllClientStates(sqlite: SQLite.Database, now: number): void {
+  sqlite
+    .prepare(
+      `UPDATE node_client_state SET client_initialized = 0, client_presence_state = 'offline', runtime_state = 'unknown',
+         last_reachable_at = NULL, last_signal_at = NULL, client_version = NULL, platform = NULL, hostname = NULL,
+         mqtt_username = NULL, mqtt_password_hash = NULL, boot_id = NULL, session_id = NULL,
+         machine_snapshot = NULL, machine_version = NULL, updated_at = ?`,
+    )
+    .run(now);
+}
