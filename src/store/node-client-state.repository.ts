@@ -1,4 +1,5 @@
 import type SQLite from "better-sqlite3";
+import type { Db } from "./db.js";
 
 /**
  * Repository of `node_client_state`: the reads of the broker's hot path (CONNECT, authz) and the
@@ -142,4 +143,12 @@ export function resetAllClientStates(sqlite: SQLite.Database, now: number): void
          machine_snapshot = NULL, machine_version = NULL, updated_at = ?`,
     )
     .run(now);
+}
+
+/**
+ * Creates a new node's client state row: never bound (the column defaults: offline, runtime
+ * unknown, no broker account, no machine snapshot); `now` (ms) goes to `updated_at`.
+ */
+export async function insertClientState(db: Db, nodeId: string, now: number): Promise<void> {
+  await db.insertInto("node_client_state").values({ node_id: nodeId, updated_at: now }).execute();
 }
