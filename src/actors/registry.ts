@@ -12,6 +12,7 @@ import {
   type NodeMachine,
 } from "../machines/node.machine.js";
 import type { Store } from "../store/db.js";
+import { createNodeStateStatements, type NodeActorRow, type NodeStateStatements } from "../store/node-client-state.repository.js";
 import { projectNode, projectionChanged, type NodeProjection } from "./projection.js";
 
 /** Effects the machine asks for; each runs after the state that asked for it is committed. */
@@ -85,17 +86,7 @@ const MAX_BATCH_STATES = 1024;
 /** Width of one presence-sweep bucket, ms: deadlines are grouped so that a sweep scans few nodes. */
 const SWEEP_BUCKET_MS = 1000;
 
-interface NodeRowForActor {
-  node_id: string;
-  config_id: string;
-  mode: "static" | "dynamic";
-  staged_config_version: number;
-  staged_config_sha256: string | null;
-  machine_snapshot: string | null;
-  machine_version: number | null;
-  /** The narrowly persisted newest signal (may be newer than the snapshot's), ms. */
-  last_signal_at?: number | null;
-}
+type NodeRowForActor = NodeActorRow;
 
 /**
  * The actor system: one XState actor per node, keyed by `config_id/node_id` (design card).
@@ -129,9 +120,8 @@ export class NodeActorRegistry {
   readonly #timers: boolean;
   /** Online nodes under the presence sweep. */
   #tracked = 0;
-  readonly #persistState;
-  readonly #persistSignal;
-  readonly #persistConfirmed;
+  /** The group commit's prepared statements (store factory, prepared once). */
+  readonly #nodeState: NodeStateStatements;
   /** Online nodes by `floor(deadline / SWEEP_BUCKET_MS)`. */
   readonly #buckets = new Map<number, Set<Entry>>();
   #sweepTimer: unknown = undefined;
@@ -151,16 +141,7 @@ export class NodeActorRegistry {
         },
       },
     });
-    const sqlite = deps.store.sqlite;
-    this.#persistState = sqlite.prepare(
-      `UPDATE node_client_state SET client_initialized = ?, client_presence_state = ?, runtime_state = ?,
-         last_reachable_at = ?, last_signal_at = ?, client_version = ?, machine_snapshot = ?, machine_version = ?,
-         updated_at = ? WHERE node_id = ?`,
-    );
-    this.#persistSignal = sqlite.prepare("UPDATE node_client_state SET last_signal_at = ?, updated_at = ? WHERE node_id = ?");
-    this.#persistConfirmed = sqlite.prepare(
-      "UPDATE nodes SET confirmed_config_version = ?, confirmed_config_sha256 = ? WHERE node_id = ?",
-    );
+    this.#nodeState = createNodeStateStatements(deps.store.sqlite);
   }
 
   /**
@@ -174,13 +155,7 @@ export class NodeActorRegistry {
    */
   async start(): Promise<number> {
     this.#quarantined.clear();
-    const rows = this.#deps.store.sqlite
-      .prepare(
-        `SELECT n.node_id, n.config_id, n.mode, n.staged_config_version, n.staged_config_sha256,
-                s.machine_snapshot, s.machine_version, s.last_signal_at
-           FROM nodes n LEFT JOIN node_client_state s ON s.node_id = n.node_id`,
-      )
-      .all() as NodeRowForActor[];
+    const rows = this.#nodeState.nodesForActors();
     for (const row of rows) {
       try {
         this.#spawn(row);
@@ -558,8 +533,8 @@ export class NodeActorRegistry {
 
   /** Group commit: one transaction for every queued snapshot, then notifications and effects. */
   async #flushNow(): Promise<void> {
-    const sqlite = this.#deps.store.sqlite;
-    if (sqlite.inTransaction) {
+    const nodeState = this.#nodeState;
+    if (nodeState.busy()) {
       // A request's transaction holds the connection: write after it, never inside it.
       this.#schedule();
       return;
@@ -573,36 +548,25 @@ export class NodeActorRegistry {
     const now = this.#deps.clock.now();
     const changed: Array<{ entry: Entry; projection: NodeProjection }> = [];
     try {
-      sqlite.transaction(() => {
+      nodeState.inTransaction(() => {
         for (const entry of dirty) {
           const actor = entry.actor!; // dirty entries have actors
           const snap = actor.getSnapshot();
           const w = entry.written;
           if (w !== undefined && isDeepStrictEqual(w.value, snap.value) && sameContextButSignal(w.context, snap.context)) {
             // Only the newest signal moved: nothing an operator sees, and no snapshot JSON.
-            this.#persistSignal.run(snap.context.lastSignalAt, now, entry.nodeId);
+            nodeState.writeSignal(entry.nodeId, snap.context.lastSignalAt, now);
             continue;
           }
           entry.written = { value: snap.value, context: snap.context };
           const p = projectNode(snap);
-          this.#persistState.run(
-            p.clientInitialized ? 1 : 0,
-            p.presence,
-            p.runtime,
-            p.lastReachableAt,
-            p.lastSignalAt,
-            p.clientVersion,
-            JSON.stringify(actor.getPersistedSnapshot()),
-            NODE_MACHINE_VERSION,
-            now,
-            entry.nodeId,
-          );
+          nodeState.writeState(entry.nodeId, p, JSON.stringify(actor.getPersistedSnapshot()), NODE_MACHINE_VERSION, now);
           if (entry.committed?.confirmedSha !== p.confirmedSha) {
-            this.#persistConfirmed.run(p.confirmedVersion, p.confirmedSha, entry.nodeId);
+            nodeState.writeConfirmed(entry.nodeId, p.confirmedVersion, p.confirmedSha);
           }
           if (projectionChanged(entry.committed, p)) changed.push({ entry, projection: p });
         }
-      })();
+      });
     } catch (err) {
       this.#deps.log.error({ err, nodes: dirty.length }, "persisting node state failed");
       for (const w of waiters) w.reject(err);

@@ -1,6 +1,7 @@
 import PQueue from "p-queue";
 import pRetry, { AbortError } from "p-retry";
 import type { Logger } from "../logger.js";
+import { deleteOrphanBrokerCredentials, listBrokerAccounts } from "../store/broker-credentials.repository.js";
 import type { Store } from "../store/db.js";
 import { nodeClientId, nodeUsername } from "./authz.policy.js";
 import type { BackendBrokerAccount, BrokerAdmin, NodeBrokerAccount, ReconcileReport } from "./broker-admin.js";
@@ -222,28 +223,8 @@ export class BrokerSync {
    */
   async #desiredNodes(): Promise<{ nodes: NodeBrokerAccount[]; keep: string[] }> {
     const { store, vault, log } = this.#o;
-    await store.db
-      .deleteFrom("broker_credentials")
-      .where(({ not, exists, selectFrom }) =>
-        not(
-          exists(
-            selectFrom("node_client_state")
-              .select("node_client_state.node_id")
-              .whereRef("node_client_state.mqtt_username", "=", "broker_credentials.mqtt_username"),
-          ),
-        ),
-      )
-      .execute();
-    const rows = await store.db
-      .selectFrom("node_client_state as s")
-      .innerJoin("nodes as n", "n.node_id", "s.node_id")
-      .leftJoin("broker_credentials as b", "b.mqtt_username", "s.mqtt_username")
-      .select(["n.config_id", "n.node_id", "s.mqtt_username", "s.mqtt_password_hash", "b.password_sealed"])
-      .where("s.client_initialized", "=", 1)
-      .where("n.mode", "=", "dynamic")
-      .where("s.mqtt_username", "is not", null)
-      .where("s.mqtt_password_hash", "is not", null)
-      .execute();
+    await deleteOrphanBrokerCredentials(store.db);
+    const rows = await listBrokerAccounts(store.db);
     const out: NodeBrokerAccount[] = [];
     const keep: string[] = [];
     let unprovisionable = 0;

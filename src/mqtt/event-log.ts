@@ -1,6 +1,6 @@
 import { controlLogView, type ControlLogView } from "../actors/commands.js";
 import type { Logger } from "../logger.js";
-import { insertClientEventLog, type NewClientEventLog } from "../store/control-logs.repository.js";
+import { insertClientEventLog, insertClientEventLogs, type NewClientEventLog } from "../store/control-logs.repository.js";
 import type { Store } from "../store/db.js";
 import type { ControlLogRow } from "../store/schema.js";
 
@@ -84,7 +84,7 @@ export class EventLog {
     const sqlite = this.#deps.store.sqlite;
     let rows: ControlLogRow[];
     try {
-      rows = sqlite.transaction(() => batch.map((row) => insertClientEventLog(sqlite, row)))();
+      rows = insertClientEventLogs(sqlite, batch);
     } catch {
       // One bad row (its node deleted meanwhile, say) must not cost the others: one at a time.
       rows = [];

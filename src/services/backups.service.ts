@@ -12,6 +12,7 @@ import { isAtomicWriteTemp } from "../lib/atomic-write.js";
 import type { Logger } from "../logger.js";
 import { newId } from "../protocol/ids.js";
 import type { Store } from "../store/db.js";
+import { copyDatabaseTo, replaceDataFromSnapshot } from "../store/snapshots.repository.js";
 import * as tokensRepo from "../store/tokens.repository.js";
 import { VERSION } from "../version.js";
 import {
@@ -175,9 +176,7 @@ export class BackupsService {
       const zipPath = snapshotZipPath(dir, id);
       try {
         const dbFile = join(work, DB_ENTRY);
-        await store.db.connection().execute(async () => {
-          store.sqlite.prepare("VACUUM INTO ?").run(dbFile);
-        });
+        await copyDatabaseTo(store, dbFile);
         scrubDatabaseCopy(dbFile);
         const db = await hashFile(dbFile);
         const now = clock.now();
@@ -342,7 +341,7 @@ export class BackupsService {
         let reloading: Promise<number> | undefined;
         // Holding Kysely's connection: no request transaction is open while the tables change.
         await store.db.connection().execute(async () => {
-          replaceData(store, dbFile);
+          replaceDataFromSnapshot(store.sqlite, dbFile, (table) => invalidSnapshot(`table ${table} differs from this server's schema`));
           // Synchronously after the commit: no queued write of an old actor can land in between.
           reloading = registry.reload();
         });
@@ -549,43 +548,4 @@ async function openDownload(path: string, filename: string): Promise<DownloadFil
   }
   const { size } = await fh.stat();
   return { filename, size, stream: fh.createReadStream({ autoClose: true }) };
-}
-
-/**
- * The restore's one transaction (synchronous: nothing else runs on the connection meanwhile).
- * ATTACH and DETACH sit outside it, as SQLite requires for DETACH.
- */
-function replaceData(store: Store, dbFile: string): void {
-  const sqlite = store.sqlite;
-  sqlite.prepare("ATTACH DATABASE ? AS snap").run(dbFile);
-  try {
-    const live = tableDefinitions(sqlite, "main");
-    const snap = tableDefinitions(sqlite, "snap");
-    for (const table of DATA_TABLES) {
-      if (live.get(table) !== snap.get(table)) throw invalidSnapshot(`table ${table} differs from this server's schema`);
-    }
-    const columns = (table: string) =>
-      (sqlite.prepare("SELECT name FROM pragma_table_info(?, 'main')").all(table) as Array<{ name: string }>)
-        .map((c) => `"${c.name}"`)
-        .join(", ");
-    try {
-      sqlite
-        .transaction(() => {
-          sqlite.pragma("defer_foreign_keys = ON");
-          sqlite.prepare("DELETE FROM main.bind_tokens").run();
-          sqlite.prepare("DELETE FROM main.download_tokens WHERE kind = 'node_config'").run();
-          for (const table of [...DATA_TABLES].reverse()) sqlite.prepare(`DELETE FROM main."${table}"`).run();
-          for (const table of DATA_TABLES) {
-            const cols = columns(table);
-            sqlite.prepare(`INSERT INTO main."${table}" (${cols}) SELECT ${cols} FROM snap."${table}"`).run();
-          }
-        })
-        .immediate();
-    } catch (err) {
-      if (sqlite.inTransaction) sqlite.exec("ROLLBACK");
-      throw err;
-    }
-  } finally {
-    sqlite.exec("DETACH DATABASE snap");
-  }
 }

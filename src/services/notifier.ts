@@ -6,6 +6,7 @@ import type { Logger } from "../logger.js";
 import type { SystemStatus } from "../protocol/views.schema.js";
 import { VERSION } from "../version.js";
 import type { Store } from "../store/db.js";
+import { countRows, type CountedTable } from "../store/summary.repository.js";
 import type { ControlService } from "./control.service.js";
 import type { MeshChange, MeshService } from "./mesh.service.js";
 
@@ -149,8 +150,7 @@ export async function systemStatus(deps: {
   brokerConnected: () => boolean;
 }): Promise<SystemStatus> {
   const db = deps.store.db;
-  const count = async (table: "configs" | "nodes" | "mesh_pairs") =>
-    Number((await db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as("n")).executeTakeFirstOrThrow()).n);
+  const count = (table: CountedTable) => countRows(db, table);
   let dynamic = 0;
   let online = 0;
   let dropped = 0;

@@ -1,6 +1,5 @@
 import { createHash } from "node:crypto";
 import { setImmediate as nextTurn } from "node:timers/promises";
-import SQLite from "better-sqlite3";
 import { z } from "zod";
 import { isHostAddress, parseConfigNetwork } from "../domain/address-pool.js";
 import { awgParamsSchema } from "../domain/awg.js";
@@ -19,6 +18,15 @@ import {
 import { configIdSchema, forwardIdSchema, nodeIdSchema, pairIdSchema } from "../protocol/ids.js";
 import { Store } from "../store/db.js";
 import { pushTargetSchema } from "../store/commands.repository.js";
+import { resetAllClientStates } from "../store/node-client-state.repository.js";
+import {
+  clearConfirmedConfigs,
+  listConfigIds,
+  listStagedConfigs,
+  listStagedConfigTexts,
+  openSnapshotReader,
+  setStagedConfigShas,
+} from "../store/snapshots.repository.js";
 import { restageConfig } from "../store/staging.js";
 
 /**
@@ -229,16 +237,15 @@ function describeIssue(error: z.ZodError): string {
  * @throws AppError VALIDATION_FAILED naming the first bad table, row and field
  */
 export async function validateSnapshotRows(dbFile: string): Promise<void> {
-  const db = new SQLite(dbFile, { readonly: true, fileMustExist: true });
+  const db = openSnapshotReader(dbFile);
   try {
-    db.pragma("trusted_schema = OFF");
     const networks = new Map<string, string>();
     const nodeConfig = new Map<string, string>();
     const addresses = new Set<string>();
     let turnStarted = performance.now();
     for (const table of Object.keys(SNAPSHOT_ROW_SCHEMAS) as SnapshotTable[]) {
       const schema = SNAPSHOT_ROW_SCHEMAS[table] as z.ZodType<Record<string, unknown>>;
-      for (const raw of db.prepare(`SELECT * FROM "${table}" ORDER BY rowid`).iterate() as Iterable<Record<string, unknown>>) {
+      for (const raw of db.rows(table)) {
         if (performance.now() - turnStarted >= MAX_TURN_MS) {
           await nextTurn();
           turnStarted = performance.now();
@@ -303,25 +310,15 @@ export async function sanitizeSnapshotDatabase(dbFile: string, now: number, log:
     const sqlite = store.sqlite;
     // A stored sha is replaced by the digest of the stored text, so a text altered without its
     // sha compares unequal to the rendering and is rewritten (restageConfig writes on sha change).
-    const staged = sqlite.prepare("SELECT node_id, staged_config_text FROM nodes WHERE staged_config_sha256 IS NOT NULL").all() as Array<{
-      node_id: string;
-      staged_config_text: string | null;
-    }>;
-    const configs = (sqlite.prepare("SELECT config_id FROM configs ORDER BY config_id").all() as Array<{ config_id: string }>).map(
-      (r) => r.config_id,
-    );
+    const staged = listStagedConfigTexts(sqlite);
+    const configs = listConfigIds(sqlite);
     await store.transaction(async (trx) => {
-      sqlite
-        .prepare(
-          `UPDATE node_client_state SET client_initialized = 0, client_presence_state = 'offline', runtime_state = 'unknown',
-             last_reachable_at = NULL, last_signal_at = NULL, client_version = NULL, platform = NULL, hostname = NULL,
-             mqtt_username = NULL, mqtt_password_hash = NULL, boot_id = NULL, session_id = NULL,
-             machine_snapshot = NULL, machine_version = NULL, updated_at = ?`,
-        )
-        .run(now);
-      sqlite.prepare("UPDATE nodes SET confirmed_config_version = NULL, confirmed_config_sha256 = NULL").run();
-      const setSha = sqlite.prepare("UPDATE nodes SET staged_config_sha256 = ? WHERE node_id = ?");
-      for (const n of staged) setSha.run(createHash("sha256").update(n.staged_config_text ?? "", "utf8").digest("hex"), n.node_id);
+      resetAllClientStates(sqlite, now);
+      clearConfirmedConfigs(sqlite);
+      setStagedConfigShas(
+        sqlite,
+        staged.map((n) => [n.node_id, createHash("sha256").update(n.staged_config_text ?? "", "utf8").digest("hex")] as const),
+      );
       for (const configId of configs) {
         try {
           await restageConfig(trx, configId, now);
@@ -335,9 +332,7 @@ export async function sanitizeSnapshotDatabase(dbFile: string, now: number, log:
         }
       }
       // What restore copies is now only the renderer's text.
-      const unrendered = sqlite
-        .prepare("SELECT node_id, staged_config_text AS t, staged_config_sha256 AS s FROM nodes")
-        .all() as Array<{ node_id: string; t: string | null; s: string | null }>;
+      const unrendered = listStagedConfigs(sqlite);
       for (const n of unrendered) {
         if (n.t === null || n.s !== createHash("sha256").update(n.t, "utf8").digest("hex")) {
           throw new AppError("VALIDATION_FAILED", `the snapshot is not acceptable: table nodes, row node_id=${JSON.stringify(n.node_id)}: its config could not be rendered`);

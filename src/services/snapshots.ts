@@ -5,7 +5,6 @@ import { join } from "node:path";
 import { crc32 } from "node:zlib";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import SQLite from "better-sqlite3";
 import * as yauzl from "yauzl";
 import * as yazl from "yazl";
 import { z } from "zod";
@@ -16,6 +15,7 @@ import type { Logger } from "../logger.js";
 import { ID_PATTERN } from "../protocol/ids.js";
 import { Store } from "../store/db.js";
 import { migrations } from "../store/migrations.js";
+import { DATA_TABLES, fileTableDefinitions, openSnapshotReader, type SnapshotReader } from "../store/snapshots.repository.js";
 
 /**
  * Snapshot files (spec §2.4; docs/decisions.md "Bulk packages, snapshots and MCP"): a zip holding `manifest.json` and `svc.db`, a
@@ -32,24 +32,10 @@ export const DB_ENTRY = "svc.db";
 export const MAX_MANIFEST_BYTES = 64 * 1024;
 
 /**
- * Tables a snapshot carries and a restore replaces, parents before children (foreign-key order).
- * `settings_kv` (admin password hash, broker secrets), `admin_sessions`, `download_tokens`,
- * `bind_tokens` and `broker_credentials` (sealed broker passwords) are not among them: they are
- * emptied in every snapshot and a restore keeps the live ones (bind tokens are dropped, node
- * config tokens revoked; see the service).
+ * Tables a snapshot carries and a restore replaces, and tables emptied in every snapshot: see
+ * `src/store/snapshots.repository.ts`, which holds every statement of snapshots.
  */
-export const DATA_TABLES = [
-  "configs",
-  "nodes",
-  "node_tags",
-  "node_client_state",
-  "mesh_pairs",
-  "port_forwards",
-  "control_logs",
-] as const;
-
-/** Tables whose rows never leave the service inside a snapshot. */
-export const SCRUBBED_TABLES = ["settings_kv", "admin_sessions", "download_tokens", "bind_tokens", "broker_credentials"] as const;
+export { DATA_TABLES, SCRUBBED_TABLES, scrubDatabaseCopy, tableDefinitions } from "../store/snapshots.repository.js";
 
 const sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, "must be 64 lower-case hex digits");
 
@@ -141,24 +127,6 @@ export async function readSnapshotRecord(file: string, log: Logger): Promise<Sna
   }
   log.warn({ file }, "unreadable snapshot record ignored");
   return undefined;
-}
-
-/**
- * Empties the tables of {@link SCRUBBED_TABLES} in a fresh database copy and compacts it, so no
- * secret, session or token leaves in an export; the copy is left in rollback-journal mode.
- */
-export function scrubDatabaseCopy(file: string): void {
-  const db = new SQLite(file, { fileMustExist: true });
-  try {
-    db.pragma("journal_mode = DELETE");
-    db.pragma("secure_delete = ON");
-    db.transaction(() => {
-      for (const table of SCRUBBED_TABLES) db.prepare(`DELETE FROM "${table}"`).run();
-    })();
-    db.exec("VACUUM");
-  } finally {
-    db.close();
-  }
 }
 
 /** Writes the snapshot zip: `manifest.json` then `svc.db`, both regular files (mode 0644). */
@@ -328,14 +296,6 @@ function hex32(n: number): string {
   return (n >>> 0).toString(16).padStart(8, "0");
 }
 
-/** CREATE TABLE text of every table of a database, by name. */
-export function tableDefinitions(db: SQLite.Database, schema = "main"): Map<string, string> {
-  const rows = db
-    .prepare(`SELECT name, sql FROM "${schema}".sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`)
-    .all() as Array<{ name: string; sql: string | null }>;
-  return new Map(rows.map((r) => [r.name, r.sql ?? ""]));
-}
-
 /**
  * Checks an extracted snapshot database and brings it to the running schema, in place:
  * 1. read-only, untrusted schema: `PRAGMA integrity_check` is ok, the data tables and the
@@ -348,27 +308,24 @@ export function tableDefinitions(db: SQLite.Database, schema = "main"): Map<stri
  * @throws AppError VALIDATION_FAILED
  */
 export async function prepareSnapshotDatabase(dbFile: string, live: Map<string, string>, log: Logger): Promise<void> {
-  let db: SQLite.Database | undefined;
+  let db: SnapshotReader | undefined;
   try {
-    db = new SQLite(dbFile, { readonly: true, fileMustExist: true });
-    db.pragma("trusted_schema = OFF");
-    const integrity = db.pragma("integrity_check") as Array<{ integrity_check: string }>;
-    if (integrity.length !== 1 || integrity[0]?.integrity_check !== "ok") {
-      throw invalidSnapshot(`${DB_ENTRY} fails PRAGMA integrity_check (${integrity[0]?.integrity_check ?? "no answer"})`);
+    db = openSnapshotReader(dbFile);
+    const integrity = db.integrityCheck();
+    if (integrity.length !== 1 || integrity[0] !== "ok") {
+      throw invalidSnapshot(`${DB_ENTRY} fails PRAGMA integrity_check (${integrity[0] ?? "no answer"})`);
     }
-    const tables = tableDefinitions(db);
+    const tables = db.tableDefinitions();
     for (const table of [...DATA_TABLES, "kysely_migration"]) {
       if (!tables.has(table)) throw invalidSnapshot(`${DB_ENTRY} has no table ${table}`);
     }
-    const applied = (db.prepare("SELECT name FROM kysely_migration ORDER BY name").all() as Array<{ name: unknown }>).map((r) =>
-      String(r.name),
-    );
+    const applied = db.appliedMigrations();
     const known = Object.keys(migrations).sort();
     if (applied.length === 0 || applied.length > known.length || applied.some((n, i) => known[i] !== n)) {
       throw invalidSnapshot(`${DB_ENTRY} has a schema this server does not know (migrations: ${applied.join(", ").slice(0, 200)})`);
     }
-    const fk = db.pragma("foreign_key_check") as unknown[];
-    if (fk.length > 0) throw invalidSnapshot(`${DB_ENTRY} has ${fk.length} rows breaking foreign keys`);
+    const fk = db.foreignKeyViolations();
+    if (fk > 0) throw invalidSnapshot(`${DB_ENTRY} has ${fk} rows breaking foreign keys`);
   } catch (err) {
     if (err instanceof AppError) throw err;
     throw invalidSnapshot(`${DB_ENTRY} is not a usable database (${messageOf(err)})`);
@@ -383,18 +340,14 @@ export async function prepareSnapshotDatabase(dbFile: string, live: Map<string, 
   } finally {
     await migrated?.close();
   }
-  let check: SQLite.Database | undefined;
   try {
-    check = new SQLite(dbFile, { readonly: true, fileMustExist: true });
-    const tables = tableDefinitions(check);
+    const tables = fileTableDefinitions(dbFile);
     for (const table of DATA_TABLES) {
       if (tables.get(table) !== live.get(table)) throw invalidSnapshot(`${DB_ENTRY}: table ${table} differs from this server's schema`);
     }
   } catch (err) {
     if (err instanceof AppError) throw err;
     throw invalidSnapshot(`${DB_ENTRY} is not a usable database (${messageOf(err)})`);
-  } finally {
-    check?.close();
   }
 }
 

@@ -87,6 +87,15 @@ export function insertClientEventLog(sqlite: SQLite.Database, row: NewClientEven
 }
 
 /**
+ * Inserts a batch of client events in one transaction ({@link insertClientEventLog} each): all
+ * are stored or, when one fails, none (the transaction rolls back and the error is thrown).
+ * @returns the stored rows, in the order given
+ */
+export function insertClientEventLogs(sqlite: SQLite.Database, rows: readonly NewClientEventLog[]): ControlLogRow[] {
+  return sqlite.transaction(() => rows.map((row) => insertClientEventLog(sqlite, row)))();
+}
+
+/**
  * The retention cut-off of one node: the `log_id` of its `keep`-th newest row (newest = highest
  * `log_id`, the insertion order). Rows below it are past retention.
  * @param keep rows kept per node, >= 1

@@ -1,6 +1,10 @@
 import type SQLite from "better-sqlite3";
+import type { Db } from "./db.js";
 
-/** Repository of `node_client_state` reads on the broker's hot path (CONNECT, authz). */
+/**
+ * Repository of `node_client_state`: the reads of the broker's hot path (CONNECT, authz) and the
+ * node-state writes of the registry's group commit, both as statements prepared once.
+ */
 
 /** A bound node's broker account as stored: `hash` is null once its credentials are cleared. */
 export interface NodeAccountRow {
@@ -28,4 +32,123 @@ export function createNodeAccountStatements(sqlite: SQLite.Database): NodeAccoun
       WHERE s.mqtt_username = ? AND s.client_initialized = 1`,
   );
   return { byUsername: (username) => byUsername.get(username) };
+}
+
+/**
+ * A stored node with what its actor is built from (the registry's start): its `nodes` row and,
+ * from `node_client_state`, the persisted machine snapshot and the narrowly persisted newest
+ * signal.
+ */
+export interface NodeActorRow {
+  node_id: string;
+  config_id: string;
+  mode: "static" | "dynamic";
+  staged_config_version: number;
+  staged_config_sha256: string | null;
+  machine_snapshot: string | null;
+  machine_version: number | null;
+  /** The narrowly persisted newest signal (may be newer than the snapshot's), ms. */
+  last_signal_at?: number | null;
+}
+
+/** The node-state columns a full write sets (the registry's `NodeProjection` has this shape). */
+export interface NodeStateColumns {
+  clientInitialized: boolean;
+  presence: string;
+  runtime: string;
+  /** ms */
+  lastReachableAt: number | null;
+  /** ms */
+  lastSignalAt: number | null;
+  clientVersion: string | null;
+}
+
+/** The prepared statements of {@link createNodeStateStatements}. */
+export interface NodeStateStatements {
+  /** Every stored node with its client state (LEFT JOIN: a node without a state row has nulls). */
+  nodesForActors(): NodeActorRow[];
+  /**
+   * Full write of a node's client state: the projected columns, the machine snapshot JSON and
+   * its machine version; `now` (ms) goes to `updated_at`.
+   */
+  writeState(nodeId: string, columns: NodeStateColumns, snapshotJson: string, machineVersion: number, now: number): void;
+  /** Narrow write of `last_signal_at` (ms) alone, when nothing else of the node moved; `now` (ms) to `updated_at`. */
+  writeSignal(nodeId: string, lastSignalAt: number | null, now: number): void;
+  /** The node's confirmed config (`nodes.confirmed_config_version`/`_sha256`); nulls clear it. */
+  writeConfirmed(nodeId: string, version: number | null, sha256: string | null): void;
+  /** Runs `fn` in one write transaction (the group commit); rethrows what `fn` throws after rolling back. */
+  inTransaction(fn: () => void): void;
+  /** True while a transaction holds the connection (a request's): the group commit must wait for it. */
+  busy(): boolean;
+}
+
+/**
+ * Prepares the node-state statements of the registry's hot path once (group commit, presence,
+ * `last_signal_at` writes, DESIGN §2 "prepared statements for the hot path made by store
+ * factories"): every heartbeat of every node goes through {@link NodeStateStatements.writeSignal}
+ * or {@link NodeStateStatements.writeState}, so no statement is prepared per call.
+ */
+export function createNodeStateStatements(sqlite: SQLite.Database): NodeStateStatements {
+  const state = sqlite.prepare(
+    `UPDATE node_client_state SET client_initialized = ?, client_presence_state = ?, runtime_state = ?,
+       last_reachable_at = ?, last_signal_at = ?, client_version = ?, machine_snapshot = ?, machine_version = ?,
+       updated_at = ? WHERE node_id = ?`,
+  );
+  const signal = sqlite.prepare("UPDATE node_client_state SET last_signal_at = ?, updated_at = ? WHERE node_id = ?");
+  const confirmed = sqlite.prepare("UPDATE nodes SET confirmed_config_version = ?, confirmed_config_sha256 = ? WHERE node_id = ?");
+  const forActors = sqlite.prepare<[], NodeActorRow>(
+    `SELECT n.node_id, n.config_id, n.mode, n.staged_config_version, n.staged_config_sha256,
+            s.machine_snapshot, s.machine_version, s.last_signal_at
+       FROM nodes n LEFT JOIN node_client_state s ON s.node_id = n.node_id`,
+  );
+  const transaction = sqlite.transaction((fn: () => void) => fn());
+  return {
+    nodesForActors: () => forActors.all(),
+    writeState(nodeId, c, snapshotJson, machineVersion, now) {
+      state.run(
+        c.clientInitialized ? 1 : 0,
+        c.presence,
+        c.runtime,
+        c.lastReachableAt,
+        c.lastSignalAt,
+        c.clientVersion,
+        snapshotJson,
+        machineVersion,
+        now,
+        nodeId,
+      );
+    },
+    writeSignal(nodeId, lastSignalAt, now) {
+      signal.run(lastSignalAt, now, nodeId);
+    },
+    writeConfirmed(nodeId, version, sha256) {
+      confirmed.run(version, sha256, nodeId);
+    },
+    inTransaction: (fn) => transaction(fn),
+    busy: () => sqlite.inTransaction,
+  };
+}
+
+/**
+ * Resets every node's client state to "never bound" (a restored snapshot's private copy):
+ * broker credentials, machine snapshot and version, session ids, presence, runtime and reported
+ * times cleared, `client_initialized` = 0; `now` (ms) goes to `updated_at`.
+ */
+export function resetAllClientStates(sqlite: SQLite.Database, now: number): void {
+  sqlite
+    .prepare(
+      `UPDATE node_client_state SET client_initialized = 0, client_presence_state = 'offline', runtime_state = 'unknown',
+         last_reachable_at = NULL, last_signal_at = NULL, client_version = NULL, platform = NULL, hostname = NULL,
+         mqtt_username = NULL, mqtt_password_hash = NULL, boot_id = NULL, session_id = NULL,
+         machine_snapshot = NULL, machine_version = NULL, updated_at = ?`,
+    )
+    .run(now);
+}
+
+/**
+ * Creates a new node's client state row: never bound (the column defaults: offline, runtime
+ * unknown, no broker account, no machine snapshot); `now` (ms) goes to `updated_at`.
+ */
+export async function insertClientState(db: Db, nodeId: string, now: number): Promise<void> {
+  await db.insertInto("node_client_state").values({ node_id: nodeId, updated_at: now }).execute();
 }

@@ -1,11 +1,12 @@
 import type { Db } from "./db.js";
+import { insertClientState } from "./node-client-state.repository.js";
 import type { ConfigRow, NewNodeRow, NodeClientStateRow, NodeRow, NodeUpdate } from "./schema.js";
 
-/** Repository of `nodes`, `node_tags` and `node_client_state`. */
+/** Repository of `nodes` and `node_tags`, and the client-state reads of node views (writes: `node-client-state.repository.ts`). */
 
 export async function insertNode(db: Db, row: NewNodeRow, now: number): Promise<void> {
   await db.insertInto("nodes").values(row).execute();
-  await db.insertInto("node_client_state").values({ node_id: row.node_id, updated_at: now }).execute();
+  await insertClientState(db, row.node_id, now);
 }
 
 export async function findNode(db: Db, configId: string, nodeId: string): Promise<NodeRow | undefined> {

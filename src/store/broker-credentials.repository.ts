@@ -1,0 +1,51 @@
+import type { Db } from "./db.js";
+
+/**
+ * Repository of `broker_credentials` (sealed broker passwords, spec §1.8) as the broker
+ * reconciliation reads them, joined with the node accounts of `node_client_state`.
+ */
+
+/** A bound dynamic node's broker account as stored, with its sealed password (null when none). */
+export interface StoredBrokerAccount {
+  config_id: string;
+  node_id: string;
+  mqtt_username: string | null;
+  mqtt_password_hash: string | null;
+  password_sealed: string | null;
+}
+
+/**
+ * Drops sealed passwords whose username no node client state holds any more (reset or deleted
+ * nodes).
+ */
+export async function deleteOrphanBrokerCredentials(db: Db): Promise<void> {
+  await db
+    .deleteFrom("broker_credentials")
+    .where(({ not, exists, selectFrom }) =>
+      not(
+        exists(
+          selectFrom("node_client_state")
+            .select("node_client_state.node_id")
+            .whereRef("node_client_state.mqtt_username", "=", "broker_credentials.mqtt_username"),
+        ),
+      ),
+    )
+    .execute();
+}
+
+/**
+ * Every initialized client of a dynamic node with a stored username and password hash, with
+ * the sealed password stored under that username (null when none).
+ */
+export async function listBrokerAccounts(db: Db): Promise<StoredBrokerAccount[]> {
+  return db
+    .selectFrom("node_client_state as s")
+    .innerJoin("nodes as n", "n.node_id", "s.node_id")
+    .leftJoin("broker_credentials as b", "b.mqtt_username", "s.mqtt_username")
+    .select(["n.config_id", "n.node_id", "s.mqtt_username", "s.mqtt_password_hash", "b.password_sealed"])
+    .where("s.client_initialized", "=", 1)
+    .where("n.mode", "=", "dynamic")
+    .where("s.mqtt_username", "is not", null)
+    .where("s.mqtt_password_hash", "is not", null)
+    .execute();
+}

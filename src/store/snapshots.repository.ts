@@ -1,0 +1,194 @@
+import SQLite from "better-sqlite3";
+import type { Store } from "./db.js";
+
+/**
+ * The SQLite work of snapshots (spec §2.4; docs/decisions.md "Bulk packages, snapshots and
+ * MCP"): copying the live database, scrubbing the copy, reading an untrusted copy read-only,
+ * and the restore's one replacing transaction. The service (`src/services/backups.service.ts`,
+ * `snapshots.ts`, `snapshot-rows.ts`) orders, validates and locks; every statement is here.
+ */
+
+/**
+ * Tables a snapshot carries and a restore replaces, parents before children (foreign-key order).
+ * `settings_kv` (admin password hash, broker secrets), `admin_sessions`, `download_tokens`,
+ * `bind_tokens` and `broker_credentials` (sealed broker passwords) are not among them: they are
+ * emptied in every snapshot and a restore keeps the live ones (bind tokens are dropped, node
+ * config tokens revoked; see {@link replaceDataFromSnapshot}).
+ */
+export const DATA_TABLES = [
+  "configs",
+  "nodes",
+  "node_tags",
+  "node_client_state",
+  "mesh_pairs",
+  "port_forwards",
+  "control_logs",
+] as const;
+
+/** Tables whose rows never leave the service inside a snapshot. */
+export const SCRUBBED_TABLES = ["settings_kv", "admin_sessions", "download_tokens", "bind_tokens", "broker_credentials"] as const;
+
+/**
+ * Writes a consistent copy of the live database to `file` (`VACUUM INTO`), holding Kysely's
+ * connection so that no request transaction is open meanwhile.
+ * @param file path of a file that does not exist yet
+ */
+export async function copyDatabaseTo(store: Store, file: string): Promise<void> {
+  await store.db.connection().execute(async () => {
+    store.sqlite.prepare("VACUUM INTO ?").run(file);
+  });
+}
+
+/**
+ * Empties the tables of {@link SCRUBBED_TABLES} in a fresh database copy and compacts it, so no
+ * secret, session or token leaves in an export; the copy is left in rollback-journal mode.
+ */
+export function scrubDatabaseCopy(file: string): void {
+  const db = new SQLite(file, { fileMustExist: true });
+  try {
+    db.pragma("journal_mode = DELETE");
+    db.pragma("secure_delete = ON");
+    db.transaction(() => {
+      for (const table of SCRUBBED_TABLES) db.prepare(`DELETE FROM "${table}"`).run();
+    })();
+    db.exec("VACUUM");
+  } finally {
+    db.close();
+  }
+}
+
+/** CREATE TABLE text of every table of a database (`schema`: "main" or an attached name), by name. */
+export function tableDefinitions(db: SQLite.Database, schema = "main"): Map<string, string> {
+  const rows = db
+    .prepare(`SELECT name, sql FROM "${schema}".sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`)
+    .all() as Array<{ name: string; sql: string | null }>;
+  return new Map(rows.map((r) => [r.name, r.sql ?? ""]));
+}
+
+/** CREATE TABLE texts of a database file, opened read-only for this read alone. */
+export function fileTableDefinitions(file: string): Map<string, string> {
+  const db = new SQLite(file, { readonly: true, fileMustExist: true });
+  try {
+    return tableDefinitions(db);
+  } finally {
+    db.close();
+  }
+}
+
+/** An untrusted database file opened read-only with `trusted_schema = OFF` ({@link openSnapshotReader}). */
+export interface SnapshotReader {
+  /** `PRAGMA integrity_check` rows: `["ok"]` for a sound file. */
+  integrityCheck(): string[];
+  /** CREATE TABLE text of every table, by name. */
+  tableDefinitions(): Map<string, string>;
+  /** Names of the applied migrations (`kysely_migration`), sorted; throws when the table is missing. */
+  appliedMigrations(): string[];
+  /** Number of rows `PRAGMA foreign_key_check` reports. */
+  foreignKeyViolations(): number;
+  /** Every row of a table in rowid order, read lazily (the statement stays open while iterated). */
+  rows(table: string): Iterable<Record<string, unknown>>;
+  close(): void;
+}
+
+/**
+ * Opens a snapshot's database file read-only with an untrusted schema (no function of its
+ * schema runs). Throws what better-sqlite3 throws when the file is not a database.
+ */
+export function openSnapshotReader(file: string): SnapshotReader {
+  const db = new SQLite(file, { readonly: true, fileMustExist: true });
+  try {
+    db.pragma("trusted_schema = OFF");
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+  return {
+    integrityCheck: () => (db.pragma("integrity_check") as Array<{ integrity_check: string }>).map((r) => r.integrity_check),
+    tableDefinitions: () => tableDefinitions(db),
+    appliedMigrations: () =>
+      (db.prepare("SELECT name FROM kysely_migration ORDER BY name").all() as Array<{ name: unknown }>).map((r) => String(r.name)),
+    foreignKeyViolations: () => (db.pragma("foreign_key_check") as unknown[]).length,
+    rows: (table) => db.prepare(`SELECT * FROM "${table}" ORDER BY rowid`).iterate() as Iterable<Record<string, unknown>>,
+    close: () => db.close(),
+  };
+}
+
+/** A node's staged config text of a snapshot copy, for nodes with a stored sha. */
+export interface StagedConfigText {
+  node_id: string;
+  staged_config_text: string | null;
+}
+
+/** Nodes of a database whose staged config has a stored sha256, with their staged text. */
+export function listStagedConfigTexts(sqlite: SQLite.Database): StagedConfigText[] {
+  return sqlite.prepare("SELECT node_id, staged_config_text FROM nodes WHERE staged_config_sha256 IS NOT NULL").all() as StagedConfigText[];
+}
+
+/** Every config id of a database, sorted. */
+export function listConfigIds(sqlite: SQLite.Database): string[] {
+  return (sqlite.prepare("SELECT config_id FROM configs ORDER BY config_id").all() as Array<{ config_id: string }>).map((r) => r.config_id);
+}
+
+/** Clears every node's confirmed config (`confirmed_config_version`/`_sha256` to NULL). */
+export function clearConfirmedConfigs(sqlite: SQLite.Database): void {
+  sqlite.prepare("UPDATE nodes SET confirmed_config_version = NULL, confirmed_config_sha256 = NULL").run();
+}
+
+/** Sets the stored staged-config sha256 of nodes, one `[nodeId, sha256]` pair each. */
+export function setStagedConfigShas(sqlite: SQLite.Database, shas: Iterable<readonly [nodeId: string, sha256: string]>): void {
+  const setSha = sqlite.prepare("UPDATE nodes SET staged_config_sha256 = ? WHERE node_id = ?");
+  for (const [nodeId, sha] of shas) setSha.run(sha, nodeId);
+}
+
+/** Every node's staged config text (`t`) and stored sha256 (`s`). */
+export function listStagedConfigs(sqlite: SQLite.Database): Array<{ node_id: string; t: string | null; s: string | null }> {
+  return sqlite.prepare("SELECT node_id, staged_config_text AS t, staged_config_sha256 AS s FROM nodes").all() as Array<{
+    node_id: string;
+    t: string | null;
+    s: string | null;
+  }>;
+}
+
+/**
+ * The restore's one transaction on the live connection (synchronous: nothing else runs on the
+ * connection meanwhile; the caller holds Kysely's connection): the snapshot file is attached,
+ * every data table's CREATE TABLE text must equal the live one, then in ONE immediate
+ * transaction every bind token is dropped, node config download tokens are revoked and every
+ * table of {@link DATA_TABLES} is replaced by the snapshot's rows (foreign keys checked at
+ * commit). ATTACH and DETACH sit outside it, as SQLite requires for DETACH. A failure rolls
+ * back and leaves the live database as it was.
+ * @param schemaMismatch builds the error thrown when a table's definition differs (named)
+ */
+export function replaceDataFromSnapshot(sqlite: SQLite.Database, dbFile: string, schemaMismatch: (table: string) => Error): void {
+  sqlite.prepare("ATTACH DATABASE ? AS snap").run(dbFile);
+  try {
+    const live = tableDefinitions(sqlite, "main");
+    const snap = tableDefinitions(sqlite, "snap");
+    for (const table of DATA_TABLES) {
+      if (live.get(table) !== snap.get(table)) throw schemaMismatch(table);
+    }
+    const columns = (table: string) =>
+      (sqlite.prepare("SELECT name FROM pragma_table_info(?, 'main')").all(table) as Array<{ name: string }>)
+        .map((c) => `"${c.name}"`)
+        .join(", ");
+    try {
+      sqlite
+        .transaction(() => {
+          sqlite.pragma("defer_foreign_keys = ON");
+          sqlite.prepare("DELETE FROM main.bind_tokens").run();
+          sqlite.prepare("DELETE FROM main.download_tokens WHERE kind = 'node_config'").run();
+          for (const table of [...DATA_TABLES].reverse()) sqlite.prepare(`DELETE FROM main."${table}"`).run();
+          for (const table of DATA_TABLES) {
+            const cols = columns(table);
+            sqlite.prepare(`INSERT INTO main."${table}" (${cols}) SELECT ${cols} FROM snap."${table}"`).run();
+          }
+        })
+        .immediate();
+    } catch (err) {
+      if (sqlite.inTransaction) sqlite.exec("ROLLBACK");
+      throw err;
+    }
+  } finally {
+    sqlite.exec("DETACH DATABASE snap");
+  }
+}
