@@ -1,8 +1,10 @@
 import { randomUUID } from "node:crypto";
+import type { z } from "zod";
 import { isoTime, type Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
 import type { AckPayload, Envelope } from "../protocol/envelope.schema.js";
 import { nodeTopic, type DownstreamKind } from "../protocol/topics.js";
+import type { controlLogViewSchema } from "../protocol/views.schema.js";
 import { insertCommandLog, listOpenCommandLogs, pushTargetOf, type PushTarget } from "../store/commands.repository.js";
 import type { Store } from "../store/db.js";
 import type { ControlLogRow } from "../store/schema.js";
@@ -27,23 +29,8 @@ export const ACK_KIND_OF: Record<CommandKind, "config_push_ack" | "control_ack" 
   info: "info_ack",
 };
 
-export interface ControlLogView {
-  log_id: number;
-  config_id: string;
-  node_id: string;
-  request_id: string | null;
-  kind: "command" | "output" | "event";
-  action: string | null;
-  status: "pending" | "accepted" | "applied" | "failed" | "timed_out" | null;
-  message: string | null;
-  stream: string | null;
-  output: string | null;
-  /** Client events: the spec §6.3 `level` and `event` name; null for commands. */
-  level: string | null;
-  event: string | null;
-  created_at: string;
-  updated_at: string;
-}
+/** One control log row as answered and published (spec §6.4); the shape is the protocol schema's. */
+export type ControlLogView = z.output<typeof controlLogViewSchema>;
 
 export interface OpenCommand {
   requestId: string;

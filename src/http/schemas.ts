@@ -99,24 +99,13 @@ export {
   tagViewSchema as tagResponse,
   configDetailViewSchema as configDetailResponse,
   meshPairViewSchema as meshPairResponse,
+  portForwardViewSchema as portForwardResponse,
   endpointStatusViewSchema as endpointStatusResponse,
   controlLogViewSchema as controlLogResponse,
   mqttSettingsViewSchema as mqttSettingsResponse,
   snapshotEntrySchema as snapshotEntryResponse,
   systemStatusSchema as systemStatusResponse,
 } from "../protocol/views.schema.js";
-
-export const portForwardResponse = z.object({
-  forward_id: z.string(),
-  node_id: z.string(),
-  protocol: z.enum(["tcp", "udp"]),
-  listen_port: z.number(),
-  target_address: z.string(),
-  target_port: z.number(),
-  enabled: z.boolean(),
-  created_at: isoTime,
-  updated_at: isoTime,
-});
 
 export const stagedConfigResponse = z.object({
   config_id: z.string(),

@@ -94,6 +94,19 @@ export const meshPairViewSchema = z.object({
   updated_at: isoTime,
 });
 
+/** A port forward of a node: the port-forward answers. */
+export const portForwardViewSchema = z.object({
+  forward_id: z.string(),
+  node_id: z.string(),
+  protocol: z.enum(["tcp", "udp"]),
+  listen_port: z.number(),
+  target_address: z.string(),
+  target_port: z.number(),
+  enabled: z.boolean(),
+  created_at: isoTime,
+  updated_at: isoTime,
+});
+
 /** An endpoint's control runtime and sync state: the endpoint-status answer, `endpoint.status.updated` `status`. */
 export const endpointStatusViewSchema = z.object({
   config_id: z.string(),

@@ -3,6 +3,7 @@ import { mkdir, mkdtemp, open, readdir, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
 import PQueue from "p-queue";
+import type { z } from "zod";
 import type { NodeActorRegistry } from "../actors/registry.js";
 import { isoTime, type Clock } from "../clock.js";
 import type { Settings } from "../config.js";
@@ -11,6 +12,7 @@ import type { EventHub } from "../events/hub.js";
 import { isAtomicWriteTemp } from "../lib/atomic-write.js";
 import type { Logger } from "../logger.js";
 import { newId } from "../protocol/ids.js";
+import type { snapshotEntrySchema } from "../protocol/views.schema.js";
 import type { Store } from "../store/db.js";
 import { copyDatabaseTo, replaceDataFromSnapshot } from "../store/snapshots.repository.js";
 import * as tokensRepo from "../store/tokens.repository.js";
@@ -66,12 +68,7 @@ export interface BackupsServiceDeps {
 }
 
 /** One snapshot in the list and the create/import answers (DESIGN §5). */
-export interface SnapshotEntry {
-  snapshot_id: string;
-  created_at: string;
-  size_bytes: number;
-  sha256: string;
-}
+export type SnapshotEntry = z.output<typeof snapshotEntrySchema>;
 
 /** The one answer shape of every download the backend creates (DESIGN §5). */
 export interface DownloadGrant {

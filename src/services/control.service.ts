@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import type { z } from "zod";
 import { isoTime, type Clock } from "../clock.js";
 import { controlLogView, type CommandTracker, type ControlLogView } from "../actors/commands.js";
 import type { NodeProjection } from "../actors/projection.js";
@@ -9,22 +10,15 @@ import { nodeClientId, nodeUsername } from "../mqtt/authz.policy.js";
 import type { NodeBrokerAccount } from "../mqtt/broker-admin.js";
 import type { ControlAction, TunnelProtocol } from "../protocol/envelope.schema.js";
 import { nodeTopics } from "../protocol/topics.js";
+import type { endpointStatusViewSchema } from "../protocol/views.schema.js";
 import type { Logger } from "../logger.js";
 import type { Store } from "../store/db.js";
 import type { NodeRow } from "../store/schema.js";
 import { requireNode } from "./node-lookup.js";
-import { clientView, type NodeClientView } from "./views.js";
+import { clientView } from "./views.js";
 
 /** The `endpoint.status.updated` payload and the endpoint-status answer (DESIGN §5). */
-export interface EndpointStatusView extends NodeClientView {
-  config_id: string;
-  node_id: string;
-  mode: "static" | "dynamic";
-  effective_mode: "static" | "dynamic";
-  staged_config: { config_version: number; config_sha256: string | null };
-  confirmed_config: { config_version: number | null; config_sha256: string | null };
-  mqtt_enabled: boolean;
-}
+export type EndpointStatusView = z.output<typeof endpointStatusViewSchema>;
 
 /** The bind answer (spec §2.6, DESIGN §5). */
 export interface BindProfile {

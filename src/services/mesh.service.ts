@@ -1,9 +1,11 @@
+import type { z } from "zod";
 import type { Clock } from "../clock.js";
 import { allocateAddress, isHostAddress, parseNetworkCidr } from "../domain/address-pool.js";
 import { generateAwgParams } from "../domain/awg.js";
 import { generateKeyPair } from "../domain/keys.js";
 import { AppError } from "../errors.js";
 import { newId } from "../protocol/ids.js";
+import type { configDetailViewSchema, tagViewSchema } from "../protocol/views.schema.js";
 import * as configsRepo from "../store/configs.repository.js";
 import type { AfterCommit, Db, Store } from "../store/db.js";
 import * as pairsRepo from "../store/mesh-pairs.repository.js";
@@ -70,15 +72,11 @@ export interface PortForwardInput {
   enabled?: boolean | undefined;
 }
 
-export interface ConfigDetailView extends ConfigView {
-  nodes: NodeView[];
-  tags: TagView[];
-}
+/** A config with its nodes and tags (the config-detail answer). */
+export type ConfigDetailView = z.output<typeof configDetailViewSchema>;
 
-export interface TagView {
-  tag: string;
-  node_ids: string[];
-}
+/** A tag and the nodes carrying it. */
+export type TagView = z.output<typeof tagViewSchema>;
 
 /** What one committed write changed; handed to {@link MeshHooks.afterCommit}. */
 export interface MeshChange {

@@ -3,6 +3,7 @@ import type { Clock } from "../clock.js";
 import { AppError } from "../errors.js";
 import type { EventHub } from "../events/hub.js";
 import type { Logger } from "../logger.js";
+import type { mqttSettingsViewSchema } from "../protocol/views.schema.js";
 import type { Store } from "../store/db.js";
 import { getSetting, putSetting } from "../store/settings.repository.js";
 
@@ -36,21 +37,14 @@ export type MqttOverrides = Partial<MqttPublicEndpoint>;
  */
 export type MqttSettingsPatch = { [K in keyof MqttPublicEndpoint]?: MqttPublicEndpoint[K] | null };
 
-/** The answer of `GET`/`PUT /api/v1/settings/mqtt` and the `settings.mqtt.updated` payload's `mqtt`. */
-export interface MqttSettingsView extends MqttPublicEndpoint {
-  /** spec §1.7 `SVC_ENABLE_MQTT_SERVICES`. */
-  mqtt_enabled: boolean;
-  /** `SVC_MQTT_BROKER`: embedded, emqx or mosquitto. */
-  broker: string;
-  /** Whether the backend's broker connection is up now (always false with MQTT disabled). */
-  broker_connected: boolean;
-  /** spec §1.9 `SVC_MQTT_TLS_ENABLED`: profiles prefer TLS (`public_tls_port`). */
-  tls_enabled: boolean;
-  /** The backend's broker user name (its password is never shown). */
-  backend_username: string;
-  /** Where each editable value comes from. */
-  sources: Record<keyof MqttPublicEndpoint, "settings" | "environment">;
-}
+/**
+ * The answer of `GET`/`PUT /api/v1/settings/mqtt` and the `settings.mqtt.updated` payload's
+ * `mqtt`: `mqtt_enabled` (spec §1.7 `SVC_ENABLE_MQTT_SERVICES`), `broker` (`SVC_MQTT_BROKER`),
+ * `broker_connected` (the backend's broker connection is up now; always false with MQTT
+ * disabled), `tls_enabled` (spec §1.9), `backend_username` (its password is never shown), the
+ * editable {@link MqttPublicEndpoint} fields and the `sources` of each.
+ */
+export type MqttSettingsView = z.output<typeof mqttSettingsViewSchema>;
 
 const port = z.number().int().min(1).max(65535);
 const storedSchema = z.strictObject({

@@ -1,6 +1,13 @@
+import type { z } from "zod";
 import { isoTime } from "../clock.js";
 import { checkPairIntegrity } from "../domain/render.js";
 import type { AwgParams } from "../domain/awg.js";
+import type {
+  configViewSchema,
+  meshPairViewSchema,
+  nodeViewSchema,
+  portForwardViewSchema,
+} from "../protocol/views.schema.js";
 import type { ConfigRow, MeshPairRow, NodeClientStateRow, NodeRow, PortForwardRow } from "../store/schema.js";
 
 /**
@@ -8,73 +15,29 @@ import type { ConfigRow, MeshPairRow, NodeClientStateRow, NodeRow, PortForwardRo
  * strings; private keys and config texts never appear here.
  */
 
-export interface ConfigView {
-  config_id: string;
-  name: string;
-  tunnel_protocol: "wireguard" | "awg_2";
-  network_cidr: string;
-  awg: AwgParams | null;
-  created_at: string;
-  updated_at: string;
-}
+// The view types derive from the wire schemas of src/protocol/views.schema.ts (one schema per
+// wire shape, DESIGN §2); the builders below produce exactly those shapes.
 
-export interface NodeClientView {
-  client_initialized: boolean;
-  client_presence_state: "online" | "dropped" | "offline";
-  runtime_state: "unknown" | "running" | "stopped";
-  last_reachable_at: string | null;
-  client_version: string | null;
-  /** spec §3.5; null for nodes effectively static (they have no agent to confirm anything). */
-  config_version_state: "latest" | "pending" | null;
-}
+/** A config (spec §2.2). */
+export type ConfigView = z.output<typeof configViewSchema>;
 
-export interface NodeView {
-  node_id: string;
-  config_id: string;
-  name: string;
-  mode: "static" | "dynamic";
-  /** spec §1.7: dynamic nodes are projected as static while MQTT services are disabled. */
-  effective_mode: "static" | "dynamic";
-  interface_name: string;
-  address: string;
-  public_address: string | null;
-  listen_port: number | null;
-  public_key: string;
-  tags: string[];
-  staged_config: { config_version: number; config_sha256: string | null };
-  client: NodeClientView;
-  created_at: string;
-  updated_at: string;
-}
+/**
+ * A node's client state (spec §2.7); `config_version_state` (spec §3.5) is null for nodes
+ * effectively static (they have no agent to confirm anything).
+ */
+export type NodeClientView = NodeView["client"];
 
-export interface PairIntegrityView {
-  status: "ok" | "broken" | "disabled";
-  reason: string | null;
-  initiators: string[];
-}
+/** A node (spec §2.3); `effective_mode`: dynamic nodes are projected as static while MQTT services are disabled (spec §1.7). */
+export type NodeView = z.output<typeof nodeViewSchema>;
 
-export interface MeshPairView {
-  pair_id: string;
-  config_id: string;
-  node_a: string;
-  node_b: string;
-  enabled: boolean;
-  integrity: PairIntegrityView;
-  created_at: string;
-  updated_at: string;
-}
+/** A mesh pair's connection-integrity result (spec §2.4). */
+export type PairIntegrityView = MeshPairView["integrity"];
 
-export interface PortForwardView {
-  forward_id: string;
-  node_id: string;
-  protocol: "tcp" | "udp";
-  listen_port: number;
-  target_address: string;
-  target_port: number;
-  enabled: boolean;
-  created_at: string;
-  updated_at: string;
-}
+/** A mesh pair (spec §2.4). */
+export type MeshPairView = z.output<typeof meshPairViewSchema>;
+
+/** A port forward of a node. */
+export type PortForwardView = z.output<typeof portForwardViewSchema>;
 
 export function configView(row: ConfigRow): ConfigView {
   return {
