@@ -10,6 +10,7 @@ import {
   tagSchema,
   tunnelProtocolSchema,
 } from "../protocol/fields.js";
+import { nodeModeSchema } from "../protocol/enums.js";
 import { configIdSchema, forwardIdSchema, nodeIdSchema, pairIdSchema } from "../protocol/ids.js";
 
 /**
@@ -48,7 +49,7 @@ export const updateConfigBody = z.strictObject({
 
 export const createNodeBody = z.strictObject({
   name: nameSchema,
-  mode: z.enum(["static", "dynamic"]),
+  mode: nodeModeSchema,
   address: ipv4Schema.optional(),
   public_address: publicAddressSchema.nullable().optional(),
   listen_port: portSchema.nullable().optional(),
@@ -59,7 +60,7 @@ export const createNodeBody = z.strictObject({
 
 export const updateNodeBody = z.strictObject({
   name: nameSchema.optional(),
-  mode: z.enum(["static", "dynamic"]).optional(),
+  mode: nodeModeSchema.optional(),
   public_address: publicAddressSchema.nullable().optional(),
   listen_port: portSchema.nullable().optional(),
   interface_name: interfaceNameSchema.optional(),

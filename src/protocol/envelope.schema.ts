@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { ackStatusSchema, controlActionSchema, tunnelProtocolSchema } from "./enums.js";
 import { interfaceNameSchema } from "./fields.js";
 import { ID_PATTERN } from "./ids.js";
 
@@ -11,17 +12,18 @@ import { ID_PATTERN } from "./ids.js";
 /** Largest MQTT payload either side accepts, bytes (spec §8 leaves it open; DESIGN decision). */
 export const MAX_ENVELOPE_BYTES = 256 * 1024;
 
-export const TUNNEL_PROTOCOLS = ["wireguard", "awg_2"] as const;
-export const tunnelProtocolSchema = z.enum(TUNNEL_PROTOCOLS);
-export type TunnelProtocol = z.infer<typeof tunnelProtocolSchema>;
-
-export const ACK_STATUSES = ["accepted", "applied", "failed"] as const;
-export const ackStatusSchema = z.enum(ACK_STATUSES);
-export type AckStatus = z.infer<typeof ackStatusSchema>;
-
-export const CONTROL_ACTIONS = ["start", "stop", "push_config", "wg_show"] as const;
-export const controlActionSchema = z.enum(CONTROL_ACTIONS);
-export type ControlAction = z.infer<typeof controlActionSchema>;
+// The enums are declared once in ./enums.ts; re-exported here for the envelope's importers.
+export {
+  ACK_STATUSES,
+  ackStatusSchema,
+  CONTROL_ACTIONS,
+  controlActionSchema,
+  TUNNEL_PROTOCOLS,
+  tunnelProtocolSchema,
+  type AckStatus,
+  type ControlAction,
+  type TunnelProtocol,
+} from "./enums.js";
 
 const text = (max: number) => z.string().max(max);
 const idText = z.string().regex(ID_PATTERN);

@@ -24,7 +24,8 @@ export const printable = (max: number) =>
 
 /** Config and node names (spec §2.2, §2.3): printable, at most 64 characters. */
 export const nameSchema = printable(64);
-export const tunnelProtocolSchema = z.enum(["wireguard", "awg_2"]);
+/** spec §2.2 (declared in ./enums.ts). */
+export { tunnelProtocolSchema } from "./enums.js";
 /** A TCP/UDP port, 1..65535. */
 export const portSchema = z.number().int().min(1).max(65535);
 export const ipv4Schema = z.ipv4();

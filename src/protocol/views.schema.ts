@@ -1,5 +1,13 @@
 import { z } from "zod";
-import { tunnelProtocolSchema } from "./fields.js";
+import {
+  commandStatusSchema,
+  configVersionStateSchema,
+  controlLogKindSchema,
+  nodeModeSchema,
+  presenceStateSchema,
+  runtimeStateSchema,
+  tunnelProtocolSchema,
+} from "./enums.js";
 
 /**
  * Wire shapes that two boundaries share: the REST answers of DESIGN §5 and the SSE payloads of
@@ -11,10 +19,10 @@ import { tunnelProtocolSchema } from "./fields.js";
  */
 
 const isoTime = z.string();
-const nodeMode = z.enum(["static", "dynamic"]);
-const presenceState = z.enum(["online", "dropped", "offline"]);
-const runtimeState = z.enum(["unknown", "running", "stopped"]);
-const configVersionState = z.enum(["latest", "pending"]);
+const nodeMode = nodeModeSchema;
+const presenceState = presenceStateSchema;
+const runtimeState = runtimeStateSchema;
+const configVersionState = configVersionStateSchema;
 const stagedConfig = z.object({ config_version: z.number(), config_sha256: z.string().nullable() });
 
 /** AmneziaWG obfuscation parameters of a config (src/domain/awg.ts `AwgParams`). */
@@ -130,9 +138,9 @@ export const controlLogViewSchema = z.object({
   config_id: z.string(),
   node_id: z.string(),
   request_id: z.string().nullable(),
-  kind: z.enum(["command", "output", "event"]),
+  kind: controlLogKindSchema,
   action: z.string().nullable(),
-  status: z.enum(["pending", "accepted", "applied", "failed", "timed_out"]).nullable(),
+  status: commandStatusSchema.nullable(),
   message: z.string().nullable(),
   stream: z.string().nullable(),
   output: z.string().nullable(),

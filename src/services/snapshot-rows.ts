@@ -15,6 +15,7 @@ import {
   tagSchema,
   tunnelProtocolSchema,
 } from "../protocol/fields.js";
+import { nodeModeSchema, presenceStateSchema, runtimeStateSchema } from "../protocol/enums.js";
 import { configIdSchema, forwardIdSchema, nodeIdSchema, pairIdSchema } from "../protocol/ids.js";
 import { Store } from "../store/db.js";
 import { pushTargetSchema } from "../store/commands.repository.js";
@@ -96,7 +97,7 @@ export const SNAPSHOT_ROW_SCHEMAS = {
       node_id: nodeIdSchema,
       config_id: configIdSchema,
       name: nameSchema,
-      mode: z.enum(["static", "dynamic"]),
+      mode: nodeModeSchema,
       interface_name: interfaceNameSchema,
       address: ipv4Schema,
       public_address: publicAddressSchema.nullable(),
@@ -124,8 +125,8 @@ export const SNAPSHOT_ROW_SCHEMAS = {
   node_client_state: z.strictObject({
     node_id: nodeIdSchema,
     client_initialized: flag,
-    client_presence_state: z.enum(["online", "dropped", "offline"]),
-    runtime_state: z.enum(["unknown", "running", "stopped"]),
+    client_presence_state: presenceStateSchema,
+    runtime_state: runtimeStateSchema,
     last_reachable_at: epochMs.nullable(),
     last_signal_at: epochMs.nullable(),
     client_version: text(64).nullable(),
