@@ -1,6 +1,7 @@
 import { EventEmitter } from "node:events";
 import type { ControlLogView } from "./actors/commands.js";
 import type { NodeProjection } from "./actors/projection.js";
+import type { FinalCommandStatus } from "./protocol/enums.js";
 import type { MeshChange } from "./services/mesh.service.js";
 
 /**
@@ -20,7 +21,7 @@ export interface AppEventMap {
   /** A control log row was created or updated (spec §6.5 `control.log.*`). */
   "control.log": [change: "created" | "updated", row: ControlLogView];
   /** A command reached a final status (`GET /metrics` counters). */
-  "command.finished": [action: string, status: "applied" | "failed" | "timed_out"];
+  "command.finished": [action: string, status: FinalCommandStatus];
   /** A mesh write committed (spec §6.5 publishing points). */
   "mesh.changed": [change: MeshChange];
   /** The backend's broker connection came up or went down (`services.mqtt.connected`). */

@@ -3,6 +3,7 @@ import type { z } from "zod";
 import { isoTime, type Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
 import type { AckPayload, Envelope } from "../protocol/envelope.schema.js";
+import type { CommandStatus, FinalCommandStatus } from "../protocol/enums.js";
 import { nodeTopic, type DownstreamKind } from "../protocol/topics.js";
 import type { controlLogViewSchema } from "../protocol/views.schema.js";
 import { insertCommandLog, listOpenCommandLogs, pushTargetOf, type PushTarget } from "../store/commands.repository.js";
@@ -45,7 +46,7 @@ export interface OpenCommand {
    * "A config push keeps its target on its control log row").
    */
   pushed: PushTarget | null;
-  status: "pending" | "accepted";
+  status: Extract<CommandStatus, "pending" | "accepted">;
   timer: unknown;
 }
 
@@ -70,7 +71,7 @@ export interface CommandTrackerDeps {
    */
   onPublishFailed?(command: OpenCommand, message: string): void;
   /** A command reached its final status (metrics `svc_commands_total`); must not throw. */
-  onFinal?(command: OpenCommand, status: "applied" | "failed" | "timed_out"): void;
+  onFinal?(command: OpenCommand, status: FinalCommandStatus): void;
 }
 
 /** Longest failure message stored by {@link CommandTracker.recordFailure}, characters (ACK messages are bounded alike). */
@@ -270,14 +271,14 @@ export class CommandTracker {
     this.#open.set(command.requestId, command);
   }
 
-  #close(command: OpenCommand, status: "applied" | "failed" | "timed_out", message: string): void {
+  #close(command: OpenCommand, status: FinalCommandStatus, message: string): void {
     this.#open.delete(command.requestId);
     this.#deps.clock.clearTimeout(command.timer);
     this.#writeStatus(command, status, message);
     this.#deps.onFinal?.(command, status);
   }
 
-  #writeStatus(command: OpenCommand, status: "accepted" | "applied" | "failed" | "timed_out", message: string): void {
+  #writeStatus(command: OpenCommand, status: Exclude<CommandStatus, "pending">, message: string): void {
     if (command.logId === null) return;
     this.#update.run(status, message, this.#deps.clock.now(), command.logId);
     // The row is gone when its node was deleted or a snapshot was restored meanwhile.

@@ -1,5 +1,6 @@
 import type { SnapshotFrom } from "xstate";
 import type { NodeMachine } from "../machines/node.machine.js";
+import type { ConfigVersionState, NodeMode, PresenceState, RuntimeState, TunnelProtocol } from "../protocol/enums.js";
 
 /**
  * What a node actor's state means to the rest of the service: the `node_client_state` columns
@@ -7,18 +8,18 @@ import type { NodeMachine } from "../machines/node.machine.js";
  * re-derived elsewhere (spec §6.5 rule 7).
  */
 export interface NodeProjection {
-  mode: "static" | "dynamic";
+  mode: NodeMode;
   clientInitialized: boolean;
-  presence: "online" | "dropped" | "offline";
-  runtime: "unknown" | "running" | "stopped";
+  presence: PresenceState;
+  runtime: RuntimeState;
   bindToken: "none" | "valid" | "used" | "expired" | "invalidated";
-  sync: "pending" | "latest";
+  sync: ConfigVersionState;
   lastReachableAt: number | null;
   lastSignalAt: number | null;
   clientVersion: string | null;
   confirmedVersion: number | null;
   confirmedSha: string | null;
-  confirmedProtocol: "wireguard" | "awg_2" | null;
+  confirmedProtocol: TunnelProtocol | null;
   /** The staged config the node's actor knows of (DESIGN §3 Config versions). */
   stagedVersion: number;
   stagedSha: string | null;

@@ -2,6 +2,7 @@ import { isDeepStrictEqual } from "node:util";
 import { createActor, type Actor, type AnyStateNode } from "xstate";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
+import type { NodeMode } from "../protocol/enums.js";
 import {
   hasPendingTimers,
   NODE_MACHINE_VERSION,
@@ -58,7 +59,7 @@ interface Entry {
   configId: string;
   nodeId: string;
   /** Stored mode when the entry was made (the actor's input when it starts fresh). */
-  mode: "static" | "dynamic";
+  mode: NodeMode;
   /** The live actor; null while dormant. */
   actor: Actor<NodeMachine> | null;
   /**

@@ -15,12 +15,13 @@
 import { createHash } from "node:crypto";
 import ipaddr from "ipaddr.js";
 import { AppError } from "../errors.js";
+import type { TunnelProtocol } from "../protocol/enums.js";
 import { ipv4ToNumber, networkRange, parseNetworkCidr } from "./address-pool.js";
 import { awgParamsSchema, type AwgParams } from "./awg.js";
 import { isWireGuardKey } from "./keys.js";
 
-/** Tunnel protocol of a config (spec §6.3 `tunnel_protocol`). */
-export type TunnelProtocol = "wireguard" | "awg_2";
+/** Tunnel protocol of a config (spec §6.3 `tunnel_protocol`); declared in src/protocol/enums.ts. */
+export type { TunnelProtocol } from "../protocol/enums.js";
 
 /** One peer of the rendered node, as the caller selected it. */
 export interface RenderPeer {

@@ -1,4 +1,5 @@
 import { and, assign, enqueueActions, raise, setup, stateIn } from "xstate";
+import type { NodeMode, TunnelProtocol } from "../protocol/enums.js";
 
 /**
  * The statechart of one node (design card: one XState actor per node). Pure: no I/O, no clock
@@ -30,7 +31,7 @@ export const NODE_MACHINE_VERSION = 1;
 export interface NodeMachineInput {
   configId: string;
   nodeId: string;
-  mode: "static" | "dynamic";
+  mode: NodeMode;
   /** Online TTL, ms; must exceed the 30-minute heartbeat interval (spec §6.4 rule 7, §8). */
   onlineTtlMs: number;
   /** How long a detect waits for its ACK, ms (DESIGN §3: 20 s). */
@@ -40,7 +41,7 @@ export interface NodeMachineInput {
 export interface NodeContext {
   configId: string;
   nodeId: string;
-  mode: "static" | "dynamic";
+  mode: NodeMode;
   onlineTtlMs: number;
   detectTimeoutMs: number;
   /** Last reachable signal (heartbeat, any ACK, non-offline event), ms. */
@@ -56,7 +57,7 @@ export interface NodeContext {
   confirmedVersion: number | null;
   confirmedSha: string | null;
   /** Tunnel protocol of the confirmed config: the next push's `previous_tunnel_protocol`. */
-  confirmedProtocol: "wireguard" | "awg_2" | null;
+  confirmedProtocol: TunnelProtocol | null;
   /** Reported by bind requests and detect ACKs (spec §9 rule 3). */
   clientVersion: string | null;
 }
@@ -66,7 +67,7 @@ export type SignalSource = "heartbeat" | "ack" | "event";
 
 export type NodeEvent =
   /** The stored mode changed (REST). */
-  | { type: "node.mode_changed"; at: number; mode: "static" | "dynamic" }
+  | { type: "node.mode_changed"; at: number; mode: NodeMode }
   /** A bind succeeded (the guarded database write already happened). */
   | { type: "client.bound"; at: number; clientVersion: string | null }
   /** reset-client (spec §4 rule 12). */
@@ -92,7 +93,7 @@ export type NodeEvent =
   /** The staged config changed (DESIGN §3 Config versions). */
   | { type: "config.staged"; at: number; version: number; sha: string }
   /** An `applied` config push ACK confirmed a version (spec §3.5). */
-  | { type: "config.applied"; at: number; version: number; sha: string; protocol?: "wireguard" | "awg_2" }
+  | { type: "config.applied"; at: number; version: number; sha: string; protocol?: TunnelProtocol }
   /** The actor was restored from a persisted snapshot: re-arm timers with the time left. */
   | { type: "system.restored"; at: number }
   /** Raised internally: the detect ACK did not arrive in time. */

@@ -5,6 +5,7 @@ import { generateAwgParams } from "../domain/awg.js";
 import { generateKeyPair } from "../domain/keys.js";
 import { AppError } from "../errors.js";
 import { newId } from "../protocol/ids.js";
+import type { NodeMode, TunnelProtocol } from "../protocol/enums.js";
 import type { configDetailViewSchema, tagViewSchema } from "../protocol/views.schema.js";
 import * as configsRepo from "../store/configs.repository.js";
 import type { AfterCommit, Db, Store } from "../store/db.js";
@@ -34,19 +35,19 @@ export const DEFAULT_INTERFACE_NAME = "svc0";
 
 export interface CreateConfigInput {
   name: string;
-  tunnel_protocol: "wireguard" | "awg_2";
+  tunnel_protocol: TunnelProtocol;
   network_cidr: string;
 }
 
 export interface UpdateConfigInput {
   name?: string | undefined;
-  tunnel_protocol?: "wireguard" | "awg_2" | undefined;
+  tunnel_protocol?: TunnelProtocol | undefined;
   network_cidr?: string | undefined;
 }
 
 export interface CreateNodeInput {
   name: string;
-  mode: "static" | "dynamic";
+  mode: NodeMode;
   address?: string | undefined;
   public_address?: string | null | undefined;
   listen_port?: number | null | undefined;
@@ -57,7 +58,7 @@ export interface CreateNodeInput {
 
 export interface UpdateNodeInput {
   name?: string | undefined;
-  mode?: "static" | "dynamic" | undefined;
+  mode?: NodeMode | undefined;
   public_address?: string | null | undefined;
   listen_port?: number | null | undefined;
   interface_name?: string | undefined;
@@ -84,7 +85,7 @@ export interface MeshChange {
   configDeleted?: boolean;
   created: NodeRow[];
   deleted: string[];
-  modeChanged: Array<{ nodeId: string; mode: "static" | "dynamic" }>;
+  modeChanged: Array<{ nodeId: string; mode: NodeMode }>;
   /** Nodes whose staged config changed, with the new pair. */
   staged: StagedChange[];
   /** Nodes whose own fields changed. */
@@ -321,7 +322,7 @@ export class MeshService {
       if (modeChanged && patch.mode === "static") await clearClientCredentials(trx, nodeId, now);
       await this.#changed(trx, afterCommit, configId, now, {
         touched: [nodeId],
-        ...(modeChanged ? { modeChanged: [{ nodeId, mode: patch.mode as "static" | "dynamic" }] } : {}),
+        ...(modeChanged ? { modeChanged: [{ nodeId, mode: patch.mode as NodeMode }] } : {}),
       });
       return this.#nodeView(trx, await requireNode(trx, configId, nodeId));
     });

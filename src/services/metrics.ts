@@ -1,6 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Registry } from "prom-client";
 import type { NodeProjection } from "../actors/projection.js";
 import type { EventHubMetrics } from "../events/hub.js";
+import { PRESENCE_STATES, RUNTIME_STATES, type FinalCommandStatus } from "../protocol/enums.js";
 
 /**
  * Operational metrics in the Prometheus text exposition format (docs/decisions.md "`GET /metrics`"), served by
@@ -46,11 +47,11 @@ export interface MetricsSources {
   brokerConnected(): boolean;
 }
 
-/** The final statuses of spec §3.4 a command can end in. */
-export type FinalCommandStatus = "applied" | "failed" | "timed_out";
+/** The final statuses of spec §3.4 a command can end in (declared in src/protocol/enums.ts). */
+export type { FinalCommandStatus };
 
-const PRESENCE = ["online", "dropped", "offline"] as const;
-const RUNTIME = ["unknown", "running", "stopped"] as const;
+const PRESENCE = PRESENCE_STATES;
+const RUNTIME = RUNTIME_STATES;
 
 export class ServiceMetrics {
   /** The registry `/metrics` renders; exposed for tests and for adding families. */

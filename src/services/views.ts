@@ -2,6 +2,7 @@ import type { z } from "zod";
 import { isoTime } from "../clock.js";
 import { checkPairIntegrity } from "../domain/render.js";
 import type { AwgParams } from "../domain/awg.js";
+import type { NodeMode, PresenceState, RuntimeState } from "../protocol/enums.js";
 import type {
   configViewSchema,
   meshPairViewSchema,
@@ -54,8 +55,8 @@ export function configView(row: ConfigRow): ConfigView {
 /** What is known about a node's client, from its actor's projection or its stored row. */
 export interface ClientFacts {
   initialized: boolean;
-  presence: "online" | "dropped" | "offline";
-  runtime: "unknown" | "running" | "stopped";
+  presence: PresenceState;
+  runtime: RuntimeState;
   lastReachableAt: number | null;
   clientVersion: string | null;
   confirmedSha: string | null;
@@ -71,7 +72,7 @@ export function clientView(
   node: Pick<NodeRow, "mode" | "staged_config_sha256">,
   facts: ClientFacts | undefined,
   mqttEnabled: boolean,
-): NodeClientView & { effective_mode: "static" | "dynamic" } {
+): NodeClientView & { effective_mode: NodeMode } {
   const dynamic = node.mode === "dynamic" && mqttEnabled;
   const initialized = dynamic && (facts?.initialized ?? false);
   return {

@@ -1,4 +1,5 @@
 import type SQLite from "better-sqlite3";
+import type { NodeMode } from "../protocol/enums.js";
 import type { Db } from "./db.js";
 
 /**
@@ -42,7 +43,7 @@ export function createNodeAccountStatements(sqlite: SQLite.Database): NodeAccoun
 export interface NodeActorRow {
   node_id: string;
   config_id: string;
-  mode: "static" | "dynamic";
+  mode: NodeMode;
   staged_config_version: number;
   staged_config_sha256: string | null;
   machine_snapshot: string | null;

@@ -1,5 +1,6 @@
 import type { Generated, Insertable, Selectable, Updateable } from "kysely";
 import type { DownloadTokenKind } from "../protocol/download-tokens.js";
+import type { CommandStatus, NodeMode, PresenceState, RuntimeState, TunnelProtocol } from "../protocol/enums.js";
 
 /**
  * Kysely table types of the SQLite store. Times are INTEGER milliseconds since the epoch;
@@ -23,7 +24,7 @@ export interface AdminSessionsTable {
 export interface ConfigsTable {
   config_id: string;
   name: string;
-  tunnel_protocol: "wireguard" | "awg_2";
+  tunnel_protocol: TunnelProtocol;
   network_cidr: string;
   /** JSON of AwgParams; generated once per config (DESIGN §3 awg_2). */
   awg_params: string | null;
@@ -35,7 +36,7 @@ export interface NodesTable {
   node_id: string;
   config_id: string;
   name: string;
-  mode: "static" | "dynamic";
+  mode: NodeMode;
   interface_name: string;
   /** Tunnel address inside the config's network_cidr. */
   address: string;
@@ -62,8 +63,8 @@ export interface NodeTagsTable {
 export interface NodeClientStateTable {
   node_id: string;
   client_initialized: Generated<number>;
-  client_presence_state: Generated<"online" | "dropped" | "offline">;
-  runtime_state: Generated<"unknown" | "running" | "stopped">;
+  client_presence_state: Generated<PresenceState>;
+  runtime_state: Generated<RuntimeState>;
   last_reachable_at: number | null;
   last_signal_at: number | null;
   client_version: string | null;
@@ -128,7 +129,7 @@ export interface ControlLogsTable {
   /** `command` (sent by the backend), `output` (command_output event), `event` (other client events). */
   kind: "command" | "output" | "event";
   action: string | null;
-  status: "pending" | "accepted" | "applied" | "failed" | "timed_out" | null;
+  status: CommandStatus | null;
   message: string | null;
   stream: string | null;
   output: string | null;
@@ -141,7 +142,7 @@ export interface ControlLogsTable {
   /** Migration 0003: for config pushes, the pair and protocol pushed; NULL otherwise. */
   pushed_config_version: number | null;
   pushed_config_sha256: string | null;
-  pushed_tunnel_protocol: "wireguard" | "awg_2" | null;
+  pushed_tunnel_protocol: TunnelProtocol | null;
 }
 
 /**
