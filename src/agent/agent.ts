@@ -19,6 +19,7 @@ import {
   type Envelope,
   type TunnelProtocol,
 } from "../protocol/envelope.schema.js";
+import type { AckStatus } from "../protocol/enums.js";
 import { nodeTopic, parseTopic, type DownstreamKind, type UpstreamKind } from "../protocol/topics.js";
 import type { Clock } from "../clock.js";
 import { applyConfigPush, sha256Hex } from "./config-push.js";
@@ -253,7 +254,7 @@ export async function runAgent(opts: RunAgentOptions): Promise<void> {
     });
   });
 
-  type Result = { status: "applied" | "failed"; message: string; extra: Record<string, unknown> };
+  type Result = { status: Exclude<AckStatus, "accepted">; message: string; extra: Record<string, unknown> };
 
   const privilegeError = async (requestId: string, action: string): Promise<Result | null> => {
     if (isPrivileged()) return null;

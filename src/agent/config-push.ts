@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { writeFileAtomic } from "../lib/atomic-write.js";
-import { configPushPayloadSchema, type ConfigPushPayload, type TunnelProtocol } from "../protocol/envelope.schema.js";
+import { configPushPayloadSchema, type AckStatus, type ConfigPushPayload, type TunnelProtocol } from "../protocol/envelope.schema.js";
 import type { Toolchain, ToolchainFor } from "./toolchain.types.js";
 
 /**
@@ -34,7 +34,7 @@ export interface ConfigPushDeps {
 }
 
 export interface ConfigPushResult {
-  status: "applied" | "failed";
+  status: Exclude<AckStatus, "accepted">;
   message: string;
 }
 

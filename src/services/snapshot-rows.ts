@@ -15,7 +15,13 @@ import {
   tagSchema,
   tunnelProtocolSchema,
 } from "../protocol/fields.js";
-import { nodeModeSchema, presenceStateSchema, runtimeStateSchema } from "../protocol/enums.js";
+import {
+  commandStatusSchema,
+  controlLogKindSchema,
+  nodeModeSchema,
+  presenceStateSchema,
+  runtimeStateSchema,
+} from "../protocol/enums.js";
 import { configIdSchema, forwardIdSchema, nodeIdSchema, pairIdSchema } from "../protocol/ids.js";
 import { Store } from "../store/db.js";
 import { pushTargetSchema } from "../store/commands.repository.js";
@@ -170,9 +176,9 @@ export const SNAPSHOT_ROW_SCHEMAS = {
     node_id: nodeIdSchema,
     config_id: configIdSchema,
     request_id: text(128).nullable(),
-    kind: z.enum(["command", "output", "event"]),
+    kind: controlLogKindSchema,
     action: text(64).nullable(),
-    status: z.enum(["pending", "accepted", "applied", "failed", "timed_out"]).nullable(),
+    status: commandStatusSchema.nullable(),
     message: text(64 * 1024).nullable(),
     stream: text(16).nullable(),
     output: text(1024 * 1024).nullable(),
