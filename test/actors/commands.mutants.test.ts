@@ -1,0 +1,374 @@
+import assert from "node:assert/strict";
+import { after, before, describe, test, type TestContext } from "node:test";
+import { CommandTracker, type ControlLogView, type OpenCommand } from "../../src/actors/commands.js";
+import { ManualClock, isoTime } from "../../src/clock.js";
+import { createLogger } from "../../src/logger.js";
+import type { Envelope } from "../../src/protocol/envelope.schema.js";
+import { api, bind, connectAgent, dynamicNode, nextMessage } from "../control/agent-harness.js";
+import { startSseServer, type SseServer } from "../events/sse-harness.js";
+
+/**
+ * The command tracker (spec §6.4 rules 1-2, §3.4 ACK status, §2.8 control log): log row before
+ * publish, fresh request_id, only the matching ACK from the same node on the matching ACK topic
+ * closes a command, timeouts, and a restart re-arming open commands. On the real service's
+ * SQLite store (nodes made over REST). A second tracker built on that store, with its own
+ * clock and recorded callbacks, shows what the service's own tracker does at each step; its
+ * `publish` is the seam to the broker connection.
+ */
+
+const SECOND = 1000;
+const TIMEOUT = 60 * SECOND; // DESIGN §3: command ACK timeout 60 s
+const DETECT_TIMEOUT = 20 * SECOND; // DESIGN §3: detect ACK timeout 20 s
+
+let shared: Promise<SseServer> | undefined;
+const cleanups: Array<() => Promise<void> | void> = [];
+before(() => {
+  shared = startSseServer({ after: (fn: () => Promise<void>) => cleanups.push(fn) } as unknown as TestContext);
+});
+after(async () => {
+  for (const fn of cleanups.reverse()) await fn();
+});
+
+interface Rig {
+  s: SseServer;
+  configId: string;
+  nodeId: string;
+  clock: ManualClock;
+  tracker: CommandTracker;
+  published: Array<{ topic: string; envelope: Envelope }>;
+  logEvents: Array<{ change: string; log: ControlLogView }>;
+  timeouts: OpenCommand[];
+  finals: Array<{ action: string; status: string }>;
+  /** Make the next publishes reject (the broker did not take them). */
+  failPublish: (message: string | null) => void;
+  row(logId: number): { status: string; message: string; updated_at: number; created_at: number; request_id: string };
+}
+
+async function rig(opts: { start?: number } = {}): Promise<Rig> {
+  const s = await shared!;
+  const { configId, nodeId } = await dynamicNode(s);
+  const clock = new ManualClock(opts.start ?? Date.UTC(2026, 0, 1, 12));
+  const published: Rig["published"] = [];
+  const logEvents: Rig["logEvents"] = [];
+  const timeouts: OpenCommand[] = [];
+  const finals: Rig["finals"] = [];
+  let failure: string | null = null;
+  const make = () =>
+    new CommandTracker({
+      store: s.server.store,
+      clock,
+      log: createLogger("silent"),
+      timeoutMs: TIMEOUT,
+      detectTimeoutMs: DETECT_TIMEOUT,
+      publish: async (topic, envelope) => {
+        if (failure !== null) throw new Error(failure);
+        published.push({ topic, envelope });
+      },
+      onLog: (change, log) => logEvents.push({ change, log }),
+      onTimeout: (c) => timeouts.push(c),
+      onFinal: (c, status) => finals.push({ action: c.action, status }),
+    });
+  const tracker = make();
+  return {
+    s,
+    configId,
+    nodeId,
+    clock,
+    tracker,
+    published,
+    logEvents,
+    timeouts,
+    finals,
+    failPublish: (m) => {
+      failure = m;
+    },
+    row: (logId) => s.server.store.sqlite.prepare("SELECT * FROM control_logs WHERE log_id = ?").get(logId) as ReturnType<Rig["row"]>,
+  };
+}
+
+const applied = { status: "applied" as const, message: "done", action: "start" };
+const accepted = { status: "accepted" as const, message: "", action: "start" };
+
+describe("CommandTracker.send (spec §6.4 rules 1-2, §6.2 envelope)", () => {
+  test("spec §6.4 rule 2: the log row (pending) exists before the publish; the envelope carries a fresh request_id and the node's ids", async () => {
+    const r = await rig();
+    const { requestId, log } = await r.tracker.send(r.configId, r.nodeId, "control", "start", { action: "start" });
+    assert.ok(log);
+    assert.match(requestId, /^[0-9a-f-]{36}$/);
+    assert.equal(log.status, "pending");
+    assert.equal(log.kind, "command");
+    assert.equal(log.action, "start");
+    assert.equal(log.request_id, requestId);
+    assert.equal(log.created_at, isoTime(r.clock.now()));
+    assert.deepEqual(r.logEvents.map((e) => [e.change, e.log.log_id]), [["created", log.log_id]]);
+    assert.deepEqual(r.published, [
+      {
+        topic: `svc/${r.configId}/${r.nodeId}/control`,
+        envelope: {
+          type: "control",
+          request_id: requestId,
+          config_id: r.configId,
+          node_id: r.nodeId,
+          boot_id: "",
+          session_id: "",
+          sent_at: isoTime(r.clock.now()),
+          payload: { action: "start" },
+        },
+      },
+    ]);
+    assert.equal(r.tracker.published, 1);
+    assert.equal(r.tracker.openCount, 1);
+    const second = await r.tracker.send(r.configId, r.nodeId, "control", "stop", { action: "stop" });
+    assert.notEqual(second.requestId, requestId, "a fresh request_id per command");
+  });
+
+  test("spec §6.3: a config push goes to config/push with envelope type config_push; info and detect to their own topics", async () => {
+    const r = await rig();
+    await r.tracker.send(r.configId, r.nodeId, "config_push", "push_config", {});
+    await r.tracker.send(r.configId, r.nodeId, "info", "wg_show", {});
+    await r.tracker.send(r.configId, r.nodeId, "detect", "detect", {});
+    assert.deepEqual(
+      r.published.map((p) => [p.topic.split("/").slice(3).join("/"), p.envelope.type]),
+      [
+        ["config/push", "config_push"],
+        ["info", "info"],
+        ["detect", "detect"],
+      ],
+    );
+  });
+
+  test("detects are tracked but not logged: no row, no log event, log null", async () => {
+    const r = await rig();
+    const { log } = await r.tracker.send(r.configId, r.nodeId, "detect", "detect", {});
+    assert.equal(log, null);
+    assert.deepEqual(r.logEvents, []);
+    assert.equal(r.tracker.openCount, 1);
+  });
+
+  test("spec §3.4: when the broker does not take the command it ends failed with the reason; nothing is counted as published", async () => {
+    const r = await rig();
+    r.failPublish("broker gone");
+    const { log, requestId } = await r.tracker.send(r.configId, r.nodeId, "control", "stop", { action: "stop" });
+    assert.ok(log);
+    assert.equal(log.status, "failed");
+    assert.equal(log.message, "publish to the broker failed: broker gone");
+    assert.equal(r.tracker.published, 0);
+    assert.equal(r.tracker.openCount, 0);
+    assert.deepEqual(r.finals, [{ action: "stop", status: "failed" }]);
+    assert.deepEqual(r.timeouts, [], "a failed control command is not a detect timeout");
+    assert.equal(r.tracker.ack("control_ack", r.configId, r.nodeId, requestId, applied), null, "a failed command takes no ACK");
+    // Its timer went with it: the timeout never turns it into timed_out.
+    r.clock.advance(TIMEOUT);
+    assert.equal(r.row(log.log_id).status, "failed");
+  });
+
+  test("a detect the broker does not take is reported as a detect timeout at once (the machine marks the probe failed)", async () => {
+    const r = await rig();
+    r.failPublish("no broker");
+    await r.tracker.send(r.configId, r.nodeId, "detect", "detect", {});
+    assert.equal(r.timeouts.length, 1);
+    assert.equal(r.timeouts[0]!.kind, "detect");
+    assert.deepEqual(r.finals, [{ action: "detect", status: "failed" }]);
+  });
+});
+
+describe("CommandTracker.ack (spec §6.4 rule 1, §3.4)", () => {
+  test("spec §3.4: pending → accepted → applied; each step updates the row (status, message, updated_at) and emits control.log.updated", async () => {
+    const r = await rig();
+    const { requestId, log } = await r.tracker.send(r.configId, r.nodeId, "control", "start", {});
+    r.clock.advance(1000);
+    const c1 = r.tracker.ack("control_ack", r.configId, r.nodeId, requestId, { ...accepted, message: "on it" });
+    assert.equal(c1?.status, "accepted");
+    assert.deepEqual([r.row(log!.log_id).status, r.row(log!.log_id).message, r.row(log!.log_id).updated_at], ["accepted", "on it", r.clock.now()]);
+    assert.equal(r.logEvents.at(-1)?.change, "updated");
+    assert.equal(r.logEvents.at(-1)?.log.status, "accepted");
+    assert.equal(r.logEvents.at(-1)?.log.updated_at, isoTime(r.clock.now()));
+    assert.equal(r.tracker.ack("control_ack", r.configId, r.nodeId, requestId, accepted), null, "a second accepted is a duplicate");
+    r.clock.advance(1000);
+    const c2 = r.tracker.ack("control_ack", r.configId, r.nodeId, requestId, applied);
+    assert.equal(c2?.requestId, requestId);
+    assert.deepEqual([r.row(log!.log_id).status, r.row(log!.log_id).message, r.row(log!.log_id).updated_at], ["applied", "done", r.clock.now()]);
+    assert.deepEqual(r.finals, [{ action: "start", status: "applied" }]);
+    assert.equal(r.tracker.openCount, 0);
+    assert.equal(r.tracker.ack("control_ack", r.configId, r.nodeId, requestId, { ...applied, status: "failed" }), null, "late ACK");
+    assert.equal(r.row(log!.log_id).status, "applied");
+  });
+
+  test("spec §6.4 rule 1: an ACK from another node, another config, or on another ACK topic does not close the command", async () => {
+    const r = await rig();
+    const other = await dynamicNode(r.s);
+    const { requestId, log } = await r.tracker.send(r.configId, r.nodeId, "control", "start", {});
+    assert.equal(r.tracker.ack("control_ack", r.configId, other.nodeId, requestId, applied), null, "another node");
+    assert.equal(r.tracker.ack("control_ack", other.configId, r.nodeId, requestId, applied), null, "another config");
+    for (const wrongTopic of ["info_ack", "detect_ack", "config_push_ack"] as const) {
+      assert.equal(r.tracker.ack(wrongTopic, r.configId, r.nodeId, requestId, applied), null, wrongTopic);
+    }
+    assert.equal(r.row(log!.log_id).status, "pending");
+    assert.equal(r.tracker.openCount, 1);
+    assert.equal(r.tracker.ack("control_ack", r.configId, r.nodeId, requestId, applied)?.requestId, requestId);
+  });
+
+  test("each command kind is closed by its own ACK topic (config push, info, detect)", async () => {
+    const r = await rig();
+    const pairs = [
+      ["config_push", "config_push_ack", "push_config"],
+      ["info", "info_ack", "wg_show"],
+      ["detect", "detect_ack", "detect"],
+    ] as const;
+    for (const [kind, ackKind, action] of pairs) {
+      const { requestId } = await r.tracker.send(r.configId, r.nodeId, kind, action, {});
+      assert.ok(r.tracker.ack(ackKind, r.configId, r.nodeId, requestId, { status: "applied", message: "", action }), kind);
+    }
+    assert.equal(r.tracker.openCount, 0);
+  });
+
+  test("spec §3.4: failed is final too", async () => {
+    const r = await rig();
+    const { requestId, log } = await r.tracker.send(r.configId, r.nodeId, "control", "stop", {});
+    assert.ok(r.tracker.ack("control_ack", r.configId, r.nodeId, requestId, { status: "failed", message: "denied", action: "stop" }));
+    assert.deepEqual([r.row(log!.log_id).status, r.row(log!.log_id).message], ["failed", "denied"]);
+    assert.deepEqual(r.finals, [{ action: "stop", status: "failed" }]);
+  });
+});
+
+describe("timeouts and restart (DESIGN §3: command ACK timeout 60 s, detect 20 s)", () => {
+  test("a command without a final ACK is timed_out exactly at 60 s (an accepted ACK does not extend it); a detect at 20 s", async () => {
+    const r = await rig();
+    const { requestId, log } = await r.tracker.send(r.configId, r.nodeId, "control", "start", {});
+    await r.tracker.send(r.configId, r.nodeId, "detect", "detect", {});
+    r.clock.advance(DETECT_TIMEOUT - 1);
+    assert.equal(r.timeouts.length, 0);
+    r.clock.advance(1);
+    assert.deepEqual(r.timeouts.map((c) => c.kind), ["detect"]);
+    r.tracker.ack("control_ack", r.configId, r.nodeId, requestId, accepted);
+    r.clock.advance(TIMEOUT - DETECT_TIMEOUT - 1);
+    assert.equal(r.row(log!.log_id).status, "accepted");
+    r.clock.advance(1);
+    assert.deepEqual([r.row(log!.log_id).status, r.row(log!.log_id).message], ["timed_out", "no final ACK before the timeout"]);
+    assert.deepEqual(r.timeouts.map((c) => c.kind), ["detect", "control"]);
+    assert.deepEqual(r.finals.map((f) => f.status), ["timed_out", "timed_out"]);
+    assert.equal(r.tracker.ack("control_ack", r.configId, r.nodeId, requestId, applied), null, "an ACK after the timeout is late");
+  });
+
+  test("an applied command's timer is cancelled: nothing happens at 60 s", async () => {
+    const r = await rig();
+    const { requestId } = await r.tracker.send(r.configId, r.nodeId, "control", "start", {});
+    r.tracker.ack("control_ack", r.configId, r.nodeId, requestId, applied);
+    r.clock.advance(TIMEOUT * 2);
+    assert.deepEqual(r.timeouts, []);
+    assert.deepEqual(r.finals.map((f) => f.status), ["applied"]);
+  });
+
+  test("stop() cancels every timer and forgets open commands; the rows stay open for the next run", async () => {
+    const r = await rig();
+    const { log } = await r.tracker.send(r.configId, r.nodeId, "control", "start", {});
+    r.tracker.stop();
+    assert.equal(r.tracker.openCount, 0);
+    r.clock.advance(TIMEOUT * 2);
+    assert.equal(r.row(log!.log_id).status, "pending");
+    assert.deepEqual(r.timeouts, []);
+  });
+
+  test("restart: start() re-arms open commands with the time left, keeps accepted as accepted, maps push_config/wg_show to their ACK topics", async () => {
+    const r = await rig();
+    const push = await r.tracker.send(r.configId, r.nodeId, "config_push", "push_config", {});
+    const show = await r.tracker.send(r.configId, r.nodeId, "info", "wg_show", {});
+    const ctl = await r.tracker.send(r.configId, r.nodeId, "control", "start", {});
+    r.tracker.ack("control_ack", r.configId, r.nodeId, ctl.requestId, accepted);
+    r.clock.advance(20 * SECOND);
+    r.tracker.stop();
+    // A row without request_id (output) is never re-armed; rows of other runs' nodes are re-armed too.
+    const next = new CommandTracker({
+      store: r.s.server.store,
+      clock: r.clock,
+      log: createLogger("silent"),
+      timeoutMs: TIMEOUT,
+      detectTimeoutMs: DETECT_TIMEOUT,
+      publish: async () => undefined,
+      onLog: (change, log) => r.logEvents.push({ change, log }),
+      onTimeout: (c) => r.timeouts.push(c),
+    });
+    next.start();
+    t_assertOpen(next, r, [push.requestId, show.requestId, ctl.requestId]);
+    // A duplicate accepted for the restored accepted command is still a duplicate.
+    assert.equal(next.ack("control_ack", r.configId, r.nodeId, ctl.requestId, accepted), null);
+    // The restored kinds: the push closes on config_push_ack, the wg_show on info_ack (not on control_ack).
+    assert.equal(next.ack("control_ack", r.configId, r.nodeId, push.requestId, { status: "applied", message: "", action: "push_config" }), null);
+    assert.ok(next.ack("config_push_ack", r.configId, r.nodeId, push.requestId, { status: "applied", message: "", action: "push_config" }));
+    assert.equal(next.ack("control_ack", r.configId, r.nodeId, show.requestId, { status: "applied", message: "", action: "wg_show" }), null);
+    // 40 s are left of the 60 s: not timed out 1 ms before, timed out at.
+    r.clock.advance(40 * SECOND - 1);
+    assert.equal(r.row(ctl.log!.log_id).status, "accepted");
+    r.clock.advance(1);
+    assert.equal(r.row(ctl.log!.log_id).status, "timed_out");
+    assert.equal(r.row(show.log!.log_id).status, "timed_out");
+    const restored = r.timeouts.find((c) => c.requestId === ctl.requestId);
+    assert.deepEqual(
+      restored && { kind: restored.kind, action: restored.action, configId: restored.configId, nodeId: restored.nodeId, logId: restored.logId, pushed: restored.pushed },
+      { kind: "control", action: "start", configId: r.configId, nodeId: r.nodeId, logId: ctl.log!.log_id, pushed: null },
+    );
+    next.stop();
+  });
+
+  test("restart after the deadline passed: the command times out at once (time left is never negative)", async () => {
+    const r = await rig();
+    const { log } = await r.tracker.send(r.configId, r.nodeId, "control", "start", {});
+    r.tracker.stop();
+    r.clock.advance(TIMEOUT * 3);
+    const next = new CommandTracker({
+      store: r.s.server.store,
+      clock: r.clock,
+      log: createLogger("silent"),
+      timeoutMs: TIMEOUT,
+      detectTimeoutMs: DETECT_TIMEOUT,
+      publish: async () => undefined,
+      onLog: () => undefined,
+      onTimeout: () => undefined,
+    });
+    next.start();
+    r.clock.advance(0);
+    assert.equal(r.row(log!.log_id).status, "timed_out");
+    next.stop();
+  });
+});
+
+function t_assertOpen(tracker: CommandTracker, r: Rig, ids: string[]): void {
+  // Every open row in the store is tracked again (other tests' rows included): at least ours.
+  assert.ok(tracker.openCount >= ids.length, `open ${tracker.openCount}`);
+  for (const id of ids) {
+    const row = r.s.server.store.sqlite.prepare("SELECT status FROM control_logs WHERE request_id = ?").get(id) as { status: string };
+    assert.ok(row.status === "pending" || row.status === "accepted", id);
+  }
+}
+
+describe("recordOutput (spec §2.8 control log, §6.5 diagnostics flow)", () => {
+  test("stores an output row with every field and emits control.log.created", async () => {
+    const r = await rig();
+    const log = r.tracker.recordOutput(r.configId, r.nodeId, { request_id: "req-9", kind: "output", action: "wg_show", message: "m", stream: "stdout", output: "peer: x" });
+    assert.deepEqual(
+      { config_id: log.config_id, node_id: log.node_id, request_id: log.request_id, kind: log.kind, action: log.action, status: log.status, message: log.message, stream: log.stream, output: log.output, created_at: log.created_at, updated_at: log.updated_at },
+      { config_id: r.configId, node_id: r.nodeId, request_id: "req-9", kind: "output", action: "wg_show", status: null, message: "m", stream: "stdout", output: "peer: x", created_at: isoTime(r.clock.now()), updated_at: isoTime(r.clock.now()) },
+    );
+    assert.deepEqual(r.logEvents, [{ change: "created", log }]);
+  });
+});
+
+describe("through the real broker (spec §6.2 envelope on the wire)", () => {
+  test("a control command reaches the bound agent as a full envelope: type, fresh request_id, empty boot/session ids, sent_at of the service clock", async () => {
+    const s = await shared!;
+    const { configId, nodeId } = await dynamicNode(s);
+    const p = await bind(s, configId, nodeId);
+    const agent = await connectAgent(s, p);
+    try {
+      const msg = nextMessage(agent, p.topics.control!);
+      const sent = await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "stop" });
+      const got = (await msg) as unknown as Envelope;
+      assert.deepEqual(
+        { ...got, payload: undefined },
+        { type: "control", request_id: sent.json.request_id, config_id: configId, node_id: nodeId, boot_id: "", session_id: "", sent_at: isoTime(s.clock.now()), payload: undefined },
+      );
+    } finally {
+      agent.end(true);
+    }
+  });
+});
