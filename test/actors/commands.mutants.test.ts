@@ -38,6 +38,8 @@ interface Rig {
   published: Array<{ topic: string; envelope: Envelope }>;
   logEvents: Array<{ change: string; log: ControlLogView }>;
   timeouts: OpenCommand[];
+  /** Commands the broker did not take, with the reason (onPublishFailed). */
+  publishFailures: Array<{ kind: string; message: string }>;
   finals: Array<{ action: string; status: string }>;
   /** Make the next publishes reject (the broker did not take them). */
   failPublish: (message: string | null) => void;
@@ -51,6 +53,7 @@ async function rig(opts: { start?: number } = {}): Promise<Rig> {
   const published: Rig["published"] = [];
   const logEvents: Rig["logEvents"] = [];
   const timeouts: OpenCommand[] = [];
+  const publishFailures: Rig["publishFailures"] = [];
   const finals: Rig["finals"] = [];
   let failure: string | null = null;
   const make = () =>
@@ -66,6 +69,7 @@ async function rig(opts: { start?: number } = {}): Promise<Rig> {
       },
       onLog: (change, log) => logEvents.push({ change, log }),
       onTimeout: (c) => timeouts.push(c),
+      onPublishFailed: (c, message) => publishFailures.push({ kind: c.kind, message }),
       onFinal: (c, status) => finals.push({ action: c.action, status }),
     });
   const tracker = make();
@@ -78,6 +82,7 @@ async function rig(opts: { start?: number } = {}): Promise<Rig> {
     published,
     logEvents,
     timeouts,
+    publishFailures,
     finals,
     failPublish: (m) => {
       failure = m;
@@ -162,12 +167,13 @@ describe("CommandTracker.send (spec §6.4 rules 1-2, §6.2 envelope)", () => {
     assert.equal(r.row(log.log_id).status, "failed");
   });
 
-  test("a detect the broker does not take is reported as a detect timeout at once (the machine marks the probe failed)", async () => {
+  test("spec §6.4 rule 8: a detect the broker does not take is reported at once as a publish failure with the reason (the registry turns it into detect.failed), not as a timeout", async () => {
     const r = await rig();
     r.failPublish("no broker");
     await r.tracker.send(r.configId, r.nodeId, "detect", "detect", {});
-    assert.equal(r.timeouts.length, 1);
-    assert.equal(r.timeouts[0]!.kind, "detect");
+    assert.deepEqual(r.publishFailures, [{ kind: "detect", message: "publish to the broker failed: no broker" }]);
+    assert.deepEqual(r.timeouts, [], "no timeout is waited for");
+    assert.equal(r.tracker.openCount, 0);
     assert.deepEqual(r.finals, [{ action: "detect", status: "failed" }]);
   });
 });
@@ -340,18 +346,6 @@ function t_assertOpen(tracker: CommandTracker, r: Rig, ids: string[]): void {
     assert.ok(row.status === "pending" || row.status === "accepted", id);
   }
 }
-
-describe("recordOutput (spec §2.8 control log, §6.5 diagnostics flow)", () => {
-  test("stores an output row with every field and emits control.log.created", async () => {
-    const r = await rig();
-    const log = r.tracker.recordOutput(r.configId, r.nodeId, { request_id: "req-9", kind: "output", action: "wg_show", message: "m", stream: "stdout", output: "peer: x" });
-    assert.deepEqual(
-      { config_id: log.config_id, node_id: log.node_id, request_id: log.request_id, kind: log.kind, action: log.action, status: log.status, message: log.message, stream: log.stream, output: log.output, created_at: log.created_at, updated_at: log.updated_at },
-      { config_id: r.configId, node_id: r.nodeId, request_id: "req-9", kind: "output", action: "wg_show", status: null, message: "m", stream: "stdout", output: "peer: x", created_at: isoTime(r.clock.now()), updated_at: isoTime(r.clock.now()) },
-    );
-    assert.deepEqual(r.logEvents, [{ change: "created", log }]);
-  });
-});
 
 describe("through the real broker (spec §6.2 envelope on the wire)", () => {
   test("a control command reaches the bound agent as a full envelope: type, fresh request_id, empty boot/session ids, sent_at of the service clock", async () => {

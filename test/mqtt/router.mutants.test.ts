@@ -148,16 +148,24 @@ describe("router: heartbeats and events (spec §3.1, §3.3, §6.3, §6.4 rules 3
     assert.equal(b.projection().lastReachableAt, null);
   });
 
-  test("spec §6.4 rule 6: event `offline` (the will) → offline; any other event is a reachable signal that stores nothing", async (t) => {
+  test("spec §6.4 rules 6 and 9: event `offline` (the will) → offline; any other event is a reachable signal; both are stored as control logs", async (t) => {
     const b = await boundNode(t);
+    const stored = async () => (await b.logs()).map((l) => [l.kind, l.level, l.event, l.message]);
     assert.equal(b.send("event", "event", { level: "info", event: "started", message: "agent up" }), true);
     assert.equal(b.projection().presence, "online", "a non-offline event is a reachable signal");
     assert.equal(b.projection().lastReachableAt, null, "an event is not an ACK");
-    assert.deepEqual(await b.logs(), [], "an info event is not stored");
+    assert.deepEqual(await stored(), [["event", "info", "started", "agent up"]], "an info event is stored (spec §6.4 rule 9)");
     assert.equal(b.send("event", "event", { level: "info", event: "offline", message: "lost" }), true);
     assert.equal(b.projection().presence, "offline");
     assert.equal(b.projection().runtime, "unknown");
-    assert.deepEqual(await b.logs(), [], "the will is not stored either");
+    assert.deepEqual(
+      await stored(),
+      [
+        ["event", "info", "offline", "lost"],
+        ["event", "info", "started", "agent up"],
+      ],
+      "the will is stored too, newest first (docs/decisions.md, event storage)",
+    );
   });
 
   test("spec §2.8: an event with level error is stored as a control log of kind event; its request_id falls back to the envelope's", async (t) => {
