@@ -17,8 +17,8 @@ export default {
     "src/actors/commands.ts",
     "src/domain/tokens.ts",
     // bindCommand, bind, reset and clearClientCredentials only (issue 10: "the bind/reset code").
-    "src/services/control.service.ts:84-206",
-    "src/services/control.service.ts:333-357",
+    "src/services/control.service.ts:85-201",
+    "src/services/control.service.ts:346-366",
   ],
   tap: {
     // Literal paths, fastest first: a static mutant (evaluated at import, e.g. the machine's
