@@ -316,6 +316,38 @@ describe("timeouts and restart (DESIGN §3: command ACK timeout 60 s, detect 20 
     next.stop();
   });
 
+  test("restart: a restored pending command takes its first accepted ACK (it is not mistaken for an accepted one)", async () => {
+    const r = await rig();
+    const ctl = await r.tracker.send(r.configId, r.nodeId, "control", "stop", { action: "stop" });
+    r.tracker.stop();
+    const next = new CommandTracker({
+      store: r.s.server.store,
+      clock: r.clock,
+      log: createLogger("silent"),
+      timeoutMs: TIMEOUT,
+      detectTimeoutMs: DETECT_TIMEOUT,
+      publish: async () => undefined,
+      onLog: () => undefined,
+      onTimeout: () => undefined,
+    });
+    next.start();
+    const c = next.ack("control_ack", r.configId, r.nodeId, ctl.requestId, { ...accepted, action: "stop" });
+    assert.equal(c?.status, "accepted");
+    assert.equal(r.row(ctl.log!.log_id).status, "accepted");
+    next.stop();
+  });
+
+  test("a command whose log row is gone (node deleted, snapshot restored meanwhile) still closes on its ACK, and no view of a missing row is emitted", async () => {
+    const r = await rig();
+    const ctl = await r.tracker.send(r.configId, r.nodeId, "control", "start", { action: "start" });
+    r.s.server.store.sqlite.prepare("DELETE FROM control_logs WHERE log_id = ?").run(ctl.log!.log_id);
+    const events = r.logEvents.length;
+    const c = r.tracker.ack("control_ack", r.configId, r.nodeId, ctl.requestId, applied);
+    assert.equal(c?.requestId, ctl.requestId);
+    assert.equal(r.tracker.openCount, 0);
+    assert.equal(r.logEvents.length, events);
+  });
+
   test("restart after the deadline passed: the command times out at once (time left is never negative)", async () => {
     const r = await rig();
     const { log } = await r.tracker.send(r.configId, r.nodeId, "control", "start", {});

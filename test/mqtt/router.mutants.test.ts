@@ -225,6 +225,16 @@ describe("router: ACKs (spec §3.3, §3.5, §6.4 rules 1-3)", () => {
     assert.equal(b.projection().runtime, "running");
   });
 
+  test("spec §6.4 rule 3, §2.7: an ACK that closes its own command refreshes last_reachable_at to its receive time", async (t) => {
+    const b = await boundNode(t);
+    b.send("heartbeat", "heartbeat", HB_RUNNING);
+    assert.equal(b.projection().lastReachableAt, null, "a heartbeat is not an ACK");
+    const stop = await api(b.s, "POST", `/api/v1/configs/${b.configId}/nodes/${b.nodeId}/control`, { action: "stop" });
+    b.s.clock.advance(3000);
+    assert.equal(b.send("control_ack", "ack", { status: "applied", message: "", action: "stop" }, stop.json.request_id), true);
+    assert.equal(b.projection().lastReachableAt, b.s.clock.now());
+  });
+
   test("spec §3.3: an applied wg_show (info) ACK says nothing about the tunnel: runtime unchanged", async (t) => {
     const b = await boundNode(t);
     b.send("heartbeat", "heartbeat", HB_STOPPED);
@@ -290,5 +300,16 @@ describe("router: ACKs (spec §3.3, §3.5, §6.4 rules 1-3)", () => {
     assert.equal(b.send("config_push_ack", "ack", { status: "failed", message: "bad", action: "push_config" }, push.json.request_id), true);
     assert.equal(b.projection().sync, "pending");
     assert.equal(b.projection().confirmedSha, null);
+  });
+
+  test("spec §3.5: an applied push ACK for a command without a push target (re-armed from a row whose target was refused) closes it, confirms nothing and does not throw", async (t) => {
+    const b = await boundNode(t);
+    b.send("heartbeat", "heartbeat", HB_RUNNING);
+    const { requestId } = await b.s.server.commands.send(b.configId, b.nodeId, "config_push", "push_config", { action: "push_config" });
+    assert.equal(b.send("config_push_ack", "ack", { status: "applied", message: "", action: "push_config" }, requestId), true);
+    assert.equal(b.projection().sync, "pending");
+    assert.equal(b.projection().confirmedSha, null);
+    const [log] = (await b.logs()) as [Record<string, unknown>];
+    assert.equal(log.status, "applied");
   });
 });
