@@ -181,14 +181,8 @@ export class NodeActorRegistry {
 
   /** Leaves a node out (no actor) with an error line naming it and why (docs/decisions.md "Quarantine at start and reload"). */
   #quarantine(row: NodeRowForActor, err: unknown): void {
+    this.remove(row.config_id, row.node_id);
     const k = key(row.config_id, row.node_id);
-    const entry = this.#entries.get(k);
-    if (entry) {
-      entry.actor?.stop();
-      this.#unbucket(entry);
-    }
-    this.#entries.delete(k);
-    this.#dirty.delete(k);
     const reason = (err instanceof Error ? err.message : String(err)).slice(0, 300);
     this.#quarantined.set(k, { configId: row.config_id, nodeId: row.node_id, reason });
     this.#deps.log.error(

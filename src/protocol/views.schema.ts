@@ -51,6 +51,16 @@ export const configViewSchema = z.object({
   updated_at: isoTime,
 });
 
+/** A node's client state as the backend stores and computes it (spec §2.7). */
+export const nodeClientViewSchema = z.object({
+  client_initialized: z.boolean(),
+  client_presence_state: presenceState,
+  runtime_state: runtimeState,
+  last_reachable_at: isoTime.nullable(),
+  client_version: z.string().nullable(),
+  config_version_state: configVersionState.nullable(),
+});
+
 /** A node (spec §2.3, §2.7): REST node answers, `node.workspace.updated` `workspace`. */
 export const nodeViewSchema = z.object({
   node_id: z.string(),
@@ -65,14 +75,7 @@ export const nodeViewSchema = z.object({
   public_key: z.string(),
   tags: z.array(z.string()),
   staged_config: stagedConfig,
-  client: z.object({
-    client_initialized: z.boolean(),
-    client_presence_state: presenceState,
-    runtime_state: runtimeState,
-    last_reachable_at: isoTime.nullable(),
-    client_version: z.string().nullable(),
-    config_version_state: configVersionState.nullable(),
-  }),
+  client: nodeClientViewSchema,
   created_at: isoTime,
   updated_at: isoTime,
 });
@@ -121,12 +124,7 @@ export const endpointStatusViewSchema = z.object({
   node_id: z.string(),
   mode: nodeMode,
   effective_mode: nodeMode,
-  client_initialized: z.boolean(),
-  client_presence_state: presenceState,
-  runtime_state: runtimeState,
-  last_reachable_at: isoTime.nullable(),
-  client_version: z.string().nullable(),
-  config_version_state: configVersionState.nullable(),
+  ...nodeClientViewSchema.shape,
   staged_config: stagedConfig,
   confirmed_config: z.object({ config_version: z.number().nullable(), config_sha256: z.string().nullable() }),
   mqtt_enabled: z.boolean(),

@@ -1,6 +1,7 @@
 import type SQLite from "better-sqlite3";
 import { z } from "zod";
 import { tunnelProtocolSchema, type TunnelProtocol } from "../protocol/envelope.schema.js";
+import { perConnection } from "./db.js";
 import type { ControlLogRow } from "./schema.js";
 
 /**
@@ -33,23 +34,16 @@ interface Statements {
   open: SQLite.Statement;
 }
 
-const cache = new WeakMap<SQLite.Database, Statements>();
-
-function statements(sqlite: SQLite.Database): Statements {
-  let s = cache.get(sqlite);
-  if (s === undefined) {
-    s = {
-      insert: sqlite.prepare(
-        `INSERT INTO control_logs (node_id, config_id, request_id, kind, action, status, message, created_at, updated_at,
-                                   pushed_config_version, pushed_config_sha256, pushed_tunnel_protocol)
-         VALUES (?, ?, ?, 'command', ?, ?, ?, ?, ?, ?, ?, ?)`,
-      ),
-      open: sqlite.prepare("SELECT * FROM control_logs WHERE kind = 'command' AND status IN ('pending', 'accepted') ORDER BY log_id"),
-    };
-    cache.set(sqlite, s);
-  }
-  return s;
-}
+const statements = perConnection(
+  (sqlite): Statements => ({
+    insert: sqlite.prepare(
+      `INSERT INTO control_logs (node_id, config_id, request_id, kind, action, status, message, created_at, updated_at,
+                                 pushed_config_version, pushed_config_sha256, pushed_tunnel_protocol)
+       VALUES (?, ?, ?, 'command', ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ),
+    open: sqlite.prepare("SELECT * FROM control_logs WHERE kind = 'command' AND status IN ('pending', 'accepted') ORDER BY log_id"),
+  }),
+);
 
 /**
  * Inserts the control log row of a command (`kind = 'command'`).

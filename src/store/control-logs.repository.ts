@@ -1,4 +1,5 @@
 import type SQLite from "better-sqlite3";
+import { perConnection } from "./db.js";
 import type { ControlLogRow } from "./schema.js";
 
 /**
@@ -37,30 +38,23 @@ type Statements = {
   nodesAfter: SQLite.Statement;
 };
 
-const cache = new WeakMap<SQLite.Database, Statements>();
-
-function statements(sqlite: SQLite.Database): Statements {
-  let s = cache.get(sqlite);
-  if (s === undefined) {
-    s = {
-      insert: sqlite.prepare(
-        `INSERT INTO control_logs
-           (node_id, config_id, request_id, kind, action, status, message, stream, output, level, event, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?)`,
-      ),
-      select: sqlite.prepare("SELECT * FROM control_logs WHERE log_id = ?"),
-      // The keep-th newest row of a node (index control_logs_node_log: walks `keep` entries).
-      cutoff: sqlite.prepare("SELECT log_id FROM control_logs WHERE node_id = ? ORDER BY log_id DESC LIMIT 1 OFFSET ?"),
-      deleteBelow: sqlite.prepare(
-        `DELETE FROM control_logs WHERE log_id IN
-           (SELECT log_id FROM control_logs WHERE node_id = ? AND log_id < ? ORDER BY log_id LIMIT ?)`,
-      ),
-      nodesAfter: sqlite.prepare("SELECT node_id FROM nodes WHERE node_id > ? ORDER BY node_id LIMIT ?"),
-    };
-    cache.set(sqlite, s);
-  }
-  return s;
-}
+const statements = perConnection(
+  (sqlite): Statements => ({
+    insert: sqlite.prepare(
+      `INSERT INTO control_logs
+         (node_id, config_id, request_id, kind, action, status, message, stream, output, level, event, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?)`,
+    ),
+    select: sqlite.prepare("SELECT * FROM control_logs WHERE log_id = ?"),
+    // The keep-th newest row of a node (index control_logs_node_log: walks `keep` entries).
+    cutoff: sqlite.prepare("SELECT log_id FROM control_logs WHERE node_id = ? ORDER BY log_id DESC LIMIT 1 OFFSET ?"),
+    deleteBelow: sqlite.prepare(
+      `DELETE FROM control_logs WHERE log_id IN
+         (SELECT log_id FROM control_logs WHERE node_id = ? AND log_id < ? ORDER BY log_id LIMIT ?)`,
+    ),
+    nodesAfter: sqlite.prepare("SELECT node_id FROM nodes WHERE node_id > ? ORDER BY node_id LIMIT ?"),
+  }),
+);
 
 /**
  * Inserts one client event as a control log row (status null: events need no ACK, spec §6.4

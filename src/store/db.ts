@@ -92,3 +92,19 @@ export class Store {
     await this.db.destroy();
   }
 }
+
+/**
+ * Makes `build` run once per better-sqlite3 connection and returns its result from then on: the
+ * prepared statements of a repository, created at first use and kept as long as the connection.
+ */
+export function perConnection<T>(build: (sqlite: SQLite.Database) => T): (sqlite: SQLite.Database) => T {
+  const cache = new WeakMap<SQLite.Database, T>();
+  return (sqlite) => {
+    let made = cache.get(sqlite);
+    if (made === undefined) {
+      made = build(sqlite);
+      cache.set(sqlite, made);
+    }
+    return made;
+  };
+}

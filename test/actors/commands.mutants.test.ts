@@ -91,6 +91,22 @@ async function rig(opts: { start?: number } = {}): Promise<Rig> {
   };
 }
 
+/** A second tracker over the same database and clock, started: what a backend restart builds. */
+function restarted(r: Rig): CommandTracker {
+  const next = new CommandTracker({
+    store: r.s.server.store,
+    clock: r.clock,
+    log: createLogger("silent"),
+    timeoutMs: TIMEOUT,
+    detectTimeoutMs: DETECT_TIMEOUT,
+    publish: async () => undefined,
+    onLog: (change, log) => r.logEvents.push({ change, log }),
+    onTimeout: (c) => r.timeouts.push(c),
+  });
+  next.start();
+  return next;
+}
+
 const applied = { status: "applied" as const, message: "done", action: "start" };
 const accepted = { status: "accepted" as const, message: "", action: "start" };
 
@@ -284,17 +300,7 @@ describe("timeouts and restart (DESIGN §3: command ACK timeout 60 s, detect 20 
     r.clock.advance(20 * SECOND);
     r.tracker.stop();
     // A row without request_id (output) is never re-armed; rows of other runs' nodes are re-armed too.
-    const next = new CommandTracker({
-      store: r.s.server.store,
-      clock: r.clock,
-      log: createLogger("silent"),
-      timeoutMs: TIMEOUT,
-      detectTimeoutMs: DETECT_TIMEOUT,
-      publish: async () => undefined,
-      onLog: (change, log) => r.logEvents.push({ change, log }),
-      onTimeout: (c) => r.timeouts.push(c),
-    });
-    next.start();
+    const next = restarted(r);
     t_assertOpen(next, r, [push.requestId, show.requestId, ctl.requestId]);
     // A duplicate accepted for the restored accepted command is still a duplicate.
     assert.equal(next.ack("control_ack", r.configId, r.nodeId, ctl.requestId, accepted), null);
@@ -320,17 +326,7 @@ describe("timeouts and restart (DESIGN §3: command ACK timeout 60 s, detect 20 
     const r = await rig();
     const ctl = await r.tracker.send(r.configId, r.nodeId, "control", "stop", { action: "stop" });
     r.tracker.stop();
-    const next = new CommandTracker({
-      store: r.s.server.store,
-      clock: r.clock,
-      log: createLogger("silent"),
-      timeoutMs: TIMEOUT,
-      detectTimeoutMs: DETECT_TIMEOUT,
-      publish: async () => undefined,
-      onLog: () => undefined,
-      onTimeout: () => undefined,
-    });
-    next.start();
+    const next = restarted(r);
     const c = next.ack("control_ack", r.configId, r.nodeId, ctl.requestId, { ...accepted, action: "stop" });
     assert.equal(c?.status, "accepted");
     assert.equal(r.row(ctl.log!.log_id).status, "accepted");
@@ -353,17 +349,7 @@ describe("timeouts and restart (DESIGN §3: command ACK timeout 60 s, detect 20 
     const { log } = await r.tracker.send(r.configId, r.nodeId, "control", "start", {});
     r.tracker.stop();
     r.clock.advance(TIMEOUT * 3);
-    const next = new CommandTracker({
-      store: r.s.server.store,
-      clock: r.clock,
-      log: createLogger("silent"),
-      timeoutMs: TIMEOUT,
-      detectTimeoutMs: DETECT_TIMEOUT,
-      publish: async () => undefined,
-      onLog: () => undefined,
-      onTimeout: () => undefined,
-    });
-    next.start();
+    const next = restarted(r);
     r.clock.advance(0);
     assert.equal(r.row(log!.log_id).status, "timed_out");
     next.stop();
