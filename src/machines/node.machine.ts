@@ -150,7 +150,6 @@ export const nodeMachine = setup({
   },
   guards: {
     isDynamic: ({ context }) => context.mode === "dynamic",
-    isStatic: ({ context }) => context.mode === "static",
     /** Signals count only for a dynamic node that has bound (spec §3.1: never bound → offline). */
     acceptsSignals: and(["isDynamic", stateIn({ initialization: "initialized" })]),
     toStatic: ({ event }) => event.type === "node.mode_changed" && event.mode === "static",
