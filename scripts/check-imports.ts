@@ -122,8 +122,6 @@ export const ALLOWED: readonly AllowedImport[] = [
   { from: "src/domain/render.ts", to: "src/errors.ts", waitsFor: "issue 11 §2/§3: domain error types" },
   // networkCidrSchema refuses reserved networks with a domain rule; the wire schema keeps the
   // syntax only once the schemas move to src/protocol and the service applies the rule.
-  { from: "src/protocol/fields.ts", to: "src/domain/address-pool.ts", waitsFor: "issue 11 §3: one schema per wire shape" },
-  { from: "src/protocol/fields.ts", to: "src/errors.ts", waitsFor: "issue 11 §3: one schema per wire shape" },
   // The EMQX authz route calls the pure policy directly; it goes through a service the
   // composition root builds (the identity type through src/protocol).
   { from: "src/http/app.ts", to: "src/mqtt/authz.policy.ts", waitsFor: "issue 11 §1: AppContext (authz service)" },

@@ -1,6 +1,4 @@
 import { z } from "zod";
-import { reservedOverlap } from "../domain/address-pool.js";
-import { isAppError } from "../errors.js";
 
 /**
  * Field rules shared by every boundary that accepts mesh data: the REST API (src/http/schemas.ts),
@@ -43,21 +41,8 @@ export const publicAddressSchema = z.union([z.ipv4(), z.ipv6(), z.hostname().max
 });
 export const tagSchema = z.string().regex(/^[a-zA-Z0-9][a-zA-Z0-9_.:-]{0,31}$/, "must be 1-32 of [a-zA-Z0-9_.:-]");
 /**
- * A config's IPv4 network. The syntax (`a.b.c.d/8..30`) is checked by the service, which answers
- * its own detailed error; here a parseable network overlapping a reserved block
- * (`src/domain/address-pool.ts` RESERVED_NETWORKS: loopback, multicast ...) is refused.
+ * A config's IPv4 network, bounded in length here; its syntax and the reserved blocks it must not
+ * overlap (loopback, multicast ...) are checked by the service with `parseConfigNetwork`
+ * (`src/domain/address-pool.ts`), which answers VALIDATION_FAILED naming the rule.
  */
-export const networkCidrSchema = z
-  .string()
-  .min(9)
-  .max(18)
-  .superRefine((cidr, ctx) => {
-    let reserved: ReturnType<typeof reservedOverlap>;
-    try {
-      reserved = reservedOverlap(cidr);
-    } catch (err) {
-      if (isAppError(err, "VALIDATION_FAILED")) return; // malformed: the service's answer
-      throw err;
-    }
-    if (reserved) ctx.addIssue({ code: "custom", message: `must not overlap ${reserved.cidr}, ${reserved.name}` });
-  });
+export const networkCidrSchema = z.string().min(9).max(18);

@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import type { Clock } from "../clock.js";
-import { allocateAddress, isHostAddress, parseNetworkCidr } from "../domain/address-pool.js";
+import { allocateAddress, isHostAddress, parseConfigNetwork } from "../domain/address-pool.js";
 import { generateAwgParams } from "../domain/awg.js";
 import { generateKeyPair } from "../domain/keys.js";
 import { AppError } from "../errors.js";
@@ -144,7 +144,7 @@ export class MeshService {
   }
 
   async createConfig(input: CreateConfigInput): Promise<ConfigView> {
-    const { cidr } = parseNetworkCidr(input.network_cidr);
+    const { cidr } = parseConfigNetwork(input.network_cidr);
     const now = this.#clock.now();
     return this.#store.transaction(async (trx, afterCommit) => {
       if (await configsRepo.findConfigByName(trx, input.name)) {
@@ -181,7 +181,7 @@ export class MeshService {
       }
       if (input.tunnel_protocol !== undefined) patch.tunnel_protocol = input.tunnel_protocol;
       if (input.network_cidr !== undefined) {
-        const { cidr } = parseNetworkCidr(input.network_cidr);
+        const { cidr } = parseConfigNetwork(input.network_cidr);
         if (cidr !== config.network_cidr) {
           if ((await nodesRepo.countNodes(trx, configId)) > 0) {
             throw new AppError("CONFLICT", "network_cidr cannot change while the config has nodes", {
