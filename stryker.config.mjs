@@ -39,6 +39,10 @@ export default {
       "test/control/bind-reset.mutants.test.ts",
       "test/control/control-channel.test.ts",
       "test/control/lifecycle.test.ts",
+      // The command path's failures (refused publishes, automatic pushes that cannot be sent) and
+      // push targets across a restart (the command tracker's start()).
+      "test/control/failures.test.ts",
+      "test/control/restart-push.test.ts",
       // Last: only mutants every file above let through reach it. It binds with TLS on (the
       // profile's ca_cert branch of the bind code) and generates its certificates per test.
       "test/mqtt/tls.test.ts",
