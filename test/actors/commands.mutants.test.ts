@@ -41,6 +41,8 @@ interface Rig {
   /** Commands the broker did not take, with the reason (onPublishFailed). */
   publishFailures: Array<{ kind: string; message: string }>;
   finals: Array<{ action: string; status: string }>;
+  /** The whole command each onFinal call carried. */
+  finalCommands: OpenCommand[];
   /** Make the next publishes reject (the broker did not take them). */
   failPublish: (message: string | null) => void;
   row(logId: number): { status: string; message: string; updated_at: number; created_at: number; request_id: string };
@@ -55,6 +57,7 @@ async function rig(opts: { start?: number } = {}): Promise<Rig> {
   const timeouts: OpenCommand[] = [];
   const publishFailures: Rig["publishFailures"] = [];
   const finals: Rig["finals"] = [];
+  const finalCommands: OpenCommand[] = [];
   let failure: string | null = null;
   const make = () =>
     new CommandTracker({
@@ -70,7 +73,10 @@ async function rig(opts: { start?: number } = {}): Promise<Rig> {
       onLog: (change, log) => logEvents.push({ change, log }),
       onTimeout: (c) => timeouts.push(c),
       onPublishFailed: (c, message) => publishFailures.push({ kind: c.kind, message }),
-      onFinal: (c, status) => finals.push({ action: c.action, status }),
+      onFinal: (c, status) => {
+        finals.push({ action: c.action, status });
+        finalCommands.push(c);
+      },
     });
   const tracker = make();
   return {
@@ -84,6 +90,7 @@ async function rig(opts: { start?: number } = {}): Promise<Rig> {
     timeouts,
     publishFailures,
     finals,
+    finalCommands,
     failPublish: (m) => {
       failure = m;
     },
@@ -250,6 +257,48 @@ describe("CommandTracker.ack (spec §6.4 rule 1, §3.4)", () => {
     assert.ok(r.tracker.ack("control_ack", r.configId, r.nodeId, requestId, { status: "failed", message: "denied", action: "stop" }));
     assert.deepEqual([r.row(log!.log_id).status, r.row(log!.log_id).message], ["failed", "denied"]);
     assert.deepEqual(r.finals, [{ action: "stop", status: "failed" }]);
+  });
+});
+
+describe("recordFailure: a command that could not be sent at all (spec §2.8, §3.4 failed)", () => {
+  test("stores a failed command row without request_id, announces it as created, and reports a failed final with the node, the log row and the command's kind", async () => {
+    const r = await rig();
+    const push = r.tracker.recordFailure(r.configId, r.nodeId, "push_config", "the node has no staged config");
+    assert.ok(push);
+    assert.deepEqual(
+      { kind: push.kind, action: push.action, status: push.status, message: push.message, request_id: push.request_id },
+      { kind: "command", action: "push_config", status: "failed", message: "the node has no staged config", request_id: null },
+    );
+    assert.equal(r.row(push.log_id).status, "failed");
+    assert.deepEqual(r.logEvents, [{ change: "created", log: push }]);
+    const stop = r.tracker.recordFailure(r.configId, r.nodeId, "stop", "no broker");
+    assert.deepEqual(r.finals, [
+      { action: "push_config", status: "failed" },
+      { action: "stop", status: "failed" },
+    ]);
+    assert.deepEqual(
+      r.finalCommands.map((c) => ({ requestId: c.requestId, configId: c.configId, nodeId: c.nodeId, kind: c.kind, action: c.action, logId: c.logId, pushed: c.pushed })),
+      [
+        { requestId: "", configId: r.configId, nodeId: r.nodeId, kind: "config_push", action: "push_config", logId: push.log_id, pushed: null },
+        { requestId: "", configId: r.configId, nodeId: r.nodeId, kind: "control", action: "stop", logId: stop!.log_id, pushed: null },
+      ],
+    );
+    assert.equal(r.tracker.openCount, 0, "nothing waits for an ACK");
+  });
+
+  test("a reason longer than 4,000 characters is cut to 4,000 plus an ellipsis; one of exactly 4,000 is kept whole", async () => {
+    const r = await rig();
+    const exact = "x".repeat(4000);
+    assert.equal(r.tracker.recordFailure(r.configId, r.nodeId, "stop", exact)?.message, exact);
+    const long = `${"y".repeat(4000)}tail`;
+    assert.equal(r.tracker.recordFailure(r.configId, r.nodeId, "stop", long)?.message, `${"y".repeat(4000)}…`);
+  });
+
+  test("when the row cannot be stored (the node is gone) it answers null and announces nothing", async () => {
+    const r = await rig();
+    assert.equal(r.tracker.recordFailure(r.configId, "no-such-node", "push_config", "gone"), null);
+    assert.deepEqual(r.logEvents, []);
+    assert.deepEqual(r.finals, []);
   });
 });
 
