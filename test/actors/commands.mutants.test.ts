@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
-import { after, before, describe, test, type TestContext } from "node:test";
+import { describe, test } from "node:test";
 import { CommandTracker, type ControlLogView, type OpenCommand } from "../../src/actors/commands.js";
 import { ManualClock, isoTime } from "../../src/clock.js";
 import { createLogger } from "../../src/logger.js";
 import type { Envelope } from "../../src/protocol/envelope.schema.js";
 import { api, bind, connectAgent, dynamicNode, nextMessage } from "../control/agent-harness.js";
-import { startSseServer, type SseServer } from "../events/sse-harness.js";
+import { fileSseServer, type SseServer } from "../events/sse-harness.js";
 
 /**
  * The command tracker (spec §6.4 rules 1-2, §3.4 ACK status, §2.8 control log): log row before
@@ -20,14 +20,8 @@ const SECOND = 1000;
 const TIMEOUT = 60 * SECOND; // DESIGN §3: command ACK timeout 60 s
 const DETECT_TIMEOUT = 20 * SECOND; // DESIGN §3: detect ACK timeout 20 s
 
-let shared: Promise<SseServer> | undefined;
-const cleanups: Array<() => Promise<void> | void> = [];
-before(() => {
-  shared = startSseServer({ after: (fn: () => Promise<void>) => cleanups.push(fn) } as unknown as TestContext);
-});
-after(async () => {
-  for (const fn of cleanups.reverse()) await fn();
-});
+// One service for the file (a fresh node per test keeps the tests apart).
+const shared = fileSseServer();
 
 interface Rig {
   s: SseServer;
@@ -49,7 +43,7 @@ interface Rig {
 }
 
 async function rig(opts: { start?: number } = {}): Promise<Rig> {
-  const s = await shared!;
+  const s = await shared();
   const { configId, nodeId } = await dynamicNode(s);
   const clock = new ManualClock(opts.start ?? Date.UTC(2026, 0, 1, 12));
   const published: Rig["published"] = [];
@@ -416,7 +410,7 @@ function t_assertOpen(tracker: CommandTracker, r: Rig, ids: string[]): void {
 
 describe("through the real broker (spec §6.2 envelope on the wire)", () => {
   test("a control command reaches the bound agent as a full envelope: type, fresh request_id, empty boot/session ids, sent_at of the service clock", async () => {
-    const s = await shared!;
+    const s = await shared();
     const { configId, nodeId } = await dynamicNode(s);
     const p = await bind(s, configId, nodeId);
     const agent = await connectAgent(s, p);

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { after, before, describe, test, type TestContext } from "node:test";
+import { describe, test } from "node:test";
 import { isoTime } from "../../src/clock.js";
-import { startSseServer, type SseServer } from "../events/sse-harness.js";
+import { fileSseServer, type SseServer } from "../events/sse-harness.js";
 import { api, bind, connectAgent, dynamicNode, type Profile } from "./agent-harness.js";
 
 /**
@@ -14,14 +14,8 @@ import { api, bind, connectAgent, dynamicNode, type Profile } from "./agent-harn
 const MINUTE = 60_000;
 const BIND_TTL = 5 * MINUTE; // spec §2.5: default validity 5 minutes
 
-let shared: Promise<SseServer> | undefined;
-const cleanups: Array<() => Promise<void> | void> = [];
-before(() => {
-  shared = startSseServer({ after: (fn: () => Promise<void>) => cleanups.push(fn) } as unknown as TestContext);
-});
-after(async () => {
-  for (const fn of cleanups.reverse()) await fn();
-});
+// One service for the file (a fresh node per test keeps the tests apart).
+const shared = fileSseServer();
 
 async function issue(s: SseServer, configId: string, nodeId: string): Promise<{ status: number; json: any; token: string | undefined }> {
   const res = await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/bind-command`);
@@ -52,7 +46,7 @@ async function staticNode(s: SseServer, configId: string): Promise<string> {
 
 describe("bind-command (spec §4 rule 10, §2.5, §3.6)", () => {
   test("spec §4 rule 10: the command is `svcctl bind --server {public url} --token {token}`, valid 5 minutes from now", async () => {
-    const s = await shared!;
+    const s = await shared();
     const { configId, nodeId } = await dynamicNode(s);
     const res = await issue(s, configId, nodeId);
     assert.equal(res.status, 200);
@@ -67,7 +61,7 @@ describe("bind-command (spec §4 rule 10, §2.5, §3.6)", () => {
   });
 
   test("spec §4 rule 10: a static node gets NODE_NOT_DYNAMIC and no token; an unknown node NOT_FOUND", async () => {
-    const s = await shared!;
+    const s = await shared();
     const { configId } = await dynamicNode(s);
     const fixed = await staticNode(s, configId);
     const res = await issue(s, configId, fixed);
@@ -80,7 +74,7 @@ describe("bind-command (spec §4 rule 10, §2.5, §3.6)", () => {
   });
 
   test("spec §3.6: regenerating invalidates the node's earlier valid token (and only that node's)", async () => {
-    const s = await shared!;
+    const s = await shared();
     const a = await dynamicNode(s);
     const b = await dynamicNode(s);
     const first = await issue(s, a.configId, a.nodeId);
@@ -98,7 +92,7 @@ describe("bind-command (spec §4 rule 10, §2.5, §3.6)", () => {
 
 describe("bind (spec §4 rule 11, §2.6, §3.2, §3.6)", () => {
   test("spec §3.6: valid until 5 min - 1 ms; at exactly 5 min it is expired (INVALID_BIND_TOKEN)", async () => {
-    const s = await shared!;
+    const s = await shared();
     const a = await dynamicNode(s);
     const t1 = await issue(s, a.configId, a.nodeId);
     s.clock.advance(BIND_TTL - 1);
@@ -113,7 +107,7 @@ describe("bind (spec §4 rule 11, §2.6, §3.2, §3.6)", () => {
   });
 
   test("spec §4 rule 11: an unknown token is INVALID_BIND_TOKEN; a used one BIND_TOKEN_USED; neither changes the node", async () => {
-    const s = await shared!;
+    const s = await shared();
     const unknown = await redeem(s, "A".repeat(43));
     assert.equal(unknown.status, 401);
     assert.equal(unknown.json.error.code, "INVALID_BIND_TOKEN");
@@ -130,7 +124,7 @@ describe("bind (spec §4 rule 11, §2.6, §3.2, §3.6)", () => {
   });
 
   test("spec §3.6: a token invalidated by making the node static is INVALID_BIND_TOKEN, not BIND_TOKEN_USED", async () => {
-    const s = await shared!;
+    const s = await shared();
     const a = await dynamicNode(s);
     const t1 = await issue(s, a.configId, a.nodeId);
     const patched = await api(s, "PATCH", `/api/v1/configs/${a.configId}/nodes/${a.nodeId}`, { mode: "static" });
@@ -141,7 +135,7 @@ describe("bind (spec §4 rule 11, §2.6, §3.2, §3.6)", () => {
   });
 
   test("spec §2.6, §2.7: the profile and the stored client state (version, platform, hostname, username, password hash, sealed copy)", async () => {
-    const s = await shared!;
+    const s = await shared();
     const a = await dynamicNode(s);
     const t1 = await issue(s, a.configId, a.nodeId);
     s.clock.advance(1234);
@@ -176,7 +170,7 @@ describe("bind (spec §4 rule 11, §2.6, §3.2, §3.6)", () => {
   });
 
   test("spec §3.2: a second bind rotates the credentials: new password, new sealed copy, the old password is refused", async () => {
-    const s = await shared!;
+    const s = await shared();
     const a = await dynamicNode(s);
     const first = await bind(s, a.configId, a.nodeId);
     const username = `n:${a.configId}:${a.nodeId}`;
@@ -196,7 +190,7 @@ describe("bind (spec §4 rule 11, §2.6, §3.2, §3.6)", () => {
 
 describe("reset-client (spec §4 rule 12, §3.2)", () => {
   test("spec §4 rule 12: clears the client state and credentials, invalidates a valid token, keeps other nodes' credentials", async () => {
-    const s = await shared!;
+    const s = await shared();
     const a = await dynamicNode(s);
     const b = await dynamicNode(s);
     await bind(s, a.configId, a.nodeId);
@@ -225,7 +219,7 @@ describe("reset-client (spec §4 rule 12, §3.2)", () => {
   });
 
   test("spec §4 rule 12: reset of a static node is NODE_NOT_DYNAMIC, of an unknown node NOT_FOUND", async () => {
-    const s = await shared!;
+    const s = await shared();
     const { configId } = await dynamicNode(s);
     const fixed = await staticNode(s, configId);
     const res = await api(s, "POST", `/api/v1/configs/${configId}/nodes/${fixed}/reset-client`);
@@ -236,7 +230,7 @@ describe("reset-client (spec §4 rule 12, §3.2)", () => {
   });
 
   test("spec §3.2: after a reset the node binds again with a new token and is initialized again", async () => {
-    const s = await shared!;
+    const s = await shared();
     const a = await dynamicNode(s);
     await bind(s, a.configId, a.nodeId);
     await api(s, "POST", `/api/v1/configs/${a.configId}/nodes/${a.nodeId}/reset-client`);

@@ -4,7 +4,7 @@ import { get, type IncomingHttpHeaders, type IncomingMessage } from "node:http";
 import { connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { TestContext } from "node:test";
+import { after, before, type TestContext } from "node:test";
 import SQLite from "better-sqlite3";
 import { ManualClock } from "../../src/clock.js";
 import { testSettings, type Settings } from "../../src/config.js";
@@ -308,4 +308,25 @@ export function watchCommits(t: TestContext, s: SseServer, checks: Partial<Recor
     db.close();
   });
   return watch;
+}
+
+/**
+ * One service for a whole test file, started in the file's `before` and closed in its `after`
+ * (each test makes its own config and nodes). Call at the top level of the file.
+ * @returns a function answering the file's service
+ */
+export function fileSseServer(): () => Promise<SseServer> {
+  let shared: Promise<SseServer> | undefined;
+  const cleanups: Array<() => Promise<void> | void> = [];
+  before(() => {
+    // The harness registers its cleanup with `t.after`; for the file-wide service it runs in the file's `after`.
+    shared = startSseServer({ after: (fn: () => Promise<void>) => cleanups.push(fn) } as unknown as TestContext);
+  });
+  after(async () => {
+    for (const fn of cleanups.reverse()) await fn();
+  });
+  return () => {
+    assert.ok(shared, "fileSseServer: the file's before hook has not run");
+    return shared;
+  };
 }

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
-import { after, before, describe, test, type TestContext } from "node:test";
+import { describe, test, type TestContext } from "node:test";
 import { MAX_ENVELOPE_BYTES } from "../../src/protocol/envelope.schema.js";
 import { api, bind, dynamicNode, envelope, type Profile } from "../control/agent-harness.js";
-import { startSseServer, type SseServer } from "../events/sse-harness.js";
+import { fileSseServer, type SseServer } from "../events/sse-harness.js";
 
 /**
  * The MQTT router's decisions, one upstream message at a time (DESIGN §1 inbound; spec §6.1-§6.4),
@@ -27,19 +27,11 @@ interface Bound {
   received(): number;
 }
 
-// One service for the file (a fresh node per test keeps the tests apart); closed after the file.
-let shared: Promise<SseServer> | undefined;
-const cleanups: Array<() => Promise<void> | void> = [];
-before(() => {
-  // The harness registers its cleanup with `t.after`; for the file-wide service it runs in the file's `after`.
-  shared = startSseServer({ after: (fn: () => Promise<void>) => cleanups.push(fn) } as unknown as TestContext);
-});
-after(async () => {
-  for (const fn of cleanups.reverse()) await fn();
-});
+// One service for the file (a fresh node per test keeps the tests apart).
+const shared = fileSseServer();
 
 async function boundNode(_t: TestContext): Promise<Bound> {
-  const s = await shared!;
+  const s = await shared();
   const { configId, nodeId } = await dynamicNode(s);
   const p = await bind(s, configId, nodeId);
   const dropsBefore = new Map(s.server.router.dropped);
