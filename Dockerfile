@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1
-# The svc mesh control backend (docs/issue6-emqx-deploy.md). The image runs compiled JavaScript
-# (`node dist/src/main.js`, issue 11 §6): TypeScript is compiled in the build stage, and the
-# runtime holds production dependencies only (no typescript, no tsx). esbuild stays: the service
-# bundles the agent for local_build client artifacts (src/services/client-bundle.ts).
+# The svc mesh control backend (README.md "Production brokers"; docs/decisions.md, issue 6
+# "Dockerfile"). The image runs compiled JavaScript (`node dist/src/main.js`, issue 11 §6):
+# TypeScript is compiled in the build stage, and the runtime holds production dependencies only
+# (no typescript, no tsx). esbuild stays: the service bundles the agent for local_build client
+# artifacts (src/services/client-bundle.ts).
 
 # --- build: every dependency (install scripts skipped: tsc needs no native module), then tsc
 FROM node:20-bookworm-slim AS build

@@ -50,9 +50,12 @@ export function internalKeyMatches(presented: unknown, expected: string): boolea
 
 /**
  * `POST /api/internal/emqx/authz` (spec §4 rule 13): EMQX asks whether one client may publish or
- * subscribe to one topic; the answer comes from the shared {@link authorize} policy. The route
- * has its own auth (the `x-svc-internal-key` header); a missing or wrong key answers 401, which
- * EMQX treats as "ignore" and then `no_match = deny`.
+ * subscribe to one topic; the answer comes from the shared {@link authorize} policy, always as
+ * 200 `{"result":"allow"|"deny"}`. The route has its own auth (the `x-svc-internal-key` header):
+ * a missing or wrong key answers 401, a malformed body 400. EMQX 5.8.6 (`emqx_authz_http`) reads
+ * 200 with a `result` and 204 (= allow, so this route never answers 204); any other status, a
+ * timeout or a refused connection is `nomatch`, and with this source alone `no_match = deny`
+ * (docker-compose.yml) denies.
  * @param opts.sharedKey the current `SVC_BROKER_AUTHZ_SHARED_KEY` (read per request)
  * @param opts.resolve the broker identity of a username, undefined when unknown
  */
