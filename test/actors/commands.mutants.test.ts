@@ -39,7 +39,24 @@ interface Rig {
   finalCommands: OpenCommand[];
   /** Make the next publishes reject (the broker did not take them). */
   failPublish: (message: string | null) => void;
+  /** Every warning line the rig's trackers logged (pino JSON, parsed), in order. */
+  warnings: Warning[];
   row(logId: number): { status: string; message: string; updated_at: number; created_at: number; request_id: string };
+}
+
+/** One warning line as pino writes it: its message and fields. */
+interface Warning {
+  msg: string;
+  [field: string]: unknown;
+}
+
+/** A warn-level logger whose JSON lines land, parsed, in `sink` (the service's own logger factory). */
+function capturingLogger(sink: Warning[]): ReturnType<typeof createLogger> {
+  return createLogger("warn", {
+    write: (line: string) => {
+      sink.push(JSON.parse(line) as Warning);
+    },
+  });
 }
 
 async function rig(opts: { start?: number } = {}): Promise<Rig> {
@@ -52,12 +69,13 @@ async function rig(opts: { start?: number } = {}): Promise<Rig> {
   const publishFailures: Rig["publishFailures"] = [];
   const finals: Rig["finals"] = [];
   const finalCommands: OpenCommand[] = [];
+  const warnings: Warning[] = [];
   let failure: string | null = null;
   const make = () =>
     new CommandTracker({
       store: s.server.store,
       clock,
-      log: createLogger("silent"),
+      log: capturingLogger(warnings),
       timeoutMs: TIMEOUT,
       detectTimeoutMs: DETECT_TIMEOUT,
       publish: async (topic, envelope) => {
@@ -88,6 +106,7 @@ async function rig(opts: { start?: number } = {}): Promise<Rig> {
     failPublish: (m) => {
       failure = m;
     },
+    warnings,
     row: (logId) => s.server.store.sqlite.prepare("SELECT * FROM control_logs WHERE log_id = ?").get(logId) as ReturnType<Rig["row"]>,
   };
 }
@@ -97,7 +116,7 @@ function restarted(r: Rig): CommandTracker {
   const next = new CommandTracker({
     store: r.s.server.store,
     clock: r.clock,
-    log: createLogger("silent"),
+    log: capturingLogger(r.warnings),
     timeoutMs: TIMEOUT,
     detectTimeoutMs: DETECT_TIMEOUT,
     publish: async () => undefined,
@@ -231,6 +250,26 @@ describe("CommandTracker.ack (spec §6.4 rule 1, §3.4)", () => {
     assert.equal(r.tracker.ack("control_ack", r.configId, r.nodeId, requestId, applied)?.requestId, requestId);
   });
 
+  test("an ignored ACK is logged with its node, request_id, ACK topic and status, and says why: no open command, or a foreign one", async () => {
+    const r = await rig();
+    const other = await dynamicNode(r.s);
+    const { requestId } = await r.tracker.send(r.configId, r.nodeId, "control", "start", {});
+    const fields = (w: Warning | undefined) => w && { msg: w.msg, config_id: w.config_id, node_id: w.node_id, request_id: w.request_id, ack: w.ack, status: w.status };
+    r.tracker.ack("control_ack", r.configId, r.nodeId, "00000000-0000-4000-8000-000000000000", applied);
+    r.tracker.ack("control_ack", r.configId, other.nodeId, requestId, { ...applied, status: "failed" });
+    r.tracker.ack("info_ack", r.configId, r.nodeId, requestId, accepted);
+    assert.deepEqual(r.warnings.map(fields), [
+      { msg: "ACK for no open command ignored (unknown, late or duplicate)", config_id: r.configId, node_id: r.nodeId, request_id: "00000000-0000-4000-8000-000000000000", ack: "control_ack", status: "applied" },
+      { msg: "foreign ACK ignored", config_id: r.configId, node_id: other.nodeId, request_id: requestId, ack: "control_ack", status: "failed" },
+      { msg: "foreign ACK ignored", config_id: r.configId, node_id: r.nodeId, request_id: requestId, ack: "info_ack", status: "accepted" },
+    ]);
+    // The matching ACK is not a warning; a second accepted is, as a duplicate.
+    r.tracker.ack("control_ack", r.configId, r.nodeId, requestId, accepted);
+    assert.equal(r.warnings.length, 3);
+    r.tracker.ack("control_ack", r.configId, r.nodeId, requestId, accepted);
+    assert.deepEqual(r.warnings.slice(3).map((w) => ({ msg: w.msg, request_id: w.request_id })), [{ msg: "duplicate accepted ACK ignored", request_id: requestId }]);
+  });
+
   test("each command kind is closed by its own ACK topic (config push, info, detect)", async () => {
     const r = await rig();
     const pairs = [
@@ -288,11 +327,31 @@ describe("recordFailure: a command that could not be sent at all (spec §2.8, §
     assert.equal(r.tracker.recordFailure(r.configId, r.nodeId, "stop", long)?.message, `${"y".repeat(4000)}…`);
   });
 
-  test("when the row cannot be stored (the node is gone) it answers null and announces nothing", async () => {
+  test("when the row cannot be stored (the node is gone) it answers null, announces nothing, and logs both the failure and why it was not stored", async () => {
     const r = await rig();
     assert.equal(r.tracker.recordFailure(r.configId, "no-such-node", "push_config", "gone"), null);
     assert.deepEqual(r.logEvents, []);
     assert.deepEqual(r.finals, []);
+    const [failed, unstored, ...rest] = r.warnings;
+    assert.deepEqual(rest, []);
+    assert.deepEqual(
+      failed && { msg: failed.msg, config_id: failed.config_id, node_id: failed.node_id, action: failed.action, err: failed.err },
+      { msg: "command failed before it was sent", config_id: r.configId, node_id: "no-such-node", action: "push_config", err: "gone" },
+    );
+    assert.deepEqual(
+      unstored && { msg: unstored.msg, config_id: unstored.config_id, node_id: unstored.node_id, action: unstored.action },
+      { msg: "the failed command could not be logged", config_id: r.configId, node_id: "no-such-node", action: "push_config" },
+    );
+    assert.match(String(unstored?.err), /FOREIGN KEY constraint failed/, "the store's own error is in the line");
+  });
+
+  test("a stored failure logs one warning naming the node, the action and the reason", async () => {
+    const r = await rig();
+    r.tracker.recordFailure(r.configId, r.nodeId, "stop", "no broker");
+    assert.deepEqual(
+      r.warnings.map((w) => ({ msg: w.msg, config_id: w.config_id, node_id: w.node_id, action: w.action, err: w.err })),
+      [{ msg: "command failed before it was sent", config_id: r.configId, node_id: r.nodeId, action: "stop", err: "no broker" }],
+    );
   });
 });
 
@@ -385,6 +444,40 @@ describe("timeouts and restart (DESIGN §3: command ACK timeout 60 s, detect 20 
     assert.equal(c?.requestId, ctl.requestId);
     assert.equal(r.tracker.openCount, 0);
     assert.equal(r.logEvents.length, events);
+  });
+
+  test("restart: an open config push without a valid stored target (none, or a partial one) is re-armed with a warning naming it; a push with its target and a control command are not", async () => {
+    const r = await rig();
+    const target = { version: 3, sha: "a".repeat(64), protocol: "wireguard" as const };
+    const good = await r.tracker.send(r.configId, r.nodeId, "config_push", "push_config", {}, target);
+    const none = await r.tracker.send(r.configId, r.nodeId, "config_push", "push_config", {});
+    const partial = await r.tracker.send(r.configId, r.nodeId, "config_push", "push_config", {}, target);
+    const ctl = await r.tracker.send(r.configId, r.nodeId, "control", "start", {});
+    const ctlPartial = await r.tracker.send(r.configId, r.nodeId, "control", "stop", {});
+    const sqlite = r.s.server.store.sqlite;
+    sqlite.prepare("UPDATE control_logs SET pushed_config_sha256 = NULL WHERE log_id = ?").run(partial.log!.log_id);
+    sqlite.prepare("UPDATE control_logs SET pushed_config_version = 7 WHERE log_id = ?").run(ctlPartial.log!.log_id);
+    r.tracker.stop();
+    assert.equal(r.warnings.length, 0, "sending logs nothing");
+    const next = restarted(r);
+    const ours = new Set([good, none, partial, ctl, ctlPartial].map((c) => c.requestId));
+    const warned = r.warnings.filter((w) => ours.has(String(w.request_id)));
+    assert.deepEqual(
+      warned.map((w) => ({ msg: w.msg, config_id: w.config_id, node_id: w.node_id, request_id: w.request_id, log_id: w.log_id })),
+      [none, partial, ctlPartial].map((c) => ({
+        msg: "open config push re-armed without a valid push target: its ACK will not confirm a config",
+        config_id: r.configId,
+        node_id: r.nodeId,
+        request_id: c.requestId,
+        log_id: c.log!.log_id,
+      })),
+    );
+    // Each is still re-armed: the good push keeps its target, the others carry none.
+    const pushedOf = (requestId: string) => next.ack("config_push_ack", r.configId, r.nodeId, requestId, { status: "applied", message: "", action: "push_config" })?.pushed;
+    assert.deepEqual(pushedOf(good.requestId), target);
+    assert.equal(pushedOf(none.requestId), null);
+    assert.equal(pushedOf(partial.requestId), null);
+    next.stop();
   });
 
   test("restart after the deadline passed: the command times out at once (time left is never negative)", async () => {
