@@ -16,7 +16,7 @@ export function SettingsPage() {
   const queryClient = useQueryClient();
   useSseEvent("settings.mqtt.updated", (payload) => queryClient.setQueryData(queryKeys.mqttSettings, payload.mqtt));
   return (
-    <section aria-labelledby="settings-title">
+    <section className="narrow" aria-labelledby="settings-title">
       <h1 id="settings-title">Settings</h1>
       <QueryView query={query}>{(mqtt) => <MqttForm mqtt={mqtt} />}</QueryView>
       <section className="card" aria-labelledby="version-title">
