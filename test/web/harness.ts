@@ -16,7 +16,7 @@ import { join } from "node:path";
 import type { TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { AxeBuilder } from "@axe-core/playwright";
-import { chromium, type Browser, type BrowserContext, type Locator, type Page } from "playwright-core";
+import { chromium, type Browser, type Locator, type Page } from "playwright-core";
 import { ManualClock } from "../../src/clock.js";
 import { testSettings, type Settings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
@@ -36,18 +36,63 @@ export const VIEWPORTS = {
   phone: { width: 390, height: 844 },
 } as const;
 
-export interface ConsoleHarness {
+/** The real service, listening: what {@link startBackend} starts. */
+export interface Backend {
   server: Server;
   clock: ManualClock;
   /** `http://127.0.0.1:<port>` */
   baseUrl: string;
-  browser: Browser;
-  /** A fresh browser context (own sessionStorage: a second operator) and its page. */
-  newPage(opts?: { colorScheme?: "light" | "dark"; viewport?: { width: number; height: number } }): Promise<Page>;
-  /** An admin bearer token for REST calls made by the test itself ({@link ConsoleHarness.api}). */
+  /** An admin bearer token for REST calls made by the test itself ({@link Backend.api}). */
   token: string;
   /** A JSON REST call as the admin; throws with the answer when it is not 2xx. */
   api<T = any>(method: string, path: string, body?: unknown): Promise<T>; // eslint-disable-line @typescript-eslint/no-explicit-any
+}
+
+export interface ConsoleHarness extends Backend {
+  browser: Browser;
+  /** A fresh browser context (own sessionStorage: a second operator) and its page. */
+  newPage(opts?: { colorScheme?: "light" | "dark"; viewport?: { width: number; height: number } }): Promise<Page>;
+}
+
+/**
+ * The real service in-process (SQLite file in a temp dir, embedded aedes broker on port 0, a
+ * {@link ManualClock}, MQTT services on unless `overrides` say otherwise), listening on
+ * 127.0.0.1:0, with an admin token; closed and removed after the test.
+ */
+export async function startBackend(t: TestContext, overrides: Partial<Settings> = {}): Promise<Backend> {
+  const dataDir = mkdtempSync(join(tmpdir(), "svc-web-"));
+  const clock = new ManualClock();
+  const settings = testSettings({ dataDir, adminPassword: ADMIN_PASSWORD, mqttEnabled: true, ...overrides });
+  const server = await createServer(settings, createLogger("silent"), { clock });
+  t.after(async () => {
+    await server.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  const address = await server.app.listen({ host: "127.0.0.1", port: 0 });
+  const baseUrl = address.replace("localhost", "127.0.0.1");
+  const login = await fetch(new URL("/api/v1/auth/login", baseUrl), {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ password: ADMIN_PASSWORD }),
+  });
+  assert.equal(login.status, 200);
+  const token = ((await login.json()) as { access_token: string }).access_token;
+  return {
+    server,
+    clock,
+    baseUrl,
+    token,
+    async api(method, path, body) {
+      const res = await fetch(new URL(path, baseUrl), {
+        method,
+        headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      const text = await res.text();
+      if (!res.ok) throw new Error(`${method} ${path} answered ${res.status}: ${text}`);
+      return text === "" ? undefined : JSON.parse(text);
+    },
+  };
 }
 
 let built = false;
@@ -67,50 +112,26 @@ export function ensureConsoleBuilt(): void {
 export async function startConsole(t: TestContext, overrides: Partial<Settings> = {}): Promise<ConsoleHarness | undefined> {
   if (!requireSystem(t, { binaries: ["chromium"] })) return undefined;
   ensureConsoleBuilt();
-  const dataDir = mkdtempSync(join(tmpdir(), "svc-web-"));
-  const clock = new ManualClock();
-  const settings = testSettings({ dataDir, adminPassword: ADMIN_PASSWORD, mqttEnabled: true, ...overrides });
-  const server = await createServer(settings, createLogger("silent"), { clock });
-  let browser: Browser | undefined;
-  t.after(async () => {
-    await browser?.close();
-    await server.close();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
-  const address = await server.app.listen({ host: "127.0.0.1", port: 0 });
-  const baseUrl = address.replace("localhost", "127.0.0.1");
-  browser = await chromium.launch({
+  const backend = await startBackend(t, overrides);
+  const browser = await chromium.launch({
     executablePath: findOnPath("chromium") ?? "/usr/bin/chromium",
     headless: true,
     // root in CI: Chromium's sandbox needs an unprivileged user.
     args: process.getuid?.() === 0 ? ["--no-sandbox"] : [],
   });
-  const contexts: BrowserContext[] = [];
-  const api = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(new URL(path, baseUrl), {
-      method,
-      headers: { authorization: `Bearer ${h.token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await res.text();
-    if (!res.ok) throw new Error(`${method} ${path} answered ${res.status}: ${text}`);
-    return text === "" ? undefined : JSON.parse(text);
-  };
-  const h: ConsoleHarness = {
-    server,
-    clock,
-    baseUrl,
+  // Either order of the two `after` hooks is fine: closing the service ends the pages' streams
+  // (forceCloseConnections), closing the browser ends its requests.
+  t.after(() => browser.close());
+  return {
+    ...backend,
     browser,
-    token: "",
-    api,
     async newPage(opts = {}) {
-      const context = await browser!.newContext({
-        baseURL: baseUrl,
+      const context = await browser.newContext({
+        baseURL: backend.baseUrl,
         viewport: opts.viewport ?? VIEWPORTS.desktop,
         colorScheme: opts.colorScheme ?? "light",
       });
       context.setDefaultTimeout(UI_TIMEOUT_MS);
-      contexts.push(context);
       const page = await context.newPage();
       // Uncaught errors and console errors of the page end up in the test's output.
       page.on("pageerror", (err) => process.stderr.write(`[page error] ${err.stack ?? err.message}\n`));
@@ -120,14 +141,6 @@ export async function startConsole(t: TestContext, overrides: Partial<Settings> 
       return page;
     },
   };
-  const login = await fetch(new URL("/api/v1/auth/login", baseUrl), {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ password: ADMIN_PASSWORD }),
-  });
-  assert.equal(login.status, 200);
-  h.token = ((await login.json()) as { access_token: string }).access_token;
-  return h;
 }
 
 /** Logs in through the login page and waits for the home page. */

@@ -1,18 +1,18 @@
 import type { ReactNode } from "react";
 import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import { BrowserRouter, Navigate, Route, Routes, useLocation } from "react-router";
-import { AuthProvider, useAuth } from "./api/auth";
-import { ApiError } from "./api/client";
-import { BackupsPage } from "./pages/backups";
-import { ConfigsPage } from "./pages/configs";
-import { HomePage } from "./pages/home";
-import { Layout } from "./pages/layout";
-import { LoginPage } from "./pages/login";
-import { MeshPage } from "./pages/mesh";
-import { NodePage } from "./pages/node";
-import { NotFoundPage } from "./pages/not-found";
-import { SettingsPage } from "./pages/settings";
-import { SseProvider } from "./sse/provider";
+import { AuthProvider, useAuth } from "./api/auth.js";
+import { ApiError } from "./api/client.js";
+import { BackupsPage } from "./pages/backups.js";
+import { ConfigsPage } from "./pages/configs.js";
+import { HomePage } from "./pages/home.js";
+import { Layout } from "./pages/layout.js";
+import { LoginPage } from "./pages/login.js";
+import { MeshPage } from "./pages/mesh.js";
+import { NodePage } from "./pages/node.js";
+import { NotFoundPage } from "./pages/not-found.js";
+import { SettingsPage } from "./pages/settings.js";
+import { SseProvider } from "./sse/provider.js";
 
 /**
  * REST snapshots are kept until an SSE event says they changed (spec §6.5 rule 7), so no

@@ -1,7 +1,7 @@
 import { useQueryClient } from "@tanstack/react-query";
 import { createContext, useCallback, useContext, useEffect, useMemo, useState, type ReactNode } from "react";
-import { apiFetch, onUnauthorized, tokenStore } from "./client";
-import type { LoginAnswer } from "./types";
+import { apiFetch, onUnauthorized, tokenStore } from "./client.js";
+import type { LoginAnswer } from "./types.js";
 
 interface AuthState {
   /** The bearer token of this tab, or null when logged out. */

@@ -4,8 +4,8 @@
  * queries here.
  */
 import { useQuery } from "@tanstack/react-query";
-import { apiFetch } from "./client";
-import type { MqttSettingsView, SystemStatus } from "./types";
+import { apiFetch } from "./client.js";
+import type { MqttSettingsView, SystemStatus } from "./types.js";
 
 export const queryKeys = {
   systemStatus: ["system", "status"] as const,

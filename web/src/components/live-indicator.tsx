@@ -1,4 +1,4 @@
-import { useSseStatus } from "../sse/provider";
+import { useSseStatus } from "../sse/provider.js";
 
 const TEXT = { connecting: "Connecting…", live: "Live", reconnecting: "Reconnecting…", closed: "Offline" } as const;
 

@@ -1,5 +1,5 @@
 import { useEffect, useState } from "react";
-import { useServerOffset } from "../sse/provider";
+import { useServerOffset } from "../sse/provider.js";
 
 const UNITS: Array<[Intl.RelativeTimeFormatUnit, number]> = [
   ["year", 365 * 24 * 3600_000],

@@ -1,6 +1,6 @@
 import type { UseQueryResult } from "@tanstack/react-query";
 import type { ReactNode } from "react";
-import { errorMessage } from "../api/client";
+import { errorMessage } from "../api/client.js";
 
 /** A loading placeholder, announced politely to screen readers. */
 export function Loading({ label = "Loading…" }: { label?: string }) {

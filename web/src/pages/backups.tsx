@@ -1,4 +1,4 @@
-import { Placeholder } from "../components/placeholder";
+import { Placeholder } from "../components/placeholder.js";
 
 /** Backups: list, create, download, import, restore, delete (issue 12 "Backups"). Placeholder until built. */
 export function BackupsPage() {

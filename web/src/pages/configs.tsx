@@ -1,4 +1,4 @@
-import { Placeholder } from "../components/placeholder";
+import { Placeholder } from "../components/placeholder.js";
 
 /** Configs list: search, create, delete (issue 12 "Configs"). Placeholder until built. */
 export function ConfigsPage() {

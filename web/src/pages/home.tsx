@@ -1,10 +1,10 @@
 import { useQueryClient } from "@tanstack/react-query";
 import { useId, type ReactNode } from "react";
 import { Link } from "react-router";
-import { queryKeys, useSystemStatus } from "../api/queries";
-import type { SystemStatus } from "../api/types";
-import { QueryView } from "../components/states";
-import { useSseEvent } from "../sse/provider";
+import { queryKeys, useSystemStatus } from "../api/queries.js";
+import type { SystemStatus } from "../api/types.js";
+import { QueryView } from "../components/states.js";
+import { useSseEvent } from "../sse/provider.js";
 
 /**
  * Home / system: the cards of `GET /api/v1/system/status` (DESIGN §5), patched in place by each

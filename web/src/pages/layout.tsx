@@ -1,7 +1,7 @@
 import { NavLink, Outlet } from "react-router";
-import { useAuth } from "../api/auth";
-import { LiveIndicator } from "../components/live-indicator";
-import { ThemeToggle } from "../theme";
+import { useAuth } from "../api/auth.js";
+import { LiveIndicator } from "../components/live-indicator.js";
+import { ThemeToggle } from "../theme.js";
 
 const NAV = [
   { to: "/", label: "Home", end: true },

@@ -1,7 +1,7 @@
 import { useState, type FormEvent } from "react";
 import { Navigate, useLocation } from "react-router";
-import { useAuth } from "../api/auth";
-import { errorMessage } from "../api/client";
+import { useAuth } from "../api/auth.js";
+import { errorMessage } from "../api/client.js";
 
 /** Admin login (DESIGN §3): the password is exchanged for a bearer token kept for this tab. */
 export function LoginPage() {

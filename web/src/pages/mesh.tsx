@@ -1,5 +1,5 @@
 import { Link, useParams } from "react-router";
-import { Placeholder } from "../components/placeholder";
+import { Placeholder } from "../components/placeholder.js";
 
 /** Mesh page of a config, `/configs/:configId` (issue 12 "Mesh page"). Placeholder until built. */
 export function MeshPage() {

@@ -1,5 +1,5 @@
 import { Link, useParams } from "react-router";
-import { Placeholder } from "../components/placeholder";
+import { Placeholder } from "../components/placeholder.js";
 
 /** Node page, `/configs/:configId/nodes/:nodeId` (issue 12 "Node page"). Placeholder until built. */
 export function NodePage() {

@@ -1,10 +1,10 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useState, type FormEvent } from "react";
-import { apiFetch, errorMessage } from "../api/client";
-import { queryKeys, useMqttSettings, useSystemStatus } from "../api/queries";
-import type { MqttSettingsUpdate, MqttSettingsView } from "../api/types";
-import { QueryView } from "../components/states";
-import { useSseEvent } from "../sse/provider";
+import { apiFetch, errorMessage } from "../api/client.js";
+import { queryKeys, useMqttSettings, useSystemStatus } from "../api/queries.js";
+import type { MqttSettingsUpdate, MqttSettingsView } from "../api/types.js";
+import { QueryView } from "../components/states.js";
+import { useSseEvent } from "../sse/provider.js";
 
 /**
  * Settings: MQTT settings (`GET/PUT /api/v1/settings/mqtt`, DESIGN §5) and the server version.

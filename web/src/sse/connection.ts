@@ -10,15 +10,16 @@
  * of its type. Pages never use this class directly: see `useSseEvent` and `useSseStatus`.
  */
 import { fetchEventSource, type EventSourceMessage } from "@microsoft/fetch-event-source";
-import type { SseEventType, SseWirePayloads } from "../api/types";
+import type { SseEventType, SseWirePayloads } from "../api/types.js";
 
 /** `connecting`: first attempt; `live`: stream open; `reconnecting`: lost, retrying; `closed`: stopped. */
 export type SseStatus = "connecting" | "live" | "reconnecting" | "closed";
 
 export type SseListener<T extends SseEventType> = (payload: SseWirePayloads[T], frameId: string) => void;
 
-const BACKOFF_START_MS = 1_000;
-const BACKOFF_MAX_MS = 15_000;
+/** First retry delay after a loss, doubled per failed attempt up to {@link BACKOFF_MAX_MS}. */
+export const BACKOFF_START_MS = 1_000;
+export const BACKOFF_MAX_MS = 15_000;
 
 class FatalSseError extends Error {}
 class RetrySseError extends Error {}
@@ -30,6 +31,8 @@ export interface SseConnectionOptions {
   onUnauthorized: () => void;
   /** A stream opened again after a loss (not the first open): refresh what is on screen. */
   onReconnected: () => void;
+  /** Retry delays in ms (tests shorten them); default 1 s doubling to 15 s. */
+  backoff?: { startMs: number; maxMs: number };
 }
 
 export class SseConnection {
@@ -37,12 +40,18 @@ export class SseConnection {
   private readonly statusListeners = new Set<(status: SseStatus) => void>();
   private controller: AbortController | null = null;
   private opened = false;
-  private backoffMs = BACKOFF_START_MS;
+  private readonly backoffStart: number;
+  private readonly backoffMax: number;
+  private backoffMs: number;
   /** Milliseconds to add to `Date.now()` for the server's time (from `system.clock.sync`). */
   serverOffsetMs = 0;
   status: SseStatus = "closed";
 
-  constructor(private readonly opts: SseConnectionOptions) {}
+  constructor(private readonly opts: SseConnectionOptions) {
+    this.backoffStart = opts.backoff?.startMs ?? BACKOFF_START_MS;
+    this.backoffMax = opts.backoff?.maxMs ?? BACKOFF_MAX_MS;
+    this.backoffMs = this.backoffStart;
+  }
 
   /** Opens the stream (idempotent). */
   start(): void {
@@ -59,7 +68,7 @@ export class SseConnection {
         if (!res.ok || !(res.headers.get("content-type") ?? "").startsWith("text/event-stream")) {
           throw new RetrySseError(`stream answered ${res.status}`);
         }
-        this.backoffMs = BACKOFF_START_MS;
+        this.backoffMs = this.backoffStart;
         const again = this.opened;
         this.opened = true;
         this.setStatus("live");
@@ -78,7 +87,7 @@ export class SseConnection {
         }
         this.setStatus("reconnecting");
         const wait = this.backoffMs;
-        this.backoffMs = Math.min(this.backoffMs * 2, BACKOFF_MAX_MS);
+        this.backoffMs = Math.min(this.backoffMs * 2, this.backoffMax);
         return wait;
       },
     }).catch(() => undefined);

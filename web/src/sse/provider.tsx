@@ -1,9 +1,9 @@
 import { useQueryClient } from "@tanstack/react-query";
 import { createContext, useContext, useEffect, useRef, useState, useSyncExternalStore, type ReactNode } from "react";
-import { useAuth } from "../api/auth";
-import { sessionEnded } from "../api/client";
-import type { SseEventType } from "../api/types";
-import { SseConnection, type SseListener, type SseStatus } from "./connection";
+import { useAuth } from "../api/auth.js";
+import { sessionEnded } from "../api/client.js";
+import type { SseEventType } from "../api/types.js";
+import { SseConnection, type SseListener, type SseStatus } from "./connection.js";
 
 const SseContext = createContext<SseConnection | null>(null);
 
