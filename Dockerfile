@@ -12,6 +12,9 @@ COPY package.json package-lock.json .npmrc ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
+# The web console (issue 12): built by `npm run build` into dist/web.
+COPY web ./web
+COPY scripts/build-web.ts ./scripts/build-web.ts
 RUN npm run build
 
 # --- deps: production node_modules (better-sqlite3 compiles here if no prebuilt binary fits)

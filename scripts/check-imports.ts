@@ -47,6 +47,10 @@
  *   (not `machines`: DESIGN §2 "no I/O, no clocks").
  * - `server`, `main`: nobody.
  *
+ * The web console, `web/src/` (DESIGN §2 row `web/`), is checked as one more layer, `web`: its
+ * files may import each other, `src/protocol` and `src/lib`, and nothing else of `src/` (not even
+ * `clock`). A specifier resolving outside both trees (a package) is not checked.
+ *
  * A file or folder directly under `src/` that is in neither table fails the check ("not a layer
  * of DESIGN §2"): a new module is placed by adding its row here, deliberately.
  *
@@ -74,6 +78,8 @@ export const MAY_IMPORT: Readonly<Record<string, readonly string[]>> = {
   http: ["services", "events", "protocol", "lib"],
   agent: ["protocol", "lib"],
   cli: ["agent", "protocol", "lib"],
+  // The console (`web/src/**`, every file one layer "web"): DESIGN §2 "`src/protocol` (schemas and types), `lib`".
+  web: ["protocol", "lib"],
   // src/ root files (decided in the header)
   server: ["*"],
   context: ["*"],
@@ -165,7 +171,7 @@ function hasModifierType(node: ts.ImportSpecifier | ts.ExportSpecifier): boolean
  * TypeScript compiler's parser.
  */
 export function importsOf(fileName: string, sourceText: string): ImportRef[] {
-  const sf = ts.createSourceFile(fileName, sourceText, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+  const sf = ts.createSourceFile(fileName, sourceText, ts.ScriptTarget.Latest, true, fileName.endsWith(".tsx") ? ts.ScriptKind.TSX : ts.ScriptKind.TS);
   const out: ImportRef[] = [];
   const visit = (node: ts.Node): void => {
     if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
@@ -221,7 +227,7 @@ function sourceFiles(dir: string): string[] {
  */
 function resolveRelative(fromFile: string, specifier: string): string {
   const base = resolve(dirname(fromFile), specifier);
-  const candidates = [base, base.replace(/\.(m|c)?js$/, ".$1ts"), `${base}.ts`, join(base, "index.ts")];
+  const candidates = [base, base.replace(/\.(m|c)?js$/, ".$1ts"), `${base}.ts`, `${base}.tsx`, join(base, "index.ts")];
   for (const c of candidates) if (existsSync(c) && statSync(c).isFile()) return c;
   return base.replace(/\.(m|c)?js$/, ".$1ts");
 }
@@ -258,12 +264,14 @@ const slash = (p: string) => p.split(sep).join("/");
  */
 export function checkImports(root: string, allowed: readonly AllowedImport[] = []): { violations: Violation[]; stale: AllowedImport[]; files: number } {
   const src = join(root, "src");
-  const files = sourceFiles(src);
+  const web = join(root, "web", "src");
+  const files = [...sourceFiles(src), ...(existsSync(web) ? sourceFiles(web) : [])];
   const violations: Violation[] = [];
   const used = new Set<AllowedImport>();
   for (const file of files) {
     const fromRel = slash(relative(root, file));
-    const fromLayer = layerOf(slash(relative(src, file)));
+    const inWeb = !slash(relative(web, file)).startsWith("../");
+    const fromLayer = inWeb ? "web" : layerOf(slash(relative(src, file)));
     for (const ref of importsOf(file, readFileSync(file, "utf8"))) {
       if (ref.unresolvable) {
         violations.push({ file: fromRel, imported: ref.specifier, specifier: ref.specifier, typeOnly: false, rule: "dynamic import() of a computed specifier cannot be checked" });
@@ -272,7 +280,13 @@ export function checkImports(root: string, allowed: readonly AllowedImport[] = [
       if (!ref.specifier.startsWith(".")) continue; // a package, not ours
       const target = resolveRelative(file, ref.specifier);
       const inSrc = slash(relative(src, target));
-      if (inSrc.startsWith("../") || inSrc === "..") continue; // outside src/ (package.json): not a layer
+      if (inSrc.startsWith("../") || inSrc === "..") {
+        // outside src/: the console's own files are its layer; anything else (package.json) is no layer
+        const inWebTree = slash(relative(web, target));
+        if (!inWeb || !inWebTree.startsWith("../")) continue;
+        violations.push({ file: fromRel, imported: slash(relative(root, target)), specifier: ref.specifier, typeOnly: ref.typeOnly, rule: "web may import web/src, src/protocol and src/lib only" });
+        continue;
+      }
       const toLayer = layerOf(inSrc);
       const rule = ruleBroken(fromLayer, toLayer);
       if (rule === undefined) continue;

@@ -39,6 +39,8 @@ export interface ContextOverrides {
   hub?: Partial<Omit<EventHubOptions, "clock" | "log">>;
   /** Replaces the adapter factory of a broker kind (SVC_MQTT_BROKER). */
   brokerAdapters?: Partial<BrokerAdapterFactories>;
+  /** The built web console to serve; default `dist/web` of this installation (issue 12). */
+  consoleDir?: string;
 }
 
 /** Every long-lived part of the service, each built once with what it needs. */
@@ -103,7 +105,7 @@ export async function createAppContext(settings: Settings, log: Logger, override
     const { registry, commands, eventLog, controlLogRetention, router } = actors;
 
     const brokerConnected = () => mqtt.connected();
-    const status = () => systemStatus({ store, registry, mqttEnabled: settings.mqttEnabled, broker: settings.mqttBroker, brokerConnected });
+    const status = () => systemStatus({ store, registry, mqttEnabled: settings.mqttEnabled, broker: settings.mqttBroker, brokerConnected, releaseDownloadUrl: settings.releaseDownloadUrl });
     const hub = new EventHub({ clock, log: log.child({ name: "events" }), systemStatus: status, ...overrides.hub });
     auth.onSessionRevoked((key) => hub.endSession(key)); // a console stream ends with its admin session (spec §5).
     const mqttSettings = await MqttSettingsService.load({
@@ -182,7 +184,7 @@ export async function createAppContext(settings: Settings, log: Logger, override
     const artifacts = new ArtifactsService({ settings, store, clock, log: log.child({ name: "artifacts" }), downloads });
     const backups = new BackupsService({ settings, store, clock, log: log.child({ name: "backups" }), downloads, mesh, registry, hub, status });
     const internalAuthz = { sharedKey: () => authzKey, resolve: (username: string) => resolveIdentity(accounts, settings, username) };
-    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings });
+    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, ...(overrides.consoleDir === undefined ? {} : { consoleDir: overrides.consoleDir }) });
     lifecycle.defer(async () => {
       // First: detects in flight finish while the store, the actors and the broker link are open.
       await detect.stop();

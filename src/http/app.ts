@@ -23,6 +23,7 @@ import type { ControlService } from "../services/control.service.js";
 import type { SystemStatus } from "../services/notifier.js";
 import type { EventHub } from "../events/hub.js";
 import type { BrokerIdentity } from "../mqtt/authz.policy.js";
+import { consoleHandler, defaultConsoleDir, isConsoleRequest } from "./console.plugin.js";
 import { clientRoutes } from "./routes/client.routes.js";
 import { eventsRoutes } from "./routes/events.routes.js";
 import { internalAuthzRoutes } from "./routes/internal-authz.routes.js";
@@ -60,6 +61,8 @@ export interface AppDeps {
   backups: BackupsService;
   metrics: ServiceMetrics;
   mqttSettings: MqttSettingsService;
+  /** The built web console (issue 12); default `dist/web` of this installation ({@link defaultConsoleDir}). */
+  consoleDir?: string;
 }
 
 /** Who may call a route: the admin (bearer token) or anyone (the route checks its own token). */
@@ -152,8 +155,13 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       }),
   });
 
+  // The web console (issue 12): what no route takes, a GET of a non-API path, is its file or page.
+  const serveConsole = await consoleHandler(app, { root: deps.consoleDir ?? defaultConsoleDir() });
+
   app.addHook("onRequest", async (req) => {
     if (req.routeOptions.config.auth === "public") return;
+    // The console's files are public (the page asks for the password); API 404s still need the admin.
+    if (req.is404 && isConsoleRequest(req)) return;
     await deps.auth.verifyAccessToken(bearerToken(req));
   });
 
@@ -175,8 +183,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     );
   });
 
-  app.setNotFoundHandler((req, reply) => {
+  app.setNotFoundHandler(async (req, reply) => {
+    if (isConsoleRequest(req)) return serveConsole(req, reply);
     sendError(reply, new AppError("NOT_FOUND", `no route ${req.method} ${req.url.split("?")[0]}`));
+    return reply;
   });
 
   app.setErrorHandler((err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {

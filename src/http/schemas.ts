@@ -10,7 +10,6 @@ import {
   tagSchema,
   tunnelProtocolSchema,
 } from "../protocol/fields.js";
-import { nodeModeSchema } from "../protocol/enums.js";
 import { configIdSchema, forwardIdSchema, nodeIdSchema, pairIdSchema } from "../protocol/ids.js";
 
 /**
@@ -31,65 +30,23 @@ export const forwardParams = z.strictObject({
   forward_id: forwardIdSchema,
 });
 
-// ---- request bodies -----------------------------------------------------------------------
+// ---- request bodies: in src/protocol/rest.schema.ts (every client's contract, the console's too) ----
 
-export const loginBody = z.strictObject({ password: z.string().min(1).max(1024) });
-
-export const createConfigBody = z.strictObject({
-  name: nameSchema,
-  tunnel_protocol: tunnelProtocolSchema,
-  network_cidr: networkCidrSchema,
-});
-
-export const updateConfigBody = z.strictObject({
-  name: nameSchema.optional(),
-  tunnel_protocol: tunnelProtocolSchema.optional(),
-  network_cidr: networkCidrSchema.optional(),
-});
-
-export const createNodeBody = z.strictObject({
-  name: nameSchema,
-  mode: nodeModeSchema,
-  address: ipv4Schema.optional(),
-  public_address: publicAddressSchema.nullable().optional(),
-  listen_port: portSchema.nullable().optional(),
-  interface_name: interfaceNameSchema.optional(),
-  tags: z.array(tagSchema).max(32).optional(),
-  auto_pair: z.boolean().optional(),
-});
-
-export const updateNodeBody = z.strictObject({
-  name: nameSchema.optional(),
-  mode: nodeModeSchema.optional(),
-  public_address: publicAddressSchema.nullable().optional(),
-  listen_port: portSchema.nullable().optional(),
-  interface_name: interfaceNameSchema.optional(),
-  tags: z.array(tagSchema).max(32).optional(),
-});
-
-export const createPairBody = z.strictObject({
-  node_a: nodeIdSchema,
-  node_b: nodeIdSchema,
-  enabled: z.boolean().optional(),
-});
-
-export const updatePairBody = z.strictObject({ enabled: z.boolean() });
-
-export const createPortForwardBody = z.strictObject({
-  protocol: z.enum(["tcp", "udp"]),
-  listen_port: portSchema,
-  target_address: ipv4Schema,
-  target_port: portSchema,
-  enabled: z.boolean().optional(),
-});
-
-export const updatePortForwardBody = createPortForwardBody.partial();
+export {
+  loginBody,
+  createConfigBody,
+  updateConfigBody,
+  createNodeBody,
+  updateNodeBody,
+  createPairBody,
+  updatePairBody,
+  createPortForwardBody,
+  updatePortForwardBody,
+} from "../protocol/rest.schema.js";
 
 export const downloadQuery = z.object({ download_token: z.string().max(256).optional() });
 
 // ---- responses ----------------------------------------------------------------------------
-
-const isoTime = z.string();
 
 // The views an SSE payload embeds too live in src/protocol/views.schema.ts (one schema per wire
 // shape); their REST names stay here.
@@ -108,19 +65,7 @@ export {
   systemStatusSchema as systemStatusResponse,
 } from "../protocol/views.schema.js";
 
-export const stagedConfigResponse = z.object({
-  config_id: z.string(),
-  node_id: z.string(),
-  config_version: z.number(),
-  config_sha256: z.string(),
-  config_text: z.string(),
-});
-
-export const downloadTokenResponse = z.object({
-  download_path: z.string(),
-  download_token: z.string(),
-  download_token_expires_at: isoTime,
-});
+export { stagedConfigAnswer as stagedConfigResponse, downloadTokenAnswer as downloadTokenResponse } from "../protocol/rest.schema.js";
 
 export const errorBodySchema = z
   .object({

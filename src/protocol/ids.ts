@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import { z } from "zod";
 
 /**
@@ -30,11 +29,13 @@ export type ForwardId = z.infer<typeof forwardIdSchema>;
 const BASE32 = "abcdefghijklmnopqrstuvwxyz234567";
 
 /**
- * A new server-generated id: `{prefix}-` and 16 characters of base32 (80 random bits).
+ * A new server-generated id: `{prefix}-` and 16 characters of base32 (80 random bits), from the
+ * Web Crypto CSPRNG (`globalThis.crypto`, Node ≥ 19 and browsers), so this wire-contract module
+ * imports nothing platform-specific (the web console typechecks it without Node's types).
  * @param prefix lower-case letters, e.g. `cfg`, `node`
  */
 export function newId<B extends string>(prefix: string): string & z.core.$brand<B> {
-  const bytes = randomBytes(16);
+  const bytes = globalThis.crypto.getRandomValues(new Uint8Array(16));
   let out = `${prefix}-`;
   for (const b of bytes) out += BASE32[b & 31];
   return out as string & z.core.$brand<B>;

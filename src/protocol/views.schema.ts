@@ -178,6 +178,11 @@ export const systemStatusSchema = z.object({
   services: z.object({ mqtt: z.object({ enabled: z.boolean(), broker: z.string(), connected: z.boolean() }) }),
   sync: z.object({ latest: z.number(), pending: z.number() }),
   topology: z.object({ mesh_pairs: z.number() }),
-  update: z.object({ version: z.string() }),
+  /**
+   * The server version, and where release assets of the client live (SVC_RELEASE_DOWNLOAD_URL,
+   * no trailing slash): the console builds `{release_download_url}/v{version}/{asset}` itself
+   * for `remote_release` (spec §4 rules 2 and 5, DESIGN §6).
+   */
+  update: z.object({ version: z.string(), release_download_url: z.string() }),
 });
 export type SystemStatus = z.output<typeof systemStatusSchema>;

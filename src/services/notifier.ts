@@ -148,6 +148,8 @@ export async function systemStatus(deps: {
   /** The broker kind (SVC_MQTT_BROKER); default "embedded". */
   broker?: string;
   brokerConnected: () => boolean;
+  /** SVC_RELEASE_DOWNLOAD_URL without its trailing slash (spec §4 rules 2/5: the console builds asset URLs from it). */
+  releaseDownloadUrl: string;
 }): Promise<SystemStatus> {
   const db = deps.store.db;
   const count = (table: CountedTable) => countRows(db, table);
@@ -171,6 +173,6 @@ export async function systemStatus(deps: {
     services: { mqtt: { enabled: deps.mqttEnabled, broker: deps.mqttEnabled ? (deps.broker ?? "embedded") : "disabled", connected: deps.brokerConnected() } },
     sync: { latest, pending },
     topology: { mesh_pairs: await count("mesh_pairs") },
-    update: { version: VERSION },
+    update: { version: VERSION, release_download_url: deps.releaseDownloadUrl },
   };
 }

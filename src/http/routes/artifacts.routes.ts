@@ -1,53 +1,19 @@
 import type { FastifyRequest } from "fastify";
 import { z } from "zod";
 import { isoTime } from "../../clock.js";
-import { CLIENT_GOARCH, CLIENT_GOOS } from "../../protocol/client-targets.js";
 import { AppError } from "../../errors.js";
 import { ID_PATTERN } from "../../protocol/ids.js";
+import { artifactBuildAnswer, artifactGrantAnswer, artifactRequestBody } from "../../protocol/rest.schema.js";
 import type { ArtifactsService } from "../../services/artifacts.service.js";
 import type { AuthService } from "../../services/auth.service.js";
 import type { DownloadsService } from "../../services/downloads.service.js";
 import { bearerToken, type App } from "../app.js";
 import { downloadQuery, errorResponses } from "../schemas.js";
 
-/** Request body of build and download-grant (spec §4: same shape for both). */
-export const artifactRequestBody = z.strictObject({
-  source: z.enum(["remote_release", "local_build"]),
-  goos: z.enum(CLIENT_GOOS).describe("target operating system; linux, darwin or windows"),
-  goarch: z
-    .enum(CLIENT_GOARCH)
-    .describe("target architecture; linux: amd64, arm64, arm; darwin and windows: amd64, arm64 (other pairs: VALIDATION_FAILED)"),
-});
-
 const artifactParams = z.strictObject({
   artifact_id: z.string().regex(ID_PATTERN, "must match ^[a-z0-9][a-z0-9_-]{0,63}$"),
 });
 
-const remoteBuildResponse = z.object({
-  source: z.literal("remote_release"),
-  filename: z.string(),
-  download_url: z.string().describe("the release asset's browser_download_url; download it from there directly"),
-  command: z.string().describe("spec §4 rule 5: curl -fL -o <file> <url> && unzip -oq <file> -d svc-client"),
-});
-
-const localBuildResponse = z.object({
-  source: z.literal("local_build"),
-  artifact_id: z.string(),
-  filename: z.string(),
-  size_bytes: z.number(),
-  sha256: z.string(),
-});
-
-const grantResponse = z.object({
-  artifact_id: z.string(),
-  filename: z.string(),
-  size_bytes: z.number(),
-  sha256: z.string(),
-  download_path: z.string().describe("carries ?download_token=..."),
-  download_token: z.string(),
-  download_token_expires_at: z.string(),
-  command: z.string().describe("spec §4 rule 6: curl of {base_url}{download_path} (only the file token), then unzip -oq -d svc-client"),
-});
 
 /**
  * Client artifact build, download-grant and download (spec §4 rows 3–5, rules 2–7; DESIGN §5).
@@ -70,7 +36,7 @@ export async function artifactsRoutes(
           "remote_release: look up the release asset of the server's version (download_url); local_build: build or locate the zip on this server",
         body: artifactRequestBody,
         response: {
-          200: z.discriminatedUnion("source", [remoteBuildResponse, localBuildResponse]),
+          200: artifactBuildAnswer,
           ...errorResponses(404, 503),
         },
       },
@@ -93,7 +59,7 @@ export async function artifactsRoutes(
         tags,
         summary: "local_build: build or locate the zip and issue a 5-minute client_artifact download token (spec §4 rule 6)",
         body: artifactRequestBody,
-        response: { 200: grantResponse, ...errorResponses(503) },
+        response: { 200: artifactGrantAnswer, ...errorResponses(503) },
       },
     },
     async (req) => {

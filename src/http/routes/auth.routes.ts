@@ -2,6 +2,7 @@ import { z } from "zod";
 import { isoTime } from "../../clock.js";
 import type { AuthService } from "../../services/auth.service.js";
 import { bearerToken, type App } from "../app.js";
+import { loginAnswer } from "../../protocol/rest.schema.js";
 import { errorResponses, loginBody } from "../schemas.js";
 import { GUESSING_RATE_LIMIT } from "./client.routes.js";
 
@@ -17,7 +18,7 @@ export async function authRoutes(app: App, opts: { auth: AuthService }): Promise
         security: [],
         body: loginBody,
         response: {
-          200: z.object({ access_token: z.string(), token_type: z.literal("Bearer"), expires_at: z.string() }),
+          200: loginAnswer,
           ...errorResponses(429),
         },
       },

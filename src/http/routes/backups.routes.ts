@@ -1,7 +1,8 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { AppError } from "../../errors.js";
-import { configIdSchema, ID_PATTERN } from "../../protocol/ids.js";
+import { ID_PATTERN } from "../../protocol/ids.js";
+import { bulkPackageBody, downloadGrantAnswer, restoreAnswer, snapshotListAnswer } from "../../protocol/rest.schema.js";
 import type { AuthService } from "../../services/auth.service.js";
 import { SnapshotUpload, type BackupsService, type DownloadFile } from "../../services/backups.service.js";
 import type { DownloadsService } from "../../services/downloads.service.js";
@@ -12,17 +13,6 @@ import { downloadQuery, errorResponses, snapshotEntryResponse as snapshotEntry }
 const idSchema = z.string().regex(ID_PATTERN, "must match ^[a-z0-9][a-z0-9_-]{0,63}$");
 const snapshotParams = z.strictObject({ snapshot_id: idSchema });
 const packageParams = z.strictObject({ package_id: idSchema });
-
-const downloadGrant = z.object({
-  filename: z.string(),
-  download_path: z.string(),
-  download_token: z.string(),
-  download_token_expires_at: z.string(),
-});
-
-const bulkPackageBody = z
-  .strictObject({ config_ids: z.array(configIdSchema).min(1).max(10_000).optional() })
-  .nullish();
 
 /** Content types of a snapshot upload. */
 const ZIP_TYPES = ["application/zip", "application/octet-stream"];
@@ -82,7 +72,7 @@ export async function backupsRoutes(
       schema: {
         tags,
         summary: "List snapshots, newest first",
-        response: { 200: z.object({ snapshots: z.array(snapshotEntry) }), ...errorResponses() },
+        response: { 200: snapshotListAnswer, ...errorResponses() },
       },
     },
     async () => ({ snapshots: await backups.listSnapshots() }),
@@ -127,7 +117,7 @@ export async function backupsRoutes(
         tags,
         summary: "Restore a snapshot in place: configs, nodes, pairs, port forwards, client state and logs are replaced atomically",
         params: snapshotParams,
-        response: { 200: z.object({ restored: z.string() }), ...errorResponses(404) },
+        response: { 200: restoreAnswer, ...errorResponses(404) },
       },
     },
     async (req) => backups.restoreSnapshot(req.params.snapshot_id),
@@ -156,7 +146,7 @@ export async function backupsRoutes(
         tags,
         summary: "Issue a 5-minute snapshot_export token for this snapshot",
         params: snapshotParams,
-        response: { 200: downloadGrant.extend({ snapshot_id: z.string() }), ...errorResponses(404) },
+        response: { 200: downloadGrantAnswer.extend({ snapshot_id: z.string() }), ...errorResponses(404) },
       },
     },
     async (req) => backups.snapshotDownload(req.params.snapshot_id),
@@ -190,7 +180,7 @@ export async function backupsRoutes(
         tags,
         summary: "Create the config bulk package (all configs, or config_ids), replacing the previous one, with a 5-minute download token",
         body: bulkPackageBody,
-        response: { 201: downloadGrant.extend({ package_id: z.string() }), ...errorResponses(404) },
+        response: { 201: downloadGrantAnswer.extend({ package_id: z.string() }), ...errorResponses(404) },
       },
     },
     async (req, reply) => reply.status(201).send(await backups.createBulkPackage(req.body?.config_ids)),

@@ -1,8 +1,8 @@
 import { z } from "zod";
 import type { ControlService } from "../../services/control.service.js";
 import type { App } from "../app.js";
-import { controlLogResponse, endpointStatusResponse, errorResponses, nodeParams } from "../schemas.js";
-import { controlActionSchema } from "../../protocol/envelope.schema.js";
+import { endpointStatusResponse, errorResponses, nodeParams } from "../schemas.js";
+import { bindCommandAnswer, controlAnswer, controlBody, controlLogListAnswer } from "../../protocol/rest.schema.js";
 
 const bindBody = z.strictObject({
   bind_token: z.string().min(20).max(128),
@@ -46,7 +46,7 @@ export async function clientRoutes(app: App, opts: { control: ControlService }):
         summary: "Issue a one-time bind token (5 minutes) and the svcctl command that uses it (spec §4 rule 10)",
         "x-mqtt-write": true, // spec §4 rule 14: MQTT_DISABLED while MQTT is off (app.ts)
         params: nodeParams,
-        response: { 200: z.object({ command: z.string(), expires_at: z.string() }), ...errorResponses(404, 409) },
+        response: { 200: bindCommandAnswer, ...errorResponses(404, 409) },
       },
     },
     async (req) => control.bindCommand(req.params.config_id, req.params.node_id),
@@ -90,8 +90,8 @@ export async function clientRoutes(app: App, opts: { control: ControlService }):
         summary: "Send start, stop, push_config or wg_show to the node's agent; the ACK closes it later",
         "x-mqtt-write": true, // spec §4 rule 14: MQTT_DISABLED while MQTT is off (app.ts)
         params: nodeParams,
-        body: z.strictObject({ action: controlActionSchema }),
-        response: { 202: z.object({ request_id: z.string(), log: controlLogResponse }), ...errorResponses(404, 409) },
+        body: controlBody,
+        response: { 202: controlAnswer, ...errorResponses(404, 409) },
       },
     },
     async (req, reply) => reply.status(202).send(await control.control(req.params.config_id, req.params.node_id, req.body.action)),
@@ -118,7 +118,7 @@ export async function clientRoutes(app: App, opts: { control: ControlService }):
         summary: "Control logs of the node, newest first",
         params: nodeParams,
         querystring: z.strictObject({ limit: z.coerce.number().int().min(1).max(1000).default(100) }),
-        response: { 200: z.object({ logs: z.array(controlLogResponse) }), ...errorResponses(404) },
+        response: { 200: controlLogListAnswer, ...errorResponses(404) },
       },
     },
     async (req) => ({ logs: await control.controlLogs(req.params.config_id, req.params.node_id, req.query.limit) }),

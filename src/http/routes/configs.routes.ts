@@ -1,13 +1,13 @@
 import { z } from "zod";
 import type { MeshService } from "../../services/mesh.service.js";
 import type { App } from "../app.js";
+import { configListAnswer, tagListAnswer } from "../../protocol/rest.schema.js";
 import {
   configDetailResponse,
   configParams,
   configResponse,
   createConfigBody,
   errorResponses,
-  tagResponse,
   updateConfigBody,
 } from "../schemas.js";
 
@@ -18,7 +18,7 @@ export async function configsRoutes(app: App, opts: { mesh: MeshService }): Prom
 
   app.get(
     "/api/v1/configs",
-    { schema: { tags, summary: "List configs", response: { 200: z.object({ configs: z.array(configResponse) }), ...errorResponses() } } },
+    { schema: { tags, summary: "List configs", response: { 200: configListAnswer, ...errorResponses() } } },
     async () => ({ configs: await mesh.listConfigs() }),
   );
 
@@ -85,7 +85,7 @@ export async function configsRoutes(app: App, opts: { mesh: MeshService }): Prom
         tags,
         summary: "Tags used in a config, with the nodes carrying each",
         params: configParams,
-        response: { 200: z.object({ tags: z.array(tagResponse) }), ...errorResponses(404) },
+        response: { 200: tagListAnswer, ...errorResponses(404) },
       },
     },
     async (req) => ({ tags: await mesh.listTags(req.params.config_id) }),

@@ -1,5 +1,5 @@
-import { z } from "zod";
 import type { App } from "../app.js";
+import { healthAnswer } from "../../protocol/rest.schema.js";
 import { VERSION } from "../../version.js";
 
 /** `GET /api/v1/health` (no auth): liveness and the server version. */
@@ -12,7 +12,7 @@ export async function healthRoutes(app: App): Promise<void> {
         tags: ["system"],
         summary: "Liveness and server version (no auth)",
         security: [],
-        response: { 200: z.object({ status: z.literal("ok"), version: z.string() }) },
+        response: { 200: healthAnswer },
       },
     },
     async () => ({ status: "ok" as const, version: VERSION }),

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import type { MeshService } from "../../services/mesh.service.js";
 import type { App } from "../app.js";
+import { meshPairListAnswer } from "../../protocol/rest.schema.js";
 import { configParams, createPairBody, errorResponses, meshPairResponse, pairParams, updatePairBody } from "../schemas.js";
 
 /** Mesh pairs with their connection integrity (DESIGN §5). */
@@ -15,7 +16,7 @@ export async function meshPairsRoutes(app: App, opts: { mesh: MeshService }): Pr
         tags,
         summary: "List mesh pairs with connection integrity",
         params: configParams,
-        response: { 200: z.object({ mesh_pairs: z.array(meshPairResponse) }), ...errorResponses(404) },
+        response: { 200: meshPairListAnswer, ...errorResponses(404) },
       },
     },
     async (req) => ({ mesh_pairs: await mesh.listPairs(req.params.config_id) }),

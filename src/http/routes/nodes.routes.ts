@@ -3,6 +3,7 @@ import { isoTime, type Clock } from "../../clock.js";
 import type { DownloadsService } from "../../services/downloads.service.js";
 import type { MeshService } from "../../services/mesh.service.js";
 import type { App } from "../app.js";
+import { nodeListAnswer } from "../../protocol/rest.schema.js";
 import {
   createNodeBody,
   downloadQuery,
@@ -40,7 +41,7 @@ export async function nodesRoutes(
         tags,
         summary: "List the nodes of a config",
         params: configParams,
-        response: { 200: z.object({ nodes: z.array(nodeResponse) }), ...errorResponses(404) },
+        response: { 200: nodeListAnswer, ...errorResponses(404) },
       },
     },
     async (req) => ({ nodes: await mesh.listNodes(req.params.config_id) }),

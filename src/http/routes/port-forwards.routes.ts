@@ -1,6 +1,7 @@
 import { z } from "zod";
 import type { MeshService } from "../../services/mesh.service.js";
 import type { App } from "../app.js";
+import { portForwardListAnswer } from "../../protocol/rest.schema.js";
 import {
   createPortForwardBody,
   errorResponses,
@@ -22,7 +23,7 @@ export async function portForwardsRoutes(app: App, opts: { mesh: MeshService }):
         tags,
         summary: "List a node's port forwards",
         params: nodeParams,
-        response: { 200: z.object({ port_forwards: z.array(portForwardResponse) }), ...errorResponses(404) },
+        response: { 200: portForwardListAnswer, ...errorResponses(404) },
       },
     },
     async (req) => ({ port_forwards: await mesh.listPortForwards(req.params.config_id, req.params.node_id) }),

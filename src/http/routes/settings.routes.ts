@@ -1,19 +1,7 @@
-import { z } from "zod";
 import type { MqttSettingsService } from "../../services/mqtt-settings.service.js";
 import type { App } from "../app.js";
-import { errorResponses, mqttSettingsResponse, portSchema, publicAddressSchema } from "../schemas.js";
-
-/**
- * The operator-editable values: a value sets the override, `null` goes back to the environment's
- * value, an absent field is unchanged; at least one field. Unknown fields are refused.
- */
-export const mqttSettingsBody = z
-  .strictObject({
-    public_host: publicAddressSchema.nullable().optional(),
-    public_port: portSchema.nullable().optional(),
-    public_tls_port: portSchema.nullable().optional(),
-  })
-  .refine((b) => Object.keys(b).length > 0, "give at least one of public_host, public_port, public_tls_port");
+import { mqttSettingsBody } from "../../protocol/rest.schema.js";
+import { errorResponses, mqttSettingsResponse } from "../schemas.js";
 
 /**
  * `GET, PUT /api/v1/settings/mqtt` (DESIGN §5; docs/decisions.md "MQTT settings"), admin bearer token. The PUT is an

@@ -1,0 +1,203 @@
+import { z } from "zod";
+import { CLIENT_GOARCH, CLIENT_GOOS } from "./client-targets.js";
+import { controlActionSchema, nodeModeSchema } from "./enums.js";
+import { interfaceNameSchema, ipv4Schema, nameSchema, networkCidrSchema, portSchema, publicAddressSchema, tagSchema, tunnelProtocolSchema } from "./fields.js";
+import { configIdSchema, nodeIdSchema } from "./ids.js";
+import {
+  configViewSchema,
+  controlLogViewSchema,
+  meshPairViewSchema,
+  nodeViewSchema,
+  portForwardViewSchema,
+  snapshotEntrySchema,
+  tagViewSchema,
+} from "./views.schema.js";
+
+/**
+ * REST request bodies and the answers that are not a view of `views.schema.ts` (DESIGN §5), one
+ * zod schema per wire shape, for every client: `src/http` validates and serializes with them (and
+ * documents them in OpenAPI), the web console derives its types from them (`z.input` of a body,
+ * `z.output` of an answer; issue 12). Strings are bounded; objects of bodies are strict (an
+ * unknown field is VALIDATION_FAILED, not dropped).
+ */
+
+// ---- request bodies -----------------------------------------------------------------------
+
+/** `POST /api/v1/auth/login` */
+export const loginBody = z.strictObject({ password: z.string().min(1).max(1024) });
+
+/** `POST /api/v1/configs` */
+export const createConfigBody = z.strictObject({
+  name: nameSchema,
+  tunnel_protocol: tunnelProtocolSchema,
+  network_cidr: networkCidrSchema,
+});
+
+/** `PATCH /api/v1/configs/{config_id}` */
+export const updateConfigBody = z.strictObject({
+  name: nameSchema.optional(),
+  tunnel_protocol: tunnelProtocolSchema.optional(),
+  network_cidr: networkCidrSchema.optional(),
+});
+
+/** `POST /api/v1/configs/{config_id}/nodes` */
+export const createNodeBody = z.strictObject({
+  name: nameSchema,
+  mode: nodeModeSchema,
+  address: ipv4Schema.optional(),
+  public_address: publicAddressSchema.nullable().optional(),
+  listen_port: portSchema.nullable().optional(),
+  interface_name: interfaceNameSchema.optional(),
+  tags: z.array(tagSchema).max(32).optional(),
+  auto_pair: z.boolean().optional(),
+});
+
+/** `PATCH /api/v1/configs/{config_id}/nodes/{node_id}` */
+export const updateNodeBody = z.strictObject({
+  name: nameSchema.optional(),
+  mode: nodeModeSchema.optional(),
+  public_address: publicAddressSchema.nullable().optional(),
+  listen_port: portSchema.nullable().optional(),
+  interface_name: interfaceNameSchema.optional(),
+  tags: z.array(tagSchema).max(32).optional(),
+});
+
+/** `POST /api/v1/configs/{config_id}/mesh-pairs` */
+export const createPairBody = z.strictObject({
+  node_a: nodeIdSchema,
+  node_b: nodeIdSchema,
+  enabled: z.boolean().optional(),
+});
+
+/** `PATCH /api/v1/configs/{config_id}/mesh-pairs/{pair_id}` */
+export const updatePairBody = z.strictObject({ enabled: z.boolean() });
+
+/** `POST /api/v1/configs/{config_id}/nodes/{node_id}/port-forwards` */
+export const createPortForwardBody = z.strictObject({
+  protocol: z.enum(["tcp", "udp"]),
+  listen_port: portSchema,
+  target_address: ipv4Schema,
+  target_port: portSchema,
+  enabled: z.boolean().optional(),
+});
+
+/** `PATCH …/port-forwards/{forward_id}` */
+export const updatePortForwardBody = createPortForwardBody.partial();
+
+/**
+ * `PUT /api/v1/settings/mqtt`: a value sets the override, `null` goes back to the environment's
+ * value, an absent field is unchanged; at least one field. Unknown fields are refused.
+ */
+export const mqttSettingsBody = z
+  .strictObject({
+    public_host: publicAddressSchema.nullable().optional(),
+    public_port: portSchema.nullable().optional(),
+    public_tls_port: portSchema.nullable().optional(),
+  })
+  .refine((b) => Object.keys(b).length > 0, "give at least one of public_host, public_port, public_tls_port");
+
+/** `POST …/control` (spec §6.3 actions). */
+export const controlBody = z.strictObject({ action: controlActionSchema });
+
+/** Request body of client build and download-grant (spec §4: same shape for both). */
+export const artifactRequestBody = z.strictObject({
+  source: z.enum(["remote_release", "local_build"]),
+  goos: z.enum(CLIENT_GOOS).describe("target operating system; linux, darwin or windows"),
+  goarch: z
+    .enum(CLIENT_GOARCH)
+    .describe("target architecture; linux: amd64, arm64, arm; darwin and windows: amd64, arm64 (other pairs: VALIDATION_FAILED)"),
+});
+
+/** `POST /api/v1/packages` (bulk config package): the configs to include, all when absent. */
+export const bulkPackageBody = z
+  .strictObject({ config_ids: z.array(configIdSchema).min(1).max(10_000).optional() })
+  .nullish();
+
+// ---- answers ------------------------------------------------------------------------------
+
+/** `POST /api/v1/auth/login` */
+export const loginAnswer = z.object({ access_token: z.string(), token_type: z.literal("Bearer"), expires_at: z.string() });
+
+/** `GET /api/v1/health` */
+export const healthAnswer = z.object({ status: z.literal("ok"), version: z.string() });
+
+/** `GET /api/v1/configs` */
+export const configListAnswer = z.object({ configs: z.array(configViewSchema) });
+/** `GET /api/v1/configs/{config_id}/tags` */
+export const tagListAnswer = z.object({ tags: z.array(tagViewSchema) });
+/** `GET /api/v1/configs/{config_id}/nodes` */
+export const nodeListAnswer = z.object({ nodes: z.array(nodeViewSchema) });
+/** `GET /api/v1/configs/{config_id}/mesh-pairs` */
+export const meshPairListAnswer = z.object({ mesh_pairs: z.array(meshPairViewSchema) });
+/** `GET …/port-forwards` */
+export const portForwardListAnswer = z.object({ port_forwards: z.array(portForwardViewSchema) });
+
+/** `GET …/nodes/{node_id}/config`: the staged config (admin only). */
+export const stagedConfigAnswer = z.object({
+  config_id: z.string(),
+  node_id: z.string(),
+  config_version: z.number(),
+  config_sha256: z.string(),
+  config_text: z.string(),
+});
+
+/** `POST …/nodes/{node_id}/download-token` */
+export const downloadTokenAnswer = z.object({
+  download_path: z.string(),
+  download_token: z.string(),
+  download_token_expires_at: z.string(),
+});
+
+/** `POST …/bind-command` (spec §3.6): the command to run on the endpoint host and when it expires. */
+export const bindCommandAnswer = z.object({ command: z.string(), expires_at: z.string() });
+
+/** `POST …/control`: 202, the command's request id and its control log row. */
+export const controlAnswer = z.object({ request_id: z.string(), log: controlLogViewSchema });
+
+/** `GET …/control-logs`: newest first. */
+export const controlLogListAnswer = z.object({ logs: z.array(controlLogViewSchema) });
+
+/** Client build answer for `remote_release` (spec §4 rules 2 and 5). */
+export const remoteBuildAnswer = z.object({
+  source: z.literal("remote_release"),
+  filename: z.string(),
+  download_url: z.string().describe("the release asset's browser_download_url; download it from there directly"),
+  command: z.string().describe("spec §4 rule 5: curl -fL -o <file> <url> && unzip -oq <file> -d svc-client"),
+});
+
+/** Client build answer for `local_build` (spec §4 rule 6). */
+export const localBuildAnswer = z.object({
+  source: z.literal("local_build"),
+  artifact_id: z.string(),
+  filename: z.string(),
+  size_bytes: z.number(),
+  sha256: z.string(),
+});
+
+/** `POST …/client/build` */
+export const artifactBuildAnswer = z.discriminatedUnion("source", [remoteBuildAnswer, localBuildAnswer]);
+
+/** `POST …/client/download-grant` (spec §4 rule 6). */
+export const artifactGrantAnswer = z.object({
+  artifact_id: z.string(),
+  filename: z.string(),
+  size_bytes: z.number(),
+  sha256: z.string(),
+  download_path: z.string().describe("carries ?download_token=..."),
+  download_token: z.string(),
+  download_token_expires_at: z.string(),
+  command: z.string().describe("spec §4 rule 6: curl of {base_url}{download_path} (only the file token), then unzip -oq -d svc-client"),
+});
+
+/** A file download granted by a short-lived token (snapshots, bulk packages). */
+export const downloadGrantAnswer = z.object({
+  filename: z.string(),
+  download_path: z.string(),
+  download_token: z.string(),
+  download_token_expires_at: z.string(),
+});
+
+/** `GET /api/v1/backups` */
+export const snapshotListAnswer = z.object({ snapshots: z.array(snapshotEntrySchema) });
+/** `POST /api/v1/backups/{snapshot_id}/restore` */
+export const restoreAnswer = z.object({ restored: z.string() });

@@ -1,0 +1,52 @@
+/**
+ * Console test 1 (issue 12): login error and success, the token kept for the tab, logout, and the
+ * home page's counts from `GET /api/v1/system/status` (DESIGN §5, spec §6.5 table
+ * `system.status.updated` "Home, system page and global status").
+ */
+import assert from "node:assert/strict";
+import test from "node:test";
+import { expectAccessible, expectFigure, expectText, login, screenshot, startConsole, storedToken, waitLive } from "./harness.js";
+
+test("console login: a wrong password shows the API's error, the right one opens home with the right counts; logout ends the session (issue 12 test 1)", async (t) => {
+  const h = await startConsole(t);
+  if (!h) return;
+  const a = await h.api("POST", "/api/v1/configs", { name: "alpha", tunnel_protocol: "wireguard", network_cidr: "10.30.0.0/24" });
+  await h.api("POST", "/api/v1/configs", { name: "beta", tunnel_protocol: "awg_2", network_cidr: "10.31.0.0/24" });
+  for (const name of ["n1", "n2", "n3"]) {
+    await h.api("POST", `/api/v1/configs/${a.config_id}/nodes`, { name, mode: "static", public_address: `${name}.example.net`, listen_port: 51820 });
+  }
+
+  const page = await h.newPage();
+  // Not logged in: any page sends to the login page, which remembers where to go.
+  await page.goto("/settings");
+  await page.getByRole("heading", { name: "Mesh control" }).waitFor();
+  assert.match(page.url(), /\/login\?next=%2Fsettings$/);
+  await expectAccessible(page, "login");
+  await screenshot(page, "login");
+
+  await page.getByLabel("Admin password").fill("not the password");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await expectText(page.getByRole("alert"), /password/i);
+  await screenshot(page, "login-error");
+  assert.equal(await storedToken(page), null);
+
+  await login(page);
+  assert.equal(new URL(page.url()).pathname, "/");
+  assert.match((await storedToken(page)) ?? "", /.{20,}/);
+  await expectFigure(page, "Configs", 2);
+  await expectFigure(page, "Nodes", 3);
+  await expectFigure(page, "Pending syncs", 0);
+  await expectFigure(page, "MQTT service", "enabled");
+  await expectFigure(page, "Broker connection", "connected");
+  await waitLive(page);
+  await expectAccessible(page, "home");
+  await screenshot(page, "home");
+
+  // A reload keeps the tab's session (sessionStorage).
+  await page.reload();
+  await expectFigure(page, "Configs", 2);
+
+  await page.getByRole("button", { name: "Log out" }).click();
+  await page.getByLabel("Admin password").waitFor();
+  assert.equal(await storedToken(page), null);
+});

@@ -1,0 +1,101 @@
+/**
+ * The console's session and its one SSE connection (issue 12; spec §6.5 rule 3): reconnect with
+ * `Last-Event-ID` and a visible indicator, a session ended elsewhere returns to login, and the
+ * app shell used with the keyboard alone (light/dark toggle included).
+ */
+import assert from "node:assert/strict";
+import test from "node:test";
+import { expectFigure, expectText, login, screenshot, startConsole, storedToken, waitLive } from "./harness.js";
+
+test("spec §6.5 rule 3: a dropped stream shows Reconnecting…, comes back by itself with Last-Event-ID, and the page catches up without a reload", async (t) => {
+  const h = await startConsole(t);
+  if (!h) return;
+  // Records what each stream opened with (the hub is real; this only watches its argument).
+  const lastEventIds: Array<string | undefined> = [];
+  const attach = h.server.hub.attach.bind(h.server.hub);
+  h.server.hub.attach = (res, lastEventId, opts) => {
+    lastEventIds.push(lastEventId);
+    return attach(res, lastEventId, opts);
+  };
+  const page = await h.newPage();
+  await login(page);
+  await waitLive(page);
+  await page.evaluate('document.body.dataset["noReload"] = "1"');
+  assert.equal(lastEventIds.length, 1, "one shared connection");
+  await h.api("POST", "/api/v1/configs", { name: "before", tunnel_protocol: "wireguard", network_cidr: "10.50.0.0/24" });
+  await expectFigure(page, "Configs", 1);
+
+  // The stream ends (as at a server restart): the indicator says so, then the tab reconnects.
+  const session = await h.server.auth.session(await storedToken(page) ?? "");
+  assert.equal(h.server.hub.endSession(session.key), 1);
+  await page.locator('[data-status="reconnecting"]').waitFor();
+  await expectText(page.getByRole("status").filter({ hasText: "Reconnecting" }), "Reconnecting…");
+  await screenshot(page, "home-reconnecting");
+  await h.api("POST", "/api/v1/configs", { name: "while-away", tunnel_protocol: "wireguard", network_cidr: "10.51.0.0/24" });
+  await waitLive(page);
+  await expectFigure(page, "Configs", 2);
+  assert.equal(lastEventIds.length, 2, "one reconnect, still one connection");
+  assert.match(lastEventIds[1] ?? "", /^\d+$/, "the reconnect sent the id of the last frame it read");
+  assert.equal(await page.evaluate('document.body.dataset["noReload"]'), "1");
+});
+
+test("issue 12: a session ended elsewhere (logout through the API) sends the tab back to login without a reload", async (t) => {
+  const h = await startConsole(t);
+  if (!h) return;
+  const page = await h.newPage();
+  await login(page);
+  await waitLive(page);
+  const token = await storedToken(page);
+  const res = await fetch(new URL("/api/v1/auth/logout", h.baseUrl), { method: "POST", headers: { authorization: `Bearer ${token}` } });
+  assert.equal(res.status, 204);
+  // The hub ends the stream; the reconnect answers 401; the console forgets the token.
+  await page.getByLabel("Admin password").waitFor();
+  assert.equal(await storedToken(page), null);
+});
+
+test("issue 12: keyboard alone: sign in, skip to content, move between pages, switch light/dark (kept over a reload)", async (t) => {
+  const h = await startConsole(t);
+  if (!h) return;
+  const page = await h.newPage();
+  await page.goto("/");
+  await page.getByLabel("Admin password").waitFor();
+  // The password field has focus on arrival.
+  await page.keyboard.type("correct horse battery staple");
+  await page.keyboard.press("Enter");
+  await page.getByRole("heading", { name: "System", level: 1 }).waitFor();
+
+  await page.keyboard.press("Tab");
+  assert.equal(await page.evaluate("document.activeElement?.textContent"), "Skip to content");
+  await page.keyboard.press("Enter");
+  assert.equal(await page.evaluate("document.activeElement?.id"), "main");
+
+  // Tab from the top to the Settings link, then Enter.
+  await page.evaluate("document.activeElement?.blur()");
+  let found = false;
+  for (let i = 0; i < 10 && !found; i++) {
+    await page.keyboard.press("Tab");
+    found = (await page.evaluate("document.activeElement?.textContent")) === "Settings";
+  }
+  assert.ok(found, "the Settings link is reachable with Tab");
+  await page.keyboard.press("Enter");
+  await page.getByRole("heading", { name: "Settings", level: 1 }).waitFor();
+
+  // The theme toggle: system → light → dark, on <html data-theme>, kept in localStorage.
+  const toggle = page.getByRole("button", { name: /^Theme: / });
+  assert.equal(await toggle.getAttribute("aria-label"), "Theme: system (change)");
+  await toggle.focus();
+  await page.keyboard.press("Enter");
+  await page.getByRole("button", { name: "Theme: light (change)" }).waitFor();
+  assert.equal(await page.evaluate("document.documentElement.dataset.theme"), "light");
+  await page.keyboard.press("Enter");
+  await page.getByRole("button", { name: "Theme: dark (change)" }).waitFor();
+  assert.equal(await page.evaluate("document.documentElement.dataset.theme"), "dark");
+  // Dark wins over a light system preference.
+  const bg = await page.evaluate("getComputedStyle(document.body).backgroundColor");
+  assert.equal(bg, "rgb(13, 17, 23)");
+  await page.reload();
+  await page.getByRole("button", { name: "Theme: dark (change)" }).waitFor();
+  await page.getByRole("button", { name: "Theme: dark (change)" }).press("Enter");
+  await page.getByRole("button", { name: "Theme: system (change)" }).waitFor();
+  assert.equal(await page.evaluate("document.documentElement.dataset.theme ?? null"), null);
+});

@@ -1,0 +1,56 @@
+import { useQueryClient } from "@tanstack/react-query";
+import { createContext, useCallback, useContext, useEffect, useMemo, useState, type ReactNode } from "react";
+import { apiFetch, onUnauthorized, tokenStore } from "./client.js";
+import type { LoginAnswer } from "./types.js";
+
+interface AuthState {
+  /** The bearer token of this tab, or null when logged out. */
+  token: string | null;
+  /** `POST /api/v1/auth/login`; throws ApiError (wrong password: its message). */
+  login(password: string): Promise<void>;
+  /** `POST /api/v1/auth/logout` (ends the session and its SSE stream), then forgets the token. */
+  logout(): Promise<void>;
+}
+
+const AuthContext = createContext<AuthState | null>(null);
+
+/** Holds the admin session of this tab; a 401 anywhere (REST or SSE) logs out. */
+export function AuthProvider({ children }: { children: ReactNode }) {
+  const queryClient = useQueryClient();
+  const [token, setToken] = useState<string | null>(() => tokenStore.get());
+
+  useEffect(() => {
+    onUnauthorized(() => {
+      setToken(null);
+      queryClient.clear();
+    });
+    return () => onUnauthorized(() => undefined);
+  }, [queryClient]);
+
+  const login = useCallback(async (password: string) => {
+    const answer = await apiFetch<LoginAnswer>("/api/v1/auth/login", { method: "POST", body: { password }, auth: false });
+    tokenStore.set(answer.access_token);
+    setToken(answer.access_token);
+  }, []);
+
+  const logout = useCallback(async () => {
+    try {
+      await apiFetch<void>("/api/v1/auth/logout", { method: "POST", auth: true });
+    } catch {
+      // already ended: forgetting the token is all that is left
+    }
+    tokenStore.clear();
+    setToken(null);
+    queryClient.clear();
+  }, [queryClient]);
+
+  const value = useMemo(() => ({ token, login, logout }), [token, login, logout]);
+  return <AuthContext.Provider value={value}>{children}</AuthContext.Provider>;
+}
+
+/** The session of this tab. */
+export function useAuth(): AuthState {
+  const ctx = useContext(AuthContext);
+  if (ctx === null) throw new Error("useAuth outside <AuthProvider>");
+  return ctx;
+}

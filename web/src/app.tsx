@@ -1,0 +1,76 @@
+import type { ReactNode } from "react";
+import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
+import { BrowserRouter, Navigate, Route, Routes, useLocation } from "react-router";
+import { AuthProvider, useAuth } from "./api/auth.js";
+import { ApiError } from "./api/client.js";
+import { BackupsPage } from "./pages/backups.js";
+import { ConfigsPage } from "./pages/configs.js";
+import { HomePage } from "./pages/home.js";
+import { Layout } from "./pages/layout.js";
+import { LoginPage } from "./pages/login.js";
+import { MeshPage } from "./pages/mesh.js";
+import { NodePage } from "./pages/node.js";
+import { NotFoundPage } from "./pages/not-found.js";
+import { SettingsPage } from "./pages/settings.js";
+import { SseProvider } from "./sse/provider.js";
+
+/**
+ * REST snapshots are kept until an SSE event says they changed (spec §6.5 rule 7), so no
+ * time-based refetching; a failed query is retried twice unless the API refused it (4xx).
+ */
+export const queryClient = new QueryClient({
+  defaultOptions: {
+    queries: {
+      staleTime: Infinity,
+      refetchOnWindowFocus: false,
+      retry: (count, err) => !(err instanceof ApiError && err.status >= 400 && err.status < 500) && count < 2,
+    },
+    mutations: { retry: false },
+  },
+});
+
+/** Sends a logged-out visitor to /login?next=<where they were going>. */
+function RequireAuth({ children }: { children: ReactNode }) {
+  const { token } = useAuth();
+  const location = useLocation();
+  if (token === null) {
+    const next = location.pathname + location.search;
+    return <Navigate to={next === "/" ? "/login" : `/login?next=${encodeURIComponent(next)}`} replace />;
+  }
+  return <>{children}</>;
+}
+
+/**
+ * The routes. Add a page: a file in `pages/`, a `<Route>` here, a link in `pages/layout.tsx` if it
+ * belongs in the main navigation (docs/console.md).
+ */
+export function App() {
+  return (
+    <QueryClientProvider client={queryClient}>
+      <AuthProvider>
+        <SseProvider>
+          <BrowserRouter>
+            <Routes>
+              <Route path="/login" element={<LoginPage />} />
+              <Route
+                element={
+                  <RequireAuth>
+                    <Layout />
+                  </RequireAuth>
+                }
+              >
+                <Route index element={<HomePage />} />
+                <Route path="configs" element={<ConfigsPage />} />
+                <Route path="configs/:configId" element={<MeshPage />} />
+                <Route path="configs/:configId/nodes/:nodeId" element={<NodePage />} />
+                <Route path="backups" element={<BackupsPage />} />
+                <Route path="settings" element={<SettingsPage />} />
+                <Route path="*" element={<NotFoundPage />} />
+              </Route>
+            </Routes>
+          </BrowserRouter>
+        </SseProvider>
+      </AuthProvider>
+    </QueryClientProvider>
+  );
+}

@@ -1,0 +1,90 @@
+import { useQueryClient } from "@tanstack/react-query";
+import { useId, type ReactNode } from "react";
+import { Link } from "react-router";
+import { queryKeys, useSystemStatus } from "../api/queries.js";
+import type { SystemStatus } from "../api/types.js";
+import { QueryView } from "../components/states.js";
+import { useSseEvent } from "../sse/provider.js";
+
+/**
+ * Home / system: the cards of `GET /api/v1/system/status` (DESIGN §5), patched in place by each
+ * `system.status.updated` frame (its payload is the same body, spec §6.5 table).
+ */
+export function HomePage() {
+  const query = useSystemStatus();
+  const queryClient = useQueryClient();
+  useSseEvent("system.status.updated", (payload) => queryClient.setQueryData(queryKeys.systemStatus, payload));
+  return (
+    <section aria-labelledby="home-title">
+      <h1 id="home-title">System</h1>
+      <QueryView query={query}>{(status) => <StatusCards status={status} />}</QueryView>
+    </section>
+  );
+}
+
+function Card({ title, children }: { title: string; children: ReactNode }) {
+  const id = `card-${title.toLowerCase().replace(/\W+/g, "-")}`;
+  return (
+    <section className="card" aria-labelledby={id}>
+      <h2 id={id}>{title}</h2>
+      {children}
+    </section>
+  );
+}
+
+/**
+ * One figure: a group named by its label, holding the label and the value, so tests find it as
+ * `getByRole("group", { name: "Configs" })` (harness `expectFigure`).
+ */
+function Figure({ label, value }: { label: string; value: number | string }) {
+  const id = useId();
+  return (
+    <div className="figure" role="group" aria-labelledby={id}>
+      <span id={id} className="figure-label">
+        {label}
+      </span>
+      <span className="figure-value">{value}</span>
+    </div>
+  );
+}
+
+function StatusCards({ status }: { status: SystemStatus }) {
+  const mqtt = status.services.mqtt;
+  return (
+    <div className="cards">
+      <Card title="Configs">
+        <div className="figures">
+          <Figure label="Configs" value={status.summary.configs} />
+          <Figure label="Nodes" value={status.summary.nodes} />
+          <Figure label="Mesh pairs" value={status.topology.mesh_pairs} />
+        </div>
+        <Link to="/configs">All configs</Link>
+      </Card>
+      <Card title="Presence">
+        <div className="figures">
+          <Figure label="Dynamic nodes" value={status.summary.dynamic_nodes} />
+          <Figure label="Online" value={status.summary.online} />
+          <Figure label="Dropped" value={status.summary.dropped} />
+        </div>
+      </Card>
+      <Card title="Sync">
+        <div className="figures">
+          <Figure label="Latest" value={status.sync.latest} />
+          <Figure label="Pending syncs" value={status.sync.pending} />
+        </div>
+      </Card>
+      <Card title="MQTT">
+        <div className="figures">
+          <Figure label="MQTT service" value={mqtt.enabled ? "enabled" : "disabled"} />
+          <Figure label="Broker" value={mqtt.broker} />
+          <Figure label="Broker connection" value={mqtt.enabled ? (mqtt.connected ? "connected" : "disconnected") : "—"} />
+        </div>
+      </Card>
+      <Card title="Version">
+        <div className="figures">
+          <Figure label="Server version" value={status.update.version} />
+        </div>
+      </Card>
+    </div>
+  );
+}

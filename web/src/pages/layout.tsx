@@ -1,0 +1,47 @@
+import { NavLink, Outlet } from "react-router";
+import { useAuth } from "../api/auth.js";
+import { LiveIndicator } from "../components/live-indicator.js";
+import { ThemeToggle } from "../theme.js";
+
+const NAV = [
+  { to: "/", label: "Home", end: true },
+  { to: "/configs", label: "Configs", end: false },
+  { to: "/backups", label: "Backups", end: false },
+  { to: "/settings", label: "Settings", end: false },
+];
+
+/** The app shell: skip link, header with navigation, live indicator, theme and logout; the page below. */
+export function Layout() {
+  const { logout } = useAuth();
+  return (
+    <div className="shell">
+      <a className="skip-link" href="#main">
+        Skip to content
+      </a>
+      <header className="topbar">
+        <span className="brand">Mesh control</span>
+        <nav aria-label="Main">
+          <ul>
+            {NAV.map((item) => (
+              <li key={item.to}>
+                <NavLink to={item.to} end={item.end}>
+                  {item.label}
+                </NavLink>
+              </li>
+            ))}
+          </ul>
+        </nav>
+        <div className="topbar-tools">
+          <LiveIndicator />
+          <ThemeToggle />
+          <button type="button" onClick={() => void logout()}>
+            Log out
+          </button>
+        </div>
+      </header>
+      <main id="main" tabIndex={-1}>
+        <Outlet />
+      </main>
+    </div>
+  );
+}
