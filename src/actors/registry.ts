@@ -118,8 +118,11 @@ export class NodeActorRegistry {
   readonly #quarantined = new Map<string, { configId: string; nodeId: string; reason: string }>();
   #effects: Array<() => void> = [];
   #waiters: Array<{ resolve: () => void; reject: (err: unknown) => void }> = [];
-  #flushScheduled = false;
-  #microFlushScheduled = false;
+  // Failures are logged inside #flushNow and reject the waiting callers; nothing is dropped silently.
+  /** A flush after the current poll phase. */
+  readonly #flushLater = coalesced(setImmediate, () => void this.#flushNow().catch(() => undefined));
+  /** A flush after the current message (a microtask, so never inside an XState notification). */
+  readonly #flushSoon = coalesced(queueMicrotask, () => void this.#flushNow().catch(() => undefined));
   #stopped = false;
   readonly #timers: boolean;
   /** Online nodes under the presence sweep. */
@@ -502,32 +505,13 @@ export class NodeActorRegistry {
     // microtask, so never inside an XState notification). A cap by age made more, smaller
     // commits and measured worse latency at 5k msgs/s.
     if (this.#dirty.size >= MAX_BATCH_STATES) this.#flushSoon();
-    else this.#schedule();
-  }
-
-  #flushSoon(): void {
-    if (this.#microFlushScheduled) return;
-    this.#microFlushScheduled = true;
-    queueMicrotask(() => {
-      this.#microFlushScheduled = false;
-      void this.#flushNow().catch(() => undefined);
-    });
+    else this.#flushLater();
   }
 
   #wait(): Promise<void> {
     return new Promise((resolve, reject) => {
       this.#waiters.push({ resolve, reject });
-      this.#schedule();
-    });
-  }
-
-  #schedule(): void {
-    if (this.#flushScheduled) return;
-    this.#flushScheduled = true;
-    setImmediate(() => {
-      this.#flushScheduled = false;
-      // Failures are logged inside and reject the waiting callers; nothing is dropped silently.
-      void this.#flushNow().catch(() => undefined);
+      this.#flushLater();
     });
   }
 
@@ -536,7 +520,7 @@ export class NodeActorRegistry {
     const nodeState = this.#nodeState;
     if (nodeState.busy()) {
       // A request's transaction holds the connection: write after it, never inside it.
-      this.#schedule();
+      this.#flushLater();
       return;
     }
     const dirty = [...this.#dirty.values()];
@@ -585,6 +569,19 @@ export class NodeActorRegistry {
     }
     for (const w of waiters) w.resolve();
   }
+}
+
+/** `run` deferred by `defer`, once however often it is asked for before it runs. */
+function coalesced(defer: (cb: () => void) => unknown, run: () => void): () => void {
+  let pending = false;
+  return () => {
+    if (pending) return;
+    pending = true;
+    defer(() => {
+      pending = false;
+      run();
+    });
+  };
 }
 
 /** Stops a node's actor, if it has one (a dormant node has none). */

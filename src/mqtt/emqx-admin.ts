@@ -2,13 +2,7 @@ import PQueue from "p-queue";
 import { z } from "zod";
 import type { Logger } from "../logger.js";
 import { nodeClientId, parseNodeUsername } from "./authz.policy.js";
-import {
-  BrokerUnavailableError,
-  type BackendBrokerAccount,
-  type BrokerAdmin,
-  type NodeBrokerAccount,
-  type ReconcileReport,
-} from "./broker-admin.js";
+import { BrokerUnavailableError, type BackendBrokerAccount, type BrokerAdmin, type NodeBrokerAccount, type ReconcileReport } from "./broker-admin.js";
 
 /**
  * The `emqx` broker adapter (DESIGN §1 "broker adapters"): mirrors the store's broker accounts into

@@ -4,13 +4,7 @@ import { z } from "zod";
 import type { Logger } from "../logger.js";
 import { DOWNSTREAM, TOPIC_ROOT, backendSubscriptions } from "../protocol/topics.js";
 import { nodeGrants, parseNodeUsername } from "./authz.policy.js";
-import {
-  BrokerUnavailableError,
-  type BackendBrokerAccount,
-  type BrokerAdmin,
-  type NodeBrokerAccount,
-  type ReconcileReport,
-} from "./broker-admin.js";
+import { BrokerUnavailableError, type BackendBrokerAccount, type BrokerAdmin, type NodeBrokerAccount, type ReconcileReport } from "./broker-admin.js";
 import { redactUrl } from "./backend-client.js";
 
 /**
