@@ -69,7 +69,6 @@ export const LONG_FUNCTIONS: readonly LongFunction[] = [
   { file: "src/cli/svcctl.ts", name: "bind", reason: "svcctl bind: profile, request, service install, each with its error exit" },
   { file: "src/mqtt/backend-client.ts", name: "BackendMqttClient.start", reason: "MQTT.js options and event wiring of the backend connection" },
   { file: "src/mqtt/broker-sync.ts", name: "BrokerSync.#run", reason: "the reconcile loop with its retry policy" },
-  { file: "src/agent/config-push.ts", name: "applyConfigPush", reason: "the config-push steps in order (check, write, restart, verify), each answering its failure" },
 ];
 
 /** One finding. */
