@@ -23,10 +23,11 @@
  * `src/a.ts:40: function runAgent is 120 lines (limit 60)`, then a summary; exit 1 on any
  * finding or stale allow-list entry, 0 otherwise.
  */
-import { readdirSync, readFileSync, statSync } from "node:fs";
-import { join, relative, resolve, sep } from "node:path";
+import { readFileSync } from "node:fs";
+import { join, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import ts from "typescript";
+import { slash, sourceFiles } from "./check-imports.js";
 
 /** The most lines a function in `src/` may span (issue 11 §5 target "no function over ~60 lines"). */
 export const MAX_FUNCTION_LINES = 60;
@@ -84,17 +85,6 @@ export interface Finding {
   lines?: number;
 }
 
-/** `.ts` files under `dir`, recursively, sorted (no `.d.ts`). */
-function sourceFiles(dir: string): string[] {
-  const out: string[] = [];
-  for (const name of readdirSync(dir).sort()) {
-    const p = join(dir, name);
-    if (statSync(p).isDirectory()) out.push(...sourceFiles(p));
-    else if (/\.(ts|mts|cts|tsx)$/.test(name) && !name.endsWith(".d.ts")) out.push(p);
-  }
-  return out;
-}
-
 /**
  * The name a function is reported by: its own, its variable's or property's; methods as
  * `Class.method`; an anonymous one as `enclosing/<anonymous>` (`<anonymous>` at the top level).
@@ -141,9 +131,6 @@ export function findingsOf(file: string, sourceText: string, maxLines = MAX_FUNC
   visit(sf);
   return out;
 }
-
-/** Forward slashes, for stable output on every platform. */
-const slash = (p: string) => p.split(sep).join("/");
 
 /**
  * Checks every file of `<root>/src`.

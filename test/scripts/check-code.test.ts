@@ -1,36 +1,13 @@
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { describe, test, type TestContext } from "node:test";
+import { describe, test } from "node:test";
 import { checkCode, findingsOf } from "../../scripts/check-code.js";
-import { repoRoot } from "../helpers/service.js";
+import { fixtureTree, runCheck } from "./harness.js";
 
 // scripts/check-code.ts (issue 11 "Must show": no `!` non-null assertions in src/; §5: long
 // functions split), checked over fixture trees so that each rule is seen to fail.
 
-const SCRIPT = join(repoRoot, "scripts", "check-code.ts");
-
-function tree(t: TestContext, files: Record<string, string>): string {
-  const root = mkdtempSync(join(tmpdir(), "svc-check-code-"));
-  t.after(() => rmSync(root, { recursive: true, force: true }));
-  for (const [path, text] of Object.entries(files)) {
-    mkdirSync(dirname(join(root, path)), { recursive: true });
-    writeFileSync(join(root, path), text);
-  }
-  return root;
-}
-
-function run(root?: string): { status: number | null; lines: string[] } {
-  const res = spawnSync(process.execPath, ["--import", "tsx", SCRIPT, ...(root === undefined ? [] : [root])], {
-    cwd: repoRoot,
-    encoding: "utf8",
-    timeout: 60_000,
-  });
-  assert.equal(res.error, undefined, String(res.error));
-  return { status: res.status, lines: res.stdout.split("\n").filter((l) => l !== "") };
-}
+const tree = fixtureTree;
+const run = (root?: string) => runCheck("check-code.ts", root);
 
 /** A function of `n` lines in all (header and closing brace included). */
 const fn = (name: string, n: number) => `export function ${name}(): number {\n${"  void 0;\n".repeat(n - 3)}  return 1;\n}\n`;
