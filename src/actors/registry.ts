@@ -113,7 +113,7 @@ export class NodeActorRegistry {
   readonly #deps: RegistryDeps;
   readonly #entries = new Map<string, Entry>();
   readonly #machine: NodeMachine;
-  #dirty = new Map<string, { entry: Entry; actor: Actor<NodeMachine> }>();
+  #dirty = new Map<string, Entry>();
   /** Nodes whose stored state could not be restored at the last start/reload, by key: the reason. */
   readonly #quarantined = new Map<string, { configId: string; nodeId: string; reason: string }>();
   #effects: Array<() => void> = [];
@@ -415,12 +415,12 @@ export class NodeActorRegistry {
     actor.subscribe({
       next: (snap) => {
         this.#track(entry, presenceDeadline(snap));
-        this.#markDirty(entry, actor);
+        this.#markDirty(entry);
       },
       error: (err) => this.#deps.log.error({ err, node_id: entry.nodeId }, "node actor failed"),
     });
     this.#track(entry, presenceDeadline(actor.getSnapshot()));
-    if (changed) this.#markDirty(entry, actor);
+    if (changed) this.#markDirty(entry);
   }
 
   /** Moves a node to the bucket of its (new) presence deadline and arms the sweep if earlier. */
@@ -497,9 +497,9 @@ export class NodeActorRegistry {
     return entry.state.kind === "live" ? projectNode(entry.state.actor.getSnapshot()) : entry.state.projection;
   }
 
-  #markDirty(entry: Entry, actor: Actor<NodeMachine>): void {
+  #markDirty(entry: Entry): void {
     if (this.#stopped) return;
-    this.#dirty.set(key(entry.configId, entry.nodeId), { entry, actor });
+    this.#dirty.set(key(entry.configId, entry.nodeId), entry);
     // A busy poll phase (thousands of agent sockets readable at once) can keep `setImmediate`
     // from running for a long time: past the cap, flush after the current message instead (a
     // microtask, so never inside an XState notification). A cap by age made more, smaller
@@ -533,7 +533,10 @@ export class NodeActorRegistry {
     const changed: Array<{ entry: Entry; projection: NodeProjection }> = [];
     try {
       nodeState.inTransaction(() => {
-        for (const { entry, actor } of dirty) {
+        for (const entry of dirty) {
+          // Only a live actor marks its entry dirty, and an entry never goes back to dormant.
+          if (entry.state.kind !== "live") continue;
+          const actor = entry.state.actor;
           const snap = actor.getSnapshot();
           const w = entry.written;
           if (w !== undefined && isDeepStrictEqual(w.value, snap.value) && sameContextButSignal(w.context, snap.context)) {
