@@ -210,7 +210,7 @@ export function importsOf(fileName: string, sourceText: string): ImportRef[] {
 }
 
 /** `.ts` files under `dir`, recursively, sorted (no `.d.ts`). */
-function sourceFiles(dir: string): string[] {
+export function sourceFiles(dir: string): string[] {
   const out: string[] = [];
   for (const name of readdirSync(dir).sort()) {
     const p = join(dir, name);
@@ -254,7 +254,7 @@ export function ruleBroken(from: string, to: string): string | undefined {
 }
 
 /** Forward slashes, for stable output on every platform. */
-const slash = (p: string) => p.split(sep).join("/");
+export const slash = (p: string) => p.split(sep).join("/");
 
 /**
  * Checks every import of `<root>/src` against the rules.

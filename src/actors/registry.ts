@@ -55,18 +55,21 @@ interface PersistedNode {
   context: NodeContext;
 }
 
+/**
+ * A node's actor, or, for a restored node that has had no event yet, its stored snapshot JSON,
+ * newest signal time and stored projection. The actor of a dormant node is created on its
+ * first event ({@link NodeActorRegistry} `#actorOf`).
+ */
+type EntryState =
+  | { kind: "live"; actor: Actor<NodeMachine> }
+  | { kind: "dormant"; snapshot: string; lastSignalAt: number | null; projection: NodeProjection };
+
 interface Entry {
   configId: string;
   nodeId: string;
   /** Stored mode when the entry was made (the actor's input when it starts fresh). */
   mode: NodeMode;
-  /** The live actor; null while dormant. */
-  actor: Actor<NodeMachine> | null;
-  /**
-   * A restored node that has had no event yet: its stored snapshot JSON and newest signal time.
-   * Its actor is created on the first event ({@link NodeActorRegistry} `#actorOf`).
-   */
-  dormant: { snapshot: string; lastSignalAt: number | null } | null;
+  state: EntryState;
   /** Projection as last committed. */
   committed: NodeProjection | undefined;
   /**
@@ -115,8 +118,11 @@ export class NodeActorRegistry {
   readonly #quarantined = new Map<string, { configId: string; nodeId: string; reason: string }>();
   #effects: Array<() => void> = [];
   #waiters: Array<{ resolve: () => void; reject: (err: unknown) => void }> = [];
-  #flushScheduled = false;
-  #microFlushScheduled = false;
+  // Failures are logged inside #flushNow and reject the waiting callers; nothing is dropped silently.
+  /** A flush after the current poll phase. */
+  readonly #flushLater = coalesced(setImmediate, () => void this.#flushNow().catch(() => undefined));
+  /** A flush after the current message (a microtask, so never inside an XState notification). */
+  readonly #flushSoon = coalesced(queueMicrotask, () => void this.#flushNow().catch(() => undefined));
   #stopped = false;
   readonly #timers: boolean;
   /** Online nodes under the presence sweep. */
@@ -202,7 +208,7 @@ export class NodeActorRegistry {
     const k = key(configId, nodeId);
     const entry = this.#entries.get(k);
     if (entry) {
-      entry.actor?.stop();
+      stopActor(entry);
       this.#unbucket(entry);
     }
     this.#entries.delete(k);
@@ -225,7 +231,7 @@ export class NodeActorRegistry {
    */
   stats(): { nodes: number; liveActors: number; sweepTracked: number; sweepNextAt: number | null } {
     let live = 0;
-    for (const e of this.#entries.values()) if (e.actor !== null) live++;
+    for (const e of this.#entries.values()) if (e.state.kind === "live") live++;
     return {
       nodes: this.#entries.size,
       liveActors: live,
@@ -279,7 +285,7 @@ export class NodeActorRegistry {
     const bound: Array<[string, string]> = [];
     for (const e of this.#entries.values()) {
       if (this.#projectionOf(e)?.clientInitialized) bound.push([e.configId, e.nodeId]);
-      e.actor?.stop();
+      stopActor(e);
     }
     this.#entries.clear();
     this.#clearSweep();
@@ -302,7 +308,7 @@ export class NodeActorRegistry {
     await this.#flushNow().catch(() => undefined);
     this.#stopped = true;
     this.#clearSweep();
-    for (const e of this.#entries.values()) e.actor?.stop();
+    for (const e of this.#entries.values()) stopActor(e);
     this.#entries.clear();
   }
 
@@ -314,71 +320,74 @@ export class NodeActorRegistry {
    */
   #spawn(row: NodeRowForActor): void {
     let snapshot: PersistedNode | undefined;
+    const ids = { configId: row.config_id, nodeId: row.node_id, mode: row.mode };
     if (row.machine_snapshot !== null && row.machine_version === NODE_MACHINE_VERSION) {
-      snapshot = parsePersistedNode(this.#machine.root, row.machine_snapshot, row);
+      const stored = row.machine_snapshot;
+      snapshot = parsePersistedNode(this.#machine.root, stored, row);
       // A heartbeat that changed nothing else wrote only the column (see #flushNow).
       const column = row.last_signal_at ?? null;
       if (column !== null && (snapshot.context.lastSignalAt === null || column > snapshot.context.lastSignalAt)) {
         snapshot.context.lastSignalAt = column;
       }
-    }
-    const entry: Entry = {
-      configId: row.config_id,
-      nodeId: row.node_id,
-      mode: row.mode,
-      actor: null,
-      dormant: null,
-      committed: undefined,
-      written: undefined,
-      deadline: null,
-    };
-    this.#entries.set(key(row.config_id, row.node_id), entry);
-    if (snapshot !== undefined) {
       const ctx = snapshot.context;
       const needsEvents =
         ctx.mode !== row.mode ||
         (row.staged_config_sha256 !== null && ctx.stagedSha !== row.staged_config_sha256) ||
         (this.#timers && hasPendingTimers(snapshot.value));
-      entry.committed = projectNode(snapshot);
       if (!needsEvents) {
         // Dormant: no XState actor until the node's first event (cold start creates ~nothing
         // per node). Its projection is the stored one; its TTL deadline goes under the sweep.
-        entry.dormant = { snapshot: row.machine_snapshot!, lastSignalAt: ctx.lastSignalAt };
+        const projection = projectNode(snapshot);
+        const entry: Entry = {
+          ...ids,
+          state: { kind: "dormant", snapshot: stored, lastSignalAt: ctx.lastSignalAt, projection },
+          committed: projection,
+          written: undefined,
+          deadline: null,
+        };
+        this.#entries.set(key(row.config_id, row.node_id), entry);
         this.#track(entry, presenceDeadline(snapshot));
         return;
       }
     }
-    this.#materialize(entry, snapshot, row);
+    const actor = this.#createActor(ids, snapshot);
+    const entry: Entry = { ...ids, state: { kind: "live", actor }, committed: undefined, written: undefined, deadline: null };
+    this.#entries.set(key(row.config_id, row.node_id), entry);
+    this.#startActor(entry, actor, snapshot, row);
   }
 
   /** The node's actor, created from its dormant snapshot on first use. */
   #actorOf(entry: Entry): Actor<NodeMachine> {
-    if (entry.actor !== null) return entry.actor;
-    const dormant = entry.dormant!;
-    const snapshot = JSON.parse(dormant.snapshot) as PersistedNode;
-    snapshot.context.lastSignalAt = dormant.lastSignalAt;
-    return this.#materialize(entry, snapshot, null);
+    if (entry.state.kind === "live") return entry.state.actor;
+    const snapshot = JSON.parse(entry.state.snapshot) as PersistedNode;
+    snapshot.context.lastSignalAt = entry.state.lastSignalAt;
+    const actor = this.#createActor(entry, snapshot);
+    entry.state = { kind: "live", actor };
+    this.#startActor(entry, actor, snapshot, null);
+    return actor;
   }
 
-  /**
-   * Creates, restores and starts a node's actor. `row` (cold start only) brings the store's
-   * mode and staged config into it when they moved on while the service was down.
-   */
-  #materialize(entry: Entry, snapshot: PersistedNode | undefined, row: NodeRowForActor | null): Actor<NodeMachine> {
+  /** A node's actor, restored from `snapshot` when given, not started. */
+  #createActor(ids: Pick<Entry, "configId" | "nodeId" | "mode">, snapshot: PersistedNode | undefined): Actor<NodeMachine> {
     const input = {
-      configId: entry.configId,
-      nodeId: entry.nodeId,
-      mode: entry.mode,
+      configId: ids.configId,
+      nodeId: ids.nodeId,
+      mode: ids.mode,
       onlineTtlMs: this.#deps.onlineTtlMs,
       detectTimeoutMs: this.#deps.detectTimeoutMs,
     };
-    const actor = createActor(this.#machine, {
+    return createActor(this.#machine, {
       input,
       clock: this.#deps.clock,
       ...(snapshot === undefined ? {} : { snapshot }),
     });
-    entry.actor = actor;
-    entry.dormant = null;
+  }
+
+  /**
+   * Starts a node's actor (`entry.state` already holds it). `row` (cold start only) brings the
+   * store's mode and staged config into it when they moved on while the service was down.
+   */
+  #startActor(entry: Entry, actor: Actor<NodeMachine>, snapshot: PersistedNode | undefined, row: NodeRowForActor | null): void {
     actor.start();
     const at = this.#deps.clock.now();
     // A fresh actor has no stored state yet; a restored one needs writing back only when the
@@ -412,7 +421,6 @@ export class NodeActorRegistry {
     });
     this.#track(entry, presenceDeadline(actor.getSnapshot()));
     if (changed) this.#markDirty(entry);
-    return actor;
   }
 
   /** Moves a node to the bucket of its (new) presence deadline and arms the sweep if earlier. */
@@ -477,16 +485,16 @@ export class NodeActorRegistry {
     }
     // The machine decides; its snapshot change re-buckets the node (#track via subscribe).
     for (const entry of due) this.#actorOf(entry).send({ type: "presence.ttl_check", at: now });
-    let earliest = Number.POSITIVE_INFINITY;
-    for (const index of this.#buckets.keys()) if (index < earliest) earliest = index;
-    if (earliest === Number.POSITIVE_INFINITY) return;
+    let earliest: { index: number; bucket: Set<Entry> } | undefined;
+    for (const [index, bucket] of this.#buckets) if (earliest === undefined || index < earliest.index) earliest = { index, bucket };
+    if (earliest === undefined) return;
     let next = Number.POSITIVE_INFINITY;
-    for (const entry of this.#buckets.get(earliest)!) if (entry.deadline !== null && entry.deadline < next) next = entry.deadline;
+    for (const entry of earliest.bucket) if (entry.deadline !== null && entry.deadline < next) next = entry.deadline;
     if (next < this.#sweepAt) this.#armSweep(next);
   }
 
   #projectionOf(entry: Entry): NodeProjection {
-    return entry.actor !== null ? projectNode(entry.actor.getSnapshot()) : entry.committed!;
+    return entry.state.kind === "live" ? projectNode(entry.state.actor.getSnapshot()) : entry.state.projection;
   }
 
   #markDirty(entry: Entry): void {
@@ -497,32 +505,13 @@ export class NodeActorRegistry {
     // microtask, so never inside an XState notification). A cap by age made more, smaller
     // commits and measured worse latency at 5k msgs/s.
     if (this.#dirty.size >= MAX_BATCH_STATES) this.#flushSoon();
-    else this.#schedule();
-  }
-
-  #flushSoon(): void {
-    if (this.#microFlushScheduled) return;
-    this.#microFlushScheduled = true;
-    queueMicrotask(() => {
-      this.#microFlushScheduled = false;
-      void this.#flushNow().catch(() => undefined);
-    });
+    else this.#flushLater();
   }
 
   #wait(): Promise<void> {
     return new Promise((resolve, reject) => {
       this.#waiters.push({ resolve, reject });
-      this.#schedule();
-    });
-  }
-
-  #schedule(): void {
-    if (this.#flushScheduled) return;
-    this.#flushScheduled = true;
-    setImmediate(() => {
-      this.#flushScheduled = false;
-      // Failures are logged inside and reject the waiting callers; nothing is dropped silently.
-      void this.#flushNow().catch(() => undefined);
+      this.#flushLater();
     });
   }
 
@@ -531,7 +520,7 @@ export class NodeActorRegistry {
     const nodeState = this.#nodeState;
     if (nodeState.busy()) {
       // A request's transaction holds the connection: write after it, never inside it.
-      this.#schedule();
+      this.#flushLater();
       return;
     }
     const dirty = [...this.#dirty.values()];
@@ -545,7 +534,9 @@ export class NodeActorRegistry {
     try {
       nodeState.inTransaction(() => {
         for (const entry of dirty) {
-          const actor = entry.actor!; // dirty entries have actors
+          // Only a live actor marks its entry dirty, and an entry never goes back to dormant.
+          if (entry.state.kind !== "live") continue;
+          const actor = entry.state.actor;
           const snap = actor.getSnapshot();
           const w = entry.written;
           if (w !== undefined && isDeepStrictEqual(w.value, snap.value) && sameContextButSignal(w.context, snap.context)) {
@@ -581,6 +572,24 @@ export class NodeActorRegistry {
     }
     for (const w of waiters) w.resolve();
   }
+}
+
+/** `run` deferred by `defer`, once however often it is asked for before it runs. */
+function coalesced(defer: (cb: () => void) => unknown, run: () => void): () => void {
+  let pending = false;
+  return () => {
+    if (pending) return;
+    pending = true;
+    defer(() => {
+      pending = false;
+      run();
+    });
+  };
+}
+
+/** Stops a node's actor, if it has one (a dormant node has none). */
+function stopActor(entry: Entry): void {
+  if (entry.state.kind === "live") entry.state.actor.stop();
 }
 
 function key(configId: string, nodeId: string): string {
@@ -679,8 +688,8 @@ function stateValueProblem(node: AnyStateNode, value: unknown, path: string): st
     if (keys.length !== expected.length || !expected.every((k) => keys.includes(k))) {
       return `${path} must hold exactly the regions ${expected.join(", ")}`;
     }
-    for (const k of expected) {
-      const p = stateValueProblem(children[k]!, (value as Record<string, unknown>)[k], `${path}.${k}`);
+    for (const [k, child] of Object.entries(children)) {
+      const p = stateValueProblem(child, (value as Record<string, unknown>)[k], `${path}.${k}`);
       if (p) return p;
     }
     return undefined;
@@ -690,8 +699,10 @@ function stateValueProblem(node: AnyStateNode, value: unknown, path: string): st
     if (!child) return `${path}: ${JSON.stringify(value.slice(0, 40))} is not a state`;
     return child.type === "atomic" || child.type === "final" ? undefined : `${path}.${value} needs its child state`;
   }
-  if (value === null || typeof value !== "object" || Object.keys(value).length !== 1) return `${path} must name one state`;
-  const [name, inner] = Object.entries(value)[0]!;
+  const named = value !== null && typeof value === "object" ? Object.entries(value) : [];
+  const [only] = named;
+  if (named.length !== 1 || only === undefined) return `${path} must name one state`;
+  const [name, inner] = only;
   const child = children[name];
   if (!child || child.type === "atomic" || child.type === "final") return `${path}: ${JSON.stringify(name.slice(0, 40))} is not a compound state`;
   return stateValueProblem(child, inner, `${path}.${name}`);

@@ -43,56 +43,93 @@ const MAX_CAUSE = 1200;
 /** ACK messages are at most 4096 characters (ackPayloadSchema). */
 const MAX_MESSAGE = 4000;
 
+/**
+ * Runs the sequence above for one push.
+ * @returns `applied` with what was done, or `failed` with what failed and the state the
+ *   interface was left in (message at most 4,000 characters); never throws
+ */
 export async function applyConfigPush(payload: ConfigPushPayload, deps: ConfigPushDeps): Promise<ConfigPushResult> {
   const log = deps.log ?? (() => {});
-  const fail = (text: string): ConfigPushResult => {
-    const message = text.length > MAX_MESSAGE ? `${text.slice(0, MAX_MESSAGE)}…` : text;
+  try {
+    const push = checkedPush(payload);
+    const iface = push.interface_name;
+    const target = push.tunnel_protocol;
+    const { chains, targetChain, targetPath } = pushToolchains(push, deps.toolchains);
+    const running = await runningUnder(iface, chains);
+    log(`config push v${push.config_version} for ${iface}: running under [${running.join(", ")}], target ${target}`);
+    const stopped = await stopAll(iface, running, chains, log);
+    await writePushed(push, targetPath, stopped, deps.writeConfig ?? atomicWriteFile, log);
+    if (running.length === 0) {
+      return { status: "applied", message: `config v${push.config_version} written to ${targetPath}; ${iface} was not running and was not started` };
+    }
+    try {
+      await targetChain.up(iface);
+    } catch (err) {
+      throw new PushFailed(`config v${push.config_version} written to ${targetPath}, but starting ${iface} with the ${target} toolchain failed: ${cause(err)}`);
+    }
+    log(`started ${iface} (${target})`);
+    return { status: "applied", message: `config v${push.config_version} written to ${targetPath}; ${iface} restarted with the ${target} toolchain` };
+  } catch (err) {
+    if (!(err instanceof PushFailed)) throw err;
+    const message = err.message.length > MAX_MESSAGE ? `${err.message.slice(0, MAX_MESSAGE)}…` : err.message;
     log(`config push failed: ${message}`);
     return { status: "failed", message };
-  };
+  }
+}
 
-  // The caller parses the envelope, but this is the last gate before root tools run: re-check.
+/** A step of the sequence failed; the message is the ACK's (cut to {@link MAX_MESSAGE}). */
+class PushFailed extends Error {}
+
+/**
+ * The payload re-checked (the caller parses the envelope, but this is the last gate before root
+ * tools run), then step 0: the digest (decision above).
+ */
+function checkedPush(payload: ConfigPushPayload): ConfigPushPayload {
   const parsed = configPushPayloadSchema.safeParse(payload);
   if (!parsed.success) {
     const issues = parsed.error.issues.map((i) => `${i.path.join(".") || "payload"}: ${i.message}`).join("; ");
-    return fail(`invalid config push payload (${issues}); nothing inspected, stopped or written`);
+    throw new PushFailed(`invalid config push payload (${issues}); nothing inspected, stopped or written`);
   }
   const push = parsed.data;
-  const iface = push.interface_name;
-  const target = push.tunnel_protocol;
-
-  // 0. Integrity first (decision above).
   const actual = sha256Hex(push.config_text);
   if (actual !== push.config_sha256) {
-    return fail(`config_sha256 mismatch for config v${push.config_version}: expected ${push.config_sha256}, got ${actual}; nothing stopped or written`);
+    throw new PushFailed(`config_sha256 mismatch for config v${push.config_version}: expected ${push.config_sha256}, got ${actual}; nothing stopped or written`);
   }
+  return push;
+}
 
-  let targetChain: Toolchain;
-  let targetPath: string;
+/** The toolchain of each protocol involved (previous first), the target's, and its config path. */
+function pushToolchains(
+  push: ConfigPushPayload,
+  toolchains: ToolchainFor,
+): { chains: Map<TunnelProtocol, Toolchain>; targetChain: Toolchain; targetPath: string } {
+  const target = push.tunnel_protocol;
   const protocols: TunnelProtocol[] = push.previous_tunnel_protocol === target ? [target] : [push.previous_tunnel_protocol, target];
   const chains = new Map<TunnelProtocol, Toolchain>();
   try {
-    for (const protocol of protocols) chains.set(protocol, deps.toolchains(protocol));
-    targetChain = chains.get(target) ?? deps.toolchains(target);
-    targetPath = targetChain.configPath(iface);
+    for (const protocol of protocols) chains.set(protocol, toolchains(protocol));
+    const targetChain = chains.get(target) ?? toolchains(target);
+    return { chains, targetChain, targetPath: targetChain.configPath(push.interface_name) };
   } catch (err) {
-    return fail(`cannot use the ${target} toolchain for ${iface}: ${cause(err)}; nothing stopped or written`);
+    throw new PushFailed(`cannot use the ${target} toolchain for ${push.interface_name}: ${cause(err)}; nothing stopped or written`);
   }
+}
 
-  // 1. Inspect under both protocols.
+/** Step 1: the protocols (of `chains`, in order) under which the interface runs. */
+async function runningUnder(iface: string, chains: Map<TunnelProtocol, Toolchain>): Promise<TunnelProtocol[]> {
   const running: TunnelProtocol[] = [];
-  for (const protocol of protocols) {
-    const chain = chains.get(protocol);
-    if (chain === undefined) continue; // set above for every protocol
+  for (const [protocol, chain] of chains) {
     try {
       if (await chain.isRunning(iface)) running.push(protocol);
     } catch (err) {
-      return fail(`inspecting ${iface} with the ${protocol} toolchain failed: ${cause(err)}; nothing stopped or written`);
+      throw new PushFailed(`inspecting ${iface} with the ${protocol} toolchain failed: ${cause(err)}; nothing stopped or written`);
     }
   }
-  log(`config push v${push.config_version} for ${iface}: running under [${running.join(", ")}], target ${target}`);
+  return running;
+}
 
-  // 2. Stop every running match with its own toolchain, before overwriting.
+/** Step 2: stops every running match with its own toolchain, before overwriting. @returns those stopped */
+async function stopAll(iface: string, running: TunnelProtocol[], chains: Map<TunnelProtocol, Toolchain>, log: (msg: string) => void): Promise<TunnelProtocol[]> {
   const stopped: TunnelProtocol[] = [];
   for (const protocol of running) {
     const chain = chains.get(protocol);
@@ -103,30 +140,27 @@ export async function applyConfigPush(payload: ConfigPushPayload, deps: ConfigPu
       log(`stopped ${iface} (${protocol})`);
     } catch (err) {
       const already = stopped.length === 0 ? "" : `; already stopped under ${stopped.join(", ")} and left stopped`;
-      return fail(`stopping ${iface} with the ${protocol} toolchain failed: ${cause(err)}; config not written${already}`);
+      throw new PushFailed(`stopping ${iface} with the ${protocol} toolchain failed: ${cause(err)}; config not written${already}`);
     }
   }
+  return stopped;
+}
 
-  // 3. Write at the target toolchain's path.
+/** Step 3: writes the config at the target toolchain's path. */
+async function writePushed(
+  push: ConfigPushPayload,
+  targetPath: string,
+  stopped: TunnelProtocol[],
+  write: (path: string, text: string) => Promise<void>,
+  log: (msg: string) => void,
+): Promise<void> {
   try {
-    await (deps.writeConfig ?? atomicWriteFile)(targetPath, push.config_text);
+    await write(targetPath, push.config_text);
     log(`wrote config v${push.config_version} to ${targetPath}`);
   } catch (err) {
-    const left = stopped.length === 0 ? "" : `; ${iface} was stopped (${stopped.join(", ")}) and is left stopped`;
-    return fail(`writing ${targetPath} failed: ${cause(err)}${left}`);
+    const left = stopped.length === 0 ? "" : `; ${push.interface_name} was stopped (${stopped.join(", ")}) and is left stopped`;
+    throw new PushFailed(`writing ${targetPath} failed: ${cause(err)}${left}`);
   }
-
-  // 4. Restart with the target toolchain only if something was running.
-  if (running.length === 0) {
-    return { status: "applied", message: `config v${push.config_version} written to ${targetPath}; ${iface} was not running and was not started` };
-  }
-  try {
-    await targetChain.up(iface);
-  } catch (err) {
-    return fail(`config v${push.config_version} written to ${targetPath}, but starting ${iface} with the ${target} toolchain failed: ${cause(err)}`);
-  }
-  log(`started ${iface} (${target})`);
-  return { status: "applied", message: `config v${push.config_version} written to ${targetPath}; ${iface} restarted with the ${target} toolchain` };
 }
 
 /** Lower-case hex SHA-256 of the config text's UTF-8 bytes, as `config_sha256` carries it. */

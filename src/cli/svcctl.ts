@@ -308,55 +308,8 @@ async function bind(opts: { server: string; token: string; service: boolean }, g
   if (token === "") throw new CliError(EXIT.USAGE, "USAGE", "--token must not be empty");
   const dir = profileDirOf(g, deps);
 
-  if (opts.service) {
-    await assertServicePrivileges(deps.service, "bind installs the agent service, which", ", or pass --no-service (the token was not used)");
-  }
-  try {
-    await ensureProfileDir(dir);
-    await access(dir, constants.W_OK);
-  } catch (err) {
-    throw fsError(err, `cannot write the profile directory ${dir} (the token was not used)`);
-  }
-  if (deps.platform === "win32") {
-    try {
-      await deps.service.host.mustExec(windowsProfileAclCommand(dir));
-    } catch (err) {
-      throw new CliError(EXIT.IO, "IO", `cannot restrict access to ${dir} (the token was not used): ${(err as Error).message}`, { cause: err });
-    }
-  }
-  if (new URL(server).protocol === "http:" && !isLoopback(server)) {
-    deps.stderr(`svcctl: warning: ${server} is plain http; the bind token and the MQTT password travel unencrypted\n`);
-  }
-
-  const url = `${server}/api/client/bind`;
-  let res: Response;
-  let text: string;
-  try {
-    res = await deps.fetch(url, {
-      method: "POST",
-      headers: { "content-type": "application/json", accept: "application/json" },
-      body: JSON.stringify({ bind_token: token, server_url: server, client_version: CLIENT_VERSION, platform: deps.platform, hostname: deps.hostname() }),
-      signal: AbortSignal.timeout(BIND_TIMEOUT_MS),
-    });
-    text = await res.text();
-  } catch (err) {
-    throw new CliError(EXIT.IO, "NETWORK", `cannot reach ${url}: ${describeFetchError(err)}`, { cause: err });
-  }
-  if (!res.ok) {
-    const body = errorBody(text);
-    const exit = res.status >= 500 ? EXIT.IO : EXIT.REFUSED;
-    if (body) throw new CliError(exit, body.code, `${server} refused the bind (HTTP ${res.status}): ${body.message}`);
-    throw new CliError(exit, `HTTP_${res.status}`, `${url} answered HTTP ${res.status}${text ? `: ${text.slice(0, 200)}` : ""}`);
-  }
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    throw new CliError(EXIT.IO, "INVALID_ANSWER", `${url} answered HTTP ${res.status} with a body that is not JSON`);
-  }
-  const parsed = agentProfileSchema.safeParse(json);
-  if (!parsed.success) throw new CliError(EXIT.IO, "INVALID_ANSWER", `${url} answered a profile svcctl cannot use: ${describeIssues(parsed.error)}`);
-  const profile = parsed.data;
+  await checkBindLocally(opts.service, dir, server, deps);
+  const profile = await requestProfile(server, token, deps);
 
   let file: string;
   try {
@@ -390,6 +343,66 @@ async function bind(opts: { server: string; token: string; service: boolean }, g
         : "  service: not installed (--no-service); run `svcctl agent run`, or `svcctl service install` as root",
     ].join("\n"),
   );
+}
+
+/** Everything `bind` checks before the one-time token is spent (privileges, profile directory). */
+async function checkBindLocally(service: boolean, dir: string, server: string, deps: CliDeps): Promise<void> {
+  if (service) {
+    await assertServicePrivileges(deps.service, "bind installs the agent service, which", ", or pass --no-service (the token was not used)");
+  }
+  try {
+    await ensureProfileDir(dir);
+    await access(dir, constants.W_OK);
+  } catch (err) {
+    throw fsError(err, `cannot write the profile directory ${dir} (the token was not used)`);
+  }
+  if (deps.platform === "win32") {
+    try {
+      await deps.service.host.mustExec(windowsProfileAclCommand(dir));
+    } catch (err) {
+      throw new CliError(EXIT.IO, "IO", `cannot restrict access to ${dir} (the token was not used): ${(err as Error).message}`, { cause: err });
+    }
+  }
+  if (new URL(server).protocol === "http:" && !isLoopback(server)) {
+    deps.stderr(`svcctl: warning: ${server} is plain http; the bind token and the MQTT password travel unencrypted\n`);
+  }
+}
+
+/**
+ * `POST /api/client/bind` (spec §2.6) with the token. @returns the profile the server answered
+ * @throws CliError NETWORK (unreachable), the server's error code or `HTTP_<status>` (refused),
+ *   INVALID_ANSWER (not JSON, or not a profile)
+ */
+async function requestProfile(server: string, token: string, deps: CliDeps): Promise<AgentProfile> {
+  const url = `${server}/api/client/bind`;
+  let res: Response;
+  let text: string;
+  try {
+    res = await deps.fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "application/json" },
+      body: JSON.stringify({ bind_token: token, server_url: server, client_version: CLIENT_VERSION, platform: deps.platform, hostname: deps.hostname() }),
+      signal: AbortSignal.timeout(BIND_TIMEOUT_MS),
+    });
+    text = await res.text();
+  } catch (err) {
+    throw new CliError(EXIT.IO, "NETWORK", `cannot reach ${url}: ${describeFetchError(err)}`, { cause: err });
+  }
+  if (!res.ok) {
+    const body = errorBody(text);
+    const exit = res.status >= 500 ? EXIT.IO : EXIT.REFUSED;
+    if (body) throw new CliError(exit, body.code, `${server} refused the bind (HTTP ${res.status}): ${body.message}`);
+    throw new CliError(exit, `HTTP_${res.status}`, `${url} answered HTTP ${res.status}${text ? `: ${text.slice(0, 200)}` : ""}`);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new CliError(EXIT.IO, "INVALID_ANSWER", `${url} answered HTTP ${res.status} with a body that is not JSON`);
+  }
+  const parsed = agentProfileSchema.safeParse(json);
+  if (!parsed.success) throw new CliError(EXIT.IO, "INVALID_ANSWER", `${url} answered a profile svcctl cannot use: ${describeIssues(parsed.error)}`);
+  return parsed.data;
 }
 
 async function loadProfile(dir: string): Promise<AgentProfile> {

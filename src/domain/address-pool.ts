@@ -97,7 +97,8 @@ export function parseConfigNetwork(cidr: string): NetworkCidr {
 function parseReserved(cidr: string): { first: number; last: number } {
   const [address, prefix] = cidr.split("/") as [string, string];
   const size = 2 ** (32 - Number(prefix));
-  const first = ipv4ToNumber(address)!;
+  const first = ipv4ToNumber(address);
+  if (first === undefined) throw new Error(`reserved block ${cidr} is not an IPv4 network`);
   return { first, last: first + size - 1 };
 }
 

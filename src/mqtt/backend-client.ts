@@ -61,21 +61,15 @@ export class BackendMqttClient {
   static start(opts: BackendClientOptions): BackendMqttClient {
     const minMs = opts.reconnectMinMs ?? 1000;
     const maxMs = Math.max(opts.reconnectMaxMs ?? 30_000, minMs);
-    const options: IClientOptions = {
-      protocolVersion: 4,
-      clientId: `svc-backend-${randomBytes(6).toString("hex")}`,
-      username: opts.username,
-      password: opts.password,
-      clean: true,
-      reconnectPeriod: minMs,
-      connectTimeout: opts.connectTimeoutMs ?? 10_000,
-      resubscribe: false,
-      // An external broker may not hold the backend user yet: keep trying while broker-sync creates it.
-      reconnectOnConnackError: true,
-      ...(opts.ca === undefined ? {} : { ca: opts.ca }),
-    };
-    const client = mqtt.connect(opts.url, options);
+    const client = mqtt.connect(opts.url, backendConnectOptions(opts, minMs));
     const self = new BackendMqttClient(client, opts.log, minMs);
+    self.#wire(opts, minMs, maxMs);
+    return self;
+  }
+
+  /** The connection's events: messages to `onMessage`, subscribe on connect, backoff on close, one log line per distinct problem. */
+  #wire(opts: BackendClientOptions, minMs: number, maxMs: number): void {
+    const client = this.#client;
     const log = opts.log;
     let lastProblem = "";
     const problem = (msg: string, extra: Record<string, unknown> = {}) => {
@@ -84,7 +78,6 @@ export class BackendMqttClient {
       lastProblem = msg;
       log.warn({ url: redactUrl(opts.url), ...extra }, msg);
     };
-
     client.on("message", (topic, payload) => {
       try {
         opts.onMessage(topic, payload);
@@ -94,32 +87,21 @@ export class BackendMqttClient {
     });
     client.on("connect", () => {
       client.options.reconnectPeriod = minMs;
-      self.#connected = true;
+      this.#connected = true;
       lastProblem = "";
       log.info({ url: redactUrl(opts.url) }, "backend MQTT connected");
-      client.subscribe(backendSubscriptions(), { qos: 1 }, (err, _granted, suback) => {
-        // brokers.md: MQTT.js reports the real return codes in the SUBACK packet only.
-        const codes = (suback?.granted ?? []) as number[];
-        const refused = codes.filter((c) => c >= 128).length;
-        if (err || refused > 0) {
-          if (self.#closed) return;
-          log.error({ err: err?.message, refused }, "backend subscription refused");
-          opts.onRefused?.("subscription refused");
-          return;
-        }
-        opts.onConnect?.();
-      });
+      this.#subscribe(opts);
     });
     client.on("close", () => {
-      const wasConnected = self.#connected;
-      if (wasConnected && !self.#closed) log.warn("backend MQTT connection closed; reconnecting");
-      self.#connected = false;
-      if (wasConnected && !self.#closed) opts.onDisconnect?.();
+      const wasConnected = this.#connected;
+      if (wasConnected && !this.#closed) log.warn("backend MQTT connection closed; reconnecting");
+      this.#connected = false;
+      if (wasConnected && !this.#closed) opts.onDisconnect?.();
       // Applies to the next attempt (MQTT.js re-arms its timer from this option at every close).
       client.options.reconnectPeriod = Math.min((client.options.reconnectPeriod ?? minMs) * 2, maxMs);
     });
     client.on("error", (err: Error & { code?: unknown }) => {
-      if (self.#closed) return;
+      if (this.#closed) return;
       if (typeof err.code === "number") {
         problem("backend MQTT connection refused by the broker", { code: err.code, err: err.message });
         opts.onRefused?.(`CONNACK ${err.code}`);
@@ -127,7 +109,22 @@ export class BackendMqttClient {
       }
       problem("backend MQTT connection failed; retrying with backoff", { err: err.message });
     });
-    return self;
+  }
+
+  /** Subscribes to every upstream topic (spec §5 rule 3); `onConnect` once all are granted, `onRefused` otherwise. */
+  #subscribe(opts: BackendClientOptions): void {
+    this.#client.subscribe(backendSubscriptions(), { qos: 1 }, (err, _granted, suback) => {
+      // brokers.md: MQTT.js reports the real return codes in the SUBACK packet only.
+      const codes = (suback?.granted ?? []) as number[];
+      const refused = codes.filter((c) => c >= 128).length;
+      if (err || refused > 0) {
+        if (this.#closed) return;
+        opts.log.error({ err: err?.message, refused }, "backend subscription refused");
+        opts.onRefused?.("subscription refused");
+        return;
+      }
+      opts.onConnect?.();
+    });
   }
 
   /** True while connected to the broker (spec §1.8: the system status reports it). */
@@ -162,6 +159,23 @@ export class BackendMqttClient {
     this.#connected = false;
     this.#log.debug("backend MQTT client closed");
   }
+}
+
+/** MQTT.js options of the backend's connection: MQTT 3.1.1, clean session, a random client id. */
+function backendConnectOptions(opts: BackendClientOptions, minMs: number): IClientOptions {
+  return {
+    protocolVersion: 4,
+    clientId: `svc-backend-${randomBytes(6).toString("hex")}`,
+    username: opts.username,
+    password: opts.password,
+    clean: true,
+    reconnectPeriod: minMs,
+    connectTimeout: opts.connectTimeoutMs ?? 10_000,
+    resubscribe: false,
+    // An external broker may not hold the backend user yet: keep trying while broker-sync creates it.
+    reconnectOnConnackError: true,
+    ...(opts.ca === undefined ? {} : { ca: opts.ca }),
+  };
 }
 
 /** The URL without user info, for logs. */

@@ -6,11 +6,12 @@ import {
   type AuthenticateError,
   type Client,
   type ConnectPacket,
+  type PublishPacket,
 } from "aedes";
 import type { Logger } from "../logger.js";
 import { MAX_ENVELOPE_BYTES, type Envelope } from "../protocol/envelope.schema.js";
 import { authorize, type BrokerIdentity } from "./authz.policy.js";
-import { verifyBrokerPassword, type BrokerUserLookup } from "./broker-users.js";
+import { verifyBrokerPassword, type BrokerUser, type BrokerUserLookup } from "./broker-users.js";
 import { aedesClients, onAedesError } from "./lib-internals.js";
 
 export type { BrokerUser, BrokerUserLookup } from "./broker-users.js";
@@ -71,6 +72,215 @@ function logTopic(topic: unknown): string {
   return typeof topic === "string" ? topic.slice(0, 300) : String(topic);
 }
 
+/** What the broker's hooks share: the users, the identity of each authenticated client, its will. */
+interface HookState {
+  users: BrokerUserLookup;
+  log: Logger;
+  /** Largest MQTT packet accepted, bytes (fixed header included). */
+  maxPacketBytes: number;
+  /** The identity each client authenticated as. */
+  identities: WeakMap<Client, BrokerIdentity>;
+  /** The will each client announced in its CONNECT (checked at authentication). */
+  wills: WeakMap<Client, Will>;
+  /**
+   * Open in-process backend links ({@link EmbeddedBroker.attachBackend}); while any is open the
+   * backend account has no business on the network.
+   */
+  backendLinks: { open: number };
+  /** Set once the broker exists; the hooks only run after that. */
+  broker: Aedes | null;
+}
+
+type Hooks = Pick<AedesOptions, "preConnect" | "authenticate" | "authorizePublish" | "authorizeSubscribe" | "authorizeForward">;
+
+/** The aedes hooks: every CONNECT, publish, will, subscription and forward judged by {@link authorize}. */
+function createHooks(s: HookState): Hooks {
+  return {
+    preConnect(client, packet, done) {
+      if (packet.will) s.wills.set(client, packet.will);
+      done(null, true);
+    },
+
+    authenticate(client, rawUsername, password, done) {
+      const username = rawUsername === undefined ? undefined : rawUsername.slice(0, 200);
+      let user;
+      try {
+        user = rawUsername === undefined ? undefined : s.users.find(rawUsername);
+      } catch (err) {
+        s.log.error({ err, clientId: client.id }, "broker user lookup failed");
+        done(refuse(RC_SERVER_UNAVAILABLE, "server unavailable"), null);
+        return;
+      }
+      const verdict = judgeConnect(s, client, user, password);
+      if ("returnCode" in verdict) {
+        s.log.warn({ clientId: client.id, username, ...verdict.fields }, `mqtt connect refused: ${verdict.why}`);
+        done(refuse(verdict.returnCode, verdict.message), null);
+        return;
+      }
+      s.identities.set(client, verdict.identity);
+      done(null, true);
+    },
+
+    // Called for every inbound PUBLISH and for the will when a client drops or is kicked.
+    // An error closes the connection (MQTT 3.1.1 cannot refuse one publish).
+    authorizePublish(client, packet, done) {
+      done(publishRefusal(s, client, packet));
+    },
+
+    // A denied filter answers SUBACK 128 for that filter alone; the others of the same
+    // SUBSCRIBE go on.
+    authorizeSubscribe(client, sub, done) {
+      const identity = s.identities.get(client) ?? null;
+      if (authorize(identity, "subscribe", sub.topic, { qos: sub.qos }) === "deny") {
+        s.log.warn({ clientId: client.id, topic: logTopic(sub.topic), qos: sub.qos }, "mqtt subscribe refused");
+        done(null, null);
+        return;
+      }
+      done(null, sub);
+    },
+
+    // Defence in depth: a node only ever receives its own downstream topics.
+    authorizeForward(client, packet) {
+      const identity = s.identities.get(client);
+      if (identity === undefined) return null;
+      if (identity.kind === "backend") return packet;
+      return authorize(identity, "subscribe", packet.topic) === "allow" ? packet : null;
+    },
+  };
+}
+
+/** A refused CONNECT: its CONNACK code and message, and what the log line says. */
+interface ConnectRefusal {
+  returnCode: number;
+  message: string;
+  /** After "mqtt connect refused: ". */
+  why: string;
+  fields?: Record<string, unknown>;
+}
+
+/**
+ * Whether a client may connect as `user` with `password` (DESIGN §3 "Broker identity";
+ * spec §5 rules 1-3, §6.3 LWT): the identity it connects as, or why not.
+ */
+function judgeConnect(s: HookState, client: Client, user: BrokerUser | undefined, password: Buffer | undefined): { identity: BrokerIdentity } | ConnectRefusal {
+  // The backend is linked in-process, so its broker account is refused over the
+  // network before its password is even checked (no password oracle either; docs/decisions.md
+  // "Embedded broker, backend account").
+  if (user?.identity.kind === "backend" && s.backendLinks.open > 0) {
+    return { returnCode: RC_NOT_AUTHORIZED, message: "not authorized", why: "the backend account is linked in-process only" };
+  }
+  if (!verifyBrokerPassword(user, password) || user === undefined) {
+    return { returnCode: RC_BAD_USERNAME_OR_PASSWORD, message: "bad username or password", why: "bad username or password" };
+  }
+  const identity = user.identity;
+  // DESIGN §3: a node connects only with its own client id.
+  if (identity.kind === "node" && client.id !== identity.clientId) {
+    return { returnCode: RC_IDENTIFIER_REJECTED, message: "identifier rejected", why: "client id does not belong to the user" };
+  }
+  // A live client with this id is taken over by aedes (MQTT-3.1.4-2); only its own
+  // identity may do that.
+  const live = s.broker === null ? undefined : aedesClients(s.broker)[client.id];
+  if (live !== undefined && live !== client && !sameIdentity(s.identities.get(live), identity)) {
+    return { returnCode: RC_IDENTIFIER_REJECTED, message: "identifier rejected", why: "client id in use by another user" };
+  }
+  // The will must be a publish this identity may make (spec §6.3 LWT on its event topic,
+  // not retained per §6.4 rule 5); refused now rather than silently dropped later.
+  const will = s.wills.get(client);
+  if (will !== undefined && authorize(identity, "publish", will.topic, { retain: will.retain === true, qos: will.qos ?? 0 }) === "deny") {
+    return { returnCode: RC_NOT_AUTHORIZED, message: "will not authorized", why: "will not authorized", fields: { topic: logTopic(will.topic) } };
+  }
+  return { identity };
+}
+
+/** Why a PUBLISH (or a will being published) is refused, or null when it may go (spec §5, §6.4 rule 5). */
+function publishRefusal(s: HookState, client: Client | null, packet: PublishPacket): Error | null {
+  const identity = client === null ? undefined : s.identities.get(client);
+  const size = packet.payload === undefined ? 0 : Buffer.byteLength(packet.payload);
+  if (size > s.maxPacketBytes) {
+    s.log.warn({ clientId: client?.id, topic: logTopic(packet.topic), size }, "mqtt publish refused: too large");
+    return new Error("payload too large");
+  }
+  // aedes's default `$SYS/` protection, kept explicitly (the policy denies `$` topics too).
+  if (typeof packet.topic !== "string" || packet.topic.startsWith("$SYS/")) return new Error("$SYS/ topic is reserved");
+  const verdict = authorize(identity ?? null, "publish", packet.topic, {
+    retain: packet.retain === true,
+    qos: packet.qos,
+  });
+  if (verdict === "deny") {
+    s.log.warn({ clientId: client?.id, topic: logTopic(packet.topic), retain: packet.retain === true, qos: packet.qos }, "mqtt publish refused");
+    return new Error("publish not authorized");
+  }
+  return null;
+}
+
+/** Logs the broker's errors and its clients' comings and goings. */
+function logBrokerEvents(broker: Aedes, log: Logger, identities: WeakMap<Client, BrokerIdentity>): void {
+  onAedesError(broker, (err) => log.error({ err }, "mqtt broker error"));
+  broker.on("clientError", (client, err) => log.debug({ clientId: client.id, err: err.message }, "mqtt client error"));
+  broker.on("connectionError", (_client, err) => log.debug({ err: err.message }, "mqtt connection error"));
+  broker.on("clientReady", (client) => {
+    log.info({ clientId: client.id, kind: identities.get(client)?.kind }, "mqtt client connected");
+  });
+  broker.on("clientDisconnect", (client) => log.info({ clientId: client.id }, "mqtt client disconnected"));
+}
+
+/** The broker's listeners, not yet listening, and every socket they hold open. */
+interface Listeners {
+  server: NetServer;
+  tlsServer: NetServer | null;
+  /** Both, for closing. */
+  servers: NetServer[];
+  sockets: Set<Socket>;
+}
+
+/** The plain listener and, with `opts.tls`, the TLS one; each connection handed to aedes behind the packet-size guard. */
+function createListeners(opts: EmbeddedBrokerOptions, broker: Aedes, maxPacketBytes: number): Listeners {
+  const log = opts.log;
+  const sockets = new Set<Socket>();
+  const onConnection = (socket: Socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+    broker.handle(socket);
+    guardPacketSize(socket, maxPacketBytes, (declared) => {
+      log.warn({ remote: socket.remoteAddress, declared, max: maxPacketBytes }, "mqtt packet over the size cap: connection closed");
+      socket.destroy();
+    });
+  };
+  const server = createServer(onConnection);
+  server.on("error", (err) => log.error({ err }, "mqtt listener error"));
+  if (opts.tls === undefined) return { server, tlsServer: null, servers: [server], sockets };
+  const tls = createTlsServer(
+    { key: opts.tls.key, cert: opts.tls.cert, minVersion: "TLSv1.2", handshakeTimeout: opts.connectTimeoutMs ?? 10_000 },
+    (socket: TLSSocket) => onConnection(socket),
+  );
+  // Connections still in their handshake are not in `sockets` yet; closing destroys them too.
+  tls.on("connection", (raw: Socket) => {
+    sockets.add(raw);
+    raw.once("close", () => sockets.delete(raw));
+  });
+  // A failed handshake (wrong CA on the client, plain MQTT on the TLS port) ends there.
+  tls.on("tlsClientError", (err, socket) => log.debug({ remote: socket.remoteAddress, err: err.message }, "mqtt tls handshake failed"));
+  tls.on("error", (err) => log.error({ err }, "mqtt tls listener error"));
+  return { server, tlsServer: tls, servers: [server, tls], sockets };
+}
+
+/**
+ * Listens on the plain port and, when configured, the TLS port.
+ * @returns the ports actually listened on
+ * @throws what `listen` threw, after closing the listeners and the broker
+ */
+async function listenAll(opts: EmbeddedBrokerOptions, broker: Aedes, l: Listeners): Promise<{ port: number; tlsPort: number | null }> {
+  try {
+    const port = await listen(l.server, opts.port, opts.host);
+    const tlsPort = l.tlsServer !== null && opts.tls !== undefined ? await listen(l.tlsServer, opts.tls.port, opts.host) : null;
+    return { port, tlsPort };
+  } catch (err) {
+    for (const s of l.servers) if (s.listening) s.close();
+    await new Promise<void>((resolve) => broker.close(() => resolve()));
+    throw err;
+  }
+}
+
 /** The backend's in-process link to the embedded broker ({@link EmbeddedBroker.attachBackend}). */
 export interface BackendLink {
   /** False once the link or the broker is closed. */
@@ -110,182 +320,26 @@ export class EmbeddedBroker {
    */
   static async start(opts: EmbeddedBrokerOptions): Promise<EmbeddedBroker> {
     const log = opts.log;
-    const maxPacketBytes = opts.maxPacketBytes ?? MAX_ENVELOPE_BYTES + 4096;
-    const identities = new WeakMap<Client, BrokerIdentity>();
-    const wills = new WeakMap<Client, Will>();
-    // Set once the broker exists; the hooks below only run after that.
-    let created: Aedes | null = null;
-    // Open in-process backend links ({@link EmbeddedBroker.attachBackend}); while any is open the
-    // backend account has no business on the network.
-    const backendLinks = { open: 0 };
-
-    const hooks: Pick<
-      AedesOptions,
-      "preConnect" | "authenticate" | "authorizePublish" | "authorizeSubscribe" | "authorizeForward"
-    > = {
-      preConnect(client, packet, done) {
-        if (packet.will) wills.set(client, packet.will);
-        done(null, true);
-      },
-
-      authenticate(client, rawUsername, password, done) {
-        const username = rawUsername === undefined ? undefined : rawUsername.slice(0, 200);
-        let user;
-        try {
-          user = rawUsername === undefined ? undefined : opts.users.find(rawUsername);
-        } catch (err) {
-          log.error({ err, clientId: client.id }, "broker user lookup failed");
-          done(refuse(RC_SERVER_UNAVAILABLE, "server unavailable"), null);
-          return;
-        }
-        // The backend is linked in-process, so its broker account is refused over the
-        // network before its password is even checked (no password oracle either; docs/decisions.md
-        // "Embedded broker, backend account").
-        if (user?.identity.kind === "backend" && backendLinks.open > 0) {
-          log.warn({ clientId: client.id, username }, "mqtt connect refused: the backend account is linked in-process only");
-          done(refuse(RC_NOT_AUTHORIZED, "not authorized"), null);
-          return;
-        }
-        if (!verifyBrokerPassword(user, password) || user === undefined) {
-          log.warn({ clientId: client.id, username }, "mqtt connect refused: bad username or password");
-          done(refuse(RC_BAD_USERNAME_OR_PASSWORD, "bad username or password"), null);
-          return;
-        }
-        const identity = user.identity;
-        // DESIGN §3: a node connects only with its own client id.
-        if (identity.kind === "node" && client.id !== identity.clientId) {
-          log.warn({ clientId: client.id, username }, "mqtt connect refused: client id does not belong to the user");
-          done(refuse(RC_IDENTIFIER_REJECTED, "identifier rejected"), null);
-          return;
-        }
-        // A live client with this id is taken over by aedes (MQTT-3.1.4-2); only its own
-        // identity may do that.
-        const live = created === null ? undefined : aedesClients(created)[client.id];
-        if (live !== undefined && live !== client && !sameIdentity(identities.get(live), identity)) {
-          log.warn({ clientId: client.id, username }, "mqtt connect refused: client id in use by another user");
-          done(refuse(RC_IDENTIFIER_REJECTED, "identifier rejected"), null);
-          return;
-        }
-        // The will must be a publish this identity may make (spec §6.3 LWT on its event topic,
-        // not retained per §6.4 rule 5); refused now rather than silently dropped later.
-        const will = wills.get(client);
-        if (will !== undefined && authorize(identity, "publish", will.topic, { retain: will.retain === true, qos: will.qos ?? 0 }) === "deny") {
-          log.warn({ clientId: client.id, username, topic: logTopic(will.topic) }, "mqtt connect refused: will not authorized");
-          done(refuse(RC_NOT_AUTHORIZED, "will not authorized"), null);
-          return;
-        }
-        identities.set(client, identity);
-        done(null, true);
-      },
-
-      // Called for every inbound PUBLISH and for the will when a client drops or is kicked.
-      // An error closes the connection (MQTT 3.1.1 cannot refuse one publish).
-      authorizePublish(client, packet, done) {
-        const identity = client === null ? undefined : identities.get(client);
-        const size = packet.payload === undefined ? 0 : Buffer.byteLength(packet.payload);
-        if (size > maxPacketBytes) {
-          log.warn({ clientId: client?.id, topic: logTopic(packet.topic), size }, "mqtt publish refused: too large");
-          done(new Error("payload too large"));
-          return;
-        }
-        // aedes's default `$SYS/` protection, kept explicitly (the policy denies `$` topics too).
-        if (typeof packet.topic !== "string" || packet.topic.startsWith("$SYS/")) {
-          done(new Error("$SYS/ topic is reserved"));
-          return;
-        }
-        const verdict = authorize(identity ?? null, "publish", packet.topic, {
-          retain: packet.retain === true,
-          qos: packet.qos,
-        });
-        if (verdict === "deny") {
-          log.warn(
-            { clientId: client?.id, topic: logTopic(packet.topic), retain: packet.retain === true, qos: packet.qos },
-            "mqtt publish refused",
-          );
-          done(new Error("publish not authorized"));
-          return;
-        }
-        done(null);
-      },
-
-      // A denied filter answers SUBACK 128 for that filter alone; the others of the same
-      // SUBSCRIBE go on.
-      authorizeSubscribe(client, sub, done) {
-        const identity = identities.get(client) ?? null;
-        if (authorize(identity, "subscribe", sub.topic, { qos: sub.qos }) === "deny") {
-          log.warn({ clientId: client.id, topic: logTopic(sub.topic), qos: sub.qos }, "mqtt subscribe refused");
-          done(null, null);
-          return;
-        }
-        done(null, sub);
-      },
-
-      // Defence in depth: a node only ever receives its own downstream topics.
-      authorizeForward(client, packet) {
-        const identity = identities.get(client);
-        if (identity === undefined) return null;
-        if (identity.kind === "backend") return packet;
-        return authorize(identity, "subscribe", packet.topic) === "allow" ? packet : null;
-      },
+    const state: HookState = {
+      users: opts.users,
+      log,
+      maxPacketBytes: opts.maxPacketBytes ?? MAX_ENVELOPE_BYTES + 4096,
+      identities: new WeakMap(),
+      wills: new WeakMap(),
+      backendLinks: { open: 0 },
+      broker: null,
     };
-
     const broker = await Aedes.createBroker({
-      ...hooks,
+      ...createHooks(state),
       drainTimeout: opts.drainTimeoutMs ?? 30_000,
       connectTimeout: opts.connectTimeoutMs ?? 10_000,
     });
-    created = broker;
-    onAedesError(broker, (err) => log.error({ err }, "mqtt broker error"));
-    broker.on("clientError", (client, err) => log.debug({ clientId: client.id, err: err.message }, "mqtt client error"));
-    broker.on("connectionError", (_client, err) => log.debug({ err: err.message }, "mqtt connection error"));
-    broker.on("clientReady", (client) => {
-      log.info({ clientId: client.id, kind: identities.get(client)?.kind }, "mqtt client connected");
-    });
-    broker.on("clientDisconnect", (client) => log.info({ clientId: client.id }, "mqtt client disconnected"));
-
-    const sockets = new Set<Socket>();
-    const onConnection = (socket: Socket) => {
-      sockets.add(socket);
-      socket.once("close", () => sockets.delete(socket));
-      broker.handle(socket);
-      guardPacketSize(socket, maxPacketBytes, (declared) => {
-        log.warn({ remote: socket.remoteAddress, declared, max: maxPacketBytes }, "mqtt packet over the size cap: connection closed");
-        socket.destroy();
-      });
-    };
-    const server = createServer(onConnection);
-    server.on("error", (err) => log.error({ err }, "mqtt listener error"));
-    const servers: NetServer[] = [server];
-    let tlsServer: NetServer | null = null;
-    if (opts.tls !== undefined) {
-      const tls = createTlsServer(
-        { key: opts.tls.key, cert: opts.tls.cert, minVersion: "TLSv1.2", handshakeTimeout: opts.connectTimeoutMs ?? 10_000 },
-        (socket: TLSSocket) => onConnection(socket),
-      );
-      // Connections still in their handshake are not in `sockets` yet; closing destroys them too.
-      tls.on("connection", (raw: Socket) => {
-        sockets.add(raw);
-        raw.once("close", () => sockets.delete(raw));
-      });
-      // A failed handshake (wrong CA on the client, plain MQTT on the TLS port) ends there.
-      tls.on("tlsClientError", (err, socket) => log.debug({ remote: socket.remoteAddress, err: err.message }, "mqtt tls handshake failed"));
-      tls.on("error", (err) => log.error({ err }, "mqtt tls listener error"));
-      servers.push(tls);
-      tlsServer = tls;
-    }
-
-    let port: number;
-    let tlsPort: number | null = null;
-    try {
-      port = await listen(server, opts.port, opts.host);
-      if (tlsServer !== null && opts.tls !== undefined) tlsPort = await listen(tlsServer, opts.tls.port, opts.host);
-    } catch (err) {
-      for (const s of servers) if (s.listening) s.close();
-      await new Promise<void>((resolve) => broker.close(() => resolve()));
-      throw err;
-    }
-    log.info({ host: opts.host, port, tls_port: tlsPort, maxPacketBytes }, "embedded mqtt broker listening");
-    return new EmbeddedBroker(broker, servers, sockets, port, tlsPort, log, identities, backendLinks);
+    state.broker = broker;
+    logBrokerEvents(broker, log, state.identities);
+    const listeners = createListeners(opts, broker, state.maxPacketBytes);
+    const { port, tlsPort } = await listenAll(opts, broker, listeners);
+    log.info({ host: opts.host, port, tls_port: tlsPort, maxPacketBytes: state.maxPacketBytes }, "embedded mqtt broker listening");
+    return new EmbeddedBroker(broker, listeners.servers, listeners.sockets, port, tlsPort, log, state.identities, state.backendLinks);
   }
 
   private live(clientId: string): Client | undefined {

@@ -4,13 +4,7 @@ import { z } from "zod";
 import type { Logger } from "../logger.js";
 import { DOWNSTREAM, TOPIC_ROOT, backendSubscriptions } from "../protocol/topics.js";
 import { nodeGrants, parseNodeUsername } from "./authz.policy.js";
-import {
-  BrokerUnavailableError,
-  type BackendBrokerAccount,
-  type BrokerAdmin,
-  type NodeBrokerAccount,
-  type ReconcileReport,
-} from "./broker-admin.js";
+import { BrokerUnavailableError, type BackendBrokerAccount, type BrokerAdmin, type NodeBrokerAccount, type ReconcileReport } from "./broker-admin.js";
 import { redactUrl } from "./backend-client.js";
 
 /**
@@ -406,8 +400,8 @@ export class MosquittoAdmin implements BrokerAdmin {
     const responses = await this.#run(commands);
     const tolerated = new Set(["deleteClient", "deleteRole", ...absentOk]);
     const failed = responses.filter((r) => r.error !== undefined && !(NOT_FOUND.test(r.error) && tolerated.has(r.command)));
-    if (failed.length > 0) {
-      const first = failed[0]!;
+    const [first] = failed;
+    if (first !== undefined) {
       this.#log.warn({ failed: failed.length, command: first.command, error: first.error }, "mosquitto refused dynamic-security commands");
       throw new BrokerUnavailableError(`mosquitto refused ${failed.length} command(s); first: ${first.command}: ${first.error}`);
     }

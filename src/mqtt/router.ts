@@ -1,4 +1,4 @@
-import type { CommandTracker } from "../actors/commands.js";
+import type { CommandTracker, OpenCommand } from "../actors/commands.js";
 import type { NodeActorRegistry } from "../actors/registry.js";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
@@ -52,6 +52,28 @@ export class MqttRouter {
   /** Handles one upstream message. @returns true when it was dispatched */
   handle(topic: string, message: Buffer): boolean {
     this.received++;
+    const upstream = this.#accept(topic, message);
+    if (upstream === false) return false;
+    const at = this.#deps.clock.now();
+    switch (upstream.kind) {
+      case "heartbeat":
+        this.#onHeartbeat(upstream, upstream.payload as HeartbeatPayload, at);
+        return true;
+      case "event":
+        this.#onEvent(upstream, upstream.payload as EventPayload, at);
+        return true;
+      default:
+        this.#onAck(upstream, upstream.kind, upstream.payload as AckPayload, at);
+        return true;
+    }
+  }
+
+  /**
+   * The checks of {@link handle} in order: size, topic, JSON, envelope (spec §6.2), ids equal
+   * the topic's, payload (spec §6.3), a dynamic node under management.
+   * @returns the message to dispatch, or false when it was dropped (logged and counted)
+   */
+  #accept(topic: string, message: Buffer): Upstream | false {
     if (message.length > MAX_ENVELOPE_BYTES) return this.#drop("too_large", topic);
     const parsed = parseTopic(topic);
     if (parsed === null || parsed.direction !== "upstream") return this.#drop("bad_topic", topic);
@@ -71,80 +93,64 @@ export class MqttRouter {
     const { configId, nodeId } = parsed;
     const projection = this.#deps.registry.projection(configId, nodeId);
     if (projection === undefined || projection.mode !== "dynamic") return this.#drop("unknown_node", topic);
-    const at = this.#deps.clock.now();
+    return { kind, configId, nodeId, requestId: env.request_id, payload: payload.data };
+  }
+
+  #onHeartbeat({ configId, nodeId }: Upstream, p: HeartbeatPayload, at: number): void {
+    this.#deps.registry.post(configId, nodeId, { type: "mqtt.signal", at, source: "heartbeat", wgOnline: p.wg_online });
+  }
+
+  #onEvent({ configId, nodeId, requestId }: Upstream, p: EventPayload, at: number): void {
+    // spec §6.4 rule 9, §2.8: every event is stored (the will's `offline` too: when a node went
+    // away is what an operator looks for); control.log.created follows the commit.
+    this.#deps.events.record({
+      config_id: configId,
+      node_id: nodeId,
+      kind: p.event === "command_output" ? "output" : "event",
+      request_id: p.request_id ?? (requestId || null),
+      level: p.level,
+      event: p.event,
+      message: p.message,
+      action: p.action ?? null,
+      stream: p.stream ?? null,
+      output: p.output ?? null,
+      created_at: at,
+    });
+    if (p.event === "offline") this.#deps.registry.post(configId, nodeId, { type: "mqtt.will", at });
+    else this.#deps.registry.post(configId, nodeId, { type: "mqtt.signal", at, source: "event" });
+  }
+
+  /** An ACK (spec §6.4): closes its command, and is a signal of the node whatever it closes. */
+  #onAck({ configId, nodeId, requestId, payload }: Upstream, kind: AckKind, ack: AckPayload, at: number): void {
     const registry = this.#deps.registry;
-    switch (kind) {
-      case "heartbeat": {
-        const p = payload.data as HeartbeatPayload;
-        registry.post(configId, nodeId, { type: "mqtt.signal", at, source: "heartbeat", wgOnline: p.wg_online });
-        return true;
-      }
-      case "event": {
-        const p = payload.data as EventPayload;
-        // spec §6.4 rule 9, §2.8: every event is stored (the will's `offline` too: when a node went
-        // away is what an operator looks for); control.log.created follows the commit.
-        this.#deps.events.record({
-          config_id: configId,
-          node_id: nodeId,
-          kind: p.event === "command_output" ? "output" : "event",
-          request_id: p.request_id ?? (env.request_id || null),
-          level: p.level,
-          event: p.event,
-          message: p.message,
-          action: p.action ?? null,
-          stream: p.stream ?? null,
-          output: p.output ?? null,
-          created_at: at,
-        });
-        if (p.event === "offline") {
-          registry.post(configId, nodeId, { type: "mqtt.will", at });
-          return true;
-        }
-        registry.post(configId, nodeId, { type: "mqtt.signal", at, source: "event" });
-        return true;
-      }
-      default: {
-        const ack = payload.data as AckPayload;
-        const command = this.#deps.commands.ack(kind, configId, nodeId, env.request_id, ack);
-        if (command === null) {
-          // Unknown, late, duplicate or foreign: no command changes (logged by the tracker), but
-          // it is still an ACK from this node on its own topic, so it proves reachability
-          // (spec §6.4 rule 3).
-          registry.post(configId, nodeId, { type: "mqtt.signal", at, source: "ack" });
-          return true;
-        }
-        let wgOnline: boolean | undefined;
-        let clientVersion: string | undefined;
-        if (kind === "detect_ack") {
-          const d = payload.data as DetectAckPayload;
-          clientVersion = d.client_version;
-          if (ack.status === "failed") {
-            registry.post(configId, nodeId, { type: "detect.failed", at, ack: true });
-            return true;
-          }
-          if (ack.status === "applied") wgOnline = d.wg_online;
-        } else if (kind === "control_ack" && ack.status === "applied") {
-          if (command.action === "start") wgOnline = true;
-          if (command.action === "stop") wgOnline = false;
-        }
-        registry.post(configId, nodeId, {
-          type: "mqtt.signal",
-          at,
-          source: "ack",
-          ...(wgOnline === undefined ? {} : { wgOnline }),
-          ...(clientVersion === undefined ? {} : { clientVersion }),
-        });
-        if (kind === "config_push_ack" && ack.status === "applied" && command.pushed !== null) {
-          registry.post(configId, nodeId, {
-            type: "config.applied",
-            at,
-            version: command.pushed.version,
-            sha: command.pushed.sha,
-            protocol: command.pushed.protocol,
-          });
-        }
-        return true;
-      }
+    const command = this.#deps.commands.ack(kind, configId, nodeId, requestId, ack);
+    if (command === null) {
+      // Unknown, late, duplicate or foreign: no command changes (logged by the tracker), but
+      // it is still an ACK from this node on its own topic, so it proves reachability
+      // (spec §6.4 rule 3).
+      registry.post(configId, nodeId, { type: "mqtt.signal", at, source: "ack" });
+      return;
+    }
+    if (kind === "detect_ack" && ack.status === "failed") {
+      registry.post(configId, nodeId, { type: "detect.failed", at, ack: true });
+      return;
+    }
+    const { wgOnline, clientVersion } = ackFacts(kind, ack, payload, command);
+    registry.post(configId, nodeId, {
+      type: "mqtt.signal",
+      at,
+      source: "ack",
+      ...(wgOnline === undefined ? {} : { wgOnline }),
+      ...(clientVersion === undefined ? {} : { clientVersion }),
+    });
+    if (kind === "config_push_ack" && ack.status === "applied" && command.pushed !== null) {
+      registry.post(configId, nodeId, {
+        type: "config.applied",
+        at,
+        version: command.pushed.version,
+        sha: command.pushed.sha,
+        protocol: command.pushed.protocol,
+      });
     }
   }
 
@@ -154,4 +160,34 @@ export class MqttRouter {
     this.#deps.log.warn({ reason, topic: topic.slice(0, 256), detail }, "upstream message dropped");
     return false;
   }
+}
+
+/** An upstream message that passed every check of {@link MqttRouter.handle}. */
+interface Upstream {
+  kind: UpstreamKind;
+  configId: string;
+  nodeId: string;
+  /** The envelope's `request_id` (spec §6.2). */
+  requestId: string;
+  /** The payload as its kind's schema parsed it (spec §6.3). */
+  payload: unknown;
+}
+
+type AckKind = Exclude<UpstreamKind, "heartbeat" | "event">;
+
+/**
+ * What an ACK that closed `command` tells of the node (spec §6.4 rules 3, 5): a detect ACK
+ * carries the client version and, when applied, whether the tunnel is up; an applied start or
+ * stop means it is up or down. Anything else tells neither.
+ */
+function ackFacts(kind: AckKind, ack: AckPayload, payload: unknown, command: OpenCommand): { wgOnline?: boolean; clientVersion?: string } {
+  if (kind === "detect_ack") {
+    const d = payload as DetectAckPayload;
+    return { clientVersion: d.client_version, ...(ack.status === "applied" ? { wgOnline: d.wg_online } : {}) };
+  }
+  if (kind === "control_ack" && ack.status === "applied") {
+    if (command.action === "start") return { wgOnline: true };
+    if (command.action === "stop") return { wgOnline: false };
+  }
+  return {};
 }

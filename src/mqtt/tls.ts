@@ -257,9 +257,9 @@ function serverProblem(server: { cert: X509Certificate } | null, ca: X509Certifi
 }
 
 /** The SAN entries of a generated server certificate: the public host, localhost and 127.0.0.1. */
-function sanHosts(publicHost: string): string[] {
+function sanHosts(publicHost: string): [string, ...string[]] {
   const host = publicHost.replace(/^\[(.*)\]$/, "$1").toLowerCase();
-  return [...new Set([host, "localhost", "127.0.0.1"])];
+  return [host, ...["localhost", "127.0.0.1"].filter((h) => h !== host)];
 }
 
 /** Whether the certificate names `host` (an IP address checked against IP SANs, else DNS names). */
@@ -271,7 +271,7 @@ export function coversHost(cert: X509Certificate, host: string): boolean {
 function serialNumber(): string {
   // 16 random bytes, first bit cleared: a positive integer (RFC 5280 §4.1.2.2).
   const bytes = randomBytes(16);
-  bytes[0] = bytes[0]! & 0x7f;
+  bytes.writeUInt8(bytes.readUInt8(0) & 0x7f, 0);
   return bytes.toString("hex");
 }
 
@@ -298,13 +298,13 @@ async function generateCa(now: number): Promise<Ca> {
   return { cert: new X509Certificate(certPem), certPem, keyPem: await exportKeyPem(keys.privateKey) };
 }
 
-async function issueServer(ca: Ca, hosts: string[], now: number): Promise<{ certPem: string; keyPem: string }> {
+async function issueServer(ca: Ca, hosts: readonly [string, ...string[]], now: number): Promise<{ certPem: string; keyPem: string }> {
   const caKey = await crypto.subtle.importKey("pkcs8", x509.PemConverter.decodeFirst(ca.keyPem), EC, false, ["sign"]);
   const caCert = new x509.X509Certificate(ca.certPem);
   const keys = await crypto.subtle.generateKey(EC, true, ["sign", "verify"]);
   const cert = await x509.X509CertificateGenerator.create({
     serialNumber: serialNumber(),
-    subject: [{ CN: [hosts[0]!] }],
+    subject: [{ CN: [hosts[0]] }],
     issuer: caCert.subject,
     notBefore: new Date(now - BACKDATE_MS),
     notAfter: new Date(now + SERVER_VALIDITY_MS),

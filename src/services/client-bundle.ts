@@ -170,6 +170,20 @@ function launcher(target: ClientTarget): ClientFile {
   };
 }
 
+/** README install steps 1-4 on Linux and macOS: verify with `verify`, copy, bind as root (what bind does: `binds`), check. */
+function unixInstallSteps(layout: InstallLayout, verify: string, bind: string, binds: string[]): string[] {
+  return [
+    "Install (in the svc-client directory the download command unzipped into)",
+    `  1. Verify the files:        ${verify}`,
+    `  2. Copy them into place:    sudo mkdir -p ${layout.installDir} && sudo cp -R . ${layout.installDir}`,
+    `     and put svcctl on PATH:  sudo ln -sf ${layout.installDir}/svcctl /usr/local/bin/svcctl`,
+    "  3. In the console, open the dynamic node and copy its bind command (valid 5 minutes, usable once).",
+    `     Run it as root:          sudo svcctl bind ${bind}`,
+    ...binds,
+    "  4. Check:                   sudo svcctl status",
+  ];
+}
+
 function readme(target: ClientTarget, version: string, layout: InstallLayout, service: ClientFile): string {
   const rows: Array<[string, string]> = [
     ["svcctl.mjs", "the client CLI and agent"],
@@ -196,15 +210,10 @@ function readme(target: ClientTarget, version: string, layout: InstallLayout, se
     case "linux":
       return [
         ...head,
-        "Install (in the svc-client directory the download command unzipped into)",
-        "  1. Verify the files:        sha256sum -c SHA256SUMS",
-        `  2. Copy them into place:    sudo mkdir -p ${layout.installDir} && sudo cp -R . ${layout.installDir}`,
-        `     and put svcctl on PATH:  sudo ln -sf ${layout.installDir}/svcctl /usr/local/bin/svcctl`,
-        "  3. In the console, open the dynamic node and copy its bind command (valid 5 minutes, usable once).",
-        `     Run it as root:          sudo svcctl bind ${bind}`,
-        `     It stores the profile in ${layout.profileDir} (mode 0600) and installs and starts`,
-        `     ${SYSTEMD_UNIT_NAME} (systemd, as root).`,
-        "  4. Check:                   sudo svcctl status",
+        ...unixInstallSteps(layout, "sha256sum -c SHA256SUMS", bind, [
+          `     It stores the profile in ${layout.profileDir} (mode 0600) and installs and starts`,
+          `     ${SYSTEMD_UNIT_NAME} (systemd, as root).`,
+        ]),
         "",
         "Manual service install (after `svcctl bind --no-service`)",
         `  ${service.name} runs ${layout.nodePath}; edit ExecStart if \`command -v node\` says otherwise.`,
@@ -216,15 +225,10 @@ function readme(target: ClientTarget, version: string, layout: InstallLayout, se
     case "darwin":
       return [
         ...head,
-        "Install (in the svc-client directory the download command unzipped into)",
-        "  1. Verify the files:        shasum -a 256 -c SHA256SUMS",
-        `  2. Copy them into place:    sudo mkdir -p ${layout.installDir} && sudo cp -R . ${layout.installDir}`,
-        `     and put svcctl on PATH:  sudo ln -sf ${layout.installDir}/svcctl /usr/local/bin/svcctl`,
-        "  3. In the console, open the dynamic node and copy its bind command (valid 5 minutes, usable once).",
-        `     Run it as root:          sudo svcctl bind ${bind}`,
-        `     It stores the profile in "${layout.profileDir}" (mode 0600) and loads`,
-        `     the LaunchDaemon ${LAUNCHD_LABEL} (as root).`,
-        "  4. Check:                   sudo svcctl status",
+        ...unixInstallSteps(layout, "shasum -a 256 -c SHA256SUMS", bind, [
+          `     It stores the profile in "${layout.profileDir}" (mode 0600) and loads`,
+          `     the LaunchDaemon ${LAUNCHD_LABEL} (as root).`,
+        ]),
         "",
         "Manual service install (after `svcctl bind --no-service`)",
         `  ${service.name} runs ${layout.nodePath}; edit ProgramArguments if \`command -v node\` says otherwise.`,

@@ -234,6 +234,59 @@ function describeIssue(error: z.ZodError): string {
   return issue ? `${issue.path.join(".") || "(value)"}: ${issue.message}` : "invalid";
 }
 
+/** What the rows checked so far hold, for the cross-row rules. */
+interface SeenRows {
+  /** config_id → network_cidr */
+  networks: Map<string, string>;
+  /** node_id → config_id */
+  nodeConfig: Map<string, string>;
+  /** `config_id/address` of every node */
+  addresses: Set<string>;
+}
+
+/**
+ * The cross-row rules of one row (see {@link validateSnapshotRows}); records what later rows need.
+ * @throws AppError VALIDATION_FAILED naming table, row and field
+ */
+function checkCrossRow(table: SnapshotTable, raw: Record<string, unknown>, seen: SeenRows): void {
+  const { networks, nodeConfig, addresses } = seen;
+  // The schema made these text; a field that is not is refused all the same.
+  const text = (field: string): string => {
+    const value = raw[field];
+    if (typeof value !== "string") throw rowRefusal(table, raw, field, "must be text");
+    return value;
+  };
+  const needNode = (field: string) => {
+    if (!nodeConfig.has(text(field))) throw rowRefusal(table, raw, field, "names no node of the snapshot");
+  };
+  switch (table) {
+    case "configs":
+      networks.set(text("config_id"), text("network_cidr"));
+      break;
+    case "nodes": {
+      const network = networks.get(text("config_id"));
+      if (network === undefined) throw rowRefusal(table, raw, "config_id", "names no config of the snapshot");
+      if (!isHostAddress(text("address"), network)) throw rowRefusal(table, raw, "address", `must be a host address inside ${network}`);
+      const at = `${text("config_id")}/${text("address")}`;
+      if (addresses.has(at)) throw rowRefusal(table, raw, "address", "is used by another node of the config");
+      addresses.add(at);
+      nodeConfig.set(text("node_id"), text("config_id"));
+      break;
+    }
+    case "mesh_pairs":
+      for (const side of ["node_a", "node_b"]) {
+        if (nodeConfig.get(text(side)) !== raw.config_id) throw rowRefusal(table, raw, side, "names no node of the pair's config");
+      }
+      break;
+    case "control_logs":
+      needNode("node_id");
+      if (nodeConfig.get(text("node_id")) !== raw.config_id) throw rowRefusal(table, raw, "config_id", "is not the node's config");
+      break;
+    default:
+      needNode("node_id");
+  }
+}
+
 /**
  * Validates every row of every data table of a snapshot database (read-only; the file must have
  * this server's schema, see `prepareSnapshotDatabase`). Row rules are {@link SNAPSHOT_ROW_SCHEMAS};
@@ -246,9 +299,7 @@ function describeIssue(error: z.ZodError): string {
 export async function validateSnapshotRows(dbFile: string): Promise<void> {
   const db = openSnapshotReader(dbFile);
   try {
-    const networks = new Map<string, string>();
-    const nodeConfig = new Map<string, string>();
-    const addresses = new Set<string>();
+    const seen: SeenRows = { networks: new Map(), nodeConfig: new Map(), addresses: new Set() };
     let turnStarted = performance.now();
     for (const table of Object.keys(SNAPSHOT_ROW_SCHEMAS) as SnapshotTable[]) {
       const schema = SNAPSHOT_ROW_SCHEMAS[table] as z.ZodType<Record<string, unknown>>;
@@ -263,36 +314,7 @@ export async function validateSnapshotRows(dbFile: string): Promise<void> {
           const field = issue?.path[0] === undefined ? "(row)" : String(issue.path[0]);
           throw rowRefusal(table, raw, field, issue?.message ?? "invalid");
         }
-        const row = raw as Record<string, string>;
-        const needNode = (field: string) => {
-          if (!nodeConfig.has(row[field]!)) throw rowRefusal(table, raw, field, "names no node of the snapshot");
-        };
-        switch (table) {
-          case "configs":
-            networks.set(row.config_id!, row.network_cidr!);
-            break;
-          case "nodes": {
-            const network = networks.get(row.config_id!);
-            if (network === undefined) throw rowRefusal(table, raw, "config_id", "names no config of the snapshot");
-            if (!isHostAddress(row.address!, network)) throw rowRefusal(table, raw, "address", `must be a host address inside ${network}`);
-            const at = `${row.config_id}/${row.address}`;
-            if (addresses.has(at)) throw rowRefusal(table, raw, "address", "is used by another node of the config");
-            addresses.add(at);
-            nodeConfig.set(row.node_id!, row.config_id!);
-            break;
-          }
-          case "mesh_pairs":
-            for (const side of ["node_a", "node_b"]) {
-              if (nodeConfig.get(row[side]!) !== row.config_id) throw rowRefusal(table, raw, side, "names no node of the pair's config");
-            }
-            break;
-          case "control_logs":
-            needNode("node_id");
-            if (nodeConfig.get(row.node_id!) !== row.config_id) throw rowRefusal(table, raw, "config_id", "is not the node's config");
-            break;
-          default:
-            needNode("node_id");
-        }
+        checkCrossRow(table, raw, seen);
       }
     }
   } finally {

@@ -1,37 +1,13 @@
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { describe, test, type TestContext } from "node:test";
+import { describe, test } from "node:test";
 import { checkImports, importsOf } from "../../scripts/check-imports.js";
-import { repoRoot } from "../helpers/service.js";
+import { fixtureTree, runCheck } from "./harness.js";
 
 // scripts/check-imports.ts (issue 11 "Must show"): the DESIGN §2 "may import" table, checked
 // over a fixture tree so that each rule is seen to fail.
 
-const SCRIPT = join(repoRoot, "scripts", "check-imports.ts");
-
-/** Writes `files` (path under the root → text) into a fresh directory; removed after the test. */
-function tree(t: TestContext, files: Record<string, string>): string {
-  const root = mkdtempSync(join(tmpdir(), "svc-check-imports-"));
-  t.after(() => rmSync(root, { recursive: true, force: true }));
-  for (const [path, text] of Object.entries(files)) {
-    mkdirSync(dirname(join(root, path)), { recursive: true });
-    writeFileSync(join(root, path), text);
-  }
-  return root;
-}
-
-function run(root?: string): { status: number | null; lines: string[] } {
-  const res = spawnSync(process.execPath, ["--import", "tsx", SCRIPT, ...(root === undefined ? [] : [root])], {
-    cwd: repoRoot,
-    encoding: "utf8",
-    timeout: 60_000,
-  });
-  assert.equal(res.error, undefined, String(res.error));
-  return { status: res.status, lines: res.stdout.split("\n").filter((l) => l !== "") };
-}
+const tree = fixtureTree;
+const run = (root?: string) => runCheck("check-imports.ts", root);
 
 /** A tree that keeps every rule: each folder imports only what DESIGN §2 lets it. */
 const CLEAN: Record<string, string> = {

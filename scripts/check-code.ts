@@ -1,0 +1,181 @@
+/**
+ * Code-shape check (issue 11 "Must show": no `!` non-null assertions in `src/`; §5: long
+ * functions split by responsibility). Run by `npm test` (pretest), beside check-imports.ts.
+ *
+ *   tsx scripts/check-code.ts            check this repository's src/
+ *   tsx scripts/check-code.ts <root>     check <root>/src/ (tests run it on a fixture tree)
+ *
+ * Two rules, both read from the TypeScript compiler's syntax tree (no regexes, so `!==`, `!x`
+ * and a `!` inside a string or comment are never mistaken for an assertion):
+ *
+ * 1. **No non-null assertion.** Every `NonNullExpression` (`x!`, `a[i]!.b`, `f()!`) in a
+ *    `src/` file is reported: narrow the value instead (a check that throws or returns, a
+ *    default, a type whose field is not optional), or call `must(x, why)` from
+ *    `src/lib/must.ts` where the value exists by construction. No allow-list: a new `!` fails.
+ * 2. **No long function.** A function (declaration, expression, arrow, method, constructor,
+ *    accessor) spanning more than {@link MAX_FUNCTION_LINES} lines, counted from the line of
+ *    its first token to the line of its last, nested functions included (a factory that
+ *    returns an object of closures is as long as all of them). The few that stay long are
+ *    listed in {@link LONG_FUNCTIONS} with the reason; an entry that names no function over
+ *    the limit any more fails the check too, so the list only shrinks.
+ *
+ * Output: one line per finding, `src/a.ts:12:5: non-null assertion \`x!\`` or
+ * `src/a.ts:40: function runAgent is 120 lines (limit 60)`, then a summary; exit 1 on any
+ * finding or stale allow-list entry, 0 otherwise.
+ */
+import { readFileSync } from "node:fs";
+import { join, relative, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import ts from "typescript";
+import { slash, sourceFiles } from "./check-imports.js";
+
+/** The most lines a function in `src/` may span (issue 11 §5 target "no function over ~60 lines"). */
+export const MAX_FUNCTION_LINES = 60;
+
+/** A function allowed to stay over the limit. `file` from the root, `name` as reported. */
+export interface LongFunction {
+  file: string;
+  name: string;
+  /** Why it stays: what the lines are, and why splitting them would not make it easier to read. */
+  reason: string;
+}
+
+/**
+ * Functions of this repository that stay over the limit, each with its reason. Remove an entry
+ * when its function is split (a stale entry fails the check).
+ */
+export const LONG_FUNCTIONS: readonly LongFunction[] = [
+  // Declarative tables: one statement per table, route, option or metric family; splitting cuts a list.
+  { file: "src/store/migrations.ts", name: "up", reason: "the schema's CREATE TABLE statements, one after another (a migration is never edited)" },
+  { file: "src/services/metrics.ts", name: "ServiceMetrics.constructor", reason: "one metric family declaration per statement, each with its collect callback" },
+  { file: "src/cli/svcctl.ts", name: "buildProgram", reason: "the commander declaration of every command and option of svcctl" },
+  { file: "src/services/client-bundle.ts", name: "readme", reason: "the client zip's README text, a template" },
+  { file: "src/http/app.ts", name: "buildApp", reason: "Fastify setup and plugin registration in order (src/http is another part of issue 11)" },
+  { file: "src/http/routes/artifacts.routes.ts", name: "artifactsRoutes", reason: "route registration" },
+  { file: "src/http/routes/backups.routes.ts", name: "backupsRoutes", reason: "route registration" },
+  { file: "src/http/routes/client.routes.ts", name: "clientRoutes", reason: "route registration" },
+  { file: "src/http/routes/configs.routes.ts", name: "configsRoutes", reason: "route registration" },
+  { file: "src/http/routes/nodes.routes.ts", name: "nodesRoutes", reason: "route registration" },
+  { file: "src/context.ts", name: "createAppContext", reason: "the composition root, parts built in dependency order (issue 11 §1: under 120 lines)" },
+  // Sequential procedures read top to bottom; each waits for its own change.
+  { file: "src/config.ts", name: "loadSettings", reason: "one settings object built field by field from the parsed environment" },
+  { file: "src/domain/render.ts", name: "validateInput", reason: "the render input rules, one check after another" },
+  { file: "src/store/staging.ts", name: "restageConfig", reason: "load, render and write one config's staged nodes in one pass" },
+  { file: "src/services/snapshots.ts", name: "extractSnapshotZip", reason: "the zip checks in the order the archive is read" },
+  { file: "src/services/backups.service.ts", name: "BackupsService.createBulkPackage", reason: "its queued body below" },
+  { file: "src/services/backups.service.ts", name: "BackupsService.createBulkPackage/<anonymous>", reason: "build, record and swap the bulk package in one queued step" },
+  { file: "src/services/mesh.service.ts", name: "MeshService.createNode", reason: "its transaction below" },
+  { file: "src/services/mesh.service.ts", name: "MeshService.createNode/<anonymous>", reason: "the node-create transaction (address, keys, tags, auto-pair, restage)" },
+  { file: "src/services/control.service.ts", name: "ControlService.bind", reason: "the bind transaction (another part of issue 11 owns control.service.ts)" },
+  { file: "src/mqtt/broker-sync.ts", name: "BrokerSync.#run", reason: "the reconcile loop with its retry policy" },
+];
+
+/** One finding. */
+export interface Finding {
+  /** `/`-separated, relative to the checked root (`src/agent/agent.ts`). */
+  file: string;
+  /** 1-based. */
+  line: number;
+  /** 1-based. */
+  column: number;
+  kind: "non-null" | "long-function";
+  /** For `non-null`: the expression's text; for `long-function`: the function's name. */
+  text: string;
+  /** For `long-function`: lines spanned. */
+  lines?: number;
+}
+
+/**
+ * The name a function is reported by: its own, its variable's or property's; methods as
+ * `Class.method`; an anonymous one as `enclosing/<anonymous>` (`<anonymous>` at the top level).
+ */
+export function functionName(node: ts.FunctionLikeDeclaration, sf: ts.SourceFile): string {
+  const own = (): string | undefined => {
+    if (ts.isConstructorDeclaration(node)) return "constructor";
+    if (node.name !== undefined) return node.name.getText(sf);
+    const parent = node.parent;
+    if (ts.isVariableDeclaration(parent) || ts.isPropertyAssignment(parent) || ts.isPropertyDeclaration(parent)) return parent.name.getText(sf);
+    return undefined;
+  };
+  const name = own();
+  const holder = node.parent;
+  if (name !== undefined && (ts.isClassDeclaration(holder) || ts.isClassExpression(holder)) && holder.name !== undefined) return `${holder.name.text}.${name}`;
+  if (name !== undefined) return name;
+  // An anonymous function is named after the function it stands in: `outer/<anonymous>`.
+  for (let up: ts.Node | undefined = holder; up !== undefined; up = up.parent) {
+    if (ts.isFunctionLike(up) && "body" in up) return `${functionName(up as ts.FunctionLikeDeclaration, sf)}/<anonymous>`;
+  }
+  return "<anonymous>";
+}
+
+/** Every finding of one source text (both rules), in source order. */
+export function findingsOf(file: string, sourceText: string, maxLines = MAX_FUNCTION_LINES): Finding[] {
+  const sf = ts.createSourceFile(file, sourceText, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+  const out: Finding[] = [];
+  const at = (node: ts.Node) => sf.getLineAndCharacterOfPosition(node.getStart(sf));
+  const visit = (node: ts.Node): void => {
+    if (ts.isNonNullExpression(node)) {
+      const pos = at(node);
+      out.push({ file, line: pos.line + 1, column: pos.character + 1, kind: "non-null", text: node.getText(sf) });
+    } else if (ts.isFunctionLike(node) && "body" in node && node.body !== undefined) {
+      const fn = node as ts.FunctionLikeDeclaration;
+      const start = at(fn);
+      const end = sf.getLineAndCharacterOfPosition(fn.getEnd()).line;
+      const lines = end - start.line + 1;
+      if (lines > maxLines) {
+        out.push({ file, line: start.line + 1, column: start.character + 1, kind: "long-function", text: functionName(fn, sf), lines });
+      }
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(sf);
+  return out;
+}
+
+/**
+ * Checks every file of `<root>/src`.
+ * @param root directory holding `src/`
+ * @param allowed long functions to tolerate ({@link LONG_FUNCTIONS} for this repository)
+ * @returns the findings not allowed, the allow-list entries that matched nothing (stale), and the file count
+ */
+export function checkCode(root: string, allowed: readonly LongFunction[] = [], maxLines = MAX_FUNCTION_LINES): { findings: Finding[]; stale: LongFunction[]; files: number } {
+  const files = sourceFiles(join(root, "src"));
+  const findings: Finding[] = [];
+  const used = new Set<LongFunction>();
+  for (const path of files) {
+    const file = slash(relative(root, path));
+    for (const f of findingsOf(file, readFileSync(path, "utf8"), maxLines)) {
+      const allowance = f.kind === "long-function" ? allowed.find((a) => a.file === f.file && a.name === f.text) : undefined;
+      if (allowance !== undefined) used.add(allowance);
+      else findings.push(f);
+    }
+  }
+  return { findings, stale: allowed.filter((a) => !used.has(a)), files: files.length };
+}
+
+/** One output line per finding. */
+export function formatFinding(f: Finding, maxLines = MAX_FUNCTION_LINES): string {
+  if (f.kind === "non-null") return `${f.file}:${f.line}:${f.column}: non-null assertion \`${f.text.length > 60 ? `${f.text.slice(0, 57)}...` : f.text}\` — narrow the value instead`;
+  return `${f.file}:${f.line}: function ${f.text} is ${f.lines} lines (limit ${maxLines}) — split it, or list it in LONG_FUNCTIONS with the reason`;
+}
+
+function main(argv: string[]): number {
+  const repoRoot = fileURLToPath(new URL("..", import.meta.url));
+  const root = resolve(argv[0] ?? repoRoot);
+  // The allow-list names this repository's functions; a fixture tree is checked without it.
+  const allowed = resolve(root) === resolve(repoRoot) ? LONG_FUNCTIONS : [];
+  const { findings, stale, files } = checkCode(root, allowed);
+  for (const f of findings) console.log(formatFinding(f));
+  for (const a of stale) console.log(`${a.file}: allow-listed long function ${a.name} is gone or short — remove it from LONG_FUNCTIONS in scripts/check-code.ts`);
+  if (findings.length + stale.length > 0) {
+    const nonNull = findings.filter((f) => f.kind === "non-null").length;
+    console.log(`check-code: ${nonNull} non-null assertion(s), ${findings.length - nonNull} long function(s), ${stale.length} stale allow-list entr${stale.length === 1 ? "y" : "ies"}`);
+    return 1;
+  }
+  console.log(`check-code: ${files} files, no non-null assertion, no function over ${MAX_FUNCTION_LINES} lines (${allowed.length} allow-listed)`);
+  return 0;
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
+  process.exitCode = main(process.argv.slice(2));
+}
