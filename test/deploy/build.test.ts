@@ -48,11 +48,15 @@ describe("compiled production build (issue 11 §6)", { timeout: 300_000 }, () =>
     root = mkdtempSync(join(tmpdir(), "svc-build-"));
     for (const f of ["package.json", "package-lock.json", "tsconfig.json", "tsconfig.build.json"]) cpSync(join(repoRoot, f), join(root, f));
     cpSync(join(repoRoot, "src"), join(root, "src"), { recursive: true });
+    // The console: its sources and the script that builds it (issue 12).
+    cpSync(join(repoRoot, "web"), join(root, "web"), { recursive: true });
+    mkdirSync(join(root, "scripts"));
+    cpSync(join(repoRoot, "scripts/build-web.ts"), join(root, "scripts/build-web.ts"));
     symlinkSync(join(repoRoot, "node_modules"), join(root, "node_modules"), "dir");
     const res = spawnSync("npm", ["run", "build"], { cwd: root, encoding: "utf8", timeout: 240_000 });
     build = { status: res.status, output: `${String(res.error ?? "")}${res.stdout}${res.stderr}` };
     // The runtime stage: package.json, dist/ and production node_modules only (the Dockerfile's COPY lines).
-    for (const f of ["src", "package-lock.json", "tsconfig.json", "tsconfig.build.json"]) rmSync(join(root, f), { recursive: true });
+    for (const f of ["src", "web", "scripts", "package-lock.json", "tsconfig.json", "tsconfig.build.json"]) rmSync(join(root, f), { recursive: true });
     rmSync(join(root, "node_modules"));
     productionNodeModules(join(root, "node_modules"));
   });
@@ -60,9 +64,10 @@ describe("compiled production build (issue 11 §6)", { timeout: 300_000 }, () =>
     if (root !== "") rmSync(root, { recursive: true, force: true });
   });
 
-  test("`npm run build` emits JavaScript for src/ only, to dist/src/", () => {
+  test("`npm run build` emits JavaScript for src/ to dist/src/ and the console to dist/web/, nothing else", () => {
     assert.equal(build.status, 0, build.output);
-    assert.deepEqual(readdirSync(join(root, "dist")), ["src"], "nothing but src/ is compiled (no test/, scripts/)");
+    assert.deepEqual(readdirSync(join(root, "dist")).sort(), ["src", "web"], "nothing but src/ and the console (no test/, scripts/)");
+    assert.ok(existsSync(join(root, "dist/web/index.html")), "the built console");
     assert.ok(existsSync(join(root, "dist/src/main.js")));
     assert.ok(existsSync(join(root, "dist/src/cli/svcctl.js")), "the client entry esbuild bundles");
     assert.equal(readdirSync(join(root, "dist/src"), { recursive: true }).filter((f) => String(f).endsWith(".ts")).length, 0);
@@ -75,7 +80,7 @@ describe("compiled production build (issue 11 §6)", { timeout: 300_000 }, () =>
       assert.equal(existsSync(join(root, "node_modules", dev)), false, `${dev} is absent from the production node_modules`);
     }
     assert.ok(pkg.dependencies["esbuild"]);
-    assert.match(pkg.scripts["build"] ?? "", /tsc -p tsconfig\.build\.json$/);
+    assert.match(pkg.scripts["build"] ?? "", /tsc -p tsconfig\.build\.json && tsx scripts\/build-web\.ts --force$/);
   });
 
   test("`node dist/src/main.js` with production dependencies only serves GET /api/v1/health (spec §9 rule 2 version)", async (t) => {
@@ -86,6 +91,10 @@ describe("compiled production build (issue 11 §6)", { timeout: 300_000 }, () =>
     assert.equal(res.status, 200);
     // The version comes from package.json two levels above dist/src/version.js.
     assert.deepEqual(await res.json(), { status: "ok", version: pkg.version });
+    // The console is served from dist/web (issue 12): its page, not the 503 of a missing build.
+    const page = await fetch(`${service.baseUrl}/`);
+    assert.equal(page.status, 200);
+    assert.match(await page.text(), /<div id="root">/);
   });
 
   test("the compiled service bundles the client from dist/src/cli/svcctl.js (local_build, spec §4 rule 4)", () => {

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { describe, test } from "node:test";
@@ -232,9 +233,10 @@ describe("docker-compose.yml: what would fail on the first `docker compose --pro
     const files = ["docker-compose.yml", ".env.example", "Dockerfile", ...walk("deploy")];
     // Paths are recognised by their first segment, a top-level directory of the repository; a
     // preceding `/`, `.` or word character means a container or build path (`dist/src/main.js`).
-    const roots = readdirSync(ROOT, { withFileTypes: true })
-      .filter((d) => d.isDirectory() && !["node_modules", ".git"].includes(d.name))
-      .map((d) => d.name);
+    // Only directories the repository tracks: built or installed ones (`dist/`, `node_modules/`)
+    // are not the repository's, so `dist/src/main.js` is a build path.
+    const tracked = execFileSync("git", ["ls-files"], { cwd: ROOT, encoding: "utf8" }).split("\n");
+    const roots = [...new Set(tracked.filter((f) => f.includes("/")).map((f) => f.slice(0, f.indexOf("/"))))];
     const re = new RegExp(`(?<![\\w./$-])((?:${roots.map((r) => r.replace(/\./g, "\\.")).join("|")})/[\\w.*/-]*[\\w*/])`, "g");
     const missing: string[] = [];
     let seen = 0;
