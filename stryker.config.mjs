@@ -16,9 +16,18 @@ export default {
     "src/mqtt/authz.policy.ts",
     "src/actors/commands.ts",
     "src/domain/tokens.ts",
-    // bindCommand, bind, reset and clearClientCredentials only (issue 10: "the bind/reset code").
-    "src/services/control.service.ts:85-201",
-    "src/services/control.service.ts:346-366",
+    // bindCommand, bind, reset and clearClientCredentials only (issue 10: "the bind/reset code"),
+    // and the store functions their queries moved to (issue 11 §2): line ranges, to be kept in
+    // step with edits of these files (docs/mutation.md).
+    "src/services/control.service.ts:91-192",
+    "src/services/control.service.ts:329-335",
+    "src/store/bind-tokens.repository.ts",
+    // putBrokerCredential, deleteBrokerCredential, deleteBrokerCredentialsOfNode
+    "src/store/broker-credentials.repository.ts:57-79",
+    // recordClientBound, clearClientState
+    "src/store/node-client-state.repository.ts:163-202",
+    // getNodeById
+    "src/store/nodes.repository.ts:107-109",
   ],
   tap: {
     // Literal paths, fastest first: a static mutant (evaluated at import, e.g. the machine's

@@ -157,7 +157,7 @@ export async function createAppContext(settings: Settings, log: Logger, override
         const node = await findDetectTarget(store.db, nodeId);
         if (!node) return;
         await registry.send(configId, nodeId, { type: "detect.sent", at: clock.now() });
-        await commands.send(configId, nodeId, "detect", "detect", { tunnel_protocol: node.tunnel_protocol, interface_name: node.interface_name });
+        await commands.send({ configId, nodeId, kind: "detect", action: "detect", payload: { tunnel_protocol: node.tunnel_protocol, interface_name: node.interface_name } });
       },
     });
     hub.onSubscribersChanged((count) => detect.setActive(settings.mqttEnabled && count > 0));

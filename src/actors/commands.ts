@@ -6,7 +6,14 @@ import type { AckPayload, Envelope } from "../protocol/envelope.schema.js";
 import type { CommandStatus, FinalCommandStatus } from "../protocol/enums.js";
 import { nodeTopic, type DownstreamKind } from "../protocol/topics.js";
 import type { controlLogViewSchema } from "../protocol/views.schema.js";
-import { insertCommandLog, listOpenCommandLogs, pushTargetOf, type PushTarget } from "../store/commands.repository.js";
+import {
+  createCommandLogStatements,
+  insertCommandLog,
+  listOpenCommandLogs,
+  pushTargetOf,
+  type CommandLogStatements,
+  type PushTarget,
+} from "../store/commands.repository.js";
 import type { Store } from "../store/db.js";
 import type { ControlLogRow } from "../store/schema.js";
 
@@ -48,6 +55,20 @@ export interface OpenCommand {
   pushed: PushTarget | null;
   status: Extract<CommandStatus, "pending" | "accepted">;
   timer: unknown;
+}
+
+/** One command for {@link CommandTracker.send}. */
+export interface CommandToSend {
+  configId: string;
+  nodeId: string;
+  /** The downstream topic kind; a `detect` writes no control log row. */
+  kind: CommandKind;
+  /** The control log `action` (`start`, `stop`, `push_config`, `wg_show`, `detect`). */
+  action: string;
+  /** The envelope's `payload` (spec §6.3), sent as given. */
+  payload: Record<string, unknown>;
+  /** For config pushes: the pair the agent is asked to apply (stored on the row); else null (the default). */
+  pushed?: OpenCommand["pushed"];
 }
 
 export interface CommandTrackerDeps {
@@ -103,16 +124,13 @@ export function controlLogView(row: LogRow): ControlLogView {
 export class CommandTracker {
   readonly #deps: CommandTrackerDeps;
   readonly #open = new Map<string, OpenCommand>();
-  readonly #update;
-  readonly #select;
+  readonly #logs: CommandLogStatements;
   /** Envelopes the broker took (PUBACK received), for metrics; read at scrape time. */
   published = 0;
 
   constructor(deps: CommandTrackerDeps) {
     this.#deps = deps;
-    const db = deps.store.sqlite;
-    this.#update = db.prepare("UPDATE control_logs SET status = ?, message = ?, updated_at = ? WHERE log_id = ?");
-    this.#select = db.prepare("SELECT * FROM control_logs WHERE log_id = ?");
+    this.#logs = createCommandLogStatements(deps.store.sqlite);
   }
 
   /** Number of commands waiting for a final ACK. */
@@ -155,21 +173,14 @@ export class CommandTracker {
    * Writes the control log row (not for detects), then publishes the command.
    * @returns the request_id and the log row (null for detects)
    */
-  async send(
-    configId: string,
-    nodeId: string,
-    kind: CommandKind,
-    action: string,
-    payload: Record<string, unknown>,
-    pushed: OpenCommand["pushed"] = null,
-  ): Promise<{ requestId: string; log: ControlLogView | null }> {
+  async send({ configId, nodeId, kind, action, payload, pushed = null }: CommandToSend): Promise<{ requestId: string; log: ControlLogView | null }> {
     const now = this.#deps.clock.now();
     const requestId = randomUUID();
     let log: ControlLogView | null = null;
     let logId: number | null = null;
     if (kind !== "detect") {
       logId = insertCommandLog(this.#deps.store.sqlite, { configId, nodeId, requestId, action, status: "pending", message: "", at: now, pushed });
-      log = controlLogView(this.#select.get(logId) as LogRow);
+      log = controlLogView(this.#logs.byId(logId) as LogRow);
       this.#deps.onLog("created", log);
     }
     const command: OpenCommand = { requestId, configId, nodeId, kind, action, logId, pushed, status: "pending", timer: null };
@@ -191,10 +202,10 @@ export class CommandTracker {
       this.#deps.log.warn({ config_id: configId, node_id: nodeId, request_id: requestId, action, log_id: logId, err: message }, "command not sent");
       this.#close(command, "failed", message);
       this.#deps.onPublishFailed?.(command, message);
-      return { requestId, log: logId === null ? null : controlLogView(this.#select.get(logId) as LogRow) };
+      return { requestId, log: logId === null ? null : controlLogView(this.#logs.byId(logId) as LogRow) };
     }
     this.published++;
-    return { requestId, log: logId === null ? null : controlLogView(this.#select.get(logId) as LogRow) };
+    return { requestId, log: logId === null ? null : controlLogView(this.#logs.byId(logId) as LogRow) };
   }
 
   /**
@@ -247,7 +258,7 @@ export class CommandTracker {
       this.#deps.log.warn({ config_id: configId, node_id: nodeId, action, err: String(err) }, "the failed command could not be logged");
       return null;
     }
-    const log = controlLogView(this.#select.get(logId) as LogRow);
+    const log = controlLogView(this.#logs.byId(logId) as LogRow);
     this.#deps.onLog("created", log);
     this.#deps.onFinal?.(
       { requestId: "", configId, nodeId, kind: action === "push_config" ? "config_push" : "control", action, logId, pushed: null, status: "pending", timer: null },
@@ -280,9 +291,9 @@ export class CommandTracker {
 
   #writeStatus(command: OpenCommand, status: Exclude<CommandStatus, "pending">, message: string): void {
     if (command.logId === null) return;
-    this.#update.run(status, message, this.#deps.clock.now(), command.logId);
+    this.#logs.writeStatus(command.logId, status, message, this.#deps.clock.now());
     // The row is gone when its node was deleted or a snapshot was restored meanwhile.
-    const row = this.#select.get(command.logId) as LogRow | undefined;
+    const row = this.#logs.byId(command.logId) as LogRow | undefined;
     if (row !== undefined) this.#deps.onLog("updated", controlLogView(row));
   }
 }

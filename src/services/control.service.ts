@@ -12,7 +12,13 @@ import type { ControlAction, TunnelProtocol } from "../protocol/envelope.schema.
 import { nodeTopics } from "../protocol/topics.js";
 import type { endpointStatusViewSchema } from "../protocol/views.schema.js";
 import type { Logger } from "../logger.js";
-import type { Store } from "../store/db.js";
+import { claimBindToken, findBindToken, insertBindToken, invalidateBindTokensOf } from "../store/bind-tokens.repository.js";
+import { deleteBrokerCredential, deleteBrokerCredentialsOfNode, putBrokerCredential } from "../store/broker-credentials.repository.js";
+import { getConfigTunnelProtocol } from "../store/configs.repository.js";
+import { listControlLogs } from "../store/control-logs.repository.js";
+import type { Db, Store } from "../store/db.js";
+import { clearClientState, recordClientBound } from "../store/node-client-state.repository.js";
+import { getNodeById } from "../store/nodes.repository.js";
 import type { NodeRow } from "../store/schema.js";
 import { requireNode } from "./node-lookup.js";
 import { clientView } from "./views.js";
@@ -90,11 +96,8 @@ export class ControlService {
     await this.#d.store.transaction(async (trx) => {
       const node = await requireNode(trx, configId, nodeId);
       if (node.mode !== "dynamic") throw new AppError("NODE_NOT_DYNAMIC", "bind commands are for dynamic nodes");
-      await trx.updateTable("bind_tokens").set({ state: "invalidated" }).where("node_id", "=", nodeId).where("state", "=", "valid").execute();
-      await trx
-        .insertInto("bind_tokens")
-        .values({ token_hash: hash, node_id: nodeId, state: "valid", created_at: now, expires_at: expiresAt, used_at: null })
-        .execute();
+      await invalidateBindTokensOf(trx, nodeId);
+      await insertBindToken(trx, { token_hash: hash, node_id: nodeId, created_at: now, expires_at: expiresAt });
     });
     await this.#d.registry.send(configId, nodeId, { type: "bind_token.issued", at: now, expiresAt });
     return { command: `svcctl bind --server ${this.#d.publicUrl} --token ${token}`, expires_at: isoTime(expiresAt) };
@@ -115,44 +118,32 @@ export class ControlService {
     const hash = hashToken(input.bind_token);
     const password = randomBytes(32).toString("base64url");
     const node = await this.#d.store.transaction(async (trx) => {
-      const row = await trx.selectFrom("bind_tokens").selectAll().where("token_hash", "=", hash).executeTakeFirst();
+      const row = await findBindToken(trx, hash);
       if (!row) throw new AppError("INVALID_BIND_TOKEN", "unknown bind token");
       if (row.state === "used") throw new AppError("BIND_TOKEN_USED", "this bind token was already used");
       if (row.state !== "valid" || row.expires_at <= now) throw new AppError("INVALID_BIND_TOKEN", "the bind token expired or was invalidated");
-      const claimed = await trx
-        .updateTable("bind_tokens")
-        .set({ state: "used", used_at: now })
-        .where("token_hash", "=", hash)
-        .where("state", "=", "valid")
-        .where("expires_at", ">", now)
-        .executeTakeFirst();
-      if (Number(claimed.numUpdatedRows) !== 1) throw new AppError("BIND_TOKEN_USED", "this bind token was already used");
-      const n = await trx.selectFrom("nodes").selectAll().where("node_id", "=", row.node_id).executeTakeFirstOrThrow();
+      if (!(await claimBindToken(trx, hash, now))) throw new AppError("BIND_TOKEN_USED", "this bind token was already used");
+      const n = await getNodeById(trx, row.node_id);
       if (n.mode !== "dynamic") throw new AppError("NODE_NOT_DYNAMIC", "the node is no longer dynamic");
       const username = nodeUsername(n.config_id, n.node_id);
       const sealed = this.#d.sealBrokerPassword(username, password);
       if (sealed === null) {
-        await trx.deleteFrom("broker_credentials").where("mqtt_username", "=", username).execute();
+        await deleteBrokerCredential(trx, username);
       } else {
-        await trx
-          .insertInto("broker_credentials")
-          .values({ mqtt_username: username, password_sealed: sealed, updated_at: now })
-          .onConflict((oc) => oc.column("mqtt_username").doUpdateSet({ password_sealed: sealed, updated_at: now }))
-          .execute();
+        await putBrokerCredential(trx, username, sealed, now);
       }
-      await trx
-        .updateTable("node_client_state")
-        .set({
-          client_initialized: 1,
-          mqtt_username: nodeUsername(n.config_id, n.node_id),
-          mqtt_password_hash: hashToken(password),
-          client_version: input.client_version,
+      await recordClientBound(
+        trx,
+        n.node_id,
+        {
+          mqttUsername: nodeUsername(n.config_id, n.node_id),
+          mqttPasswordHash: hashToken(password),
+          clientVersion: input.client_version,
           platform: input.platform,
           hostname: input.hostname,
-          updated_at: now,
-        })
-        .where("node_id", "=", n.node_id)
-        .execute();
+        },
+        now,
+      );
       return n;
     });
     await this.#d.registry.send(node.config_id, node.node_id, { type: "client.bound", at: now, clientVersion: input.client_version });
@@ -213,15 +204,19 @@ export class ControlService {
       action === "push_config"
         ? await this.#push(node, protocol)
         : action === "wg_show"
-          ? await this.#d.commands.send(configId, nodeId, "info", "wg_show", {
+          ? await this.#d.commands.send({
+              configId,
+              nodeId,
+              kind: "info",
               action: "wg_show",
-              tunnel_protocol: protocol,
-              interface_name: node.interface_name,
+              payload: { action: "wg_show", tunnel_protocol: protocol, interface_name: node.interface_name },
             })
-          : await this.#d.commands.send(configId, nodeId, "control", action, {
+          : await this.#d.commands.send({
+              configId,
+              nodeId,
+              kind: "control",
               action,
-              tunnel_protocol: protocol,
-              interface_name: node.interface_name,
+              payload: { action, tunnel_protocol: protocol, interface_name: node.interface_name },
             });
     if (result.log === null) throw new AppError("INTERNAL", "the command was not logged");
     return { request_id: result.requestId, log: result.log };
@@ -277,14 +272,7 @@ export class ControlService {
   /** Control logs of a node, newest first (DESIGN §5). */
   async controlLogs(configId: string, nodeId: string, limit: number): Promise<ControlLogView[]> {
     await requireNode(this.#d.store.db, configId, nodeId);
-    const rows = await this.#d.store.db
-      .selectFrom("control_logs")
-      .selectAll()
-      .where("node_id", "=", nodeId)
-      .orderBy("created_at", "desc")
-      .orderBy("log_id", "desc")
-      .limit(limit)
-      .execute();
+    const rows = await listControlLogs(this.#d.store.db, nodeId, limit);
     return rows.map(controlLogView);
   }
 
@@ -302,12 +290,12 @@ export class ControlService {
       throw new AppError("CONFLICT", "the node has no staged config");
     }
     const p = this.#d.registry.projection(node.config_id, node.node_id);
-    return this.#d.commands.send(
-      node.config_id,
-      node.node_id,
-      "config_push",
-      "push_config",
-      {
+    return this.#d.commands.send({
+      configId: node.config_id,
+      nodeId: node.node_id,
+      kind: "config_push",
+      action: "push_config",
+      payload: {
         action: "push_config",
         tunnel_protocol: protocol,
         previous_tunnel_protocol: p?.confirmedProtocol ?? protocol,
@@ -316,8 +304,8 @@ export class ControlService {
         config_sha256: node.staged_config_sha256,
         config_text: node.staged_config_text,
       },
-      { version: node.staged_config_version, sha: node.staged_config_sha256, protocol },
-    );
+      pushed: { version: node.staged_config_version, sha: node.staged_config_sha256, protocol },
+    });
   }
 
   async #boundNode(configId: string, nodeId: string): Promise<{ node: NodeRow; protocol: TunnelProtocol }> {
@@ -326,12 +314,7 @@ export class ControlService {
     if (!this.#d.registry.projection(configId, nodeId)?.clientInitialized) {
       throw new AppError("CLIENT_NOT_INITIALIZED", "no client has bound to this node yet");
     }
-    const config = await this.#d.store.db
-      .selectFrom("configs")
-      .select("tunnel_protocol")
-      .where("config_id", "=", configId)
-      .executeTakeFirstOrThrow();
-    return { node, protocol: config.tunnel_protocol };
+    return { node, protocol: await getConfigTunnelProtocol(this.#d.store.db, configId) };
   }
 
   #requireMqtt(): void {
@@ -343,25 +326,12 @@ export class ControlService {
  * Removes a node's broker credentials and client state and invalidates its bind tokens (reset,
  * and dynamic → static: spec §3.1). Run inside the caller's transaction.
  */
-export async function clearClientCredentials(trx: Store["db"], nodeId: string, now: number): Promise<void> {
-  // The sealed copy of the password goes with the hash (docs/decisions.md "Broker passwords").
-  await trx
-    .deleteFrom("broker_credentials")
-    .where("mqtt_username", "in", trx.selectFrom("node_client_state").select("mqtt_username").where("node_id", "=", nodeId))
-    .execute();
-  await trx
-    .updateTable("node_client_state")
-    .set({
-      client_initialized: 0,
-      client_presence_state: "offline",
-      runtime_state: "unknown",
-      mqtt_username: null,
-      mqtt_password_hash: null,
-      updated_at: now,
-    })
-    .where("node_id", "=", nodeId)
-    .execute();
-  await trx.updateTable("bind_tokens").set({ state: "invalidated" }).where("node_id", "=", nodeId).where("state", "=", "valid").execute();
+export async function clearClientCredentials(trx: Db, nodeId: string, now: number): Promise<void> {
+  // The sealed copy of the password goes with the hash (docs/decisions.md "Broker passwords"):
+  // it is found through the username the client state still holds, so it goes first.
+  await deleteBrokerCredentialsOfNode(trx, nodeId);
+  await clearClientState(trx, nodeId, now);
+  await invalidateBindTokensOf(trx, nodeId);
 }
 
 /** The node columns an endpoint status needs. */

@@ -49,3 +49,31 @@ export async function listBrokerAccounts(db: Db): Promise<StoredBrokerAccount[]>
     .where("s.mqtt_password_hash", "is not", null)
     .execute();
 }
+
+/**
+ * Stores (or replaces) the sealed password of a broker username (the bind, spec §4 rule 11;
+ * docs/decisions.md "Broker passwords"); `now` (ms) goes to `updated_at`.
+ */
+export async function putBrokerCredential(db: Db, username: string, passwordSealed: string, now: number): Promise<void> {
+  await db
+    .insertInto("broker_credentials")
+    .values({ mqtt_username: username, password_sealed: passwordSealed, updated_at: now })
+    .onConflict((oc) => oc.column("mqtt_username").doUpdateSet({ password_sealed: passwordSealed, updated_at: now }))
+    .execute();
+}
+
+/** Drops the sealed password of a broker username (a bind whose password could not be sealed). */
+export async function deleteBrokerCredential(db: Db, username: string): Promise<void> {
+  await db.deleteFrom("broker_credentials").where("mqtt_username", "=", username).execute();
+}
+
+/**
+ * Drops the sealed password of the username a node's client state holds now (reset and
+ * dynamic → static, spec §4 rule 12, §3.1): run it before that username is cleared.
+ */
+export async function deleteBrokerCredentialsOfNode(db: Db, nodeId: string): Promise<void> {
+  await db
+    .deleteFrom("broker_credentials")
+    .where("mqtt_username", "in", db.selectFrom("node_client_state").select("mqtt_username").where("node_id", "=", nodeId))
+    .execute();
+}

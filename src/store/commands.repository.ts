@@ -1,6 +1,7 @@
 import type SQLite from "better-sqlite3";
 import { z } from "zod";
 import { tunnelProtocolSchema, type TunnelProtocol } from "../protocol/envelope.schema.js";
+import type { CommandStatus } from "../protocol/enums.js";
 import { perConnection } from "./db.js";
 import type { ControlLogRow } from "./schema.js";
 
@@ -102,4 +103,27 @@ export function pushTargetOf(row: ControlLogRow): { target: PushTarget | null; i
   if (!parsed.success) return { target: null, invalid: true };
   const d = parsed.data;
   return { target: { version: d.pushed_config_version, sha: d.pushed_config_sha256, protocol: d.pushed_tunnel_protocol }, invalid: false };
+}
+
+/** The prepared statements of {@link createCommandLogStatements}. */
+export interface CommandLogStatements {
+  /** Sets a command row's `status` and `message`; `at` (ms) goes to `updated_at`. No row: nothing happens. */
+  writeStatus(logId: number, status: CommandStatus, message: string, at: number): void;
+  /** The control log row with this id; undefined when it is gone (its node deleted, a snapshot restored). */
+  byId(logId: number): ControlLogRow | undefined;
+}
+
+/**
+ * Prepares the command tracker's status write and row read once (every ACK of every command
+ * goes through them, DESIGN §2 "prepared statements for the hot path made by store factories").
+ */
+export function createCommandLogStatements(sqlite: SQLite.Database): CommandLogStatements {
+  const update = sqlite.prepare("UPDATE control_logs SET status = ?, message = ?, updated_at = ? WHERE log_id = ?");
+  const select = sqlite.prepare<[number], ControlLogRow>("SELECT * FROM control_logs WHERE log_id = ?");
+  return {
+    writeStatus(logId, status, message, at) {
+      update.run(status, message, at, logId);
+    },
+    byId: (logId) => select.get(logId),
+  };
 }

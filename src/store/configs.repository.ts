@@ -27,3 +27,12 @@ export async function updateConfig(db: Db, configId: string, patch: ConfigUpdate
 export async function deleteConfig(db: Db, configId: string): Promise<void> {
   await db.deleteFrom("configs").where("config_id", "=", configId).execute();
 }
+
+/**
+ * The tunnel protocol of a config (what commands to its nodes carry, spec §6.3).
+ * @throws NoResultError (Kysely) when the config does not exist
+ */
+export async function getConfigTunnelProtocol(db: Db, configId: string): Promise<ConfigRow["tunnel_protocol"]> {
+  const row = await db.selectFrom("configs").select("tunnel_protocol").where("config_id", "=", configId).executeTakeFirstOrThrow();
+  return row.tunnel_protocol;
+}

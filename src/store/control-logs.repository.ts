@@ -1,5 +1,5 @@
 import type SQLite from "better-sqlite3";
-import { perConnection } from "./db.js";
+import { perConnection, type Db } from "./db.js";
 import type { ControlLogRow } from "./schema.js";
 
 /**
@@ -115,4 +115,19 @@ export function deleteControlLogsBelow(sqlite: SQLite.Database, nodeId: string, 
  */
 export function nodeIdsAfter(sqlite: SQLite.Database, after: string, limit: number): string[] {
   return (statements(sqlite).nodesAfter.all(after, limit) as Array<{ node_id: string }>).map((r) => r.node_id);
+}
+
+/**
+ * A node's control log rows of every kind (commands, command output, client events), newest
+ * first (`created_at`, then `log_id`), at most `limit` (DESIGN §5 control-logs).
+ */
+export async function listControlLogs(db: Db, nodeId: string, limit: number): Promise<ControlLogRow[]> {
+  return db
+    .selectFrom("control_logs")
+    .selectAll()
+    .where("node_id", "=", nodeId)
+    .orderBy("created_at", "desc")
+    .orderBy("log_id", "desc")
+    .limit(limit)
+    .execute();
 }

@@ -153,3 +153,50 @@ export function resetAllClientStates(sqlite: SQLite.Database, now: number): void
 export async function insertClientState(db: Db, nodeId: string, now: number): Promise<void> {
   await db.insertInto("node_client_state").values({ node_id: nodeId, updated_at: now }).execute();
 }
+
+/**
+ * Records a bind (spec §4 rule 11): the node's client is initialized with its new broker
+ * account (username and the SHA-256 of its password, what the embedded broker checks at
+ * CONNECT) and what the agent reported; `now` (ms) goes to `updated_at`. Presence, runtime and
+ * the machine snapshot are left to the node's actor.
+ */
+export async function recordClientBound(
+  db: Db,
+  nodeId: string,
+  bound: { mqttUsername: string; mqttPasswordHash: string; clientVersion: string; platform: string; hostname: string },
+  now: number,
+): Promise<void> {
+  await db
+    .updateTable("node_client_state")
+    .set({
+      client_initialized: 1,
+      mqtt_username: bound.mqttUsername,
+      mqtt_password_hash: bound.mqttPasswordHash,
+      client_version: bound.clientVersion,
+      platform: bound.platform,
+      hostname: bound.hostname,
+      updated_at: now,
+    })
+    .where("node_id", "=", nodeId)
+    .execute();
+}
+
+/**
+ * Clears a node's client (reset and dynamic → static, spec §4 rule 12, §3.1):
+ * `client_initialized` 0, presence offline, runtime unknown, broker username and password hash
+ * removed; `now` (ms) goes to `updated_at`.
+ */
+export async function clearClientState(db: Db, nodeId: string, now: number): Promise<void> {
+  await db
+    .updateTable("node_client_state")
+    .set({
+      client_initialized: 0,
+      client_presence_state: "offline",
+      runtime_state: "unknown",
+      mqtt_username: null,
+      mqtt_password_hash: null,
+      updated_at: now,
+    })
+    .where("node_id", "=", nodeId)
+    .execute();
+}

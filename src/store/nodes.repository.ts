@@ -99,3 +99,11 @@ export async function findDetectTarget(
     .where("nodes.node_id", "=", nodeId)
     .executeTakeFirst();
 }
+
+/**
+ * The node with this id, in whichever config (a redeemed bind token names only its node).
+ * @throws NoResultError (Kysely) when no such node exists
+ */
+export async function getNodeById(db: Db, nodeId: string): Promise<NodeRow> {
+  return db.selectFrom("nodes").selectAll().where("node_id", "=", nodeId).executeTakeFirstOrThrow();
+}

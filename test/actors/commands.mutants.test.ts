@@ -133,7 +133,7 @@ const accepted = { status: "accepted" as const, message: "", action: "start" };
 describe("CommandTracker.send (spec §6.4 rules 1-2, §6.2 envelope)", () => {
   test("spec §6.4 rule 2: the log row (pending) exists before the publish; the envelope carries a fresh request_id and the node's ids", async () => {
     const r = await rig();
-    const { requestId, log } = await r.tracker.send(r.configId, r.nodeId, "control", "start", { action: "start" });
+    const { requestId, log } = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "control", action: "start", payload: { action: "start" } });
     assert.ok(log);
     assert.match(requestId, /^[0-9a-f-]{36}$/);
     assert.equal(log.status, "pending");
@@ -159,15 +159,15 @@ describe("CommandTracker.send (spec §6.4 rules 1-2, §6.2 envelope)", () => {
     ]);
     assert.equal(r.tracker.published, 1);
     assert.equal(r.tracker.openCount, 1);
-    const second = await r.tracker.send(r.configId, r.nodeId, "control", "stop", { action: "stop" });
+    const second = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "control", action: "stop", payload: { action: "stop" } });
     assert.notEqual(second.requestId, requestId, "a fresh request_id per command");
   });
 
   test("spec §6.3: a config push goes to config/push with envelope type config_push; info and detect to their own topics", async () => {
     const r = await rig();
-    await r.tracker.send(r.configId, r.nodeId, "config_push", "push_config", {});
-    await r.tracker.send(r.configId, r.nodeId, "info", "wg_show", {});
-    await r.tracker.send(r.configId, r.nodeId, "detect", "detect", {});
+    await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "config_push", action: "push_config", payload: {} });
+    await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "info", action: "wg_show", payload: {} });
+    await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "detect", action: "detect", payload: {} });
     assert.deepEqual(
       r.published.map((p) => [p.topic.split("/").slice(3).join("/"), p.envelope.type]),
       [
@@ -180,7 +180,7 @@ describe("CommandTracker.send (spec §6.4 rules 1-2, §6.2 envelope)", () => {
 
   test("detects are tracked but not logged: no row, no log event, log null", async () => {
     const r = await rig();
-    const { log } = await r.tracker.send(r.configId, r.nodeId, "detect", "detect", {});
+    const { log } = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "detect", action: "detect", payload: {} });
     assert.equal(log, null);
     assert.deepEqual(r.logEvents, []);
     assert.equal(r.tracker.openCount, 1);
@@ -189,7 +189,7 @@ describe("CommandTracker.send (spec §6.4 rules 1-2, §6.2 envelope)", () => {
   test("spec §3.4: when the broker does not take the command it ends failed with the reason; nothing is counted as published", async () => {
     const r = await rig();
     r.failPublish("broker gone");
-    const { log, requestId } = await r.tracker.send(r.configId, r.nodeId, "control", "stop", { action: "stop" });
+    const { log, requestId } = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "control", action: "stop", payload: { action: "stop" } });
     assert.ok(log);
     assert.equal(log.status, "failed");
     assert.equal(log.message, "publish to the broker failed: broker gone");
@@ -206,7 +206,7 @@ describe("CommandTracker.send (spec §6.4 rules 1-2, §6.2 envelope)", () => {
   test("spec §6.4 rule 8: a detect the broker does not take is reported at once as a publish failure with the reason (the registry turns it into detect.failed), not as a timeout", async () => {
     const r = await rig();
     r.failPublish("no broker");
-    await r.tracker.send(r.configId, r.nodeId, "detect", "detect", {});
+    await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "detect", action: "detect", payload: {} });
     assert.deepEqual(r.publishFailures, [{ kind: "detect", message: "publish to the broker failed: no broker" }]);
     assert.deepEqual(r.timeouts, [], "no timeout is waited for");
     assert.equal(r.tracker.openCount, 0);
@@ -217,7 +217,7 @@ describe("CommandTracker.send (spec §6.4 rules 1-2, §6.2 envelope)", () => {
 describe("CommandTracker.ack (spec §6.4 rule 1, §3.4)", () => {
   test("spec §3.4: pending → accepted → applied; each step updates the row (status, message, updated_at) and emits control.log.updated", async () => {
     const r = await rig();
-    const { requestId, log } = await r.tracker.send(r.configId, r.nodeId, "control", "start", {});
+    const { requestId, log } = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "control", action: "start", payload: {} });
     r.clock.advance(1000);
     const c1 = r.tracker.ack("control_ack", r.configId, r.nodeId, requestId, { ...accepted, message: "on it" });
     assert.equal(c1?.status, "accepted");
@@ -239,7 +239,7 @@ describe("CommandTracker.ack (spec §6.4 rule 1, §3.4)", () => {
   test("spec §6.4 rule 1: an ACK from another node, another config, or on another ACK topic does not close the command", async () => {
     const r = await rig();
     const other = await dynamicNode(r.s);
-    const { requestId, log } = await r.tracker.send(r.configId, r.nodeId, "control", "start", {});
+    const { requestId, log } = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "control", action: "start", payload: {} });
     assert.equal(r.tracker.ack("control_ack", r.configId, other.nodeId, requestId, applied), null, "another node");
     assert.equal(r.tracker.ack("control_ack", other.configId, r.nodeId, requestId, applied), null, "another config");
     for (const wrongTopic of ["info_ack", "detect_ack", "config_push_ack"] as const) {
@@ -253,7 +253,7 @@ describe("CommandTracker.ack (spec §6.4 rule 1, §3.4)", () => {
   test("an ignored ACK is logged with its node, request_id, ACK topic and status, and says why: no open command, or a foreign one", async () => {
     const r = await rig();
     const other = await dynamicNode(r.s);
-    const { requestId } = await r.tracker.send(r.configId, r.nodeId, "control", "start", {});
+    const { requestId } = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "control", action: "start", payload: {} });
     const fields = (w: Warning | undefined) => w && { msg: w.msg, config_id: w.config_id, node_id: w.node_id, request_id: w.request_id, ack: w.ack, status: w.status };
     r.tracker.ack("control_ack", r.configId, r.nodeId, "00000000-0000-4000-8000-000000000000", applied);
     r.tracker.ack("control_ack", r.configId, other.nodeId, requestId, { ...applied, status: "failed" });
@@ -278,7 +278,7 @@ describe("CommandTracker.ack (spec §6.4 rule 1, §3.4)", () => {
       ["detect", "detect_ack", "detect"],
     ] as const;
     for (const [kind, ackKind, action] of pairs) {
-      const { requestId } = await r.tracker.send(r.configId, r.nodeId, kind, action, {});
+      const { requestId } = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind, action, payload: {} });
       assert.ok(r.tracker.ack(ackKind, r.configId, r.nodeId, requestId, { status: "applied", message: "", action }), kind);
     }
     assert.equal(r.tracker.openCount, 0);
@@ -286,7 +286,7 @@ describe("CommandTracker.ack (spec §6.4 rule 1, §3.4)", () => {
 
   test("spec §3.4: failed is final too", async () => {
     const r = await rig();
-    const { requestId, log } = await r.tracker.send(r.configId, r.nodeId, "control", "stop", {});
+    const { requestId, log } = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "control", action: "stop", payload: {} });
     assert.ok(r.tracker.ack("control_ack", r.configId, r.nodeId, requestId, { status: "failed", message: "denied", action: "stop" }));
     assert.deepEqual([r.row(log!.log_id).status, r.row(log!.log_id).message], ["failed", "denied"]);
     assert.deepEqual(r.finals, [{ action: "stop", status: "failed" }]);
@@ -358,8 +358,8 @@ describe("recordFailure: a command that could not be sent at all (spec §2.8, §
 describe("timeouts and restart (DESIGN §3: command ACK timeout 60 s, detect 20 s)", () => {
   test("a command without a final ACK is timed_out exactly at 60 s (an accepted ACK does not extend it); a detect at 20 s", async () => {
     const r = await rig();
-    const { requestId, log } = await r.tracker.send(r.configId, r.nodeId, "control", "start", {});
-    await r.tracker.send(r.configId, r.nodeId, "detect", "detect", {});
+    const { requestId, log } = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "control", action: "start", payload: {} });
+    await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "detect", action: "detect", payload: {} });
     r.clock.advance(DETECT_TIMEOUT - 1);
     assert.equal(r.timeouts.length, 0);
     r.clock.advance(1);
@@ -376,7 +376,7 @@ describe("timeouts and restart (DESIGN §3: command ACK timeout 60 s, detect 20 
 
   test("an applied command's timer is cancelled: nothing happens at 60 s", async () => {
     const r = await rig();
-    const { requestId } = await r.tracker.send(r.configId, r.nodeId, "control", "start", {});
+    const { requestId } = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "control", action: "start", payload: {} });
     r.tracker.ack("control_ack", r.configId, r.nodeId, requestId, applied);
     r.clock.advance(TIMEOUT * 2);
     assert.deepEqual(r.timeouts, []);
@@ -385,7 +385,7 @@ describe("timeouts and restart (DESIGN §3: command ACK timeout 60 s, detect 20 
 
   test("stop() cancels every timer and forgets open commands; the rows stay open for the next run", async () => {
     const r = await rig();
-    const { log } = await r.tracker.send(r.configId, r.nodeId, "control", "start", {});
+    const { log } = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "control", action: "start", payload: {} });
     r.tracker.stop();
     assert.equal(r.tracker.openCount, 0);
     r.clock.advance(TIMEOUT * 2);
@@ -395,9 +395,9 @@ describe("timeouts and restart (DESIGN §3: command ACK timeout 60 s, detect 20 
 
   test("restart: start() re-arms open commands with the time left, keeps accepted as accepted, maps push_config/wg_show to their ACK topics", async () => {
     const r = await rig();
-    const push = await r.tracker.send(r.configId, r.nodeId, "config_push", "push_config", {});
-    const show = await r.tracker.send(r.configId, r.nodeId, "info", "wg_show", {});
-    const ctl = await r.tracker.send(r.configId, r.nodeId, "control", "start", {});
+    const push = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "config_push", action: "push_config", payload: {} });
+    const show = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "info", action: "wg_show", payload: {} });
+    const ctl = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "control", action: "start", payload: {} });
     r.tracker.ack("control_ack", r.configId, r.nodeId, ctl.requestId, accepted);
     r.clock.advance(20 * SECOND);
     r.tracker.stop();
@@ -426,7 +426,7 @@ describe("timeouts and restart (DESIGN §3: command ACK timeout 60 s, detect 20 
 
   test("restart: a restored pending command takes its first accepted ACK (it is not mistaken for an accepted one)", async () => {
     const r = await rig();
-    const ctl = await r.tracker.send(r.configId, r.nodeId, "control", "stop", { action: "stop" });
+    const ctl = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "control", action: "stop", payload: { action: "stop" } });
     r.tracker.stop();
     const next = restarted(r);
     const c = next.ack("control_ack", r.configId, r.nodeId, ctl.requestId, { ...accepted, action: "stop" });
@@ -437,7 +437,7 @@ describe("timeouts and restart (DESIGN §3: command ACK timeout 60 s, detect 20 
 
   test("a command whose log row is gone (node deleted, snapshot restored meanwhile) still closes on its ACK, and no view of a missing row is emitted", async () => {
     const r = await rig();
-    const ctl = await r.tracker.send(r.configId, r.nodeId, "control", "start", { action: "start" });
+    const ctl = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "control", action: "start", payload: { action: "start" } });
     r.s.server.store.sqlite.prepare("DELETE FROM control_logs WHERE log_id = ?").run(ctl.log!.log_id);
     const events = r.logEvents.length;
     const c = r.tracker.ack("control_ack", r.configId, r.nodeId, ctl.requestId, applied);
@@ -449,11 +449,11 @@ describe("timeouts and restart (DESIGN §3: command ACK timeout 60 s, detect 20 
   test("restart: an open config push without a valid stored target (none, or a partial one) is re-armed with a warning naming it; a push with its target and a control command are not", async () => {
     const r = await rig();
     const target = { version: 3, sha: "a".repeat(64), protocol: "wireguard" as const };
-    const good = await r.tracker.send(r.configId, r.nodeId, "config_push", "push_config", {}, target);
-    const none = await r.tracker.send(r.configId, r.nodeId, "config_push", "push_config", {});
-    const partial = await r.tracker.send(r.configId, r.nodeId, "config_push", "push_config", {}, target);
-    const ctl = await r.tracker.send(r.configId, r.nodeId, "control", "start", {});
-    const ctlPartial = await r.tracker.send(r.configId, r.nodeId, "control", "stop", {});
+    const good = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "config_push", action: "push_config", payload: {}, pushed: target });
+    const none = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "config_push", action: "push_config", payload: {} });
+    const partial = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "config_push", action: "push_config", payload: {}, pushed: target });
+    const ctl = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "control", action: "start", payload: {} });
+    const ctlPartial = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "control", action: "stop", payload: {} });
     const sqlite = r.s.server.store.sqlite;
     sqlite.prepare("UPDATE control_logs SET pushed_config_sha256 = NULL WHERE log_id = ?").run(partial.log!.log_id);
     sqlite.prepare("UPDATE control_logs SET pushed_config_version = 7 WHERE log_id = ?").run(ctlPartial.log!.log_id);
@@ -482,7 +482,7 @@ describe("timeouts and restart (DESIGN §3: command ACK timeout 60 s, detect 20 
 
   test("restart after the deadline passed: the command times out at once (time left is never negative)", async () => {
     const r = await rig();
-    const { log } = await r.tracker.send(r.configId, r.nodeId, "control", "start", {});
+    const { log } = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "control", action: "start", payload: {} });
     r.tracker.stop();
     r.clock.advance(TIMEOUT * 3);
     const next = restarted(r);

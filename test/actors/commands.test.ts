@@ -79,7 +79,7 @@ async function openHarness(t: TestContext) {
   /** Sends a control command to `node` and waits until the broker has delivered it. */
   const sendControl = async (node = NODE) => {
     const arrived = new Promise<void>((resolve) => deliveries.push(resolve));
-    const sent = await tracker.send(CONFIG, node, "control", "start", { action: "start", tunnel_protocol: "wireguard", interface_name: "svc0" });
+    const sent = await tracker.send({ configId: CONFIG, nodeId: node, kind: "control", action: "start", payload: { action: "start", tunnel_protocol: "wireguard", interface_name: "svc0" } });
     await arrived;
     return sent;
   };
@@ -167,7 +167,7 @@ test("spec §3.4 'closed only by an ACK with the same request_id': ACKs from ano
 test("spec §6.4 rule 8: a detect is tracked but writes no control log row; it times out at the detect timeout", async (t) => {
   const h = await openHarness(t);
   const arrived = once(h.broker, "publish");
-  const { requestId, log: row } = await h.tracker.send(CONFIG, NODE, "detect", "detect", {});
+  const { requestId, log: row } = await h.tracker.send({ configId: CONFIG, nodeId: NODE, kind: "detect", action: "detect", payload: {} });
   await arrived;
   assert.equal(row, null);
   assert.equal(h.logs.length, 0);

@@ -194,7 +194,7 @@ test("spec §6.3 common ACK and detect ACK, §6.4 rule 4: the real agent's ACKs 
   for (const action of ["push_config", "start", "wg_show"]) ids.set(action, await command(r, action));
   // A detect, as the scheduler sends it.
   await r.s.server.registry.send(r.configId, r.nodeId, { type: "detect.sent", at: r.s.clock.now() });
-  const detect = await r.s.server.commands.send(r.configId, r.nodeId, "detect", "detect", { tunnel_protocol: "wireguard", interface_name: "svc-w" });
+  const detect = await r.s.server.commands.send({ configId: r.configId, nodeId: r.nodeId, kind: "detect", action: "detect", payload: { tunnel_protocol: "wireguard", interface_name: "svc-w" } });
   ids.set("detect", detect.requestId);
   const detectAck = await eventually("detect ACK", () => r.wire.find((w) => w.kind === "detect/ack" && w.env.request_id === detect.requestId));
 

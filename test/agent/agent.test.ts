@@ -236,7 +236,7 @@ test("detect: the agent answers with wg_online of the profile interface, its pla
   await command(r, "push_config");
   await command(r, "start");
   await r.s.server.registry.send(r.configId, r.nodeId, { type: "detect.sent", at: r.s.clock.now() });
-  await r.s.server.commands.send(r.configId, r.nodeId, "detect", "detect", { tunnel_protocol: "wireguard", interface_name: "svc-t" });
+  await r.s.server.commands.send({ configId: r.configId, nodeId: r.nodeId, kind: "detect", action: "detect", payload: { tunnel_protocol: "wireguard", interface_name: "svc-t" } });
   const st = await eventually("detect ack", async () => {
     const x = await status(r.s, r.configId, r.nodeId);
     return x.client_version !== "1.0.0" && x.runtime_state === "running" ? x : undefined;
@@ -246,7 +246,7 @@ test("detect: the agent answers with wg_online of the profile interface, its pla
 
 /** Sends a control `push_config` through the backend's command tracker (the backend itself pushes on config/push). */
 async function controlPush(r: Rig, payload: Record<string, unknown>) {
-  const sent = await r.s.server.commands.send(r.configId, r.nodeId, "control", "push_config", { action: "push_config", ...payload });
+  const sent = await r.s.server.commands.send({ configId: r.configId, nodeId: r.nodeId, kind: "control", action: "push_config", payload: { action: "push_config", ...payload } });
   return eventually("control push_config closed", async () => {
     const log = (await logsOf(r)).find((l) => l.kind === "command" && l.request_id === sent.requestId);
     return log && (log.status === "applied" || log.status === "failed") ? log : undefined;

@@ -242,7 +242,7 @@ describe("router: ACKs (spec §3.3, §3.5, §6.4 rules 1-3)", () => {
     b.send("heartbeat", "heartbeat", HB_RUNNING);
     const detect = async () => {
       await b.s.server.registry.send(b.configId, b.nodeId, { type: "detect.sent", at: b.s.clock.now() });
-      return (await b.s.server.commands.send(b.configId, b.nodeId, "detect", "detect", { tunnel_protocol: "wireguard", interface_name: "svc0" })).requestId;
+      return (await b.s.server.commands.send({ configId: b.configId, nodeId: b.nodeId, kind: "detect", action: "detect", payload: { tunnel_protocol: "wireguard", interface_name: "svc0" } })).requestId;
     };
     const body = (status: string, wg: boolean, version: string) => ({ status, message: "", action: "detect", client_online: true, wg_online: wg, platform: "linux", client_version: version });
     const r1 = await detect();
@@ -260,7 +260,7 @@ describe("router: ACKs (spec §3.3, §3.5, §6.4 rules 1-3)", () => {
     b.send("heartbeat", "heartbeat", HB_RUNNING);
     b.s.clock.advance(1000);
     await b.s.server.registry.send(b.configId, b.nodeId, { type: "detect.sent", at: b.s.clock.now() });
-    const { requestId } = await b.s.server.commands.send(b.configId, b.nodeId, "detect", "detect", { tunnel_protocol: "wireguard", interface_name: "svc0" });
+    const { requestId } = await b.s.server.commands.send({ configId: b.configId, nodeId: b.nodeId, kind: "detect", action: "detect", payload: { tunnel_protocol: "wireguard", interface_name: "svc0" } });
     b.s.clock.advance(1000);
     const failed = { status: "failed", message: "wg missing", action: "detect", client_online: true, wg_online: true, platform: "linux", client_version: "3.0.0" };
     assert.equal(b.send("detect_ack", "ack", failed, requestId), true);
@@ -297,7 +297,7 @@ describe("router: ACKs (spec §3.3, §3.5, §6.4 rules 1-3)", () => {
   test("spec §3.5: an applied push ACK for a command without a push target (re-armed from a row whose target was refused) closes it, confirms nothing and does not throw", async (t) => {
     const b = await boundNode(t);
     b.send("heartbeat", "heartbeat", HB_RUNNING);
-    const { requestId } = await b.s.server.commands.send(b.configId, b.nodeId, "config_push", "push_config", { action: "push_config" });
+    const { requestId } = await b.s.server.commands.send({ configId: b.configId, nodeId: b.nodeId, kind: "config_push", action: "push_config", payload: { action: "push_config" } });
     assert.equal(b.send("config_push_ack", "ack", { status: "applied", message: "", action: "push_config" }, requestId), true);
     assert.equal(b.projection().sync, "pending");
     assert.equal(b.projection().confirmedSha, null);
