@@ -1,10 +1,9 @@
-import { useQueryClient } from "@tanstack/react-query";
 import { useId, type ReactNode } from "react";
 import { Link } from "react-router";
 import { queryKeys, useSystemStatus } from "../api/queries.js";
 import type { SystemStatus } from "../api/types.js";
 import { QueryView } from "../components/states.js";
-import { useSseEvent } from "../sse/provider.js";
+import { useSsePatch } from "../sse/provider.js";
 
 /**
  * Home / system: the cards of `GET /api/v1/system/status` (DESIGN §5), patched in place by each
@@ -12,8 +11,7 @@ import { useSseEvent } from "../sse/provider.js";
  */
 export function HomePage() {
   const query = useSystemStatus();
-  const queryClient = useQueryClient();
-  useSseEvent("system.status.updated", (payload) => queryClient.setQueryData(queryKeys.systemStatus, payload));
+  useSsePatch("system.status.updated", queryKeys.systemStatus, (payload) => payload);
   return (
     <section aria-labelledby="home-title">
       <h1 id="home-title">System</h1>
