@@ -5,12 +5,14 @@ import type { ConfigView, SystemStatus } from "../api/types.js";
 import { RelativeTime } from "../components/relative-time.js";
 import { QueryView } from "../components/states.js";
 import { useSsePatch } from "../sse/provider.js";
+import { usePageTitle } from "../page-title.js";
 
 /**
  * Home / system: the cards of `GET /api/v1/system/status` (DESIGN §5), patched in place by each
  * `system.status.updated` frame (its payload is the same body, spec §6.5 table).
  */
 export function HomePage() {
+  usePageTitle("System");
   const query = useSystemStatus();
   const configs = useConfigs();
   useSsePatch("system.status.updated", queryKeys.systemStatus, (payload) => payload);

@@ -5,12 +5,14 @@ import { queryKeys, useMqttSettings, useSystemStatus } from "../api/queries.js";
 import type { MqttSettingsUpdate, MqttSettingsView } from "../api/types.js";
 import { QueryView } from "../components/states.js";
 import { useSsePatch } from "../sse/provider.js";
+import { usePageTitle } from "../page-title.js";
 
 /**
  * Settings: MQTT settings (`GET/PUT /api/v1/settings/mqtt`, DESIGN §5) and the server version.
  * With MQTT services off (spec §1.7 bullet 7) the form stays, its controls disabled with the reason.
  */
 export function SettingsPage() {
+  usePageTitle("Settings");
   const query = useMqttSettings();
   const status = useSystemStatus();
   useSsePatch("settings.mqtt.updated", queryKeys.mqttSettings, (payload) => payload.mqtt);
