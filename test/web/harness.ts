@@ -112,16 +112,16 @@ export function ensureConsoleBuilt(): void {
 export async function startConsole(t: TestContext, overrides: Partial<Settings> = {}): Promise<ConsoleHarness | undefined> {
   if (!requireSystem(t, { binaries: ["chromium"] })) return undefined;
   ensureConsoleBuilt();
-  const backend = await startBackend(t, overrides);
   const browser = await chromium.launch({
     executablePath: findOnPath("chromium") ?? "/usr/bin/chromium",
     headless: true,
     // root in CI: Chromium's sandbox needs an unprivileged user.
     args: process.getuid?.() === 0 ? ["--no-sandbox"] : [],
   });
-  // Either order of the two `after` hooks is fine: closing the service ends the pages' streams
-  // (forceCloseConnections), closing the browser ends its requests.
+  // Registered before the service's: `after` hooks run in order, so the pages are gone before
+  // the service closes (no reconnect attempts against a closed port in the output).
   t.after(() => browser.close());
+  const backend = await startBackend(t, overrides);
   return {
     ...backend,
     browser,

@@ -18,6 +18,7 @@ test("spec §6.5 rule 3: a second browser context sees a config created elsewher
   await waitLive(first);
   await waitLive(second);
   await expectFigure(second, "Configs", 0);
+  await second.getByText("No configs yet.").waitFor();
   // Marks the document: a reload would lose it.
   await second.evaluate('document.body.dataset["noReload"] = "1"');
 
@@ -25,6 +26,8 @@ test("spec §6.5 rule 3: a second browser context sees a config created elsewher
   await h.api("POST", "/api/v1/configs", { name: "live", tunnel_protocol: "wireguard", network_cidr: "10.40.0.0/24" });
   await expectFigure(first, "Configs", 1);
   await expectFigure(second, "Configs", 1);
+  await expectText(second.getByRole("article", { name: "live" }), /WireGuard · 10\.40\.0\.0\/24/);
+  await expectText(second.getByRole("article", { name: "live" }), /Updated just now/);
 
   // The first operator changes the MQTT public host on the Settings page; the second one, on the
   // same page, sees the new value and its source without reloading.

@@ -38,6 +38,10 @@ test("console login: a wrong password shows the API's error, the right one opens
   await expectFigure(page, "Pending syncs", 0);
   await expectFigure(page, "MQTT service", "enabled");
   await expectFigure(page, "Broker connection", "connected");
+  // Config cards (spec §6.5 table, config.list.updated: "Home config cards"), each linking to its mesh page.
+  await expectText(page.getByRole("article", { name: "alpha" }), /WireGuard · 10\.30\.0\.0\/24/);
+  await expectText(page.getByRole("article", { name: "beta" }), /AmneziaWG 2\.0 · 10\.31\.0\.0\/24/);
+  assert.equal(await page.getByRole("article", { name: "alpha" }).getByRole("link", { name: "alpha" }).getAttribute("href"), `/configs/${a.config_id}`);
   await waitLive(page);
   await expectAccessible(page, "home");
   await screenshot(page, "home");

@@ -79,6 +79,9 @@ test("issue 12: keyboard alone: sign in, skip to content, move between pages, sw
   assert.ok(found, "the Settings link is reachable with Tab");
   await page.keyboard.press("Enter");
   await page.getByRole("heading", { name: "Settings", level: 1 }).waitFor();
+  // The new page takes the focus and names the tab.
+  await page.waitForFunction('document.activeElement?.id === "main"');
+  assert.equal(await page.title(), "Settings · Mesh control");
 
   // The theme toggle: system → light → dark, on <html data-theme>, kept in localStorage.
   const toggle = page.getByRole("button", { name: /^Theme: / });

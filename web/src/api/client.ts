@@ -57,6 +57,10 @@ export interface ApiOptions {
   method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
   /** Sent as JSON. */
   body?: unknown;
+  /** Sent as the raw body instead (a file upload, e.g. a snapshot zip), with `contentType`. */
+  file?: Blob;
+  /** Content type of `file`; default its own type, else `application/octet-stream`. */
+  contentType?: string;
   signal?: AbortSignal;
   /** false: no bearer token, and a 401 is an ordinary error (the login call). Default true. */
   auth?: boolean;
@@ -71,13 +75,14 @@ export async function apiFetch<T>(path: string, opts: ApiOptions = {}): Promise<
   const headers: Record<string, string> = { accept: "application/json" };
   const token = tokenStore.get();
   if (auth && token !== null) headers["authorization"] = `Bearer ${token}`;
-  if (opts.body !== undefined) headers["content-type"] = "application/json";
+  if (opts.file !== undefined) headers["content-type"] = opts.contentType ?? (opts.file.type || "application/octet-stream");
+  else if (opts.body !== undefined) headers["content-type"] = "application/json";
   let res: Response;
   try {
     res = await fetch(path, {
       method: opts.method ?? "GET",
       headers,
-      ...(opts.body === undefined ? {} : { body: JSON.stringify(opts.body) }),
+      ...(opts.file !== undefined ? { body: opts.file } : opts.body === undefined ? {} : { body: JSON.stringify(opts.body) }),
       ...(opts.signal === undefined ? {} : { signal: opts.signal }),
     });
   } catch (err) {
@@ -108,6 +113,22 @@ function errorOf(body: unknown): { code: string; message: string; details?: unkn
   const { code, message, details } = error as { code?: unknown; message?: unknown; details?: unknown };
   if (typeof code !== "string" || typeof message !== "string") return undefined;
   return { code, message, details };
+}
+
+/**
+ * Starts the browser's download of a file the API serves at `downloadPath` (a `download_path`
+ * answer carrying its own `?download_token=…`, spec §4; no bearer header is needed or sent).
+ * Prefer rendering `<a href={downloadPath} download>` when the path is known before the click;
+ * this is for paths obtained by the click (grant, then download).
+ */
+export function startDownload(downloadPath: string, filename = ""): void {
+  const a = document.createElement("a");
+  a.href = downloadPath;
+  a.download = filename;
+  a.rel = "noopener";
+  document.body.append(a);
+  a.click();
+  a.remove();
 }
 
 /** The message to show for anything a query or mutation threw. */

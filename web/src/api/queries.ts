@@ -5,7 +5,7 @@
  */
 import { useQuery } from "@tanstack/react-query";
 import { apiFetch } from "./client.js";
-import type { MqttSettingsView, SystemStatus } from "./types.js";
+import type { ConfigListAnswer, MqttSettingsView, SystemStatus } from "./types.js";
 
 export const queryKeys = {
   systemStatus: ["system", "status"] as const,
@@ -24,4 +24,12 @@ export function useSystemStatus() {
 /** `GET /api/v1/settings/mqtt`; patched by `settings.mqtt.updated`. */
 export function useMqttSettings() {
   return useQuery({ queryKey: queryKeys.mqttSettings, queryFn: ({ signal }) => apiFetch<MqttSettingsView>("/api/v1/settings/mqtt", { signal }) });
+}
+
+/**
+ * `GET /api/v1/configs` (`{configs}`); pages keep it current with
+ * `useSsePatch("config.list.updated", queryKeys.configs, (p) => ({ configs: p.configs }))`.
+ */
+export function useConfigs() {
+  return useQuery({ queryKey: queryKeys.configs, queryFn: ({ signal }) => apiFetch<ConfigListAnswer>("/api/v1/configs", { signal }) });
 }

@@ -1,24 +1,68 @@
-import { useQueryClient } from "@tanstack/react-query";
 import { useId, type ReactNode } from "react";
 import { Link } from "react-router";
-import { queryKeys, useSystemStatus } from "../api/queries.js";
-import type { SystemStatus } from "../api/types.js";
+import { queryKeys, useConfigs, useSystemStatus } from "../api/queries.js";
+import type { ConfigView, SystemStatus } from "../api/types.js";
+import { RelativeTime } from "../components/relative-time.js";
 import { QueryView } from "../components/states.js";
-import { useSseEvent } from "../sse/provider.js";
+import { useSsePatch } from "../sse/provider.js";
+import { usePageTitle } from "../page-title.js";
 
 /**
  * Home / system: the cards of `GET /api/v1/system/status` (DESIGN §5), patched in place by each
  * `system.status.updated` frame (its payload is the same body, spec §6.5 table).
  */
 export function HomePage() {
+  usePageTitle("System");
   const query = useSystemStatus();
-  const queryClient = useQueryClient();
-  useSseEvent("system.status.updated", (payload) => queryClient.setQueryData(queryKeys.systemStatus, payload));
+  const configs = useConfigs();
+  useSsePatch("system.status.updated", queryKeys.systemStatus, (payload) => payload);
+  useSsePatch("config.list.updated", queryKeys.configs, (payload) => ({ configs: payload.configs }));
   return (
-    <section aria-labelledby="home-title">
-      <h1 id="home-title">System</h1>
-      <QueryView query={query}>{(status) => <StatusCards status={status} />}</QueryView>
-    </section>
+    <>
+      <section aria-labelledby="home-title">
+        <h1 id="home-title">System</h1>
+        <QueryView query={query}>{(status) => <StatusCards status={status} />}</QueryView>
+      </section>
+      <section className="home-configs" aria-labelledby="home-configs-title">
+        <h2 id="home-configs-title">Configs</h2>
+        <QueryView
+          query={configs}
+          isEmpty={(data) => data.configs.length === 0}
+          empty={
+            <p>
+              No configs yet. <Link to="/configs">Create one on the Configs page</Link>.
+            </p>
+          }
+        >
+          {(data) => (
+            <ul className="config-cards">
+              {data.configs.map((c) => (
+                <li key={c.config_id}>
+                  <ConfigCard config={c} />
+                </li>
+              ))}
+            </ul>
+          )}
+        </QueryView>
+      </section>
+    </>
+  );
+}
+
+/** One config: its name links to its mesh page. */
+function ConfigCard({ config }: { config: ConfigView }) {
+  return (
+    <article className="card config-card" aria-label={config.name}>
+      <h3>
+        <Link to={`/configs/${encodeURIComponent(config.config_id)}`}>{config.name}</Link>
+      </h3>
+      <p className="muted">
+        {config.tunnel_protocol === "awg_2" ? "AmneziaWG 2.0" : "WireGuard"} · <span className="mono">{config.network_cidr}</span>
+      </p>
+      <p className="muted small">
+        Updated <RelativeTime iso={config.updated_at} />
+      </p>
+    </article>
   );
 }
 
@@ -52,7 +96,7 @@ function StatusCards({ status }: { status: SystemStatus }) {
   const mqtt = status.services.mqtt;
   return (
     <div className="cards">
-      <Card title="Configs">
+      <Card title="Inventory">
         <div className="figures">
           <Figure label="Configs" value={status.summary.configs} />
           <Figure label="Nodes" value={status.summary.nodes} />

@@ -1,4 +1,5 @@
-import { NavLink, Outlet } from "react-router";
+import { useEffect, useRef } from "react";
+import { NavLink, Outlet, useLocation } from "react-router";
 import { useAuth } from "../api/auth.js";
 import { LiveIndicator } from "../components/live-indicator.js";
 import { ThemeToggle } from "../theme.js";
@@ -13,6 +14,16 @@ const NAV = [
 /** The app shell: skip link, header with navigation, live indicator, theme and logout; the page below. */
 export function Layout() {
   const { logout } = useAuth();
+  const location = useLocation();
+  const mainRef = useRef<HTMLElement>(null);
+  const firstPath = useRef(location.pathname);
+  // After a navigation, focus moves to the page (as a page load would), so a keyboard or screen
+  // reader user starts at its content, not on the link they left.
+  useEffect(() => {
+    if (location.pathname === firstPath.current) return;
+    firstPath.current = "";
+    mainRef.current?.focus();
+  }, [location.pathname]);
   return (
     <div className="shell">
       <a className="skip-link" href="#main">
@@ -39,7 +50,7 @@ export function Layout() {
           </button>
         </div>
       </header>
-      <main id="main" tabIndex={-1}>
+      <main id="main" tabIndex={-1} ref={mainRef}>
         <Outlet />
       </main>
     </div>

@@ -2,9 +2,11 @@ import { useState, type FormEvent } from "react";
 import { Navigate, useLocation } from "react-router";
 import { useAuth } from "../api/auth.js";
 import { errorMessage } from "../api/client.js";
+import { usePageTitle } from "../page-title.js";
 
 /** Admin login (DESIGN §3): the password is exchanged for a bearer token kept for this tab. */
 export function LoginPage() {
+  usePageTitle("Sign in");
   const { token, login } = useAuth();
   const location = useLocation();
   const [password, setPassword] = useState("");

@@ -4,17 +4,19 @@ import { apiFetch, errorMessage } from "../api/client.js";
 import { queryKeys, useMqttSettings, useSystemStatus } from "../api/queries.js";
 import type { MqttSettingsUpdate, MqttSettingsView } from "../api/types.js";
 import { QueryView } from "../components/states.js";
-import { useSseEvent } from "../sse/provider.js";
+import { useSsePatch } from "../sse/provider.js";
+import { usePageTitle } from "../page-title.js";
 
 /**
  * Settings: MQTT settings (`GET/PUT /api/v1/settings/mqtt`, DESIGN §5) and the server version.
  * With MQTT services off (spec §1.7 bullet 7) the form stays, its controls disabled with the reason.
  */
 export function SettingsPage() {
+  usePageTitle("Settings");
   const query = useMqttSettings();
   const status = useSystemStatus();
-  const queryClient = useQueryClient();
-  useSseEvent("settings.mqtt.updated", (payload) => queryClient.setQueryData(queryKeys.mqttSettings, payload.mqtt));
+  useSsePatch("settings.mqtt.updated", queryKeys.mqttSettings, (payload) => payload.mqtt);
+  useSsePatch("system.status.updated", queryKeys.systemStatus, (payload) => payload);
   return (
     <section className="narrow" aria-labelledby="settings-title">
       <h1 id="settings-title">Settings</h1>

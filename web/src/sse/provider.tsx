@@ -1,8 +1,8 @@
-import { useQueryClient } from "@tanstack/react-query";
+import { useQueryClient, type QueryKey } from "@tanstack/react-query";
 import { createContext, useContext, useEffect, useRef, useState, useSyncExternalStore, type ReactNode } from "react";
 import { useAuth } from "../api/auth.js";
 import { sessionEnded } from "../api/client.js";
-import type { SseEventType } from "../api/types.js";
+import type { SseEventType, SseWirePayloads } from "../api/types.js";
 import { SseConnection, type SseListener, type SseStatus } from "./connection.js";
 
 const SseContext = createContext<SseConnection | null>(null);
@@ -48,6 +48,33 @@ export function useSseEvent<T extends SseEventType>(type: T, handler: SseListene
     if (connection === null) return;
     return connection.subscribe(type, (payload, id) => ref.current(payload, id));
   }, [connection, type]);
+}
+
+/**
+ * Puts each `type` payload (or `select(payload)`) into the query cache under `key`: for events
+ * whose payload IS the projection a query holds (`system.status.updated` → system status,
+ * `settings.mqtt.updated` → `payload.mqtt`). `select` may return undefined to skip a frame
+ * (e.g. one for another config).
+ */
+export function useSsePatch<T extends SseEventType, D>(type: T, key: QueryKey, select: (payload: SseWirePayloads[T]) => D | undefined): void {
+  const queryClient = useQueryClient();
+  useSseEvent(type, (payload) => {
+    const data = select(payload);
+    if (data !== undefined) queryClient.setQueryData(key, data);
+  });
+}
+
+/**
+ * Invalidates the query `key(payload)` names for each `type` frame (refetched at once if on
+ * screen, else when next shown; spec §6.5 rule 7). Return undefined to ignore a frame that
+ * does not concern this page, e.g. `(p) => p.config_id === configId ? queryKeys.config(configId) : undefined`.
+ */
+export function useSseInvalidate<T extends SseEventType>(type: T, key: (payload: SseWirePayloads[T]) => QueryKey | undefined): void {
+  const queryClient = useQueryClient();
+  useSseEvent(type, (payload) => {
+    const k = key(payload);
+    if (k !== undefined) void queryClient.invalidateQueries({ queryKey: k });
+  });
 }
 
 /** The live/reconnecting state of the shared connection (for the indicator). */
