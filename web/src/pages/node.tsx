@@ -78,9 +78,7 @@ export function NodePage() {
                 <QueryView query={status}>{() => null}</QueryView>
               ) : !mqttEnabled ? (
                 <>
-                  <p className="notice" role="note" id="mqtt-off-notice">
-                    {MQTT_OFF_NOTICE}
-                  </p>
+                  <MqttOffControls node={node} />
                   <StaticNodeView node={node} />
                 </>
               ) : node.client.client_initialized ? (
@@ -110,7 +108,7 @@ function NodeHeader({ node }: { node: NodeView }) {
           <dd>{node.address}</dd>
         </div>
         <div>
-          <dt>Endpoint</dt>
+          <dt>Public endpoint</dt>
           <dd>{node.public_address === null ? "—" : `${node.public_address}${node.listen_port === null ? "" : `:${node.listen_port}`}`}</dd>
         </div>
         <div>
@@ -119,5 +117,52 @@ function NodeHeader({ node }: { node: NodeView }) {
         </div>
       </dl>
     </header>
+  );
+}
+
+/**
+ * MQTT switched off (spec §1.7 bullet 7): instead of the control or client-download page, a
+ * notice; the MQTT controls keep their place, disabled, the reason in `title` and pointed to by
+ * `aria-describedby` (docs/console.md, the pattern of settings.tsx).
+ */
+function MqttOffControls({ node }: { node: NodeView }) {
+  const reason = { title: MQTT_OFF_NOTICE, "aria-describedby": "mqtt-off-notice", disabled: true };
+  return (
+    <section className="card" aria-labelledby="mqtt-off-title">
+      <h2 id="mqtt-off-title">{node.client.client_initialized ? "Endpoint control" : "Client download and bind"}</h2>
+      <p className="notice" id="mqtt-off-notice">
+        {MQTT_OFF_NOTICE}
+      </p>
+      <div className="actions">
+        {node.client.client_initialized ? (
+          <>
+            <button type="button" {...reason}>
+              Push config
+            </button>
+            <button type="button" {...reason}>
+              Start
+            </button>
+            <button type="button" {...reason}>
+              Stop
+            </button>
+            <button type="button" {...reason}>
+              Run wg show
+            </button>
+            <button type="button" {...reason}>
+              Reset client
+            </button>
+          </>
+        ) : (
+          <>
+            <button type="button" {...reason}>
+              Get download link
+            </button>
+            <button type="button" {...reason}>
+              Generate bind command
+            </button>
+          </>
+        )}
+      </div>
+    </section>
   );
 }

