@@ -130,7 +130,7 @@ test("spec §3.2, §3.1, §4 rules 2/5/6, §9 rule 3: the initialization page's 
   assert.equal(await bindRun.exited, 0, bindRun.output());
 
   // spec §3.2: client_initialized=true → the control page, without a reload (SSE only).
-  await page.getByRole("heading", { name: "Endpoint", level: 2 }).waitFor();
+  await page.getByRole("heading", { name: "Endpoint", level: 2, exact: true }).waitFor();
   await assertNotReloaded(page);
   assert.equal(await page.getByRole("heading", { name: "1. Download the client" }).count(), 0);
   await expectText(page.getByRole("definition").filter({ has: page.locator(".badge") }), "offline");
@@ -152,7 +152,7 @@ test("spec §3.2, §3.1, §4 rules 2/5/6, §9 rule 3: the initialization page's 
   await assertNotReloaded(page);
 
   // Push the config (so the interface has one), then Start: its log row goes accepted → applied.
-  const log = page.getByRole("table", { name: "Control log" });
+  const log = page.getByRole("table", { name: "Control log", exact: true });
   await page.getByRole("button", { name: "Push config" }).click();
   await expectText(log.getByRole("row").filter({ has: page.getByRole("cell", { name: "push_config", exact: true }) }), /applied/);
   await page.getByRole("button", { name: "Start", exact: true }).click();
@@ -173,7 +173,134 @@ test("spec §3.2, §3.1, §4 rules 2/5/6, §9 rule 3: the initialization page's 
   await agent.exited;
   await expectText(presence, "offline");
   await assertNotReloaded(page);
-  await page.getByRole("heading", { name: "Endpoint", level: 2 }).waitFor();
+  await page.getByRole("heading", { name: "Endpoint", level: 2, exact: true }).waitFor();
   assert.equal(await page.getByRole("heading", { name: "2. Bind the client" }).count(), 0);
   await expectText(log.getByRole("row").filter({ hasText: "offline" }).first(), /event\s*offline/);
+});
+
+/** The messages of the control log's rows matching `^evt-\d+$`, as the page shows them. */
+async function eventMessages(page: Page): Promise<string[]> {
+  return page.getByRole("table", { name: "Control log", exact: true }).getByRole("cell", { name: /^evt-\d+$/ }).allInnerTexts();
+}
+
+test("spec §6.5 rule 7: reloading the control page in the middle of a stream of log events loses no row and duplicates none (issue 12 test 5)", { timeout: 120_000 }, async (t) => {
+  const h = await startConsole(t);
+  if (!h) return;
+  const s = h as unknown as SseServer; // the control harness needs baseUrl, token and server (the broker's port)
+  const cfg = await h.api("POST", "/api/v1/configs", { name: "stream", tunnel_protocol: "wireguard", network_cidr: "10.51.0.0/24" });
+  const node = await h.api("POST", `/api/v1/configs/${cfg.config_id}/nodes`, { name: "talker", mode: "dynamic", public_address: "192.0.2.11", listen_port: 51820 });
+  const profile = await bind(s, cfg.config_id, node.node_id);
+  const agent = await connectAgent(s, profile);
+  t.after(() => agent.end(true));
+  const publish = async (from: number, to: number) => {
+    for (let i = from; i <= to; i++) {
+      await agent.publishAsync(profile.topics.event!, envelope(profile, "event", { level: "info", event: "note", message: `evt-${i}` }), { qos: 1 });
+    }
+  };
+
+  const page = await h.newPage();
+  await login(page);
+  await waitLive(page);
+  await openNode(page, cfg.config_id, node.node_id, "talker");
+  await page.getByRole("heading", { name: "Control log", exact: true }).waitFor();
+  await publish(1, 20);
+  await page.getByRole("table", { name: "Control log", exact: true }).getByRole("cell", { name: "evt-20", exact: true }).waitFor();
+
+  // Events 21..60 go out while the page reloads: some before it unloads, some while it loads
+  // its snapshot, some after its stream is back.
+  const TOTAL = 60;
+  await Promise.all([publish(21, TOTAL), page.reload()]);
+  await expectText(page.getByRole("heading", { level: 1 }), "talker");
+  await page.getByRole("table", { name: "Control log", exact: true }).getByRole("cell", { name: `evt-${TOTAL}`, exact: true }).waitFor();
+  // One more after everything settled: it arrives live, once.
+  await publish(TOTAL + 1, TOTAL + 1);
+  await page.getByRole("table", { name: "Control log", exact: true }).getByRole("cell", { name: `evt-${TOTAL + 1}`, exact: true }).waitFor();
+
+  const shown = await eventMessages(page);
+  const expected = Array.from({ length: TOTAL + 1 }, (_, i) => `evt-${TOTAL + 1 - i}`);
+  assert.deepEqual(shown, expected, "every event once, newest first");
+  // The same rows the backend stored (spec §2.8), nothing derived in the browser.
+  const stored = (await h.api("GET", `/api/v1/configs/${cfg.config_id}/nodes/${node.node_id}/control-logs?limit=1000`)).logs as Array<{ message: string }>;
+  assert.deepEqual(stored.map((l) => l.message).filter((m) => /^evt-\d+$/.test(m)), expected);
+});
+
+/**
+ * Two dynamic nodes stored with MQTT on (one bound, one not) and a static one, in `dataDir`; the
+ * server is closed again, so a console over the same data can start with MQTT off.
+ */
+async function storeNodesWithMqttOn(dataDir: string): Promise<{ configId: string; bound: string; unbound: string; fixed: string }> {
+  const server = await createServer(testSettings({ dataDir, adminPassword: ADMIN_PASSWORD, mqttEnabled: true }), createLogger("silent"), { clock: new ManualClock() });
+  try {
+    const cfg = await server.mesh.createConfig({ name: "off", tunnel_protocol: "wireguard", network_cidr: "10.52.0.0/24" });
+    const bound = await server.mesh.createNode(cfg.config_id, { name: "bound", mode: "dynamic", public_address: "192.0.2.21", listen_port: 51820 });
+    const unbound = await server.mesh.createNode(cfg.config_id, { name: "unbound", mode: "dynamic", public_address: "192.0.2.22", listen_port: 51820 });
+    const fixed = await server.mesh.createNode(cfg.config_id, { name: "fixed", mode: "static", public_address: "192.0.2.23", listen_port: 51820 });
+    const cmd = await server.control.bindCommand(cfg.config_id, bound.node_id);
+    const token = /--token (\S+)$/.exec(cmd.command)?.[1];
+    assert.ok(token);
+    await server.control.bind({ bind_token: token, server_url: "http://127.0.0.1:8080", client_version: "1.2.3", platform: "linux", hostname: "h" });
+    return { configId: cfg.config_id, bound: bound.node_id, unbound: unbound.node_id, fixed: fixed.node_id };
+  } finally {
+    await server.close();
+  }
+}
+
+/** Fetches the node's config through the page's download link (no session): the config text. */
+async function downloadThroughPage(page: Page, h: Backend): Promise<string> {
+  await page.getByRole("button", { name: "Get config download link" }).click();
+  const href = await page.getByRole("link", { name: "Download config" }).getAttribute("href");
+  assert.match(href ?? "", /download_token=/);
+  const res = await fetch(new URL(href!, h.baseUrl));
+  assert.equal(res.status, 200);
+  return res.text();
+}
+
+test("spec §1.7 bullet 7: with MQTT off the control page and the client-download page show the notice instead, MQTT controls stay disabled with the reason, static features work (issue 12 test 6)", { timeout: 120_000 }, async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), "svc-web-off-"));
+  t.after(() => rmSync(dataDir, { recursive: true, force: true }));
+  const ids = await storeNodesWithMqttOn(dataDir);
+  const h = await startConsole(t, { mqttEnabled: false, dataDir });
+  if (!h) return;
+  const page = await h.newPage();
+  await login(page);
+  await waitLive(page);
+
+  // The bound node: no control page, the notice, its controls disabled with the reason.
+  await openNode(page, ids.configId, ids.bound, "bound");
+  const notice = page.getByText(/MQTT services are disabled/).first();
+  await notice.waitFor();
+  assert.equal(await page.getByRole("heading", { name: "Control log", exact: true }).count(), 0, "no control page");
+  assert.equal(await page.getByRole("heading", { name: "Endpoint", level: 2, exact: true }).count(), 0);
+  for (const name of ["Get download link", "Generate bind command", "Push config", "Start", "Stop", "Run wg show", "Reset client"]) {
+    const button = page.getByRole("button", { name, exact: true });
+    assert.equal(await button.isDisabled(), true, `${name} is disabled`);
+    assert.match((await button.getAttribute("title")) ?? "", /MQTT services are disabled/);
+    const described = await button.getAttribute("aria-describedby");
+    assert.match(await page.locator(`#${described}`).innerText(), /SVC_ENABLE_MQTT_SERVICES=false/);
+  }
+  // Treated as static (spec §1.7): its config downloads.
+  assert.match(await downloadThroughPage(page, h), /^\[Interface\]$/m);
+  await expectAccessible(page, "node-mqtt-off-control");
+  await screenshot(page, "node-mqtt-off-control");
+
+  // The unbound node: no client-download page, the notice instead.
+  await openNode(page, ids.configId, ids.unbound, "unbound");
+  await notice.waitFor();
+  assert.equal(await page.getByRole("heading", { name: "1. Download the client" }).count(), 0, "no client-download page");
+  for (const name of ["Get download link", "Generate bind command", "Push config", "Reset client"]) {
+    assert.equal(await page.getByRole("button", { name, exact: true }).isDisabled(), true, `${name} is disabled`);
+  }
+  await expectAccessible(page, "node-mqtt-off-init");
+  await screenshot(page, "node-mqtt-off-init");
+
+  // A static node works as ever, without the notice.
+  await openNode(page, ids.configId, ids.fixed, "fixed");
+  await page.getByRole("button", { name: "Get config download link" }).waitFor();
+  assert.equal(await page.getByText(/MQTT services are disabled/).count(), 0);
+  assert.match(await downloadThroughPage(page, h), /^\[Interface\]$/m);
+
+  // Backups (no MQTT involved) work too.
+  await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Backups" }).click();
+  await page.getByRole("button", { name: "Create snapshot" }).click();
+  await page.getByRole("table", { name: "Snapshots" }).getByRole("rowheader").first().waitFor();
 });

@@ -78,7 +78,7 @@ export function NodePage() {
                 <QueryView query={status}>{() => null}</QueryView>
               ) : !mqttEnabled ? (
                 <>
-                  <MqttOffControls node={node} />
+                  <MqttOffControls />
                   <StaticNodeView node={node} />
                 </>
               ) : node.client.client_initialized ? (
@@ -125,43 +125,23 @@ function NodeHeader({ node }: { node: NodeView }) {
  * notice; the MQTT controls keep their place, disabled, the reason in `title` and pointed to by
  * `aria-describedby` (docs/console.md, the pattern of settings.tsx).
  */
-function MqttOffControls({ node }: { node: NodeView }) {
+function MqttOffControls() {
+  // While MQTT is off the backend projects every node as static (client_initialized=false), so
+  // the page cannot tell a bound node from an unbound one: every MQTT control is shown, disabled.
   const reason = { title: MQTT_OFF_NOTICE, "aria-describedby": "mqtt-off-notice", disabled: true };
+  const controls = ["Get download link", "Generate bind command", "Push config", "Start", "Stop", "Run wg show", "Reset client"];
   return (
     <section className="card" aria-labelledby="mqtt-off-title">
-      <h2 id="mqtt-off-title">{node.client.client_initialized ? "Endpoint control" : "Client download and bind"}</h2>
+      <h2 id="mqtt-off-title">Client download and endpoint control</h2>
       <p className="notice" id="mqtt-off-notice">
         {MQTT_OFF_NOTICE}
       </p>
       <div className="actions">
-        {node.client.client_initialized ? (
-          <>
-            <button type="button" {...reason}>
-              Push config
-            </button>
-            <button type="button" {...reason}>
-              Start
-            </button>
-            <button type="button" {...reason}>
-              Stop
-            </button>
-            <button type="button" {...reason}>
-              Run wg show
-            </button>
-            <button type="button" {...reason}>
-              Reset client
-            </button>
-          </>
-        ) : (
-          <>
-            <button type="button" {...reason}>
-              Get download link
-            </button>
-            <button type="button" {...reason}>
-              Generate bind command
-            </button>
-          </>
-        )}
+        {controls.map((label) => (
+          <button key={label} type="button" {...reason}>
+            {label}
+          </button>
+        ))}
       </div>
     </section>
   );
