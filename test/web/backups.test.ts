@@ -42,11 +42,16 @@ test("spec §6.5 rule 7, §2.4: backups page creates a snapshot, downloads it by
   const zip = Buffer.from(await res.arrayBuffer());
   assert.equal(zip.subarray(0, 2).toString("latin1"), "PK", "a zip file");
 
-  // The state changes after the snapshot: one node added, one deleted.
-  await h.api("POST", nodesPath, { name: "n3", mode: "static", public_address: "n3.example.net", listen_port: 51820 });
+  // The state changes after the snapshot: two nodes added, one deleted.
+  for (const name of ["n3", "n4"]) await h.api("POST", nodesPath, { name, mode: "static", public_address: `${name}.example.net`, listen_port: 51820 });
   const n1 = ((await h.api("GET", nodesPath)).nodes as Array<{ name: string; node_id: string }>).find((n) => n.name === "n1")!;
   await h.api("DELETE", `${nodesPath}/${n1.node_id}`);
-  assert.deepEqual(await names(), ["n2", "n3"]);
+  assert.deepEqual(await names(), ["n2", "n3", "n4"]);
+  // Home read afresh (a reload) counts 3; the restore must change what it shows without one.
+  await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Home" }).click();
+  await page.reload();
+  await expectFigure(page, "Nodes", 3);
+  await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Backups" }).click();
 
   // Import the downloaded file: a second snapshot appears.
   await page.getByLabel("Snapshot file (.zip)").setInputFiles({ name: `${original}.zip`, mimeType: "application/zip", buffer: zip });

@@ -206,11 +206,29 @@ test("spec §6.5 rule 7: reloading the control page in the middle of a stream of
   await publish(1, 20);
   await page.getByRole("table", { name: "Control log", exact: true }).getByRole("cell", { name: "evt-20", exact: true }).waitFor();
 
-  // Events 21..60 go out while the page reloads: some before it unloads, some while it loads
-  // its snapshot, some after its stream is back.
+  // The reload's control-log snapshot is held until events that reach the page over the live
+  // stream are also in it (the overlap a merge must not double); events 21..30 go out while the
+  // page unloads and loads (before its stream is back: only the snapshot can bring them).
   const TOTAL = 60;
-  await Promise.all([publish(21, TOTAL), page.reload()]);
+  let requested!: () => void;
+  const snapshotRequested = new Promise<void>((resolve) => (requested = resolve));
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  await page.route("**/control-logs?*", async (route) => {
+    requested();
+    await released;
+    await route.continue();
+  });
+  const reloading = page.reload();
+  await publish(21, 30);
+  await snapshotRequested; // the page asks only once its stream is live
+  await publish(31, 45);
+  await page.getByRole("table", { name: "Control log", exact: true }).getByRole("cell", { name: "evt-45", exact: true }).waitFor();
+  release();
+  await reloading;
   await expectText(page.getByRole("heading", { level: 1 }), "talker");
+  await page.getByRole("table", { name: "Control log", exact: true }).getByRole("cell", { name: "evt-30", exact: true }).waitFor();
+  await publish(46, TOTAL);
   await page.getByRole("table", { name: "Control log", exact: true }).getByRole("cell", { name: `evt-${TOTAL}`, exact: true }).waitFor();
   // One more after everything settled: it arrives live, once.
   await publish(TOTAL + 1, TOTAL + 1);
