@@ -109,6 +109,26 @@ test("spec §3.2, §3.1, §4 rules 2/5/6, §9 rule 3: the initialization page's 
   await page.getByLabel("Architecture").selectOption("amd64");
   await expectAccessible(page, "node-init");
 
+  // spec §4 rule 6: local_build asks download-grant; the link and the copied command carry only
+  // the 5-minute client_artifact file token, never the admin session.
+  await page.getByRole("radio", { name: "Built by this server" }).check();
+  await page.getByRole("button", { name: "Get download link" }).click();
+  const localLink = page.getByRole("link", { name: `Download ${assetName}` });
+  await localLink.waitFor({ timeout: 120_000 });
+  const localHref = (await localLink.getAttribute("href")) ?? "";
+  assert.match(localHref, /^\/api\/v1\/tools\/download\/client-artifacts\/[a-z0-9_-]+\?download_token=[^&]+$/);
+  const localCommand = (await page.getByLabel("Download command", { exact: true }).innerText()).trim();
+  assert.ok(localCommand.includes(`${baseUrl}${localHref}`), localCommand);
+  assert.match(localCommand, /^curl -fL -o \S+ \S+ && unzip -oq \S+ -d svc-client$/);
+  const token = await page.evaluate<string | null>('sessionStorage.getItem("svc.access_token")');
+  assert.ok(token !== null && !localCommand.includes(token) && !localHref.includes(token), "no admin token in the link or command");
+  await expectText(page.locator("time.countdown").first(), /^expires in [45]:\d\d$/);
+  const zip = await fetch(new URL(localHref, baseUrl));
+  assert.equal(zip.status, 200);
+  assert.equal(Buffer.from(await zip.arrayBuffer()).subarray(0, 2).toString("latin1"), "PK");
+  await screenshot(page, "node-init-local-build");
+  await page.getByRole("radio", { name: "Release host" }).check();
+
   // spec §4 rule 10: the bind command with its expiry counting down, copied with the button.
   await page.getByRole("button", { name: "Generate bind command" }).click();
   const bindPre = page.getByLabel("Bind command", { exact: true });
