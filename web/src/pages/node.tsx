@@ -101,7 +101,10 @@ function NodeHeader({ node }: { node: NodeView }) {
       <dl className="facts">
         <div>
           <dt>Mode</dt>
-          <dd>{node.mode}</dd>
+          <dd>
+            {node.mode}
+            {node.effective_mode !== node.mode && <span className="muted"> (treated as {node.effective_mode})</span>}
+          </dd>
         </div>
         <div>
           <dt>Tunnel address</dt>
