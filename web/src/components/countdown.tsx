@@ -16,11 +16,12 @@ export function Countdown({ iso, label = "expires in" }: { iso: string; label?: 
   const [now, setNow] = useState(() => Date.now());
   const at = Date.parse(iso);
   const left = at - (now + offset);
+  const done = left <= 0;
   useEffect(() => {
-    if (left <= 0) return;
+    if (done) return;
     const t = setInterval(() => setNow(Date.now()), 1_000);
     return () => clearInterval(t);
-  }, [left <= 0]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, [done]);
   return (
     <time className={left <= 0 ? "countdown expired" : "countdown"} dateTime={iso} title={new Date(at).toLocaleString()}>
       {left <= 0 ? "expired" : `${label} ${minutesSeconds(left)}`}
