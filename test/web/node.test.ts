@@ -196,6 +196,17 @@ test("spec §3.2, §3.1, §4 rules 2/5/6, §9 rule 3: the initialization page's 
   await page.getByRole("heading", { name: "Endpoint", level: 2, exact: true }).waitFor();
   assert.equal(await page.getByRole("heading", { name: "2. Bind the client" }).count(), 0);
   await expectText(log.getByRole("row").filter({ hasText: "offline" }).first(), /event\s*offline/);
+
+  // spec §3.1/§3.2 reset-client, behind a confirmation: client_initialized=false → back to the
+  // initialization page, still without a reload.
+  await page.getByRole("button", { name: "Reset client" }).click();
+  const dialog = page.getByRole("dialog", { name: "Reset the client of edge-1?" });
+  await dialog.waitFor();
+  await screenshot(page, "node-control-reset-confirm");
+  await dialog.getByRole("button", { name: "Reset the client" }).click();
+  await page.getByRole("heading", { name: "1. Download the client" }).waitFor();
+  await assertNotReloaded(page);
+  assert.equal((await h.api("GET", `/api/v1/configs/${cfg.config_id}/nodes/${node.node_id}`)).client.client_initialized, false);
 });
 
 /** The messages of the control log's rows matching `^evt-\d+$`, as the page shows them. */
