@@ -1,5 +1,8 @@
 import { createHash } from "node:crypto";
-import { CLIENT_GOOS, CLIENT_TARGETS, type ClientTarget } from "../protocol/client-targets.js";
+import { CLIENT_GOOS, CLIENT_TARGETS, checkVersion, type ClientTarget } from "../protocol/client-targets.js";
+
+// The names the console builds too (spec §4 rule 5) live in src/protocol, re-exported here.
+export { CLIENT_UNZIP_DIR, artifactFilename, downloadCommand, releaseTag, shellQuote } from "../protocol/client-targets.js";
 
 /**
  * Names of client artifacts (spec §2.2, §9 rule 2; DESIGN §3 "Client artifact"): the supported
@@ -7,9 +10,6 @@ import { CLIENT_GOOS, CLIENT_TARGETS, type ClientTarget } from "../protocol/clie
  * `v{version}`, the stable `artifact_id` of a local build, and the copied download command
  * (spec §4 rules 5 and 6). Pure functions only.
  */
-
-/** The directory the copied command unzips into (spec §4 rule 5: `unzip -oq <file> -d <dir>`). */
-export const CLIENT_UNZIP_DIR = "svc-client";
 
 /** Every supported target, in {@link CLIENT_TARGETS} order. */
 export function supportedTargets(): ClientTarget[] {
@@ -28,24 +28,6 @@ export function describeTargets(): string {
     .join(", ");
 }
 
-/** Versions we put into file names: semver characters only, never a path separator. */
-const VERSION_PATTERN = /^[0-9A-Za-z][0-9A-Za-z.+-]{0,63}$/;
-
-function checkVersion(version: string): string {
-  if (!VERSION_PATTERN.test(version)) throw new Error(`unusable version for a client artifact: ${JSON.stringify(version)}`);
-  return version;
-}
-
-/** The release tag of a version (spec §9 rule 2): `v{version}`. */
-export function releaseTag(version: string): string {
-  return `v${checkVersion(version)}`;
-}
-
-/** The zip name (spec §2.2): `svc-client-{goos}-{goarch}-v{version}.zip`. */
-export function artifactFilename(target: ClientTarget, version: string): string {
-  return `svc-client-${target.goos}-${target.goarch}-v${checkVersion(version)}.zip`;
-}
-
 const ID_MAX = 64;
 
 /**
@@ -62,24 +44,4 @@ export function artifactId(target: ClientTarget, version: string): string {
     .replace(/^-+|-+$/g, "");
   if (prefix.length + slug.length <= ID_MAX) return `${prefix}${slug}`;
   return `${prefix}${createHash("sha256").update(version, "utf8").digest("hex").slice(0, 16)}`;
-}
-
-/**
- * One word for a POSIX shell: left bare when made only of characters no shell treats specially,
- * otherwise single-quoted (a `'` inside becomes `'\''`).
- */
-export function shellQuote(word: string): string {
-  if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(word)) return word;
-  return `'${word.replace(/'/g, "'\\''")}'`;
-}
-
-/**
- * The copied download command (spec §4 rules 5 and 6): `curl -fL -o <file> <url>` followed by
- * `unzip -oq <file> -d svc-client` of the same archive, nothing else.
- * @param url the file URL: a release asset URL, or `{base_url}{download_path}` carrying only
- *   `?download_token=...` (never an admin token)
- */
-export function downloadCommand(filename: string, url: string): string {
-  const file = shellQuote(filename);
-  return `curl -fL -o ${file} ${shellQuote(url)} && unzip -oq ${file} -d ${shellQuote(CLIENT_UNZIP_DIR)}`;
 }

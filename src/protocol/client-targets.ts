@@ -23,3 +23,54 @@ export interface ClientTarget {
   goos: ClientGoos;
   goarch: ClientGoarch;
 }
+
+/** The directory the copied command unzips into (spec §4 rule 5: `unzip -oq <file> -d <dir>`). */
+export const CLIENT_UNZIP_DIR = "svc-client";
+
+/** Versions we put into file names: semver characters only, never a path separator. */
+const VERSION_PATTERN = /^[0-9A-Za-z][0-9A-Za-z.+-]{0,63}$/;
+
+/** `version` when usable in a file name or tag. @throws Error for anything else (a `/`, spaces, > 64 characters) */
+export function checkVersion(version: string): string {
+  if (!VERSION_PATTERN.test(version)) throw new Error(`unusable version for a client artifact: ${JSON.stringify(version)}`);
+  return version;
+}
+
+/** The release tag of a version (spec §9 rule 2): `v{version}`. */
+export function releaseTag(version: string): string {
+  return `v${checkVersion(version)}`;
+}
+
+/** The zip name (spec §2.2): `svc-client-{goos}-{goarch}-v{version}.zip`. */
+export function artifactFilename(target: ClientTarget, version: string): string {
+  return `svc-client-${target.goos}-${target.goarch}-v${checkVersion(version)}.zip`;
+}
+
+/**
+ * The release asset URL the console builds itself for `remote_release` (spec §4 rules 2 and 5):
+ * `{releaseDownloadUrl}/v{version}/svc-client-{goos}-{goarch}-v{version}.zip`.
+ * @param releaseDownloadUrl `update.release_download_url` of system status (no trailing slash)
+ */
+export function releaseAssetUrl(releaseDownloadUrl: string, target: ClientTarget, version: string): string {
+  return `${releaseDownloadUrl.replace(/\/+$/, "")}/${releaseTag(version)}/${artifactFilename(target, version)}`;
+}
+
+/**
+ * One word for a POSIX shell: left bare when made only of characters no shell treats specially,
+ * otherwise single-quoted (a `'` inside becomes `'\''`).
+ */
+export function shellQuote(word: string): string {
+  if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(word)) return word;
+  return `'${word.replace(/'/g, "'\\''")}'`;
+}
+
+/**
+ * The copied download command (spec §4 rules 5 and 6): `curl -fL -o <file> <url>` followed by
+ * `unzip -oq <file> -d svc-client` of the same archive, nothing else.
+ * @param url the file URL: a release asset URL, or `{base_url}{download_path}` carrying only
+ *   `?download_token=...` (never an admin token)
+ */
+export function downloadCommand(filename: string, url: string): string {
+  const file = shellQuote(filename);
+  return `curl -fL -o ${file} ${shellQuote(url)} && unzip -oq ${file} -d ${shellQuote(CLIENT_UNZIP_DIR)}`;
+}

@@ -68,7 +68,8 @@ export async function startBackend(t: TestContext, overrides: Partial<Settings> 
     await server.close();
     rmSync(dataDir, { recursive: true, force: true });
   });
-  const address = await server.app.listen({ host: "127.0.0.1", port: 0 });
+  // Port 0 unless the test fixed one (a test whose bind command must name this server's URL).
+  const address = await server.app.listen({ host: "127.0.0.1", port: overrides.httpPort ?? 0 });
   const baseUrl = address.replace("localhost", "127.0.0.1");
   const login = await fetch(new URL("/api/v1/auth/login", baseUrl), {
     method: "POST",

@@ -1,12 +1,151 @@
+import { useQueryClient } from "@tanstack/react-query";
 import { Link, useParams } from "react-router";
-import { Placeholder } from "../components/placeholder.js";
+import { nodeKeys, useNode } from "../api/node-queries.js";
+import { useSystemStatus } from "../api/queries.js";
+import type { NodeView } from "../api/types.js";
+import { QueryView } from "../components/states.js";
+import { useSseEvent } from "../sse/provider.js";
+import { NodeControlView } from "./node-control.js";
+import { NodeInitView } from "./node-init.js";
+import { StaticNodeView } from "./node-static-placeholder.js";
 
-/** Node page, `/configs/:configId/nodes/:nodeId` (issue 12 "Node page"). Placeholder until built. */
+/** What the console says instead of the control and client-download pages while MQTT is off (spec §1.7 bullet 7). */
+export const MQTT_OFF_NOTICE =
+  "MQTT services are disabled (SVC_ENABLE_MQTT_SERVICES=false): binding and endpoint control are unavailable, so the client-download and control pages cannot be opened. This node is treated as static.";
+
+/**
+ * Node page, `/configs/:configId/nodes/:nodeId` (issue 12 "Node page"). Dispatches on what the
+ * backend says, never on a guess (spec §3.2):
+ * - a static node (or any node while MQTT is off, spec §1.7 bullet 7: treated as static, with a
+ *   notice) → the static view;
+ * - a dynamic node with `client_initialized=false` → the initialization page (download, bind);
+ * - `client_initialized=true` → the control page; a drop or offline keeps it there.
+ * The node is refreshed from `node.workspace.updated` (its view) and `endpoint.status.updated`
+ * (its client fields), so binding or a reset switch the page without a reload.
+ */
 export function NodePage() {
   const { configId = "", nodeId = "" } = useParams();
+  const query = useNode(configId, nodeId);
+  const status = useSystemStatus();
+  const queryClient = useQueryClient();
+  const key = nodeKeys.node(configId, nodeId);
+  useSseEvent("node.workspace.updated", (payload) => {
+    if (payload.config_id === configId && payload.node_id === nodeId) queryClient.setQueryData(key, payload.workspace);
+  });
+  useSseEvent("mesh.workspace.updated", (payload) => {
+    if (payload.config_id === configId && payload.node_id === nodeId) queryClient.setQueryData(key, payload.workspace.node);
+  });
+  useSseEvent("endpoint.status.updated", ({ config_id, node_id, status: s }) => {
+    if (config_id !== configId || node_id !== nodeId) return;
+    // The backend's own values for the node's client (spec §3.1, §3.2): copied, not derived.
+    queryClient.setQueryData<NodeView>(key, (old) =>
+      old === undefined
+        ? old
+        : {
+            ...old,
+            mode: s.mode,
+            effective_mode: s.effective_mode,
+            client: {
+              client_initialized: s.client_initialized,
+              client_presence_state: s.client_presence_state,
+              runtime_state: s.runtime_state,
+              last_reachable_at: s.last_reachable_at,
+              client_version: s.client_version,
+              config_version_state: s.config_version_state,
+            },
+          },
+    );
+  });
+  useSseEvent("config.overview.updated", (payload) => {
+    // The node was deleted or changed along with its config: read it again.
+    if (payload.config_id === configId) void queryClient.invalidateQueries({ queryKey: key, exact: true });
+  });
+
   return (
-    <Placeholder title={`Node ${nodeId}`}>
-      <Link to={`/configs/${encodeURIComponent(configId)}`}>Back to the config</Link>
-    </Placeholder>
+    <section aria-labelledby="node-title" className="node-page">
+      <p className="breadcrumb">
+        <Link to={`/configs/${encodeURIComponent(configId)}`}>Back to the config</Link>
+      </p>
+      <QueryView query={query} loadingLabel="Loading the node…">
+        {(node) => {
+          const mqttEnabled = status.data?.services.mqtt.enabled;
+          return (
+            <>
+              <NodeHeader node={node} />
+              {node.mode === "static" ? (
+                <StaticNodeView node={node} />
+              ) : mqttEnabled === undefined ? (
+                <QueryView query={status}>{() => null}</QueryView>
+              ) : !mqttEnabled ? (
+                <>
+                  <MqttOffControls />
+                  <StaticNodeView node={node} />
+                </>
+              ) : node.client.client_initialized ? (
+                <NodeControlView node={node} />
+              ) : (
+                <NodeInitView node={node} />
+              )}
+            </>
+          );
+        }}
+      </QueryView>
+    </section>
+  );
+}
+
+function NodeHeader({ node }: { node: NodeView }) {
+  return (
+    <header className="node-header">
+      <h1 id="node-title">{node.name}</h1>
+      <dl className="facts">
+        <div>
+          <dt>Mode</dt>
+          <dd>
+            {node.mode}
+            {node.effective_mode !== node.mode && <span className="muted"> (treated as {node.effective_mode})</span>}
+          </dd>
+        </div>
+        <div>
+          <dt>Tunnel address</dt>
+          <dd>{node.address}</dd>
+        </div>
+        <div>
+          <dt>Public endpoint</dt>
+          <dd>{node.public_address === null ? "—" : `${node.public_address}${node.listen_port === null ? "" : `:${node.listen_port}`}`}</dd>
+        </div>
+        <div>
+          <dt>Interface</dt>
+          <dd>{node.interface_name}</dd>
+        </div>
+      </dl>
+    </header>
+  );
+}
+
+/**
+ * MQTT switched off (spec §1.7 bullet 7): instead of the control or client-download page, a
+ * notice; the MQTT controls keep their place, disabled, the reason in `title` and pointed to by
+ * `aria-describedby` (docs/console.md, the pattern of settings.tsx).
+ */
+function MqttOffControls() {
+  // While MQTT is off the backend projects every node as static (client_initialized=false), so
+  // the page cannot tell a bound node from an unbound one: every MQTT control is shown, disabled.
+  const reason = { title: MQTT_OFF_NOTICE, "aria-describedby": "mqtt-off-notice", disabled: true };
+  const controls = ["Get download link", "Generate bind command", "Push config", "Start", "Stop", "Run wg show", "Reset client"];
+  return (
+    <section className="card" aria-labelledby="mqtt-off-title">
+      <h2 id="mqtt-off-title">Client download and endpoint control</h2>
+      <p className="notice" id="mqtt-off-notice">
+        {MQTT_OFF_NOTICE}
+      </p>
+      <div className="actions">
+        {controls.map((label) => (
+          <button key={label} type="button" {...reason}>
+            {label}
+          </button>
+        ))}
+      </div>
+    </section>
   );
 }
