@@ -66,7 +66,6 @@ export const LONG_FUNCTIONS: readonly LongFunction[] = [
   { file: "src/services/backups.service.ts", name: "BackupsService.createBulkPackage/<anonymous>", reason: "build, record and swap the bulk package in one queued step" },
   { file: "src/services/mesh.service.ts", name: "MeshService.createNode", reason: "its transaction below" },
   { file: "src/services/mesh.service.ts", name: "MeshService.createNode/<anonymous>", reason: "the node-create transaction (address, keys, tags, auto-pair, restage)" },
-  { file: "src/services/control.service.ts", name: "ControlService.bind", reason: "the bind transaction (another part of issue 11 owns control.service.ts)" },
   { file: "src/mqtt/broker-sync.ts", name: "BrokerSync.#run", reason: "the reconcile loop with its retry policy" },
 ];
 
