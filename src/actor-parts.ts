@@ -9,6 +9,8 @@ import { EventLog } from "./mqtt/event-log.js";
 import { MqttRouter } from "./mqtt/router.js";
 import { ControlLogRetention } from "./services/control-log-retention.js";
 import type { Store } from "./store/db.js";
+import { currentRoute } from "./lib/request-route.js";
+import { deleteNodeTransitionsBelow, transitionCutoff } from "./store/node-transitions.repository.js";
 
 /** The actor system and the MQTT ingest path: what the services are built on. */
 export interface ActorParts {
@@ -16,6 +18,8 @@ export interface ActorParts {
   commands: CommandTracker;
   eventLog: EventLog;
   controlLogRetention: ControlLogRetention;
+  /** Issue 13: prunes each node's flight recorder (`node_transitions`) to its newest rows. */
+  timelineRetention: ControlLogRetention;
   router: MqttRouter;
 }
 
@@ -34,6 +38,13 @@ export function createActorParts(deps: {
   mqtt: BrokerConnection;
 }): ActorParts {
   const { settings, log, clock, store, events, mqtt } = deps;
+  const timelineRetention = new ControlLogRetention({
+    store,
+    clock,
+    log: log.child({ name: "timeline-retention" }),
+    keep: settings.timelineMaxPerNode,
+    rows: { table: "node_transitions", cutoff: transitionCutoff, deleteBelow: deleteNodeTransitionsBelow },
+  });
   const registry = new NodeActorRegistry({
     store,
     clock,
@@ -48,6 +59,8 @@ export function createActorParts(deps: {
       requestConfigPush: (configId, nodeId) => events.emit("node.config_push_requested", configId, nodeId),
     },
     onStatusChanged: (configId, nodeId, projection) => events.emit("node.status_changed", configId, nodeId, projection),
+    currentRoute,
+    onRecorded: (nodeId) => timelineRetention.noteInsert(nodeId),
   });
   const controlLogRetention = new ControlLogRetention({
     store,
@@ -83,5 +96,5 @@ export function createActorParts(deps: {
     },
   });
   const router = new MqttRouter({ registry, commands, clock, log: log.child({ name: "mqtt" }), events: eventLog });
-  return { registry, commands, eventLog, controlLogRetention, router };
+  return { registry, commands, eventLog, controlLogRetention, timelineRetention, router };
 }

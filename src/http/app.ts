@@ -30,6 +30,9 @@ import { systemRoutes } from "./routes/system.routes.js";
 import { artifactsRoutes } from "./routes/artifacts.routes.js";
 import { backupsRoutes } from "./routes/backups.routes.js";
 import { mcpRoutes } from "./routes/mcp.routes.js";
+import { machinesRoutes } from "./routes/machines.routes.js";
+import type { MachinesService } from "../services/machines.service.js";
+import { runInRoute } from "../lib/request-route.js";
 import type { ArtifactsService } from "../services/artifacts.service.js";
 import type { BackupsService } from "../services/backups.service.js";
 import type { ServiceMetrics } from "../services/metrics.js";
@@ -60,6 +63,7 @@ export interface AppDeps {
   backups: BackupsService;
   metrics: ServiceMetrics;
   mqttSettings: MqttSettingsService;
+  machines: MachinesService;
 }
 
 /** Who may call a route: the admin (bearer token) or anyone (the route checks its own token). */
@@ -152,6 +156,11 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       }),
   });
 
+  // Issue 13: what a request changes in a node's machine is recorded with its route.
+  app.addHook("onRequest", (req, _reply, done) => {
+    runInRoute(`${req.method} ${req.routeOptions.url ?? "?"}`, done);
+  });
+
   app.addHook("onRequest", async (req) => {
     if (req.routeOptions.config.auth === "public") return;
     await deps.auth.verifyAccessToken(bearerToken(req));
@@ -201,6 +210,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(settingsRoutes, { mqttSettings: deps.mqttSettings });
   await app.register(artifactsRoutes, { artifacts: deps.artifacts, downloads: deps.downloads, auth: deps.auth });
   await app.register(backupsRoutes, { backups: deps.backups, downloads: deps.downloads, auth: deps.auth });
+  await app.register(machinesRoutes, { machines: deps.machines });
   await app.register(mcpRoutes, {
     backups: deps.backups,
     mesh: deps.mesh,
