@@ -23,29 +23,13 @@ export interface ActorParts {
   router: MqttRouter;
 }
 
-/**
- * Builds the registry, the command tracker, the client-event log, control-log retention and the
- * router (not started). What they report after a commit goes out on `events` (the notifier,
- * control and metrics subscribe once built); broker effects go to `mqtt`, which exists (unstarted)
- * before them.
- */
-export function createActorParts(deps: {
-  settings: Settings;
-  log: Logger;
-  clock: Clock;
-  store: Store;
-  events: AppEvents;
-  mqtt: BrokerConnection;
-}): ActorParts {
+/** The node actor registry, its effects on the broker and the app events, and its flight recorder's retention. */
+function createRegistry(
+  deps: { settings: Settings; log: Logger; clock: Clock; store: Store; events: AppEvents; mqtt: BrokerConnection },
+  timelineRetention: ControlLogRetention,
+): NodeActorRegistry {
   const { settings, log, clock, store, events, mqtt } = deps;
-  const timelineRetention = new ControlLogRetention({
-    store,
-    clock,
-    log: log.child({ name: "timeline-retention" }),
-    keep: settings.timelineMaxPerNode,
-    rows: { table: "node_transitions", cutoff: transitionCutoff, deleteBelow: deleteNodeTransitionsBelow },
-  });
-  const registry = new NodeActorRegistry({
+  return new NodeActorRegistry({
     store,
     clock,
     log: log.child({ name: "actors" }),
@@ -62,6 +46,36 @@ export function createActorParts(deps: {
     currentRoute,
     onRecorded: (nodeId) => timelineRetention.noteInsert(nodeId),
   });
+}
+
+/** Issue 13: the flight recorder keeps each node's newest SVC_TIMELINE_MAX_PER_NODE rows. */
+function createTimelineRetention(deps: { settings: Settings; log: Logger; clock: Clock; store: Store }): ControlLogRetention {
+  return new ControlLogRetention({
+    store: deps.store,
+    clock: deps.clock,
+    log: deps.log.child({ name: "timeline-retention" }),
+    keep: deps.settings.timelineMaxPerNode,
+    rows: { table: "node_transitions", cutoff: transitionCutoff, deleteBelow: deleteNodeTransitionsBelow },
+  });
+}
+
+/**
+ * Builds the registry, the command tracker, the client-event log, control-log retention and the
+ * router (not started). What they report after a commit goes out on `events` (the notifier,
+ * control and metrics subscribe once built); broker effects go to `mqtt`, which exists (unstarted)
+ * before them.
+ */
+export function createActorParts(deps: {
+  settings: Settings;
+  log: Logger;
+  clock: Clock;
+  store: Store;
+  events: AppEvents;
+  mqtt: BrokerConnection;
+}): ActorParts {
+  const { settings, log, clock, store, events, mqtt } = deps;
+  const timelineRetention = createTimelineRetention(deps);
+  const registry = createRegistry(deps, timelineRetention);
   const controlLogRetention = new ControlLogRetention({
     store,
     clock,

@@ -642,6 +642,13 @@ export class NodeActorRegistry {
     });
   }
 
+  /** Tells retention which nodes got flight-recorder rows in a commit. */
+  #noteRecorded(recorded: readonly NewTransition[]): void {
+    const onRecorded = this.#deps.onRecorded;
+    if (onRecorded === undefined) return;
+    for (const nodeId of new Set(recorded.map((r) => r.node_id))) onRecorded(nodeId);
+  }
+
   /** Group commit: one transaction for every queued snapshot, then notifications and effects. */
   async #flushNow(): Promise<void> {
     const nodeState = this.#nodeState;
@@ -687,9 +694,7 @@ export class NodeActorRegistry {
       for (const w of waiters) w.reject(err);
       throw err;
     }
-    if (this.#deps.onRecorded !== undefined && recorded.length > 0) {
-      for (const nodeId of new Set(recorded.map((r) => r.node_id))) this.#deps.onRecorded(nodeId);
-    }
+    this.#noteRecorded(recorded);
     for (const { entry, projection } of changed) {
       const first = entry.committed === undefined;
       entry.committed = projection;
