@@ -458,25 +458,28 @@ export class NodeActorRegistry {
       const restored = actor.getSnapshot();
       entry.committed = projectNode(restored);
       entry.written = { value: restored.value, context: restored.context };
-      entry.seen = restored;
       // Re-arms `after` timers with the time left; changes nothing stored. Most nodes have none.
       if (this.#timers && hasPendingTimers(restored.value)) this.#sendRecorded(entry, actor, { type: "system.restored", at });
-    } else if (spawn !== null) {
-      // A node's first state: recorded with no "before" (node created, or a restore's fresh start).
-      this.#record(entry, undefined, actor.getSnapshot(), "xstate.init", spawn.origin, at);
     }
     entry.seen = actor.getSnapshot();
     if (spawn !== null) {
       const { row, origin } = spawn;
+      // A fresh actor's catch-up is part of its first row (below), not rows of its own.
+      const send = (event: NodeEvent) => (snapshot === undefined ? actor.send(event) : this.#sendRecorded(entry, actor, event, origin));
       const ctx = actor.getSnapshot().context;
       if (ctx.mode !== row.mode) {
-        this.#sendRecorded(entry, actor, { type: "node.mode_changed", at, mode: row.mode }, origin);
+        send({ type: "node.mode_changed", at, mode: row.mode });
         changed = true;
       }
       if (row.staged_config_sha256 !== null && ctx.stagedSha !== row.staged_config_sha256) {
-        this.#sendRecorded(entry, actor, { type: "config.staged", at, version: row.staged_config_version, sha: row.staged_config_sha256 }, origin);
+        send({ type: "config.staged", at, version: row.staged_config_version, sha: row.staged_config_sha256 });
         changed = true;
       }
+    }
+    if (snapshot === undefined && spawn !== null) {
+      // A node's first state, with the store's mode and staged config in it: one row with no
+      // "before" (a node created, or a fresh start after a restore).
+      this.#record(entry, undefined, actor.getSnapshot(), "xstate.init", spawn.origin, at);
     }
     // From here on every snapshot change (an event, or a re-armed timer firing) is persisted.
     actor.subscribe({

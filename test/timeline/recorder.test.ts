@@ -150,6 +150,7 @@ test("issue 13: the timeline pages newest first by `before`, and a request for a
   assert.deepEqual(second.transitions.map((r) => r.transition_id), all.slice(3, 6));
   const last = await timeline(s, life.configId, life.nodeId, `?limit=3&before=${second.next_before}`);
   assert.deepEqual(last.transitions.map((r) => r.transition_id), all.slice(6));
+  assert.equal(last.transitions.length, 2);
   assert.equal(last.next_before, null);
   for (const path of [
     `/api/v1/configs/${life.configId}/nodes/nd_00000000000000000000000000/timeline`,
