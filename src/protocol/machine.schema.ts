@@ -113,9 +113,12 @@ export const nodeTransitionViewSchema = z.object({
   route: z.string().nullable(),
   /** State per region before; null for the node's first state. */
   before: regionValuesSchema.nullable(),
+  /**
+   * State per region after it. The ids of the active states (what the console highlights for
+   * this row) are `node.<region>` and `node.<region>.<path prefix>`: `presence: "online.fresh"`
+   * → `node.presence`, `node.presence.online`, `node.presence.online.fresh`.
+   */
   after: regionValuesSchema,
-  /** Ids of every active state after it (what the console highlights for this row). */
-  active_states: z.array(z.string()),
   /** Shown context fields that changed: `{field: [before, after]}`. */
   changes: z.record(z.string(), z.tuple([z.unknown(), z.unknown()])),
 });

@@ -81,21 +81,17 @@ export class MachinesService {
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     return {
-      transitions: page.map((r) => {
-        const after: unknown = JSON.parse(r.value_after);
-        return {
-          transition_id: r.transition_id,
-          at: isoTime(r.at),
-          event: r.event,
-          source: r.source,
-          request_id: r.request_id,
-          route: r.route,
-          before: r.value_before === null ? null : regionValues(JSON.parse(r.value_before)),
-          after: regionValues(after),
-          active_states: activeStates(after),
-          changes: JSON.parse(r.changes) as Record<string, [unknown, unknown]>,
-        };
-      }),
+      transitions: page.map((r) => ({
+        transition_id: r.transition_id,
+        at: isoTime(r.at),
+        event: r.event,
+        source: r.source,
+        request_id: r.request_id,
+        route: r.route,
+        before: r.value_before === null ? null : regionValues(JSON.parse(r.value_before)),
+        after: regionValues(JSON.parse(r.value_after)),
+        changes: JSON.parse(r.changes) as Record<string, [unknown, unknown]>,
+      })),
       next_before: rows.length > limit && last !== undefined ? last.transition_id : null,
     };
   }
