@@ -14,7 +14,7 @@ import {
 } from "../machines/node.machine.js";
 import type { Store } from "../store/db.js";
 import { createNodeStateStatements, type NodeActorRow, type NodeStateStatements } from "../store/node-client-state.repository.js";
-import { insertNodeTransition } from "../store/node-transitions.repository.js";
+import { insertNodeTransitions } from "../store/node-transitions.repository.js";
 import { projectNode, projectionChanged, type NodeProjection } from "./projection.js";
 import { activeStateIds, afterEventsOf, originOf, shownChanges, sameStateValue, sameShownContext, type RoutedNodeEvent, type TransitionOrigin } from "./recorder.js";
 
@@ -90,6 +90,8 @@ interface Entry {
   deadline: number | null;
   /** The actor's snapshot as last observed: the "before" of its next flight-recorder row. */
   seen: { value: unknown; context: NodeContext } | undefined;
+  /** The state value of the last row recorded and its JSON (the next row's "before", reused). */
+  lastRecorded?: { value: unknown; json: string };
 }
 
 /**
@@ -540,6 +542,12 @@ export class NodeActorRegistry {
     at: number,
   ): void {
     if (this.#stopped) return;
+    // Consecutive rows chain (this "before" is the last row's "after"): its JSON is reused.
+    const last = entry.lastRecorded;
+    const valueBefore = before === undefined ? null : last !== undefined && last.value === before.value ? last.json : JSON.stringify(before.value);
+    const valueAfter = JSON.stringify(after.value);
+    entry.lastRecorded = { value: after.value, json: valueAfter };
+    const unchanged = before !== undefined && (before.context === after.context || sameShownContext(before.context, after.context));
     this.#recorded.push({
       node_id: entry.nodeId,
       at,
@@ -547,9 +555,9 @@ export class NodeActorRegistry {
       source: origin.source,
       request_id: origin.requestId ?? null,
       route: origin.route ?? null,
-      value_before: before === undefined ? null : JSON.stringify(before.value),
-      value_after: JSON.stringify(after.value),
-      changes: JSON.stringify(shownChanges(before?.context, after.context)),
+      value_before: valueBefore,
+      value_after: valueAfter,
+      changes: unchanged ? "{}" : JSON.stringify(shownChanges(before?.context, after.context)),
     });
   }
 
@@ -673,8 +681,7 @@ export class NodeActorRegistry {
     try {
       nodeState.inTransaction(() => {
         // The flight recorder's rows commit with the states they lead to (persist before emit).
-        const sqlite = this.#deps.store.sqlite;
-        for (const row of recorded) insertNodeTransition(sqlite, row);
+        if (recorded.length > 0) insertNodeTransitions(this.#deps.store.sqlite, recorded);
         for (const { entry, actor } of dirty) {
           const snap = actor.getSnapshot();
           const w = entry.written;

@@ -38,13 +38,27 @@ export interface NodeTransitionRow extends NewNodeTransition {
   transition_id: number;
 }
 
+/** Rows per multi-row INSERT of {@link insertNodeTransitions} (9 parameters each, well under SQLite's limit). */
+const CHUNK = 64;
+
+const COLUMNS = "node_id, at, event, source, request_id, route, value_before, value_after, changes";
+
+/**
+ * A multi-row insert of `n` transitions. A row whose node was deleted while it waited for the
+ * commit has no node to attach to: it is skipped (`WHERE EXISTS`) rather than failing the whole
+ * group commit on the foreign key.
+ */
+function insertStatement(sqlite: SQLite.Database, n: number): SQLite.Statement {
+  const values = Array.from({ length: n }, () => "(?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ");
+  return sqlite.prepare(
+    `INSERT INTO node_transitions (${COLUMNS})
+     SELECT * FROM (VALUES ${values}) AS v WHERE EXISTS (SELECT 1 FROM nodes WHERE nodes.node_id = v.column1)`,
+  );
+}
+
 const statements = perConnection((sqlite: SQLite.Database) => ({
-  // A node deleted while its transition waited for the commit has no row to attach it to: skip it
-  // rather than fail the whole group commit on the foreign key.
-  insert: sqlite.prepare(
-    `INSERT INTO node_transitions (node_id, at, event, source, request_id, route, value_before, value_after, changes)
-     SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM nodes WHERE node_id = ?)`,
-  ),
+  /** Multi-row inserts by row count, prepared on first use (at most {@link CHUNK}). */
+  inserts: new Map<number, SQLite.Statement>(),
   page: sqlite.prepare<[string, number, number], NodeTransitionRow>(
     `SELECT * FROM node_transitions WHERE node_id = ? AND transition_id < ? ORDER BY transition_id DESC LIMIT ?`,
   ),
@@ -58,20 +72,28 @@ const statements = perConnection((sqlite: SQLite.Database) => ({
   ),
 }));
 
+/**
+ * Inserts transitions in order, {@link CHUNK} rows per statement (the group commit's hot path: a
+ * statement per row cost more than the row). Rows of nodes that no longer exist are skipped.
+ */
+export function insertNodeTransitions(sqlite: SQLite.Database, rows: readonly NewNodeTransition[]): void {
+  const s = statements(sqlite);
+  for (let from = 0; from < rows.length; from += CHUNK) {
+    const n = Math.min(CHUNK, rows.length - from);
+    let insert = s.inserts.get(n);
+    if (insert === undefined) s.inserts.set(n, (insert = insertStatement(sqlite, n)));
+    const params: unknown[] = [];
+    for (let i = from; i < from + n; i++) {
+      const t = rows[i] as NewNodeTransition;
+      params.push(t.node_id, t.at, t.event, t.source, t.request_id, t.route, t.value_before, t.value_after, t.changes);
+    }
+    insert.run(params);
+  }
+}
+
 /** Inserts one transition (a no-op when its node no longer exists). */
 export function insertNodeTransition(sqlite: SQLite.Database, t: NewNodeTransition): void {
-  statements(sqlite).insert.run(
-    t.node_id,
-    t.at,
-    t.event,
-    t.source,
-    t.request_id,
-    t.route,
-    t.value_before,
-    t.value_after,
-    t.changes,
-    t.node_id,
-  );
+  insertNodeTransitions(sqlite, [t]);
 }
 
 /**
