@@ -9,6 +9,8 @@ import { EventLog } from "./mqtt/event-log.js";
 import { MqttRouter } from "./mqtt/router.js";
 import { ControlLogRetention } from "./services/control-log-retention.js";
 import type { Store } from "./store/db.js";
+import { currentRoute } from "./lib/request-route.js";
+import { deleteNodeTransitionsBelow, transitionCutoff } from "./store/node-transitions.repository.js";
 
 /** The actor system and the MQTT ingest path: what the services are built on. */
 export interface ActorParts {
@@ -16,7 +18,45 @@ export interface ActorParts {
   commands: CommandTracker;
   eventLog: EventLog;
   controlLogRetention: ControlLogRetention;
+  /** Issue 13: prunes each node's flight recorder (`node_transitions`) to its newest rows. */
+  timelineRetention: ControlLogRetention;
   router: MqttRouter;
+}
+
+/** The node actor registry, its effects on the broker and the app events, and its flight recorder's retention. */
+function createRegistry(
+  deps: { settings: Settings; log: Logger; clock: Clock; store: Store; events: AppEvents; mqtt: BrokerConnection },
+  timelineRetention: ControlLogRetention,
+): NodeActorRegistry {
+  const { settings, log, clock, store, events, mqtt } = deps;
+  return new NodeActorRegistry({
+    store,
+    clock,
+    log: log.child({ name: "actors" }),
+    onlineTtlMs: settings.onlineTtlMs,
+    detectTimeoutMs: settings.detectTimeoutMs,
+    // spec §1.7: with MQTT off, time changes nothing stored for dynamic nodes.
+    timersEnabled: settings.mqttEnabled,
+    effects: {
+      // Reset and dynamic → static: the broker account goes and the live client is cut (spec §3.1, §4 rule 12).
+      revokeClient: (configId, nodeId) => mqtt.removeNode(configId, nodeId),
+      requestConfigPush: (configId, nodeId) => events.emit("node.config_push_requested", configId, nodeId),
+    },
+    onStatusChanged: (configId, nodeId, projection) => events.emit("node.status_changed", configId, nodeId, projection),
+    currentRoute,
+    onRecorded: (nodeId) => timelineRetention.noteInsert(nodeId),
+  });
+}
+
+/** Issue 13: the flight recorder keeps each node's newest SVC_TIMELINE_MAX_PER_NODE rows. */
+function createTimelineRetention(deps: { settings: Settings; log: Logger; clock: Clock; store: Store }): ControlLogRetention {
+  return new ControlLogRetention({
+    store: deps.store,
+    clock: deps.clock,
+    log: deps.log.child({ name: "timeline-retention" }),
+    keep: deps.settings.timelineMaxPerNode,
+    rows: { table: "node_transitions", cutoff: transitionCutoff, deleteBelow: deleteNodeTransitionsBelow },
+  });
 }
 
 /**
@@ -34,21 +74,8 @@ export function createActorParts(deps: {
   mqtt: BrokerConnection;
 }): ActorParts {
   const { settings, log, clock, store, events, mqtt } = deps;
-  const registry = new NodeActorRegistry({
-    store,
-    clock,
-    log: log.child({ name: "actors" }),
-    onlineTtlMs: settings.onlineTtlMs,
-    detectTimeoutMs: settings.detectTimeoutMs,
-    // spec §1.7: with MQTT off, time changes nothing stored for dynamic nodes.
-    timersEnabled: settings.mqttEnabled,
-    effects: {
-      // Reset and dynamic → static: the broker account goes and the live client is cut (spec §3.1, §4 rule 12).
-      revokeClient: (configId, nodeId) => mqtt.removeNode(configId, nodeId),
-      requestConfigPush: (configId, nodeId) => events.emit("node.config_push_requested", configId, nodeId),
-    },
-    onStatusChanged: (configId, nodeId, projection) => events.emit("node.status_changed", configId, nodeId, projection),
-  });
+  const timelineRetention = createTimelineRetention(deps);
+  const registry = createRegistry(deps, timelineRetention);
   const controlLogRetention = new ControlLogRetention({
     store,
     clock,
@@ -83,5 +110,5 @@ export function createActorParts(deps: {
     },
   });
   const router = new MqttRouter({ registry, commands, clock, log: log.child({ name: "mqtt" }), events: eventLog });
-  return { registry, commands, eventLog, controlLogRetention, router };
+  return { registry, commands, eventLog, controlLogRetention, timelineRetention, router };
 }

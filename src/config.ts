@@ -72,6 +72,12 @@ const envSchema = z.object({
     .min(1, "must be 1..1000000")
     .max(1_000_000, "must be 1..1000000")
     .default(1000),
+  SVC_TIMELINE_MAX_PER_NODE: z.coerce
+    .number()
+    .int("must be an integer number of rows")
+    .min(1, "must be 1..100000")
+    .max(100_000, "must be 1..100000")
+    .default(500),
   SVC_METRICS_TOKEN: z.string().regex(/^[\x21-\x7e]{16,1024}$/, "must be 16-1024 printable characters without spaces").optional(),
 });
 
@@ -163,6 +169,11 @@ export interface Settings {
    * docs/decisions.md "Retention").
    */
   readonly controlLogRetention: number;
+  /**
+   * Flight-recorder rows (`node_transitions`) kept per node; older ones are pruned in the
+   * background (issue 13; docs/decisions.md "Issue 13: flight recorder").
+   */
+  readonly timelineMaxPerNode: number;
 }
 
 /** Raised when the environment holds an invalid setting; its message is one line. */
@@ -239,6 +250,7 @@ export function loadSettings(env: Record<string, string | undefined> = process.e
     maxSnapshotBytes: e.SVC_MAX_SNAPSHOT_BYTES,
     metricsToken: e.SVC_METRICS_TOKEN,
     controlLogRetention: e.SVC_CONTROL_LOG_RETENTION,
+    timelineMaxPerNode: e.SVC_TIMELINE_MAX_PER_NODE,
   });
 }
 

@@ -22,6 +22,7 @@ import type { ControlLogRetention } from "./services/control-log-retention.js";
 import { ControlService } from "./services/control.service.js";
 import { DownloadsService } from "./services/downloads.service.js";
 import { MeshService } from "./services/mesh.service.js";
+import { MachinesService } from "./services/machines.service.js";
 import { ServiceMetrics } from "./services/metrics.js";
 import { MqttSettingsService } from "./services/mqtt-settings.service.js";
 import { Notifier, systemStatus, type SystemStatus } from "./services/notifier.js";
@@ -54,6 +55,8 @@ export interface AppContext {
   commands: CommandTracker;
   eventLog: EventLog;
   controlLogRetention: ControlLogRetention;
+  /** Issue 13: prunes each node's flight recorder to SVC_TIMELINE_MAX_PER_NODE rows. */
+  timelineRetention: ControlLogRetention;
   router: MqttRouter;
   hub: EventHub;
   auth: AuthService;
@@ -102,7 +105,7 @@ export async function createAppContext(settings: Settings, log: Logger, override
     const factories = { ...brokerAdapterFactories, ...overrides.brokerAdapters };
     const mqtt = new BrokerConnection({ settings, log, store, accounts, vault, backendPassword, events, factories });
     const actors = createActorParts({ settings, log, clock, store, events, mqtt });
-    const { registry, commands, eventLog, controlLogRetention, router } = actors;
+    const { registry, commands, eventLog, controlLogRetention, timelineRetention, router } = actors;
 
     const brokerConnected = () => mqtt.connected();
     const status = () => systemStatus({ store, registry, mqttEnabled: settings.mqttEnabled, broker: settings.mqttBroker, brokerConnected, releaseDownloadUrl: settings.releaseDownloadUrl });
@@ -176,6 +179,8 @@ export async function createAppContext(settings: Settings, log: Logger, override
     lifecycle.defer(() => eventLog.close());
     controlLogRetention.start();
     lifecycle.defer(() => controlLogRetention.stop());
+    timelineRetention.start();
+    lifecycle.defer(() => timelineRetention.stop());
     if (settings.mqttEnabled) {
       const onMessage = (topic: string, payload: Buffer) => router.handle(topic, payload);
       await mqtt.start({ publicHost: mqttSettings.current().public_host, onMessage, defer: (close) => lifecycle.defer(close) });
@@ -184,7 +189,14 @@ export async function createAppContext(settings: Settings, log: Logger, override
     const artifacts = new ArtifactsService({ settings, store, clock, log: log.child({ name: "artifacts" }), downloads });
     const backups = new BackupsService({ settings, store, clock, log: log.child({ name: "backups" }), downloads, mesh, registry, hub, status });
     const internalAuthz = { sharedKey: () => authzKey, resolve: (username: string) => resolveIdentity(accounts, settings, username) };
-    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, ...(overrides.consoleDir === undefined ? {} : { consoleDir: overrides.consoleDir }) });
+    const machines = new MachinesService({
+      store,
+      registry,
+      detectTimeoutMs: settings.detectTimeoutMs,
+      bindTokenTtlMs: settings.bindTokenTtlMs,
+      onlineTtlMs: settings.onlineTtlMs,
+    });
+    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, machines, ...(overrides.consoleDir === undefined ? {} : { consoleDir: overrides.consoleDir }) });
     lifecycle.defer(async () => {
       // First: detects in flight finish while the store, the actors and the broker link are open.
       await detect.stop();

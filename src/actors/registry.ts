@@ -14,7 +14,9 @@ import {
 } from "../machines/node.machine.js";
 import type { Store } from "../store/db.js";
 import { createNodeStateStatements, type NodeActorRow, type NodeStateStatements } from "../store/node-client-state.repository.js";
+import { insertNodeTransitions } from "../store/node-transitions.repository.js";
 import { projectNode, projectionChanged, type NodeProjection } from "./projection.js";
+import { activeStateIds, afterEventsOf, originOf, shownChanges, sameStateValue, sameShownContext, type RoutedNodeEvent, type TransitionOrigin } from "./recorder.js";
 
 /** Effects the machine asks for; each runs after the state that asked for it is committed. */
 export interface RegistryEffects {
@@ -41,6 +43,13 @@ export interface RegistryDeps {
   effects: RegistryEffects;
   /** Called after commit when a node's projection changed (SSE `endpoint.status.updated`). */
   onStatusChanged(configId: string, nodeId: string, projection: NodeProjection): void;
+  /**
+   * The REST route being served (`METHOD /pattern`), read when an event sent while serving it
+   * makes a flight-recorder row (issue 13 source `rest`); undefined outside a request.
+   */
+  currentRoute?: () => string | undefined;
+  /** Called after commit for each node that got flight-recorder rows (retention). */
+  onRecorded?: (nodeId: string) => void;
 }
 
 /**
@@ -79,6 +88,10 @@ interface Entry {
   written: { value: unknown; context: NodeContext } | undefined;
   /** Online-TTL deadline the presence sweep holds this node under, ms; null when not online. */
   deadline: number | null;
+  /** The actor's snapshot as last observed: the "before" of its next flight-recorder row. */
+  seen: { value: unknown; context: NodeContext } | undefined;
+  /** The state value of the last row recorded and its JSON (the next row's "before", reused). */
+  lastRecorded?: { value: unknown; json: string };
 }
 
 /**
@@ -91,6 +104,8 @@ const MAX_BATCH_STATES = 1024;
 const SWEEP_BUCKET_MS = 1000;
 
 type NodeRowForActor = NodeActorRow;
+
+type NewTransition = import("../store/node-transitions.repository.js").NewNodeTransition;
 
 /**
  * The actor system: one XState actor per node, keyed by `config_id/node_id` (design card).
@@ -124,6 +139,12 @@ export class NodeActorRegistry {
   /** A flush after the current message (a microtask, so never inside an XState notification). */
   readonly #flushSoon = coalesced(queueMicrotask, () => void this.#flushNow().catch(() => undefined));
   #stopped = false;
+  /** The event being delivered to an actor by {@link send}/{@link post}/the sweep; undefined while a timer fires. */
+  #sending: RoutedNodeEvent | undefined = undefined;
+  /** Flight-recorder rows waiting for the group commit (issue 13). */
+  #recorded: NewTransition[] = [];
+  /** `after` event type of each state with a timer, by state id (names a timer's transition). */
+  readonly #afterEvents: Map<string, string>;
   readonly #timers: boolean;
   /** Online nodes under the presence sweep. */
   #tracked = 0;
@@ -149,6 +170,7 @@ export class NodeActorRegistry {
       },
     });
     this.#nodeState = createNodeStateStatements(deps.store.sqlite);
+    this.#afterEvents = afterEventsOf(this.#machine.root);
   }
 
   /**
@@ -165,7 +187,7 @@ export class NodeActorRegistry {
     const rows = this.#nodeState.nodesForActors();
     for (const row of rows) {
       try {
-        this.#spawn(row);
+        this.#spawn(row, { source: "restore", route: this.#deps.currentRoute?.() ?? null });
       } catch (err) {
         this.#quarantine(row, err);
       }
@@ -199,7 +221,7 @@ export class NodeActorRegistry {
 
   /** Creates the actor of a node that was just created. */
   async add(row: NodeRowForActor): Promise<void> {
-    if (!this.#entries.has(key(row.config_id, row.node_id))) this.#spawn(row);
+    if (!this.#entries.has(key(row.config_id, row.node_id))) this.#spawn(row, this.#restOrigin());
     await this.#wait();
   }
 
@@ -213,6 +235,22 @@ export class NodeActorRegistry {
     }
     this.#entries.delete(k);
     this.#dirty.delete(k);
+  }
+
+  /**
+   * A node's current state value and context (issue 13 `GET .../machine`): the live actor's
+   * snapshot, or the stored snapshot of a dormant node (with its newest signal). Undefined for
+   * a node not under management.
+   */
+  machineState(configId: string, nodeId: string): { value: unknown; context: NodeContext; live: boolean } | undefined {
+    const entry = this.#entries.get(key(configId, nodeId));
+    if (!entry) return undefined;
+    if (entry.state.kind === "live") {
+      const snap = entry.state.actor.getSnapshot();
+      return { value: snap.value, context: snap.context, live: true };
+    }
+    const stored = JSON.parse(entry.state.snapshot) as PersistedNode;
+    return { value: stored.value, context: { ...stored.context, lastSignalAt: entry.state.lastSignalAt }, live: false };
   }
 
   has(configId: string, nodeId: string): boolean {
@@ -257,19 +295,35 @@ export class NodeActorRegistry {
    * Sends an event to a node's actor (a no-op for unknown nodes).
    * @returns resolves once the resulting state is committed; rejects if that write failed
    */
-  send(configId: string, nodeId: string, event: NodeEvent): Promise<void> {
+  send(configId: string, nodeId: string, event: RoutedNodeEvent): Promise<void> {
     const entry = this.#entries.get(key(configId, nodeId));
     if (!entry) return Promise.resolve();
-    this.#actorOf(entry).send(event);
+    this.#deliver(entry, event);
     return this.#wait();
   }
 
   /** Sends without waiting for the commit (the MQTT router's hot path). */
-  post(configId: string, nodeId: string, event: NodeEvent): boolean {
+  post(configId: string, nodeId: string, event: RoutedNodeEvent): boolean {
     const entry = this.#entries.get(key(configId, nodeId));
     if (!entry) return false;
-    this.#actorOf(entry).send(event);
+    this.#deliver(entry, event);
     return true;
+  }
+
+  /** Sends `event` to the node's actor, remembered meanwhile as the cause of what it changes. */
+  #deliver(entry: Entry, event: RoutedNodeEvent): void {
+    const actor = this.#actorOf(entry);
+    this.#sending = event;
+    try {
+      actor.send(event);
+    } finally {
+      this.#sending = undefined;
+    }
+  }
+
+  /** The origin of something a REST request did (its route), or of a direct call (no route). */
+  #restOrigin(): TransitionOrigin {
+    return { source: "rest", route: this.#deps.currentRoute?.() ?? null };
   }
 
   /**
@@ -291,6 +345,7 @@ export class NodeActorRegistry {
     this.#clearSweep();
     this.#dirty = new Map();
     this.#effects = [];
+    this.#recorded = [];
     const count = await this.start();
     for (const [configId, nodeId] of bound) {
       try {
@@ -318,7 +373,7 @@ export class NodeActorRegistry {
    * the node (a snapshot of another machine version starts fresh, as before).
    * @throws Error naming what is wrong with the stored state
    */
-  #spawn(row: NodeRowForActor): void {
+  #spawn(row: NodeRowForActor, origin: TransitionOrigin): void {
     let snapshot: PersistedNode | undefined;
     const ids = { configId: row.config_id, nodeId: row.node_id, mode: row.mode };
     if (row.machine_snapshot !== null && row.machine_version === NODE_MACHINE_VERSION) {
@@ -344,6 +399,7 @@ export class NodeActorRegistry {
           committed: projection,
           written: undefined,
           deadline: null,
+          seen: undefined,
         };
         this.#entries.set(key(row.config_id, row.node_id), entry);
         this.#track(entry, presenceDeadline(snapshot));
@@ -351,9 +407,9 @@ export class NodeActorRegistry {
       }
     }
     const actor = this.#createActor(ids, snapshot);
-    const entry: Entry = { ...ids, state: { kind: "live", actor }, committed: undefined, written: undefined, deadline: null };
+    const entry: Entry = { ...ids, state: { kind: "live", actor }, committed: undefined, written: undefined, deadline: null, seen: undefined };
     this.#entries.set(key(row.config_id, row.node_id), entry);
-    this.#startActor(entry, actor, snapshot, row);
+    this.#startActor(entry, actor, snapshot, { row, origin });
   }
 
   /** The node's actor, created from its dormant snapshot on first use. */
@@ -384,10 +440,17 @@ export class NodeActorRegistry {
   }
 
   /**
-   * Starts a node's actor (`entry.state` already holds it). `row` (cold start only) brings the
-   * store's mode and staged config into it when they moved on while the service was down.
+   * Starts a node's actor (`entry.state` already holds it). `spawn.row` (start, reload, add) brings
+   * the store's mode and staged config into it when they moved on while the service was down;
+   * `spawn.origin` is what a fresh actor's first flight-recorder row and those catch-up events are
+   * recorded as coming from.
    */
-  #startActor(entry: Entry, actor: Actor<NodeMachine>, snapshot: PersistedNode | undefined, row: NodeRowForActor | null): void {
+  #startActor(
+    entry: Entry,
+    actor: Actor<NodeMachine>,
+    snapshot: PersistedNode | undefined,
+    spawn: { row: NodeRowForActor; origin: TransitionOrigin } | null,
+  ): void {
     actor.start();
     const at = this.#deps.clock.now();
     // A fresh actor has no stored state yet; a restored one needs writing back only when the
@@ -398,29 +461,104 @@ export class NodeActorRegistry {
       entry.committed = projectNode(restored);
       entry.written = { value: restored.value, context: restored.context };
       // Re-arms `after` timers with the time left; changes nothing stored. Most nodes have none.
-      if (this.#timers && hasPendingTimers(restored.value)) actor.send({ type: "system.restored", at });
+      if (this.#timers && hasPendingTimers(restored.value)) this.#sendRecorded(entry, actor, { type: "system.restored", at });
     }
-    if (row !== null) {
+    entry.seen = actor.getSnapshot();
+    if (spawn !== null) {
+      const { row, origin } = spawn;
+      // A fresh actor's catch-up is part of its first row (below), not rows of its own.
+      const send = (event: NodeEvent) => (snapshot === undefined ? actor.send(event) : this.#sendRecorded(entry, actor, event, origin));
       const ctx = actor.getSnapshot().context;
       if (ctx.mode !== row.mode) {
-        actor.send({ type: "node.mode_changed", at, mode: row.mode });
+        send({ type: "node.mode_changed", at, mode: row.mode });
         changed = true;
       }
       if (row.staged_config_sha256 !== null && ctx.stagedSha !== row.staged_config_sha256) {
-        actor.send({ type: "config.staged", at, version: row.staged_config_version, sha: row.staged_config_sha256 });
+        send({ type: "config.staged", at, version: row.staged_config_version, sha: row.staged_config_sha256 });
         changed = true;
       }
+    }
+    if (snapshot === undefined && spawn !== null) {
+      // A node's first state, with the store's mode and staged config in it: one row with no
+      // "before" (a node created, or a fresh start after a restore).
+      this.#record(entry, undefined, actor.getSnapshot(), "xstate.init", spawn.origin, at);
     }
     // From here on every snapshot change (an event, or a re-armed timer firing) is persisted.
     actor.subscribe({
       next: (snap) => {
         this.#track(entry, presenceDeadline(snap));
+        this.#observe(entry, snap);
         this.#markDirty(entry);
       },
       error: (err) => this.#deps.log.error({ err, node_id: entry.nodeId }, "node actor failed"),
     });
     this.#track(entry, presenceDeadline(actor.getSnapshot()));
     if (changed) this.#markDirty(entry);
+  }
+
+  /**
+   * Sends an event before the actor is subscribed (start-up catch-up) and records the transition
+   * it makes, if any, as coming from `origin` (default: derived from the event).
+   */
+  #sendRecorded(entry: Entry, actor: Actor<NodeMachine>, event: NodeEvent, origin?: TransitionOrigin): void {
+    const before = actor.getSnapshot();
+    actor.send(event);
+    const after = actor.getSnapshot();
+    entry.seen = after;
+    if (sameStateValue(before.value, after.value) && sameShownContext(before.context, after.context)) return;
+    this.#record(entry, before, after, event.type, origin ?? originOf(event, this.#deps.currentRoute), event.at);
+  }
+
+  /**
+   * The flight recorder's hook on every snapshot change of a started actor: compares it with the
+   * one observed before and queues a row when the state value or a shown context field moved
+   * (a heartbeat that changes neither costs two comparisons and records nothing). The cause is
+   * the event being delivered, or, when none is, the `after` timer of a state that was left.
+   */
+  #observe(entry: Entry, snap: { value: unknown; context: NodeContext }): void {
+    const seen = entry.seen;
+    entry.seen = snap;
+    if (seen === undefined) return;
+    if (sameStateValue(seen.value, snap.value) && (seen.context === snap.context || sameShownContext(seen.context, snap.context))) return;
+    const sending = this.#sending;
+    if (sending !== undefined) {
+      this.#record(entry, seen, snap, sending.type, originOf(sending, this.#deps.currentRoute), sending.at);
+      return;
+    }
+    const left = activeStateIds(seen.value);
+    const now = new Set(activeStateIds(snap.value));
+    const timer = left.find((id) => this.#afterEvents.has(id) && !now.has(id));
+    const event = (timer === undefined ? undefined : this.#afterEvents.get(timer)) ?? "xstate.after";
+    this.#record(entry, seen, snap, event, { source: "timer" }, this.#deps.clock.now());
+  }
+
+  /** Queues one flight-recorder row for the next group commit. */
+  #record(
+    entry: Entry,
+    before: { value: unknown; context: NodeContext } | undefined,
+    after: { value: unknown; context: NodeContext },
+    event: string,
+    origin: TransitionOrigin,
+    at: number,
+  ): void {
+    if (this.#stopped) return;
+    // Consecutive rows chain (this "before" is the last row's "after"): its JSON is reused.
+    const last = entry.lastRecorded;
+    const valueBefore = before === undefined ? null : last !== undefined && last.value === before.value ? last.json : JSON.stringify(before.value);
+    const valueAfter = JSON.stringify(after.value);
+    entry.lastRecorded = { value: after.value, json: valueAfter };
+    const unchanged = before !== undefined && (before.context === after.context || sameShownContext(before.context, after.context));
+    this.#recorded.push({
+      node_id: entry.nodeId,
+      at,
+      event,
+      source: origin.source,
+      request_id: origin.requestId ?? null,
+      route: origin.route ?? null,
+      value_before: valueBefore,
+      value_after: valueAfter,
+      changes: unchanged ? "{}" : JSON.stringify(shownChanges(before?.context, after.context)),
+    });
   }
 
   /** Moves a node to the bucket of its (new) presence deadline and arms the sweep if earlier. */
@@ -484,7 +622,7 @@ export class NodeActorRegistry {
       for (const entry of bucket) if (entry.deadline !== null && entry.deadline <= now) due.push(entry);
     }
     // The machine decides; its snapshot change re-buckets the node (#track via subscribe).
-    for (const entry of due) this.#actorOf(entry).send({ type: "presence.ttl_check", at: now });
+    for (const entry of due) this.#deliver(entry, { type: "presence.ttl_check", at: now });
     let earliest: { index: number; bucket: Set<Entry> } | undefined;
     for (const [index, bucket] of this.#buckets) if (earliest === undefined || index < earliest.index) earliest = { index, bucket };
     if (earliest === undefined) return;
@@ -515,7 +653,39 @@ export class NodeActorRegistry {
     });
   }
 
+  /** Tells retention which nodes got flight-recorder rows in a commit. */
+  #noteRecorded(recorded: readonly NewTransition[]): void {
+    const onRecorded = this.#deps.onRecorded;
+    if (onRecorded === undefined) return;
+    for (const nodeId of new Set(recorded.map((r) => r.node_id))) onRecorded(nodeId);
+  }
+
   /** Group commit: one transaction for every queued snapshot, then notifications and effects. */
+  /**
+   * Writes one dirty entry's state inside the group commit's transaction.
+   * @returns the node's new projection, or null when only its newest signal moved (or it is not live)
+   */
+  #writeEntry(entry: Entry, now: number): NodeProjection | null {
+    // Only a live actor marks its entry dirty, and an entry never goes back to dormant.
+    if (entry.state.kind !== "live") return null;
+    const nodeState = this.#nodeState;
+    const actor = entry.state.actor;
+    const snap = actor.getSnapshot();
+    const w = entry.written;
+    if (w !== undefined && isDeepStrictEqual(w.value, snap.value) && sameContextButSignal(w.context, snap.context)) {
+      // Only the newest signal moved: nothing an operator sees, and no snapshot JSON.
+      nodeState.writeSignal(entry.nodeId, snap.context.lastSignalAt, now);
+      return null;
+    }
+    entry.written = { value: snap.value, context: snap.context };
+    const p = projectNode(snap);
+    nodeState.writeState(entry.nodeId, p, JSON.stringify(actor.getPersistedSnapshot()), NODE_MACHINE_VERSION, now);
+    if (entry.committed?.confirmedSha !== p.confirmedSha) {
+      nodeState.writeConfirmed(entry.nodeId, p.confirmedVersion, p.confirmedSha);
+    }
+    return p;
+  }
+
   async #flushNow(): Promise<void> {
     const nodeState = this.#nodeState;
     if (nodeState.busy()) {
@@ -529,28 +699,17 @@ export class NodeActorRegistry {
     this.#effects = [];
     const waiters = this.#waiters;
     this.#waiters = [];
+    const recorded = this.#recorded;
+    this.#recorded = [];
     const now = this.#deps.clock.now();
     const changed: Array<{ entry: Entry; projection: NodeProjection }> = [];
     try {
       nodeState.inTransaction(() => {
+        // The flight recorder's rows commit with the states they lead to (persist before emit).
+        if (recorded.length > 0) insertNodeTransitions(this.#deps.store.sqlite, recorded);
         for (const entry of dirty) {
-          // Only a live actor marks its entry dirty, and an entry never goes back to dormant.
-          if (entry.state.kind !== "live") continue;
-          const actor = entry.state.actor;
-          const snap = actor.getSnapshot();
-          const w = entry.written;
-          if (w !== undefined && isDeepStrictEqual(w.value, snap.value) && sameContextButSignal(w.context, snap.context)) {
-            // Only the newest signal moved: nothing an operator sees, and no snapshot JSON.
-            nodeState.writeSignal(entry.nodeId, snap.context.lastSignalAt, now);
-            continue;
-          }
-          entry.written = { value: snap.value, context: snap.context };
-          const p = projectNode(snap);
-          nodeState.writeState(entry.nodeId, p, JSON.stringify(actor.getPersistedSnapshot()), NODE_MACHINE_VERSION, now);
-          if (entry.committed?.confirmedSha !== p.confirmedSha) {
-            nodeState.writeConfirmed(entry.nodeId, p.confirmedVersion, p.confirmedSha);
-          }
-          if (projectionChanged(entry.committed, p)) changed.push({ entry, projection: p });
+          const p = this.#writeEntry(entry, now);
+          if (p !== null && projectionChanged(entry.committed, p)) changed.push({ entry, projection: p });
         }
       });
     } catch (err) {
@@ -558,6 +717,7 @@ export class NodeActorRegistry {
       for (const w of waiters) w.reject(err);
       throw err;
     }
+    this.#noteRecorded(recorded);
     for (const { entry, projection } of changed) {
       const first = entry.committed === undefined;
       entry.committed = projection;

@@ -31,6 +31,9 @@ import { systemRoutes } from "./routes/system.routes.js";
 import { artifactsRoutes } from "./routes/artifacts.routes.js";
 import { backupsRoutes } from "./routes/backups.routes.js";
 import { mcpRoutes } from "./routes/mcp.routes.js";
+import { machinesRoutes } from "./routes/machines.routes.js";
+import type { MachinesService } from "../services/machines.service.js";
+import { runInRoute } from "../lib/request-route.js";
 import type { ArtifactsService } from "../services/artifacts.service.js";
 import type { BackupsService } from "../services/backups.service.js";
 import type { ServiceMetrics } from "../services/metrics.js";
@@ -63,6 +66,7 @@ export interface AppDeps {
   mqttSettings: MqttSettingsService;
   /** The built web console (issue 12); default `dist/web` of this installation ({@link defaultConsoleDir}). */
   consoleDir?: string;
+  machines: MachinesService;
 }
 
 /** Who may call a route: the admin (bearer token) or anyone (the route checks its own token). */
@@ -157,6 +161,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
 
   // The web console (issue 12): what no route takes, a GET of a non-API path, is its file or page.
   const serveConsole = await consoleHandler(app, { root: deps.consoleDir ?? defaultConsoleDir() });
+  // Issue 13: what a request changes in a node's machine is recorded with its route.
+  app.addHook("onRequest", (req, _reply, done) => {
+    runInRoute(`${req.method} ${req.routeOptions.url ?? "?"}`, done);
+  });
 
   app.addHook("onRequest", async (req) => {
     if (req.routeOptions.config.auth === "public") return;
@@ -211,6 +219,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(settingsRoutes, { mqttSettings: deps.mqttSettings });
   await app.register(artifactsRoutes, { artifacts: deps.artifacts, downloads: deps.downloads, auth: deps.auth });
   await app.register(backupsRoutes, { backups: deps.backups, downloads: deps.downloads, auth: deps.auth });
+  await app.register(machinesRoutes, { machines: deps.machines });
   await app.register(mcpRoutes, {
     backups: deps.backups,
     mesh: deps.mesh,

@@ -128,11 +128,11 @@ export class MqttRouter {
       // Unknown, late, duplicate or foreign: no command changes (logged by the tracker), but
       // it is still an ACK from this node on its own topic, so it proves reachability
       // (spec §6.4 rule 3).
-      registry.post(configId, nodeId, { type: "mqtt.signal", at, source: "ack" });
+      registry.post(configId, nodeId, { type: "mqtt.signal", at, source: "ack", requestId });
       return;
     }
     if (kind === "detect_ack" && ack.status === "failed") {
-      registry.post(configId, nodeId, { type: "detect.failed", at, ack: true });
+      registry.post(configId, nodeId, { type: "detect.failed", at, ack: true, requestId });
       return;
     }
     const { wgOnline, clientVersion } = ackFacts(kind, ack, payload, command);
@@ -140,6 +140,7 @@ export class MqttRouter {
       type: "mqtt.signal",
       at,
       source: "ack",
+      requestId,
       ...(wgOnline === undefined ? {} : { wgOnline }),
       ...(clientVersion === undefined ? {} : { clientVersion }),
     });
@@ -147,6 +148,7 @@ export class MqttRouter {
       registry.post(configId, nodeId, {
         type: "config.applied",
         at,
+        requestId,
         version: command.pushed.version,
         sha: command.pushed.sha,
         protocol: command.pushed.protocol,

@@ -17,7 +17,24 @@ export interface ControlLogRetentionDeps {
    * stays well under the 10 ms the event loop may be held (docs/decisions.md "Retention").
    */
   chunkBudgetMs?: number;
+  /**
+   * The table pruned: its cut-off lookup and chunked delete. Default: `control_logs`. Issue 13's
+   * flight recorder prunes `node_transitions` with the same machinery.
+   */
+  rows?: RetentionRows;
 }
+
+/** The two statements retention needs of a per-node table whose newest rows have the highest id. */
+export interface RetentionRows {
+  /** Names the table in log lines. */
+  table: string;
+  /** The id of the node's `keep`-th newest row, or undefined when it has at most `keep` rows. */
+  cutoff(sqlite: Store["sqlite"], nodeId: string, keep: number): number | undefined;
+  /** Deletes up to `limit` of the node's oldest rows below `cutoff`; returns how many. */
+  deleteBelow(sqlite: Store["sqlite"], nodeId: string, cutoff: number, limit: number): number;
+}
+
+const CONTROL_LOG_ROWS: RetentionRows = { table: "control_logs", cutoff: retentionCutoff, deleteBelow: deleteControlLogsBelow };
 
 /** What the pruning did so far. */
 export interface RetentionStats {
@@ -68,12 +85,14 @@ export class ControlLogRetention {
   #stopped = false;
   #idle: Array<() => void> = [];
   readonly #stats: RetentionStats;
+  readonly #rows: RetentionRows;
 
   constructor(deps: ControlLogRetentionDeps) {
     if (!Number.isInteger(deps.keep) || deps.keep < 1) throw new RangeError("ControlLogRetention: keep must be an integer >= 1");
     this.#deps = deps;
     this.#sweepMs = deps.sweepIntervalMs ?? DEFAULT_SWEEP_MS;
     this.#budgetMs = deps.chunkBudgetMs ?? DEFAULT_BUDGET_MS;
+    this.#rows = deps.rows ?? CONTROL_LOG_ROWS;
     this.#stats = { deleted: 0, chunks: 0, longestChunkMs: 0, longestChunkCpuMs: 0, chunkRows: 512 };
   }
 
@@ -164,13 +183,13 @@ export class ControlLogRetention {
     try {
       if (this.#current !== null) {
         const { nodeId, cutoff } = this.#current;
-        deletedRows = deleteControlLogsBelow(sqlite, nodeId, cutoff, this.#stats.chunkRows);
+        deletedRows = this.#rows.deleteBelow(sqlite, nodeId, cutoff, this.#stats.chunkRows);
         this.#stats.deleted += deletedRows;
         if (deletedRows < this.#stats.chunkRows) this.#current = null;
       } else if (this.#queue.size > 0) {
         const nodeId = this.#queue.values().next().value as string;
         this.#queue.delete(nodeId);
-        const cutoff = retentionCutoff(sqlite, nodeId, this.#deps.keep);
+        const cutoff = this.#rows.cutoff(sqlite, nodeId, this.#deps.keep);
         if (cutoff !== undefined) this.#current = { nodeId, cutoff };
       } else if (this.#sweepAfter !== null) {
         const ids = nodeIdsAfter(sqlite, this.#sweepAfter, SWEEP_PAGE);
@@ -178,7 +197,7 @@ export class ControlLogRetention {
         this.#sweepAfter = ids.length < SWEEP_PAGE ? null : (ids[ids.length - 1] ?? null);
       }
     } catch (err) {
-      this.#deps.log.error({ err, node_id: node }, "control log retention step failed; the node is retried at the next sweep");
+      this.#deps.log.error({ err, node_id: node, table: this.#rows.table }, "retention step failed; the node is retried at the next sweep");
       this.#current = null;
     }
     const ms = performance.now() - started;

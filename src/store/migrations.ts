@@ -172,4 +172,26 @@ export const migrations: Record<string, Migration> = {
       await sql`CREATE INDEX control_logs_node_log ON control_logs (node_id, log_id)`.execute(db);
     },
   },
+  // docs/decisions.md "Issue 13: flight recorder": one row per node transition that changed the
+  // state value or a field the console shows, written in the registry's group commit. Newest N
+  // per node by `transition_id` (the index serves the page reads and the retention cut-off).
+  // Rows go with their node (cascade), so a snapshot restore, which replaces every node, clears them.
+  "0005_node_transitions": {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    async up(db: Kysely<any>): Promise<void> {
+      await sql`CREATE TABLE node_transitions (
+        transition_id INTEGER PRIMARY KEY AUTOINCREMENT,
+        node_id TEXT NOT NULL REFERENCES nodes(node_id) ON DELETE CASCADE,
+        at INTEGER NOT NULL,
+        event TEXT NOT NULL,
+        source TEXT NOT NULL CHECK (source IN ('heartbeat', 'event', 'will', 'ack', 'detect', 'timer', 'rest', 'restore')),
+        request_id TEXT,
+        route TEXT,
+        value_before TEXT,
+        value_after TEXT NOT NULL,
+        changes TEXT NOT NULL
+      ) STRICT`.execute(db);
+      await sql`CREATE INDEX node_transitions_node ON node_transitions (node_id, transition_id)`.execute(db);
+    },
+  },
 };

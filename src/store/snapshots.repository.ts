@@ -25,8 +25,13 @@ export const DATA_TABLES = [
   "control_logs",
 ] as const;
 
-/** Tables whose rows never leave the service inside a snapshot. */
-export const SCRUBBED_TABLES = ["settings_kv", "admin_sessions", "download_tokens", "bind_tokens", "broker_credentials"] as const;
+/**
+ * Tables whose rows never leave the service inside a snapshot. `node_transitions` (issue 13's
+ * flight recorder) is history of this service's live nodes, not data a restore brings back: it
+ * is emptied in exports, and a restore clears the live rows with the nodes they belong to
+ * (foreign-key cascade; docs/decisions.md "Issue 13: flight recorder").
+ */
+export const SCRUBBED_TABLES = ["settings_kv", "admin_sessions", "download_tokens", "bind_tokens", "broker_credentials", "node_transitions"] as const;
 
 /**
  * Writes a consistent copy of the live database to `file` (`VACUUM INTO`), holding Kysely's

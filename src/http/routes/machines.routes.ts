@@ -1,0 +1,52 @@
+import { machineGraphSchema, nodeMachineViewSchema, nodeTimelineSchema, timelineQuerySchema } from "../../protocol/machine.schema.js";
+import type { MachinesService } from "../../services/machines.service.js";
+import type { App } from "../app.js";
+import { errorResponses, nodeParams } from "../schemas.js";
+
+/**
+ * Issue 13: the node statechart as data, a node's live machine state and its flight recorder
+ * (admin auth, as every route not marked public). Reads only: they answer while MQTT is off too.
+ */
+export async function machinesRoutes(app: App, opts: { machines: MachinesService }): Promise<void> {
+  const { machines } = opts;
+  const tags = ["machines"];
+
+  app.get(
+    "/api/v1/machines/node",
+    {
+      schema: {
+        tags,
+        summary: "The node statechart: states and transitions, generated from the machine definition",
+        response: { 200: machineGraphSchema, ...errorResponses() },
+      },
+    },
+    async () => machines.graph(),
+  );
+
+  app.get(
+    "/api/v1/configs/:config_id/nodes/:node_id/machine",
+    {
+      schema: {
+        tags,
+        summary: "A node's active states per region and its machine context (live actor or stored snapshot)",
+        params: nodeParams,
+        response: { 200: nodeMachineViewSchema, ...errorResponses(404) },
+      },
+    },
+    async (req) => machines.machine(req.params.config_id, req.params.node_id),
+  );
+
+  app.get(
+    "/api/v1/configs/:config_id/nodes/:node_id/timeline",
+    {
+      schema: {
+        tags,
+        summary: "A node's flight recorder: its recorded transitions, newest first, paged by `before`",
+        params: nodeParams,
+        querystring: timelineQuerySchema,
+        response: { 200: nodeTimelineSchema, ...errorResponses(404) },
+      },
+    },
+    async (req) => machines.timeline(req.params.config_id, req.params.node_id, req.query.before, req.query.limit),
+  );
+}

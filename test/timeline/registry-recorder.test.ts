@@ -1,0 +1,99 @@
+import assert from "node:assert/strict";
+import { test, type TestContext } from "node:test";
+import { NodeActorRegistry } from "../../src/actors/registry.js";
+import { ManualClock } from "../../src/clock.js";
+import { listNodeTransitions, type NodeTransitionRow } from "../../src/store/node-transitions.repository.js";
+import { CONFIG, log, openStores, seedNodes, tempDbFile } from "../actors/harness.js";
+
+/**
+ * The flight recorder inside the registry's group commit (src/actors/registry.ts, issue 13 item
+ * 3): a real SQLite file, the real node machine, a ManualClock. Timers (the detect timeout, the
+ * presence sweep's TTL check) record source `timer`; rows commit with the state they lead to
+ * (persist before emit).
+ */
+
+const TTL_MS = 45 * 60_000;
+const DETECT_MS = 20_000;
+
+async function open(t: TestContext) {
+  const { store, reader, close } = await openStores(tempDbFile(t));
+  const clock = new ManualClock();
+  const seenAtEmit: number[] = [];
+  const recorded: string[] = [];
+  const registry = new NodeActorRegistry({
+    store,
+    clock,
+    log,
+    onlineTtlMs: TTL_MS,
+    detectTimeoutMs: DETECT_MS,
+    effects: { revokeClient: () => {}, requestConfigPush: () => {} },
+    // Persist before emit: what a second connection sees when the status notification runs.
+    onStatusChanged: (_c, nodeId) => seenAtEmit.push(rows(reader.sqlite, nodeId).length),
+    onRecorded: (nodeId) => recorded.push(nodeId),
+  });
+  t.after(async () => {
+    await registry.stop();
+    await close();
+  });
+  await seedNodes(store, ["n1"]);
+  await registry.start();
+  await registry.send(CONFIG, "n1", { type: "client.bound", at: clock.now(), clientVersion: "1.0.0" });
+  return { store, reader, clock, registry, seenAtEmit, recorded };
+}
+
+function rows(sqlite: Parameters<typeof listNodeTransitions>[0], nodeId: string): NodeTransitionRow[] {
+  return listNodeTransitions(sqlite, nodeId, Number.MAX_SAFE_INTEGER, 1000);
+}
+
+test("issue 13, spec §3.1 §6.4 rule 8: a detect that times out records the `after` timer as source `timer` (presence online → dropped), the detect as source `detect`", async (t) => {
+  const h = await open(t);
+  await h.registry.send(CONFIG, "n1", { type: "mqtt.signal", at: h.clock.now(), source: "heartbeat", wgOnline: true });
+  h.clock.advance(1000);
+  await h.registry.send(CONFIG, "n1", { type: "detect.sent", at: h.clock.now() });
+  h.clock.advance(DETECT_MS);
+  await h.registry.send(CONFIG, "n1", { type: "node.mode_changed", at: h.clock.now(), mode: "dynamic" }); // waits for the commit; changes nothing
+  const [timeout, detect] = rows(h.reader.sqlite, "n1");
+  assert.equal(timeout?.source, "timer");
+  assert.equal(timeout?.event, "xstate.after.detectTimeout.node.probe.waiting");
+  assert.equal(timeout?.at, 1000 + DETECT_MS + Date.parse("2026-01-01T00:00:00Z"));
+  assert.deepEqual(
+    [JSON.parse(timeout?.value_before ?? "null").presence, JSON.parse(timeout?.value_after ?? "null").presence],
+    [{ online: "fresh" }, "dropped"],
+  );
+  assert.equal(detect?.source, "detect");
+  assert.equal(detect?.event, "detect.sent");
+  assert.equal(JSON.parse(detect?.value_after ?? "null").probe, "waiting");
+});
+
+test("issue 13, spec §3.1 heartbeat timeout: the presence sweep's TTL check records source `timer`; rows are committed before the status notification (persist before emit)", async (t) => {
+  const h = await open(t);
+  await h.registry.send(CONFIG, "n1", { type: "mqtt.signal", at: h.clock.now(), source: "heartbeat" });
+  const before = rows(h.reader.sqlite, "n1").length;
+  assert.equal(h.seenAtEmit.at(-1), before, "the heartbeat's row was committed when its status change was emitted");
+  h.clock.advance(TTL_MS + 1000);
+  await h.registry.send(CONFIG, "n1", { type: "node.mode_changed", at: h.clock.now(), mode: "dynamic" });
+  const [dropped] = rows(h.reader.sqlite, "n1");
+  assert.equal(dropped?.source, "timer");
+  assert.equal(dropped?.event, "presence.ttl_check");
+  assert.equal(JSON.parse(dropped?.value_after ?? "null").presence, "dropped");
+  assert.equal(h.seenAtEmit.at(-1), before + 1);
+  assert.ok(h.recorded.includes("n1"), "retention hears of the node's new rows");
+});
+
+test("issue 13: heartbeats that change nothing record nothing, and a change of a shown context field alone (client version) records a row", async (t) => {
+  const h = await open(t);
+  await h.registry.send(CONFIG, "n1", { type: "mqtt.signal", at: h.clock.now(), source: "heartbeat", wgOnline: true });
+  const n = rows(h.reader.sqlite, "n1").length;
+  for (let i = 0; i < 5; i++) {
+    h.clock.advance(60_000);
+    await h.registry.send(CONFIG, "n1", { type: "mqtt.signal", at: h.clock.now(), source: "heartbeat", wgOnline: true });
+  }
+  assert.equal(rows(h.reader.sqlite, "n1").length, n);
+  await h.registry.send(CONFIG, "n1", { type: "mqtt.signal", at: h.clock.now(), source: "ack", requestId: "req-1", clientVersion: "1.1.0" });
+  const [row] = rows(h.reader.sqlite, "n1");
+  assert.equal(rows(h.reader.sqlite, "n1").length, n + 1);
+  assert.equal(row?.source, "ack");
+  assert.equal(row?.request_id, "req-1");
+  assert.equal(row?.value_before, row?.value_after);
+  assert.deepEqual(JSON.parse(row?.changes ?? "{}"), { client_version: ["1.0.0", "1.1.0"] });
+});
