@@ -38,6 +38,8 @@ export interface LongFunction {
   name: string;
   /** Why it stays: what the lines are, and why splitting them would not make it easier to read. */
   reason: string;
+  /** A ceiling of its own, lines: longer than this it is reported even though it is listed. */
+  max?: number;
 }
 
 /**
@@ -56,7 +58,7 @@ export const LONG_FUNCTIONS: readonly LongFunction[] = [
   { file: "src/http/routes/client.routes.ts", name: "clientRoutes", reason: "route registration" },
   { file: "src/http/routes/configs.routes.ts", name: "configsRoutes", reason: "route registration" },
   { file: "src/http/routes/nodes.routes.ts", name: "nodesRoutes", reason: "route registration" },
-  { file: "src/context.ts", name: "createAppContext", reason: "the composition root, parts built in dependency order (issue 11 §1: under 120 lines)" },
+  { file: "src/context.ts", name: "createAppContext", reason: "the composition root, parts built in dependency order", max: 120 },
   // Sequential procedures read top to bottom; each waits for its own change.
   { file: "src/config.ts", name: "loadSettings", reason: "one settings object built field by field from the parsed environment" },
   { file: "src/domain/render.ts", name: "validateInput", reason: "the render input rules, one check after another" },
@@ -146,7 +148,7 @@ export function checkCode(root: string, allowed: readonly LongFunction[] = [], m
     for (const f of findingsOf(file, readFileSync(path, "utf8"), maxLines)) {
       const allowance = f.kind === "long-function" ? allowed.find((a) => a.file === f.file && a.name === f.text) : undefined;
       if (allowance !== undefined) used.add(allowance);
-      else findings.push(f);
+      if (allowance === undefined || (allowance.max !== undefined && f.lines !== undefined && f.lines > allowance.max)) findings.push(f);
     }
   }
   return { findings, stale: allowed.filter((a) => !used.has(a)), files: files.length };
