@@ -1,7 +1,5 @@
 import { join } from "node:path";
-import { createActorParts } from "./actor-parts.js";
-import type { CommandTracker } from "./actors/commands.js";
-import type { NodeActorRegistry } from "./actors/registry.js";
+import { createActorParts, type ActorParts } from "./actor-parts.js";
 import { AppEvents } from "./app-events.js";
 import { brokerAdapterFactories, BrokerConnection, resolveIdentity, type BrokerAdapterFactories } from "./broker-factory.js";
 import { systemClock, type Clock } from "./clock.js";
@@ -13,12 +11,9 @@ import { Lifecycle } from "./lifecycle.js";
 import type { Logger } from "./logger.js";
 import { BrokerPasswordVault } from "./mqtt/broker-passwords.js";
 import { DetectScheduler } from "./mqtt/detect-scheduler.js";
-import type { EventLog } from "./mqtt/event-log.js";
-import type { MqttRouter } from "./mqtt/router.js";
 import { ArtifactsService } from "./services/artifacts.service.js";
 import { AuthService } from "./services/auth.service.js";
 import { BackupsService } from "./services/backups.service.js";
-import type { ControlLogRetention } from "./services/control-log-retention.js";
 import { ControlService } from "./services/control.service.js";
 import { DownloadsService } from "./services/downloads.service.js";
 import { MeshService } from "./services/mesh.service.js";
@@ -45,19 +40,12 @@ export interface ContextOverrides {
 }
 
 /** Every long-lived part of the service, each built once with what it needs. */
-export interface AppContext {
+export interface AppContext extends ActorParts {
   settings: Settings;
   clock: Clock;
   store: Store;
   events: AppEvents;
   mqtt: BrokerConnection;
-  registry: NodeActorRegistry;
-  commands: CommandTracker;
-  eventLog: EventLog;
-  controlLogRetention: ControlLogRetention;
-  /** Issue 13: prunes each node's flight recorder to SVC_TIMELINE_MAX_PER_NODE rows. */
-  timelineRetention: ControlLogRetention;
-  router: MqttRouter;
   hub: EventHub;
   auth: AuthService;
   mesh: MeshService;

@@ -63,6 +63,30 @@ export interface NodeContext {
 }
 
 /** Which upstream message a reachable signal came from. */
+/**
+ * A node's context when its machine starts (spec §3: nothing seen yet, nothing staged or
+ * confirmed). Also what the machine's delays are evaluated on for the statechart's graph.
+ */
+export function initialNodeContext(input: NodeMachineInput): NodeContext {
+  return {
+    configId: input.configId,
+    nodeId: input.nodeId,
+    mode: input.mode,
+    onlineTtlMs: input.onlineTtlMs,
+    detectTimeoutMs: input.detectTimeoutMs,
+    lastSignalAt: null,
+    lastReachableAt: null,
+    detectSentAt: null,
+    bindTokenExpiresAt: null,
+    stagedVersion: 0,
+    stagedSha: null,
+    confirmedVersion: null,
+    confirmedSha: null,
+    confirmedProtocol: null,
+    clientVersion: null,
+  };
+}
+
 export type SignalSource = "heartbeat" | "ack" | "event";
 
 export type NodeEvent =
@@ -182,23 +206,7 @@ export const nodeMachine = setup({
 }).createMachine({
   id: "node",
   type: "parallel",
-  context: ({ input }) => ({
-    configId: input.configId,
-    nodeId: input.nodeId,
-    mode: input.mode,
-    onlineTtlMs: input.onlineTtlMs,
-    detectTimeoutMs: input.detectTimeoutMs,
-    lastSignalAt: null,
-    lastReachableAt: null,
-    detectSentAt: null,
-    bindTokenExpiresAt: null,
-    stagedVersion: 0,
-    stagedSha: null,
-    confirmedVersion: null,
-    confirmedSha: null,
-    confirmedProtocol: null,
-    clientVersion: null,
-  }),
+  context: ({ input }) => initialNodeContext(input),
   states: {
     mode: {
       initial: "starting",

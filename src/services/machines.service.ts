@@ -2,7 +2,7 @@ import type { AnyStateNode, AnyTransitionDefinition } from "xstate";
 import { activeStateIds } from "../actors/recorder.js";
 import type { NodeActorRegistry } from "../actors/registry.js";
 import { isoTime } from "../clock.js";
-import { NODE_MACHINE_VERSION, nodeMachine, type NodeContext } from "../machines/node.machine.js";
+import { NODE_MACHINE_VERSION, initialNodeContext, nodeMachine, type NodeContext } from "../machines/node.machine.js";
 import type {
   MachineGraph,
   NodeMachineView,
@@ -102,21 +102,9 @@ export class MachinesService {
     if (typeof delay === "number") return delay;
     if (typeof delay !== "function") return null;
     const context: NodeContext = {
-      configId: "",
-      nodeId: "",
-      mode: "dynamic",
-      onlineTtlMs: this.#d.onlineTtlMs,
-      detectTimeoutMs: this.#d.detectTimeoutMs,
-      lastSignalAt: null,
-      lastReachableAt: null,
+      ...initialNodeContext({ configId: "", nodeId: "", mode: "dynamic", onlineTtlMs: this.#d.onlineTtlMs, detectTimeoutMs: this.#d.detectTimeoutMs }),
       detectSentAt: 0,
       bindTokenExpiresAt: this.#d.bindTokenTtlMs,
-      stagedVersion: 0,
-      stagedSha: null,
-      confirmedVersion: null,
-      confirmedSha: null,
-      confirmedProtocol: null,
-      clientVersion: null,
     };
     const ms: unknown = (delay as (args: unknown) => unknown)({ context, event: { type: "xstate.init", at: 0 } });
     return typeof ms === "number" ? ms : null;
