@@ -3,6 +3,7 @@ import { useEffect, useState, type FormEvent } from "react";
 import { apiFetch, errorMessage } from "../api/client.js";
 import { queryKeys, useMqttSettings, useSystemStatus } from "../api/queries.js";
 import type { MqttSettingsUpdate, MqttSettingsView } from "../api/types.js";
+import { ConfirmDialog } from "../components/confirm-dialog.js";
 import { QueryView } from "../components/states.js";
 import { useSsePatch } from "../sse/provider.js";
 import { usePageTitle } from "../page-title.js";
@@ -59,7 +60,9 @@ function MqttForm({ mqtt }: { mqtt: MqttSettingsView }) {
     setSaved(false);
     save.mutate({ public_host: host.trim(), public_port: Number(port), public_tls_port: Number(tlsPort) });
   };
+  const [confirmReset, setConfirmReset] = useState(false);
   const reset = () => {
+    setConfirmReset(false);
     setSaved(false);
     save.mutate({ public_host: null, public_port: null, public_tls_port: null });
   };
@@ -108,7 +111,7 @@ function MqttForm({ mqtt }: { mqtt: MqttSettingsView }) {
           <button type="submit" className="primary" {...reasonProps}>
             Save MQTT settings
           </button>
-          <button type="button" onClick={reset} {...reasonProps}>
+          <button type="button" onClick={() => setConfirmReset(true)} {...reasonProps}>
             Use environment values
           </button>
         </div>
@@ -118,6 +121,18 @@ function MqttForm({ mqtt }: { mqtt: MqttSettingsView }) {
           {errorMessage(save.error)}
         </p>
       )}
+      <ConfirmDialog
+        open={confirmReset}
+        title="Use the environment's values?"
+        confirmLabel="Use environment values"
+        onConfirm={reset}
+        onCancel={() => setConfirmReset(false)}
+      >
+        <p>
+          The public host and ports set here are removed; bind profiles issued from now on carry the values of
+          SVC_MQTT_PUBLIC_HOST, SVC_MQTT_PUBLIC_PORT and SVC_MQTT_PUBLIC_TLS_PORT. Agents already bound keep theirs.
+        </p>
+      </ConfirmDialog>
       {saved && !save.isPending && (
         <p className="form-ok" role="status">
           Saved.
