@@ -24,8 +24,19 @@ export function SettingsPage() {
       <QueryView query={query}>{(mqtt) => <MqttForm mqtt={mqtt} />}</QueryView>
       <section className="card" aria-labelledby="version-title">
         <h2 id="version-title">Version</h2>
-        <p>
-          Server version: <strong>{status.data?.update.version ?? "…"}</strong>
+        <dl className="facts">
+          <div>
+            <dt>Server version</dt>
+            <dd>{status.data?.update.version ?? "…"}</dd>
+          </div>
+          <div>
+            <dt>Client releases</dt>
+            <dd className="mono break">{status.data?.update.release_download_url ?? "…"}</dd>
+          </div>
+        </dl>
+        <p className="muted small">
+          Client downloads of the release source are built from this address (SVC_RELEASE_DOWNLOAD_URL) and the server
+          version: <span className="mono break">{"{address}/v{version}/{file}"}</span>.
         </p>
       </section>
     </section>
