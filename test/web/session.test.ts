@@ -85,21 +85,21 @@ test("issue 12: keyboard alone: sign in, skip to content, move between pages, sw
 
   // The theme toggle: system → light → dark, on <html data-theme>, kept in localStorage.
   const toggle = page.getByRole("button", { name: /^Theme: / });
-  assert.equal(await toggle.getAttribute("aria-label"), "Theme: system (change)");
+  assert.equal((await toggle.innerText()).trim(), "◐ Theme: Auto");
   await toggle.focus();
   await page.keyboard.press("Enter");
-  await page.getByRole("button", { name: "Theme: light (change)" }).waitFor();
+  await page.getByRole("button", { name: "Theme: Light" }).waitFor();
   assert.equal(await page.evaluate("document.documentElement.dataset.theme"), "light");
   await page.keyboard.press("Enter");
-  await page.getByRole("button", { name: "Theme: dark (change)" }).waitFor();
+  await page.getByRole("button", { name: "Theme: Dark" }).waitFor();
   assert.equal(await page.evaluate("document.documentElement.dataset.theme"), "dark");
   // Dark wins over a light system preference.
   const bg = await page.evaluate("getComputedStyle(document.body).backgroundColor");
   assert.equal(bg, "rgb(13, 17, 23)");
   await page.reload();
-  await page.getByRole("button", { name: "Theme: dark (change)" }).waitFor();
-  await page.getByRole("button", { name: "Theme: dark (change)" }).press("Enter");
-  await page.getByRole("button", { name: "Theme: system (change)" }).waitFor();
+  await page.getByRole("button", { name: "Theme: Dark" }).waitFor();
+  await page.getByRole("button", { name: "Theme: Dark" }).press("Enter");
+  await page.getByRole("button", { name: "Theme: Auto" }).waitFor();
   assert.equal(await page.evaluate("document.documentElement.dataset.theme ?? null"), null);
 });
 
