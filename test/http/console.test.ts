@@ -64,12 +64,23 @@ test("issue 12: / and every non-API path answer index.html (no-cache, CSP 'self'
   assert.equal(other.text, "User-agent: *");
   assert.equal(other.headers["cache-control"], "no-cache");
 
+  // HEAD answers the same headers without a body; a cached copy revalidates to 304.
+  const head = await injectJson(server, { method: "HEAD", url: "/configs" });
+  assert.equal(head.status, 200);
+  assert.equal(head.text, "");
+  assert.equal(head.headers["content-security-policy"], CONSOLE_CSP);
+  const etag = String(asset.headers["etag"]);
+  assert.match(etag, /\S/);
+  const revalidated = await get(server, "/assets/index-abc123.js", { "if-none-match": etag });
+  assert.equal(revalidated.status, 304);
+
   // A missing hashed file is a 404, never the page in its place.
   const missing = await get(server, "/assets/index-old999.js");
   assert.equal(missing.status, 404);
   assert.equal(missing.json.error.code, "NOT_FOUND");
   // No escape from the build directory.
   const traversal = await get(server, "/assets/..%2f..%2fetc%2fpasswd");
+  assert.equal(traversal.status, 404);
   assert.notEqual(traversal.text.includes("root:"), true);
 });
 

@@ -118,3 +118,34 @@ describe("scripts/check-imports.ts (DESIGN §2 folder table)", () => {
     assert.equal(res.status, 0, res.lines.join("\n"));
   });
 });
+
+describe("scripts/check-imports.ts: the web console (DESIGN §2 row `web/`)", () => {
+  test("web/src may import its own files (.ts and .tsx), src/protocol and src/lib, type-only or not", (t) => {
+    const root = tree(t, {
+      ...CLEAN,
+      "web/src/api/types.ts": 'import type { id } from "../../../src/protocol/ids.js";\nexport type Id = typeof id;\n',
+      "web/src/pages/home.tsx": 'import type { Id } from "../api/types.js";\nimport { w } from "../../../src/lib/atomic.js";\nexport const Home = () => <p>{String(w)}</p>;\nexport type X = Id;\n',
+      "web/src/main.tsx": 'import { Home } from "./pages/home.js";\nimport "./styles.css";\nexport const m = <Home />;\n',
+    });
+    const res = run(root);
+    assert.equal(res.status, 0, res.lines.join("\n"));
+    assert.match(res.lines.at(-1) ?? "", /^check-imports: 12 files keep to DESIGN §2/);
+  });
+
+  test("web/src importing server code (even a type) or a file outside web/src and src/ is a violation", (t) => {
+    const root = tree(t, {
+      ...CLEAN,
+      "web/src/a.ts": 'import type { AppError } from "../../src/errors.js";\nexport type A = AppError;\n',
+      "web/src/b.tsx": 'import { m } from "../../src/services/mesh.service.js";\nexport const B = () => <p>{String(m)}</p>;\n',
+      "web/src/c.ts": 'import { x } from "../../scripts/tool.js";\nexport const c = x;\n',
+      "scripts/tool.ts": "export const x = 1;\n",
+    });
+    const res = run(root);
+    assert.equal(res.status, 1);
+    assert.deepEqual(res.lines.slice(0, -1).sort(), [
+      "web/src/a.ts: imports src/errors.ts [type-only] — web may import protocol, lib",
+      "web/src/b.tsx: imports src/services/mesh.service.ts — web may import protocol, lib",
+      "web/src/c.ts: imports scripts/tool.ts — web may import web/src, src/protocol and src/lib only",
+    ]);
+  });
+});

@@ -131,6 +131,8 @@ export async function startConsole(t: TestContext, overrides: Partial<Settings> 
         baseURL: backend.baseUrl,
         viewport: opts.viewport ?? VIEWPORTS.desktop,
         colorScheme: opts.colorScheme ?? "light",
+        // Copy buttons write the clipboard; tests read it back with clipboardText().
+        permissions: ["clipboard-read", "clipboard-write"],
       });
       context.setDefaultTimeout(UI_TIMEOUT_MS);
       const page = await context.newPage();
@@ -155,6 +157,11 @@ export async function login(page: Page, password = ADMIN_PASSWORD): Promise<void
 /** The access token the console keeps for the tab (sessionStorage), or null. */
 export async function storedToken(page: Page): Promise<string | null> {
   return page.evaluate<string | null>('sessionStorage.getItem("svc.access_token")');
+}
+
+/** What the page last put on the clipboard (a copy button's text). */
+export async function clipboardText(page: Page): Promise<string> {
+  return page.evaluate<string>("navigator.clipboard.readText()");
 }
 
 /** Waits until the connection indicator says the shared SSE stream is live. */

@@ -41,6 +41,9 @@ test("spec §6.5 rule 3: a second browser context sees a config created elsewher
   await second.getByLabel(/Public host/).and(second.locator('[value="mqtt.example.org"]')).waitFor();
   assert.equal(await second.getByLabel(/Public host/).inputValue(), "mqtt.example.org");
   assert.equal(await second.evaluate('document.body.dataset["noReload"]'), "1");
+  // The version card: the server version and the release download base (spec §4 rules 2/5).
+  await expectText(first.getByRole("region", { name: "Version" }), /Server version\s*0\.\d+\.\d+/);
+  await expectText(first.getByRole("region", { name: "Version" }), /Client releases\s*https:\/\/github\.com\/svc-mesh\/svc\/releases\/download/);
   await expectAccessible(first, "settings");
   await screenshot(first, "settings");
 

@@ -54,3 +54,17 @@ test("console login: a wrong password shows the API's error, the right one opens
   await page.getByLabel("Admin password").waitFor();
   assert.equal(await storedToken(page), null);
 });
+
+test("spec §6.5 rule 2: relative times on the page follow the server's clock (system.clock.sync), not the browser's", async (t) => {
+  const h = await startConsole(t);
+  if (!h) return;
+  await h.api("POST", "/api/v1/configs", { name: "clocked", tunnel_protocol: "wireguard", network_cidr: "10.70.0.0/24" });
+  const page = await h.newPage();
+  await login(page);
+  await waitLive(page);
+  const card = page.getByRole("article", { name: "clocked" });
+  await expectText(card, /Updated just now/);
+  // Five minutes pass on the server's (manual) clock only: its clock-sync frames move the page.
+  h.clock.advance(5 * 60_000);
+  await expectText(card, /Updated 5 minutes ago/);
+});

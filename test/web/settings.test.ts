@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import test from "node:test";
-import { expectAccessible, expectFigure, login, screenshot, startConsole } from "./harness.js";
+import { expectAccessible, expectFigure, expectText, login, screenshot, startConsole } from "./harness.js";
 
 test("spec §1.7 bullet 7: with MQTT off, Settings keeps the MQTT form with every control disabled and the reason attached; home says disabled", async (t) => {
   const h = await startConsole(t, { mqttEnabled: false });
@@ -31,4 +31,31 @@ test("spec §1.7 bullet 7: with MQTT off, Settings keeps the MQTT form with ever
   }
   await expectAccessible(page, "settings (MQTT off)");
   await screenshot(page, "settings-mqtt-off");
+});
+
+test("issue 12: going back to the environment's MQTT values asks first (a dialog Escape cancels) and then shows the environment as the source", async (t) => {
+  const h = await startConsole(t);
+  if (!h) return;
+  await h.api("PUT", "/api/v1/settings/mqtt", { public_host: "override.example.org" });
+  const page = await h.newPage();
+  await login(page);
+  await page.getByRole("link", { name: "Settings" }).click();
+  const host = page.getByLabel(/Public host/);
+  await host.and(page.locator('[value="override.example.org"]')).waitFor();
+  assert.match(await page.locator('label[for="public_host"]').innerText(), /\(settings\)/);
+
+  await page.getByRole("button", { name: "Use environment values" }).click();
+  const dialog = page.getByRole("dialog", { name: "Use the environment's values?" });
+  await dialog.waitFor();
+  await expectAccessible(page, "settings reset dialog");
+  await screenshot(page, "settings-reset-dialog");
+  await page.keyboard.press("Escape");
+  await dialog.waitFor({ state: "hidden" });
+  assert.equal((await h.api("GET", "/api/v1/settings/mqtt")).public_host, "override.example.org", "cancel changes nothing");
+
+  await page.getByRole("button", { name: "Use environment values" }).click();
+  await dialog.getByRole("button", { name: "Use environment values" }).click();
+  await dialog.waitFor({ state: "hidden" });
+  await expectText(page.locator('label[for="public_host"]'), /\(environment\)/);
+  assert.equal((await h.api("GET", "/api/v1/settings/mqtt")).sources.public_host, "environment");
 });

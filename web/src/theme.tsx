@@ -4,6 +4,8 @@ import { useEffect, useState } from "react";
 export type ThemeChoice = "system" | "light" | "dark";
 const KEY = "svc.theme";
 const NEXT: Record<ThemeChoice, ThemeChoice> = { system: "light", light: "dark", dark: "system" };
+const LABEL: Record<ThemeChoice, string> = { system: "Auto", light: "Light", dark: "Dark" };
+const ICON: Record<ThemeChoice, string> = { system: "◐", light: "☀", dark: "☾" };
 
 function stored(): ThemeChoice {
   try {
@@ -22,7 +24,7 @@ function apply(choice: ThemeChoice): void {
 
 apply(stored());
 
-/** A button cycling system → light → dark; its accessible name says the current choice. */
+/** A button cycling system (Auto) → light → dark; its visible text, also its name, says the current choice. */
 export function ThemeToggle() {
   const [choice, setChoice] = useState<ThemeChoice>(stored);
   useEffect(() => {
@@ -35,8 +37,9 @@ export function ThemeToggle() {
     }
   }, [choice]);
   return (
-    <button type="button" className="theme-toggle" aria-label={`Theme: ${choice} (change)`} onClick={() => setChoice(NEXT[choice])}>
-      {choice === "system" ? "◐ Auto" : choice === "light" ? "☀ Light" : "☾ Dark"}
+    <button type="button" className="theme-toggle" title="Change the theme: Auto (as the system) → Light → Dark" onClick={() => setChoice(NEXT[choice])}>
+      <span aria-hidden="true">{ICON[choice]} </span>
+      Theme: {LABEL[choice]}
     </button>
   );
 }

@@ -23,7 +23,7 @@ export function relativeText(deltaMs: number): string {
 
 /**
  * An ISO time as relative text ("5 minutes ago"), measured against the server's clock (offset from
- * `system.clock.sync`), refreshed every 15 s; the absolute time is in `title` and `dateTime`.
+ * `system.clock.sync`), refreshed at each clock sync and every 15 s; the absolute time is in `title` and `dateTime`.
  * `null` renders `empty`.
  */
 export function RelativeTime({ iso, empty = "never" }: { iso: string | null; empty?: string }) {

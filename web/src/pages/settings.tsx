@@ -3,6 +3,7 @@ import { useEffect, useState, type FormEvent } from "react";
 import { apiFetch, errorMessage } from "../api/client.js";
 import { queryKeys, useMqttSettings, useSystemStatus } from "../api/queries.js";
 import type { MqttSettingsUpdate, MqttSettingsView } from "../api/types.js";
+import { ConfirmDialog } from "../components/confirm-dialog.js";
 import { QueryView } from "../components/states.js";
 import { useSsePatch } from "../sse/provider.js";
 import { usePageTitle } from "../page-title.js";
@@ -23,8 +24,19 @@ export function SettingsPage() {
       <QueryView query={query}>{(mqtt) => <MqttForm mqtt={mqtt} />}</QueryView>
       <section className="card" aria-labelledby="version-title">
         <h2 id="version-title">Version</h2>
-        <p>
-          Server version: <strong>{status.data?.update.version ?? "…"}</strong>
+        <dl className="facts">
+          <div>
+            <dt>Server version</dt>
+            <dd>{status.data?.update.version ?? "…"}</dd>
+          </div>
+          <div>
+            <dt>Client releases</dt>
+            <dd className="mono break">{status.data?.update.release_download_url ?? "…"}</dd>
+          </div>
+        </dl>
+        <p className="muted small">
+          Client downloads of the release source are built from this address (SVC_RELEASE_DOWNLOAD_URL) and the server
+          version: <span className="mono break">{"{address}/v{version}/{file}"}</span>.
         </p>
       </section>
     </section>
@@ -59,7 +71,9 @@ function MqttForm({ mqtt }: { mqtt: MqttSettingsView }) {
     setSaved(false);
     save.mutate({ public_host: host.trim(), public_port: Number(port), public_tls_port: Number(tlsPort) });
   };
+  const [confirmReset, setConfirmReset] = useState(false);
   const reset = () => {
+    setConfirmReset(false);
     setSaved(false);
     save.mutate({ public_host: null, public_port: null, public_tls_port: null });
   };
@@ -108,7 +122,7 @@ function MqttForm({ mqtt }: { mqtt: MqttSettingsView }) {
           <button type="submit" className="primary" {...reasonProps}>
             Save MQTT settings
           </button>
-          <button type="button" onClick={reset} {...reasonProps}>
+          <button type="button" onClick={() => setConfirmReset(true)} {...reasonProps}>
             Use environment values
           </button>
         </div>
@@ -118,6 +132,18 @@ function MqttForm({ mqtt }: { mqtt: MqttSettingsView }) {
           {errorMessage(save.error)}
         </p>
       )}
+      <ConfirmDialog
+        open={confirmReset}
+        title="Use the environment's values?"
+        confirmLabel="Use environment values"
+        onConfirm={reset}
+        onCancel={() => setConfirmReset(false)}
+      >
+        <p>
+          The public host and ports set here are removed; bind profiles issued from now on carry the values of
+          SVC_MQTT_PUBLIC_HOST, SVC_MQTT_PUBLIC_PORT and SVC_MQTT_PUBLIC_TLS_PORT. Agents already bound keep theirs.
+        </p>
+      </ConfirmDialog>
       {saved && !save.isPending && (
         <p className="form-ok" role="status">
           Saved.

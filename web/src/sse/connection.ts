@@ -38,6 +38,7 @@ export interface SseConnectionOptions {
 export class SseConnection {
   private readonly listeners = new Map<string, Set<(payload: unknown, id: string) => void>>();
   private readonly statusListeners = new Set<(status: SseStatus) => void>();
+  private readonly offsetListeners = new Set<() => void>();
   private controller: AbortController | null = null;
   private opened = false;
   private readonly backoffStart: number;
@@ -126,6 +127,14 @@ export class SseConnection {
     };
   }
 
+  /** Calls `listener` after each `system.clock.sync` (the server offset may have changed). */
+  onServerTime(listener: () => void): () => void {
+    this.offsetListeners.add(listener);
+    return () => {
+      this.offsetListeners.delete(listener);
+    };
+  }
+
   private setStatus(status: SseStatus): void {
     if (this.status === status) return;
     this.status = status;
@@ -144,7 +153,10 @@ export class SseConnection {
     }
     if (msg.event === "system.clock.sync") {
       const ts = (data.payload as { timestamp?: unknown } | undefined)?.timestamp;
-      if (typeof ts === "string") this.serverOffsetMs = Date.parse(ts) - Date.now();
+      if (typeof ts === "string" && !Number.isNaN(Date.parse(ts))) {
+        this.serverOffsetMs = Date.parse(ts) - Date.now();
+        for (const l of [...this.offsetListeners]) l();
+      }
     }
     const set = this.listeners.get(msg.event);
     if (set === undefined) return;

@@ -86,7 +86,14 @@ export function useSseStatus(): SseStatus {
   );
 }
 
-/** Milliseconds to add to `Date.now()` to get the server's clock (from `system.clock.sync`). */
+/**
+ * Milliseconds to add to `Date.now()` to get the server's clock (from `system.clock.sync`, sent at
+ * connect and every 15 s); the component re-renders at each sync.
+ */
 export function useServerOffset(): number {
-  return useContext(SseContext)?.serverOffsetMs ?? 0;
+  const connection = useContext(SseContext);
+  return useSyncExternalStore(
+    (cb) => connection?.onServerTime(cb) ?? (() => undefined),
+    () => connection?.serverOffsetMs ?? 0,
+  );
 }
