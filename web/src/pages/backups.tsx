@@ -6,7 +6,6 @@ import type { DownloadGrantAnswer, RestoreAnswer, SnapshotEntry } from "../api/t
 import { ConfirmDialog } from "../components/confirm-dialog.js";
 import { Countdown } from "../components/countdown.js";
 import { QueryView } from "../components/states.js";
-import { useSseEvent } from "../sse/provider.js";
 
 /** Bytes as "12.3 KB" (1 KB = 1024 bytes). */
 export function formatBytes(bytes: number): string {
@@ -24,12 +23,11 @@ export function formatBytes(bytes: number): string {
 /**
  * Backups (issue 12 "Backups"; DESIGN §5 snapshots, spec §2.4): list, create, download through a
  * 5-minute `snapshot_export` token link, import a zip, restore (confirmation; every view is read
- * again), delete (confirmation). The list is patched by `snapshot.list.updated`.
+ * again), delete (confirmation). The list is patched by `snapshot.list.updated` (in the app shell, sse/projections.ts).
  */
 export function BackupsPage() {
   const query = useBackups();
   const queryClient = useQueryClient();
-  useSseEvent("snapshot.list.updated", (payload) => queryClient.setQueryData(nodeKeys.backups, { snapshots: payload.snapshots }));
   const create = useMutation({
     mutationFn: () => apiFetch<SnapshotEntry>("/api/v1/backups", { method: "POST" }),
     onSuccess: () => void queryClient.invalidateQueries({ queryKey: nodeKeys.backups, exact: true }),

@@ -1,22 +1,20 @@
 import { useId, type ReactNode } from "react";
 import { Link } from "react-router";
-import { queryKeys, useConfigs, useSystemStatus } from "../api/queries.js";
+import { useConfigs, useSystemStatus } from "../api/queries.js";
 import type { ConfigView, SystemStatus } from "../api/types.js";
 import { RelativeTime } from "../components/relative-time.js";
 import { QueryView } from "../components/states.js";
-import { useSsePatch } from "../sse/provider.js";
 import { usePageTitle } from "../page-title.js";
 
 /**
  * Home / system: the cards of `GET /api/v1/system/status` (DESIGN §5), patched in place by each
- * `system.status.updated` frame (its payload is the same body, spec §6.5 table).
+ * `system.status.updated` frame (its payload is the same body, spec §6.5 table), applied by the
+ * app shell (`sse/projections.ts`) so that it is current whenever this page opens.
  */
 export function HomePage() {
   usePageTitle("System");
   const query = useSystemStatus();
   const configs = useConfigs();
-  useSsePatch("system.status.updated", queryKeys.systemStatus, (payload) => payload);
-  useSsePatch("config.list.updated", queryKeys.configs, (payload) => ({ configs: payload.configs }));
   return (
     <>
       <section aria-labelledby="home-title">

@@ -2,6 +2,7 @@ import { useEffect, useRef } from "react";
 import { NavLink, Outlet, useLocation } from "react-router";
 import { useAuth } from "../api/auth.js";
 import { LiveIndicator } from "../components/live-indicator.js";
+import { useProjectionPatches } from "../sse/projections.js";
 import { ThemeToggle } from "../theme.js";
 
 const NAV = [
@@ -15,6 +16,7 @@ const NAV = [
 export function Layout() {
   const { logout } = useAuth();
   const location = useLocation();
+  useProjectionPatches();
   const mainRef = useRef<HTMLElement>(null);
   const firstPath = useRef(location.pathname);
   // After a navigation, focus moves to the page (as a page load would), so a keyboard or screen

@@ -5,7 +5,6 @@ import { queryKeys, useMqttSettings, useSystemStatus } from "../api/queries.js";
 import type { MqttSettingsUpdate, MqttSettingsView } from "../api/types.js";
 import { ConfirmDialog } from "../components/confirm-dialog.js";
 import { QueryView } from "../components/states.js";
-import { useSsePatch } from "../sse/provider.js";
 import { usePageTitle } from "../page-title.js";
 
 /**
@@ -16,8 +15,6 @@ export function SettingsPage() {
   usePageTitle("Settings");
   const query = useMqttSettings();
   const status = useSystemStatus();
-  useSsePatch("settings.mqtt.updated", queryKeys.mqttSettings, (payload) => payload.mqtt);
-  useSsePatch("system.status.updated", queryKeys.systemStatus, (payload) => payload);
   return (
     <section className="narrow" aria-labelledby="settings-title">
       <h1 id="settings-title">Settings</h1>
