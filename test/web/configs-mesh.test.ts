@@ -5,7 +5,8 @@
  * bind profile (test/control/agent-harness.ts).
  */
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -121,7 +122,8 @@ test("spec §1.4, §1.5, §2.4, §6.5 (broken-link indicators from connections):
   assert.match(curl, /^curl -fsSL -o svc0\.conf 'http:\/\/127\.0\.0\.1:\d+\/api\/v1\/configs\/.+\/config\/download\?download_token=.+'$/);
   const dir = mkdtempSync(join(tmpdir(), "svc-curl-"));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
-  execFileSync("bash", ["-c", curl], { cwd: dir });
+  // Async: the service answering curl runs in this process.
+  await promisify(execFile)("bash", ["-c", curl], { cwd: dir, timeout: UI_TIMEOUT_MS });
   assert.equal(readFileSync(join(dir, "svc0.conf"), "utf8"), text);
   // The QR code is drawn: the canvas holds dark and light modules.
   const qr = page.getByRole("img", { name: "QR code of the config of n1" });
