@@ -84,7 +84,29 @@ function layout(nodes: NodeView[], pairs: MeshPairView[], names: Map<string, str
   g.setGraph({ rankdir: "LR", nodesep: 40, ranksep: 90 });
   g.setDefaultEdgeLabel(() => ({}));
   for (const n of nodes) g.setNode(n.node_id, { width: NODE_W, height: NODE_H });
-  for (const p of pairs) if (names.has(p.node_a) && names.has(p.node_b)) g.setEdge(p.node_a, p.node_b);
+  // Ranks from a breadth-first spanning tree of the pairs: a full mesh laid out with every pair
+  // would be one long chain whose far links run behind the nodes in between.
+  const adjacent = new Map<string, string[]>();
+  for (const p of pairs) {
+    if (!names.has(p.node_a) || !names.has(p.node_b)) continue;
+    adjacent.set(p.node_a, [...(adjacent.get(p.node_a) ?? []), p.node_b]);
+    adjacent.set(p.node_b, [...(adjacent.get(p.node_b) ?? []), p.node_a]);
+  }
+  const seen = new Set<string>();
+  for (const root of nodes) {
+    if (seen.has(root.node_id)) continue;
+    seen.add(root.node_id);
+    const queue = [root.node_id];
+    while (queue.length > 0) {
+      const at = queue.shift()!;
+      for (const next of adjacent.get(at) ?? []) {
+        if (seen.has(next)) continue;
+        seen.add(next);
+        g.setEdge(at, next);
+        queue.push(next);
+      }
+    }
+  }
   dagre.layout(g);
   const flowNodes: Node[] = nodes.map((n) => {
     const pos = g.node(n.node_id);

@@ -17,7 +17,7 @@ import { QueryView } from "../components/states.js";
 export function ConfigsPage() {
   const query = useConfigs();
   const [params, setParams] = useSearchParams();
-  const q = params.get("q") ?? "";
+  const [q, setQ] = useState(() => params.get("q") ?? "");
   const [deleting, setDeleting] = useState<ConfigView | null>(null);
   const queryClient = useQueryClient();
   const remove = useMutation({
@@ -44,7 +44,10 @@ export function ConfigsPage() {
               type="search"
               placeholder="Search by name, protocol or CIDR"
               value={q}
-              onChange={(e) => setParams(e.target.value === "" ? {} : { q: e.target.value }, { replace: true })}
+              onChange={(e) => {
+                setQ(e.target.value);
+                setParams(e.target.value === "" ? {} : { q: e.target.value }, { replace: true });
+              }}
             />
           </div>
         </div>

@@ -1,5 +1,5 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
-import { lazy, Suspense, useMemo, useState } from "react";
+import { lazy, Suspense, useDeferredValue, useMemo, useState } from "react";
 import { Link, useParams, useSearchParams } from "react-router";
 import { errorMessage } from "../api/client.js";
 import { meshApi, useConfigDetail, useLiveConfig, useMeshPairs } from "../api/mesh-queries.js";
@@ -44,7 +44,10 @@ export function MeshPage() {
 function MeshBody({ config }: { config: ConfigDetailView }) {
   const [params, setParams] = useSearchParams();
   const view = params.get("view") === "topology" ? "topology" : "table";
-  const q = params.get("q") ?? "";
+  // The search box keeps its own state (typing stays immediate whatever the router does) and
+  // writes the URL; the table filters on a deferred copy, so a keystroke never waits for 1,000 rows.
+  const [text, setText] = useState(() => params.get("q") ?? "");
+  const q = useDeferredValue(text);
   const presence = params.get("presence") ?? "";
   const mode = params.get("mode") ?? "";
   const sync = params.get("sync") ?? "";
@@ -117,7 +120,11 @@ function MeshBody({ config }: { config: ConfigDetailView }) {
             <div className="filters">
               <div>
                 <label htmlFor="node-search">Search nodes</label>
-                <input id="node-search" type="search" placeholder="Name, address or tag" value={q} onChange={(e) => setParam("q", e.target.value)} />
+                <input id="node-search" type="search" placeholder="Name, address or tag" value={text}
+                  onChange={(e) => {
+                    setText(e.target.value);
+                    setParam("q", e.target.value);
+                  }} />
               </div>
               <FilterSelect id="filter-presence" label="Presence" value={presence} options={PRESENCE} onChange={(v) => setParam("presence", v)} />
               <FilterSelect id="filter-mode" label="Mode" value={mode} options={MODES} onChange={(v) => setParam("mode", v)} />
