@@ -1,7 +1,7 @@
 import dagre from "@dagrejs/dagre";
-import { Background, Controls, Position, ReactFlow, type Edge, type Node } from "@xyflow/react";
+import { Background, Controls, Position, ReactFlow, useReactFlow, useStore, type Edge, type Node } from "@xyflow/react";
 import "@xyflow/react/dist/style.css";
-import { useMemo } from "react";
+import { useEffect, useMemo } from "react";
 import type { MeshPairView, NodeView } from "../api/types.js";
 import { IntegrityBadge } from "./integrity-badge.js";
 
@@ -50,6 +50,7 @@ export default function Topology({ nodes, pairs }: { nodes: NodeView[]; pairs: M
           >
             <Background />
             <Controls showInteractive={false} />
+            <FitOnResize />
           </ReactFlow>
         </div>
       )}
@@ -77,6 +78,17 @@ export default function Topology({ nodes, pairs }: { nodes: NodeView[]; pairs: M
       </figcaption>
     </figure>
   );
+}
+
+/** Fits the drawing again when the canvas changes size (a phone rotated, a window narrowed). */
+function FitOnResize() {
+  const width = useStore((s) => s.width);
+  const height = useStore((s) => s.height);
+  const { fitView } = useReactFlow();
+  useEffect(() => {
+    if (width > 0 && height > 0) void fitView();
+  }, [width, height, fitView]);
+  return null;
 }
 
 function layout(nodes: NodeView[], pairs: MeshPairView[], names: Map<string, string>): { nodes: Node[]; edges: Edge[] } {
