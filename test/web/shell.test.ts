@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import test from "node:test";
-import { expectAccessible, startConsole } from "./harness.js";
+import { expectAccessible, expectFigure, login, startConsole, waitLive } from "./harness.js";
 
 test("issue 12: a deep link to a node page opens it after login and after a reload; navigation marks the current page; an unknown path says not found", async (t) => {
   const h = await startConsole(t);
@@ -15,17 +15,20 @@ test("issue 12: a deep link to a node page opens it after login and after a relo
   page.on("console", (msg) => {
     if (/Content Security Policy/i.test(msg.text())) blocked.push(msg.text());
   });
-  await page.goto("/configs/cfg-a/nodes/node-b");
+  const cfg = await h.api("POST", "/api/v1/configs", { name: "cfg-a", tunnel_protocol: "wireguard", network_cidr: "10.61.0.0/24" });
+  const node = await h.api("POST", `/api/v1/configs/${cfg.config_id}/nodes`, { name: "node-b", mode: "static", public_address: "b.example.net", listen_port: 51820 });
+  const path = `/configs/${cfg.config_id}/nodes/${node.node_id}`;
+  await page.goto(path);
   await page.getByLabel("Admin password").waitFor();
-  assert.match(page.url(), /\/login\?next=%2Fconfigs%2Fcfg-a%2Fnodes%2Fnode-b$/);
+  assert.equal(new URL(page.url()).searchParams.get("next"), path);
   await page.getByLabel("Admin password").fill("correct horse battery staple");
   await page.getByRole("button", { name: "Sign in" }).click();
-  await page.getByRole("heading", { name: "Node node-b", level: 1 }).waitFor();
-  assert.equal(new URL(page.url()).pathname, "/configs/cfg-a/nodes/node-b");
+  await page.getByRole("heading", { name: "node-b", level: 1 }).waitFor();
+  assert.equal(new URL(page.url()).pathname, path);
   await page.reload();
-  await page.getByRole("heading", { name: "Node node-b", level: 1 }).waitFor();
-  await page.getByRole("link", { name: "Back to the config" }).click();
-  await page.getByRole("heading", { name: "Config cfg-a", level: 1 }).waitFor();
+  await page.getByRole("heading", { name: "node-b", level: 1 }).waitFor();
+  await page.getByRole("link", { name: "cfg-a" }).click();
+  await page.getByRole("heading", { name: "cfg-a", level: 1 }).waitFor();
 
   const nav = page.getByRole("navigation", { name: "Main" });
   await nav.getByRole("link", { name: "Backups" }).click();
@@ -37,4 +40,24 @@ test("issue 12: a deep link to a node page opens it after login and after a relo
   await page.getByRole("heading", { name: "Page not found", level: 1 }).waitFor();
   await expectAccessible(page, "not found");
   assert.deepEqual(blocked, [], "nothing blocked by the Content-Security-Policy");
+});
+
+test("spec §6.5 rule 7: a page opened again shows what changed while another page was on screen (Home's counts after a config was made while Backups was open)", async (t) => {
+  const h = await startConsole(t);
+  if (!h) return;
+  const page = await h.newPage();
+  await login(page);
+  await waitLive(page);
+  await expectFigure(page, "Configs", 0);
+  const nav = page.getByRole("navigation", { name: "Main" });
+  await nav.getByRole("link", { name: "Backups" }).click();
+  await page.getByRole("heading", { name: "Backups", level: 1 }).waitFor();
+  // A config made elsewhere: config.list.updated … system.status.updated (Configs 1) on the stream.
+  await h.api("POST", "/api/v1/configs", { name: "made-meanwhile", tunnel_protocol: "wireguard", network_cidr: "10.62.0.0/24" });
+  // Then a snapshot, whose one frame (snapshot.list.updated) comes after that status frame: once
+  // its row is on screen, the status frame has reached the page while Home was not mounted.
+  await h.api("POST", "/api/v1/backups");
+  await page.getByRole("table", { name: "Snapshots" }).getByRole("row").nth(1).waitFor();
+  await nav.getByRole("link", { name: "Home" }).click();
+  await expectFigure(page, "Configs", 1);
 });
