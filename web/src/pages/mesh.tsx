@@ -1,12 +1,235 @@
-import { Link, useParams } from "react-router";
-import { Placeholder } from "../components/placeholder.js";
+import { useMutation, useQueryClient } from "@tanstack/react-query";
+import { lazy, Suspense, useMemo, useState } from "react";
+import { Link, useParams, useSearchParams } from "react-router";
+import { errorMessage } from "../api/client.js";
+import { meshApi, useConfigDetail, useLiveConfig, useMeshPairs } from "../api/mesh-queries.js";
+import { queryKeys } from "../api/queries.js";
+import type { ConfigDetailView, ControlAnswer, NodeView } from "../api/types.js";
+import { ConfirmDialog } from "../components/confirm-dialog.js";
+import { Loading, QueryView } from "../components/states.js";
+import { AddNodeForm, PackageDownload, ProtocolSwitch } from "./mesh-forms.js";
+import { PairsSection, TagsSection } from "./mesh-pairs.js";
+import { NodesTable } from "./mesh-table.js";
 
-/** Mesh page of a config, `/configs/:configId` (issue 12 "Mesh page"). Placeholder until built. */
+/** The topology (xyflow + dagre) is its own chunk, loaded when the view is opened. */
+const Topology = lazy(() => import("../components/topology.js"));
+
+const PRESENCE = ["online", "dropped", "offline"] as const;
+const MODES = ["static", "dynamic"] as const;
+const SYNCS = ["latest", "pending", "static"] as const;
+
+/**
+ * Mesh page of a config, `/configs/:configId` (issue 12): the nodes table (virtualised) with
+ * search and filters in the URL (`q`, `presence`, `mode`, `sync`, `view`), row selection with
+ * bulk actions, the topology, add node, pairs, tags, the protocol switch and the bulk config
+ * package. Live: events of this config only (spec §6.5 rule 7; `useLiveConfig`).
+ */
 export function MeshPage() {
   const { configId = "" } = useParams();
+  const detail = useConfigDetail(configId);
+  useLiveConfig(configId);
   return (
-    <Placeholder title={`Config ${configId}`}>
-      <Link to="/configs">All configs</Link>
-    </Placeholder>
+    <section aria-labelledby="mesh-title">
+      <p className="breadcrumb">
+        <Link to="/configs">Configs</Link> /
+      </p>
+      {!detail.isSuccess && <h1 id="mesh-title">Config</h1>}
+      <QueryView query={detail} loadingLabel="Loading the config…">
+        {(config) => <MeshBody config={config} />}
+      </QueryView>
+    </section>
+  );
+}
+
+function MeshBody({ config }: { config: ConfigDetailView }) {
+  const [params, setParams] = useSearchParams();
+  const view = params.get("view") === "topology" ? "topology" : "table";
+  const q = params.get("q") ?? "";
+  const presence = params.get("presence") ?? "";
+  const mode = params.get("mode") ?? "";
+  const sync = params.get("sync") ?? "";
+  const setParam = (key: string, value: string) => {
+    const next = new URLSearchParams(params);
+    if (value === "") next.delete(key);
+    else next.set(key, value);
+    setParams(next, { replace: true });
+  };
+
+  const shown = useMemo(() => {
+    const needle = q.trim().toLowerCase();
+    return config.nodes.filter(
+      (n) =>
+        (needle === "" ||
+          n.name.toLowerCase().includes(needle) ||
+          n.address.includes(needle) ||
+          (n.public_address ?? "").toLowerCase().includes(needle) ||
+          n.tags.some((t) => t.toLowerCase().includes(needle))) &&
+        (presence === "" || n.client.client_presence_state === presence) &&
+        (mode === "" || n.mode === mode) &&
+        (sync === "" || (n.client.config_version_state ?? "static") === sync),
+    );
+  }, [config.nodes, q, presence, mode, sync]);
+
+  const [selected, setSelected] = useState<ReadonlySet<string>>(new Set());
+  // Rows deleted meanwhile leave the selection.
+  const live = useMemo(() => new Set([...selected].filter((id) => config.nodes.some((n) => n.node_id === id))), [selected, config.nodes]);
+  const toggle = (id: string) =>
+    setSelected((s) => {
+      const next = new Set(s);
+      if (next.has(id)) next.delete(id);
+      else next.add(id);
+      return next;
+    });
+  const toggleAll = (on: boolean) => setSelected(on ? new Set(shown.map((n) => n.node_id)) : new Set());
+
+  return (
+    <>
+      <div className="page-head">
+        <div>
+          <h1 id="mesh-title">{config.name}</h1>
+          <p className="muted">
+            <span className="mono">{config.network_cidr}</span> · protocol <strong>{config.tunnel_protocol}</strong> · {config.nodes.length}{" "}
+            {config.nodes.length === 1 ? "node" : "nodes"}
+          </p>
+        </div>
+        <div className="page-actions">
+          <ProtocolSwitch config={config} />
+          <PackageDownload configId={config.config_id} />
+        </div>
+      </div>
+
+      <AddNodeForm config={config} />
+
+      <section className="card" aria-labelledby="nodes-title">
+        <div className="toolbar">
+          <h2 id="nodes-title">Nodes</h2>
+          <div className="view-switch" role="group" aria-label="View">
+            <button type="button" aria-pressed={view === "table"} onClick={() => setParam("view", "")}>
+              Table
+            </button>
+            <button type="button" aria-pressed={view === "topology"} onClick={() => setParam("view", "topology")}>
+              Topology
+            </button>
+          </div>
+        </div>
+        {view === "table" ? (
+          <>
+            <div className="filters">
+              <div>
+                <label htmlFor="node-search">Search nodes</label>
+                <input id="node-search" type="search" placeholder="Name, address or tag" value={q} onChange={(e) => setParam("q", e.target.value)} />
+              </div>
+              <FilterSelect id="filter-presence" label="Presence" value={presence} options={PRESENCE} onChange={(v) => setParam("presence", v)} />
+              <FilterSelect id="filter-mode" label="Mode" value={mode} options={MODES} onChange={(v) => setParam("mode", v)} />
+              <FilterSelect id="filter-sync" label="Sync" value={sync} options={SYNCS} onChange={(v) => setParam("sync", v)} />
+            </div>
+            <BulkActions config={config} selected={live} onDone={() => setSelected(new Set())} />
+            <p className="muted table-count" role="status">
+              {shown.length === config.nodes.length ? `${shown.length} nodes` : `${shown.length} of ${config.nodes.length} nodes match`}
+            </p>
+            {config.nodes.length === 0 ? (
+              <p className="state state-empty">No nodes yet. Add the first one above.</p>
+            ) : (
+              <NodesTable configId={config.config_id} nodes={shown} total={config.nodes.length} selected={live} onToggle={toggle} onToggleAll={toggleAll} />
+            )}
+          </>
+        ) : (
+          <TopologyView config={config} />
+        )}
+      </section>
+
+      <PairsSection config={config} />
+      <TagsSection config={config} />
+    </>
+  );
+}
+
+function FilterSelect({ id, label, value, options, onChange }: { id: string; label: string; value: string; options: readonly string[]; onChange: (v: string) => void }) {
+  return (
+    <div>
+      <label htmlFor={id}>{label}</label>
+      <select id={id} value={value} onChange={(e) => onChange(e.target.value)}>
+        <option value="">any</option>
+        {options.map((o) => (
+          <option key={o} value={o}>
+            {o}
+          </option>
+        ))}
+      </select>
+    </div>
+  );
+}
+
+function TopologyView({ config }: { config: ConfigDetailView }) {
+  const pairs = useMeshPairs(config.config_id);
+  return (
+    <QueryView query={pairs} loadingLabel="Loading pairs…">
+      {(data) => (
+        <Suspense fallback={<Loading label="Loading the topology…" />}>
+          <Topology nodes={config.nodes} pairs={data.mesh_pairs} />
+        </Suspense>
+      )}
+    </QueryView>
+  );
+}
+
+/** Push config / delete for the selected rows; one request per node, failures listed by node name. */
+function BulkActions({ config, selected, onDone }: { config: ConfigDetailView; selected: ReadonlySet<string>; onDone: () => void }) {
+  const queryClient = useQueryClient();
+  const [confirmDelete, setConfirmDelete] = useState(false);
+  const [result, setResult] = useState<string | null>(null);
+  const nodes = config.nodes.filter((n) => selected.has(n.node_id));
+  const base = `/api/v1/configs/${encodeURIComponent(config.config_id)}/nodes/`;
+  const run = async (what: (n: NodeView) => Promise<unknown>) => {
+    const failures: string[] = [];
+    for (const n of nodes) {
+      try {
+        await what(n);
+      } catch (err) {
+        failures.push(`${n.name}: ${errorMessage(err)}`);
+      }
+    }
+    return failures;
+  };
+  const push = useMutation({
+    mutationFn: () => run((n) => meshApi<ControlAnswer>("POST", `${base}${encodeURIComponent(n.node_id)}/control`, { action: "push_config" })),
+    onSuccess: (failures) => setResult(failures.length === 0 ? `Config push sent to ${nodes.length} ${nodes.length === 1 ? "node" : "nodes"}.` : failures.join("; ")),
+  });
+  const remove = useMutation({
+    mutationFn: () => run((n) => meshApi<void>("DELETE", `${base}${encodeURIComponent(n.node_id)}`)),
+    onSuccess: (failures) => {
+      setConfirmDelete(false);
+      setResult(failures.length === 0 ? `Deleted ${nodes.length} ${nodes.length === 1 ? "node" : "nodes"}.` : failures.join("; "));
+      void queryClient.invalidateQueries({ queryKey: queryKeys.config(config.config_id), exact: true });
+      onDone();
+    },
+  });
+  const none = nodes.length === 0;
+  return (
+    <div className="bulk" role="group" aria-label="Bulk actions">
+      <span className="muted">{none ? "No node selected" : `${nodes.length} selected`}</span>
+      <button type="button" disabled={none || push.isPending} onClick={() => { setResult(null); push.mutate(); }}>
+        Push config to selected
+      </button>
+      <button type="button" className="danger-outline" disabled={none} onClick={() => { setResult(null); setConfirmDelete(true); }}>
+        Delete selected
+      </button>
+      {result !== null && (
+        <span className="bulk-result" role="status">
+          {result}
+        </span>
+      )}
+      <ConfirmDialog
+        open={confirmDelete}
+        title={`Delete ${nodes.length} ${nodes.length === 1 ? "node" : "nodes"}?`}
+        confirmLabel="Delete nodes"
+        danger
+        busy={remove.isPending}
+        onConfirm={() => remove.mutate()}
+        onCancel={() => setConfirmDelete(false)}
+      >
+        <p>{nodes.map((n) => n.name).slice(0, 10).join(", ") + (nodes.length > 10 ? ` and ${nodes.length - 10} more` : "")} will be deleted with their pairs and port forwards.</p>
+      </ConfirmDialog>
+    </div>
   );
 }

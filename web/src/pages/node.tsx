@@ -7,7 +7,7 @@ import { QueryView } from "../components/states.js";
 import { useSseEvent } from "../sse/provider.js";
 import { NodeControlView } from "./node-control.js";
 import { NodeInitView } from "./node-init.js";
-import { StaticNodeView } from "./node-static-placeholder.js";
+import { StaticNodeView } from "./node-static.js";
 
 /** What the console says instead of the control and client-download pages while MQTT is off (spec §1.7 bullet 7). */
 export const MQTT_OFF_NOTICE =
@@ -61,6 +61,14 @@ export function NodePage() {
     if (payload.config_id === configId) void queryClient.invalidateQueries({ queryKey: key, exact: true });
   });
 
+  // A static node, or any node while MQTT is off (treated as static, spec §1.7 bullet 7, with the
+  // notice and the MQTT controls disabled): the static node page (pages/node-static.tsx).
+  const node = query.data;
+  const mqttEnabled = status.data?.services.mqtt.enabled;
+  if (node !== undefined && (node.mode === "static" || mqttEnabled === false)) {
+    return <StaticNodeView configId={configId} nodeId={nodeId} before={node.mode === "static" ? undefined : <MqttOffControls />} />;
+  }
+
   return (
     <section aria-labelledby="node-title" className="node-page">
       <p className="breadcrumb">
@@ -68,19 +76,11 @@ export function NodePage() {
       </p>
       <QueryView query={query} loadingLabel="Loading the node…">
         {(node) => {
-          const mqttEnabled = status.data?.services.mqtt.enabled;
           return (
             <>
               <NodeHeader node={node} />
-              {node.mode === "static" ? (
-                <StaticNodeView node={node} />
-              ) : mqttEnabled === undefined ? (
+              {mqttEnabled === undefined ? (
                 <QueryView query={status}>{() => null}</QueryView>
-              ) : !mqttEnabled ? (
-                <>
-                  <MqttOffControls />
-                  <StaticNodeView node={node} />
-                </>
               ) : node.client.client_initialized ? (
                 <NodeControlView node={node} />
               ) : (

@@ -1,0 +1,115 @@
+import { useVirtualizer } from "@tanstack/react-virtual";
+import { useRef } from "react";
+import { Link } from "react-router";
+import type { NodeView } from "../api/types.js";
+import { PresenceBadge } from "../components/presence-badge.js";
+import { RelativeTime } from "../components/relative-time.js";
+
+/** Height of one table row in px (fixed: the virtualiser needs no measuring). */
+export const ROW_HEIGHT = 44;
+
+/**
+ * The nodes table of the mesh page (issue 12): virtualised with `@tanstack/react-virtual`, so only
+ * the rows in view (plus a few) are in the DOM and a 1,000-node config stays fast. A real
+ * `<table>`: spacer rows above and below keep the scroll height; `aria-rowcount` says how many
+ * rows there are in all. Every value is the backend's (spec §6.5 rule 7): presence, runtime,
+ * sync state and version as the node view carries them.
+ */
+export function NodesTable({
+  configId,
+  nodes,
+  total,
+  selected,
+  onToggle,
+  onToggleAll,
+}: {
+  configId: string;
+  nodes: NodeView[];
+  total: number;
+  selected: ReadonlySet<string>;
+  onToggle: (nodeId: string) => void;
+  onToggleAll: (select: boolean) => void;
+}) {
+  const scrollRef = useRef<HTMLDivElement>(null);
+  const virtualizer = useVirtualizer({
+    count: nodes.length,
+    getScrollElement: () => scrollRef.current,
+    estimateSize: () => ROW_HEIGHT,
+    overscan: 8,
+    initialRect: { width: 1200, height: 600 },
+  });
+  const items = virtualizer.getVirtualItems();
+  const top = items[0]?.start ?? 0;
+  const bottom = virtualizer.getTotalSize() - (items[items.length - 1]?.end ?? 0);
+  const allSelected = nodes.length > 0 && nodes.every((n) => selected.has(n.node_id));
+
+  return (
+    <div className="table-wrap nodes-scroll" ref={scrollRef} tabIndex={0} aria-label="Nodes table, scrollable">
+      <table className="table nodes-table" aria-rowcount={nodes.length + 1}>
+        <caption className="visually-hidden">
+          Nodes ({nodes.length} shown of {total})
+        </caption>
+        <thead>
+          <tr aria-rowindex={1}>
+            <th scope="col" className="col-select">
+              <input type="checkbox" aria-label="Select all shown nodes" checked={allSelected} onChange={(e) => onToggleAll(e.target.checked)} />
+            </th>
+            <th scope="col">Name</th>
+            <th scope="col">Mode</th>
+            <th scope="col">Tunnel address</th>
+            <th scope="col">Endpoint</th>
+            <th scope="col">Presence</th>
+            <th scope="col">Runtime</th>
+            <th scope="col">Sync</th>
+            <th scope="col">Client</th>
+            <th scope="col">Last reachable</th>
+          </tr>
+        </thead>
+        <tbody>
+          {top > 0 && (
+            <tr aria-hidden="true" className="spacer">
+              <td colSpan={10} style={{ height: top }} />
+            </tr>
+          )}
+          {items.map((item) => {
+            const n = nodes[item.index]!;
+            return <NodeRow key={n.node_id} configId={configId} node={n} index={item.index} checked={selected.has(n.node_id)} onToggle={onToggle} />;
+          })}
+          {bottom > 0 && (
+            <tr aria-hidden="true" className="spacer">
+              <td colSpan={10} style={{ height: bottom }} />
+            </tr>
+          )}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+function NodeRow({ configId, node: n, index, checked, onToggle }: { configId: string; node: NodeView; index: number; checked: boolean; onToggle: (id: string) => void }) {
+  const sync = n.client.config_version_state;
+  return (
+    <tr aria-rowindex={index + 2} className={checked ? "selected" : undefined} style={{ height: ROW_HEIGHT }}>
+      <td className="col-select">
+        <input type="checkbox" aria-label={`Select ${n.name}`} checked={checked} onChange={() => onToggle(n.node_id)} />
+      </td>
+      <th scope="row">
+        <Link to={`/configs/${encodeURIComponent(configId)}/nodes/${encodeURIComponent(n.node_id)}`}>{n.name}</Link>
+      </th>
+      <td>{n.effective_mode === n.mode ? n.mode : `${n.mode} (as ${n.effective_mode})`}</td>
+      <td className="mono">{n.address}</td>
+      <td className="mono">{n.public_address === null ? <span className="muted">none</span> : `${n.public_address}:${n.listen_port ?? "?"}`}</td>
+      <td>
+        <PresenceBadge presence={n.client.client_presence_state} />
+      </td>
+      <td>{n.client.runtime_state}</td>
+      <td>
+        <span className={`sync sync-${sync ?? "static"}`}>{sync ?? "static"}</span> <span className="muted">v{n.staged_config.config_version}</span>
+      </td>
+      <td>{n.client.client_version ?? <span className="muted">—</span>}</td>
+      <td>
+        <RelativeTime iso={n.client.last_reachable_at} />
+      </td>
+    </tr>
+  );
+}
