@@ -12,12 +12,19 @@ const HEAD = 30;
 const REGION_GAP = 28;
 /** Height of one "from any state" line under a region's states. */
 const ANY_LINE = 17;
+/** Width of a character of an edge label (9 px font) and of a "from any state" line, px. */
+const LABEL_CHAR = 5.2;
+const ANY_CHAR = 6;
+/** Regions are laid out in rows at most this wide, px. */
+const ROW_W = 1300;
 
 interface StateData extends Record<string, unknown> {
   label: string;
   active: boolean;
   /** Transitions a compound state defines for all its children, as text ("any → offline: mqtt.will"). */
   any: string[];
+  /** A region of the root: always active, so its box carries no "active" tag. */
+  region: boolean;
 }
 type StateNode = Node<StateData, "state">;
 
@@ -27,7 +34,7 @@ function StateBox({ data }: NodeProps<StateNode>) {
     <div className="sc-box">
       <Handle type="target" position={Position.Top} isConnectable={false} />
       <span className="sc-label">{data.label}</span>
-      {data.active && <span className="sc-active-tag">● active</span>}
+      {data.active && !data.region && <span className="sc-active-tag">● active</span>}
       {data.any.length > 0 && (
         <ul className="sc-any">
           {data.any.map((line) => (
@@ -135,10 +142,18 @@ function layoutGraph(graph: MachineGraph): { nodes: StateNode[]; edges: Edge[] }
       const size = measure(k);
       g.setNode(k.id, { width: size.w, height: size.h });
     }
+    // Edge labels take room in the layout (dagre keeps ranks apart around them).
+    const labels = new Map<string, string[]>();
     for (const a of arrows) {
       const from = childOf(s.id, a.source);
       const to = childOf(s.id, a.target);
-      if (from !== undefined && to !== undefined && from !== to) g.setEdge(from, to);
+      if (from === undefined || to === undefined || from === to) continue;
+      const k = `${from}>${to}`;
+      labels.set(k, [...(labels.get(k) ?? []), transitionLabel(a.t)]);
+    }
+    for (const [k, texts] of labels) {
+      const [from, to] = k.split(">") as [string, string];
+      g.setEdge(from, to, { width: Math.min(texts.join(", ").length * LABEL_CHAR, 220), height: 14, labelpos: "c" });
     }
     dagre.layout(g);
     let w = 0;
@@ -152,7 +167,8 @@ function layoutGraph(graph: MachineGraph): { nodes: StateNode[]; edges: Edge[] }
       w = Math.max(w, x + size.w);
       h = Math.max(h, y + size.h);
     }
-    const size = { w: Math.max(w + PAD, LEAF_W + 2 * PAD, any > 0 ? 190 : 0), h: h + PAD + any * ANY_LINE };
+    const anyWidth = Math.max(0, ...(anyLines.get(s.id) ?? []).map((l) => l.length * ANY_CHAR + 2 * PAD));
+    const size = { w: Math.max(w + PAD, LEAF_W + 2 * PAD, anyWidth), h: h + PAD + any * ANY_LINE };
     sizes.set(s.id, size);
     return size;
   };
@@ -161,11 +177,20 @@ function layoutGraph(graph: MachineGraph): { nodes: StateNode[]; edges: Edge[] }
   const nodes: StateNode[] = [];
   if (root === undefined) return { nodes, edges: [] };
   // The root's regions side by side (the root itself is not drawn: it is the whole chart).
+  // Rows of regions no wider than ROW_W, so the chart keeps a readable scale in its frame.
   let x = 0;
+  let y = 0;
+  let rowH = 0;
   for (const region of children.get(root.id) ?? []) {
     const size = measure(region);
-    offsets.set(region.id, { x, y: 0 });
+    if (x > 0 && x + size.w > ROW_W) {
+      x = 0;
+      y += rowH + REGION_GAP;
+      rowH = 0;
+    }
+    offsets.set(region.id, { x, y });
     x += size.w + REGION_GAP;
+    rowH = Math.max(rowH, size.h);
   }
   const push = (s: MachineState) => {
     const size = sizes.get(s.id)!;
@@ -175,7 +200,7 @@ function layoutGraph(graph: MachineGraph): { nodes: StateNode[]; edges: Edge[] }
       type: "state",
       position: offsets.get(s.id) ?? { x: 0, y: 0 },
       ...(s.parent !== null && s.parent !== root.id ? { parentId: s.parent, extent: "parent" as const } : {}),
-      data: { label: s.key, active: false, any: anyLines.get(s.id) ?? [] },
+      data: { label: s.key, active: false, any: anyLines.get(s.id) ?? [], region: s.parent === root.id },
       ariaRole: "img",
       className: `sc-state ${compound ? (s.parent === root.id ? "sc-region" : "sc-compound") : "sc-atomic"}`,
       style: { width: size.w, height: size.h },
