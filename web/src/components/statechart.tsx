@@ -1,7 +1,7 @@
 import dagre from "@dagrejs/dagre";
-import { Background, Controls, Handle, MarkerType, Position, ReactFlow, type Edge, type Node, type NodeProps } from "@xyflow/react";
+import { Background, Controls, Handle, MarkerType, Position, ReactFlow, useReactFlow, useStore, type Edge, type Node, type NodeProps } from "@xyflow/react";
 import "@xyflow/react/dist/style.css";
-import { useMemo } from "react";
+import { useEffect, useMemo, useState } from "react";
 import type { MachineGraph, MachineState, MachineTransition } from "../api/types.js";
 import { shortStateId, transitionLabel } from "../machine-mermaid.js";
 
@@ -16,7 +16,8 @@ const ANY_LINE = 17;
 const LABEL_CHAR = 5.2;
 const ANY_CHAR = 6;
 /** Regions are laid out in rows at most this wide, px. */
-const ROW_W = 1300;
+const ROW_W = 2000;
+const ROW_W_NARROW = 700;
 
 interface StateData extends Record<string, unknown> {
   label: string;
@@ -58,7 +59,8 @@ const NODE_TYPES = { state: StateBox };
  * Its own chunk: the node page loads it with `React.lazy` when the tab is opened.
  */
 export default function Statechart({ graph, active }: { graph: MachineGraph; active: ReadonlySet<string> }) {
-  const layout = useMemo(() => layoutGraph(graph), [graph]);
+  const narrow = useNarrow();
+  const layout = useMemo(() => layoutGraph(graph, narrow ? ROW_W_NARROW : ROW_W), [graph, narrow]);
   const nodes = useMemo(
     () =>
       layout.nodes.map((n) => {
@@ -89,9 +91,35 @@ export default function Statechart({ graph, active }: { graph: MachineGraph; act
       >
         <Background />
         <Controls showInteractive={false} />
+        <FitOnResize />
       </ReactFlow>
     </div>
   );
+}
+
+/** True on a narrow screen (≤ 600 px): the regions are stacked in fewer columns. */
+function useNarrow(): boolean {
+  const query = "(max-width: 600px)";
+  const [narrow, setNarrow] = useState(() => window.matchMedia(query).matches);
+  useEffect(() => {
+    const list = window.matchMedia(query);
+    const on = () => setNarrow(list.matches);
+    list.addEventListener("change", on);
+    return () => list.removeEventListener("change", on);
+  }, []);
+  return narrow;
+}
+
+/** Fits the chart into its frame again whenever the frame's size changes (rotation, resize). */
+function FitOnResize() {
+  const { fitView } = useReactFlow();
+  const width = useStore((s) => s.width);
+  const height = useStore((s) => s.height);
+  const count = useStore((s) => s.nodeLookup.size);
+  useEffect(() => {
+    void fitView();
+  }, [width, height, count, fitView]);
+  return null;
 }
 
 interface Size {
@@ -100,7 +128,7 @@ interface Size {
 }
 
 /** Positions every state (children relative to their parent, as xyflow wants) and the edges. */
-function layoutGraph(graph: MachineGraph): { nodes: StateNode[]; edges: Edge[] } {
+function layoutGraph(graph: MachineGraph, rowWidth: number): { nodes: StateNode[]; edges: Edge[] } {
   const byId = new Map(graph.states.map((s) => [s.id, s]));
   const children = new Map<string, MachineState[]>();
   for (const s of graph.states) if (s.parent !== null) children.set(s.parent, [...(children.get(s.parent) ?? []), s]);
@@ -183,7 +211,7 @@ function layoutGraph(graph: MachineGraph): { nodes: StateNode[]; edges: Edge[] }
   let rowH = 0;
   for (const region of children.get(root.id) ?? []) {
     const size = measure(region);
-    if (x > 0 && x + size.w > ROW_W) {
+    if (x > 0 && x + size.w > rowWidth) {
       x = 0;
       y += rowH + REGION_GAP;
       rowH = 0;
