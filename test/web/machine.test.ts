@@ -53,7 +53,7 @@ function start(t: TestContext, cmd: string, args: string[], env: NodeJS.ProcessE
   };
 }
 
-test("spec §3.1, §3.2, issue 13 item 4: the State machine tab shows presence.online highlighted for a running agent, a SIGKILLed agent turns it to offline without a reload with the will row on top of the timeline, an older row shows the states stored after it, Copy as Mermaid copies stateDiagram-v2 text", { timeout: 180_000 }, async (t) => {
+test("spec §3.1, §3.2, issue 13 item 4: the State machine tab shows presence.online highlighted for a running agent, a SIGKILLed agent turns it to offline without a reload with the will row on top of the timeline, an older row shows the states stored after it, Copy as Mermaid copies stateDiagram-v2 text, Older pages back to the first row", { timeout: 180_000 }, async (t) => {
   const port = await freeTcpPort("127.0.0.1");
   const baseUrl = `http://127.0.0.1:${port}`;
   const h = await startConsole(t, { httpPort: port, publicUrl: baseUrl });
@@ -138,4 +138,21 @@ test("spec §3.1, §3.2, issue 13 item 4: the State machine tab shows presence.o
   const copied = (await page.evaluate("navigator.clipboard.readText()")) as string;
   assert.match(copied, /^stateDiagram-v2\n/);
   assert.match(copied, /presence_online --> presence_offline : mqtt\.will/);
+
+  // Paging: each new bind token records a row (its expiry is a shown field). After a reload (the
+  // tab is kept in the URL) the first page holds 20 rows, newest first; "Older" adds the rest,
+  // down to the node's first row.
+  for (let i = 0; i < 15; i++) {
+    h.clock.advance(1_000); // a new expiry each time (the harness clock is manual)
+    await h.api("POST", `/api/v1/configs/${cfg.config_id}/nodes/${node.node_id}/bind-command`);
+  }
+  await page.reload();
+  await page.getByRole("tabpanel", { name: "State machine" }).waitFor();
+  await expectText(timeline.getByRole("button").first(), /bind_token\.issued \(rest POST \/api\/v1\/configs\/:config_id\/nodes\/:node_id\/bind-command\)$/);
+  assert.equal(await timeline.getByRole("button").count(), 20);
+  assert.doesNotMatch(await timeline.innerText(), /initial state/);
+  await page.getByRole("button", { name: "Older" }).click();
+  await expectText(timeline.getByRole("button").last(), /initial state: xstate\.init \(rest POST \/api\/v1\/configs\/:config_id\/nodes\)$/);
+  assert.ok((await timeline.getByRole("button").count()) > 20);
+  assert.equal(await page.getByRole("button", { name: "Older" }).count(), 0, "no Older button on the last page");
 });
