@@ -92,8 +92,8 @@ test("spec §3.1, §3.2, issue 13 item 4: the State machine tab shows presence.o
   const controlTab = page.getByRole("tab", { name: "Control" });
   await controlTab.focus();
   await page.keyboard.press("ArrowRight");
-  const machineTab = page.getByRole("tab", { name: "State machine" });
-  assert.equal(await machineTab.getAttribute("aria-selected"), "true");
+  await page.getByRole("tab", { name: "State machine", selected: true }).waitFor();
+  assert.equal(await controlTab.getAttribute("aria-selected"), "false");
   assert.equal(await page.evaluate("document.activeElement?.getAttribute('role') + ':' + document.activeElement?.textContent"), "tab:State machine", "focus follows the arrow key");
   await page.getByRole("tabpanel", { name: "State machine" }).waitFor();
   assert.equal(await page.getByRole("heading", { name: "Endpoint", exact: true }).isVisible(), false, "the Control panel is hidden");
