@@ -240,7 +240,11 @@ function layoutGraph(graph: MachineGraph, rowWidth: number): { nodes: StateNode[
   const depth = (s: MachineState): number => (s.parent === null ? 0 : 1 + depth(byId.get(s.parent)!));
   for (const region of children.get(root.id) ?? []) push(region);
 
-  // One arrow per source → target; its label lists every event that takes it.
+  return { nodes, edges: arrowEdges(arrows, graph.machine_id) };
+}
+
+/** One arrow per source → target, its label listing every event that takes it (timers dashed). */
+function arrowEdges(arrows: Array<{ source: string; target: string; t: MachineTransition }>, machineId: string): Edge[] {
   const merged = new Map<string, { source: string; target: string; labels: string[]; timer: boolean }>();
   for (const a of arrows) {
     const key = `${a.source}>${a.target}`;
@@ -249,15 +253,14 @@ function layoutGraph(graph: MachineGraph, rowWidth: number): { nodes: StateNode[
     m.timer ||= a.t.trigger === "after";
     merged.set(key, m);
   }
-  const edges: Edge[] = [...merged.values()].map((m) => ({
+  return [...merged.values()].map((m) => ({
     id: `${m.source}>${m.target}`,
     source: m.source,
     target: m.target,
     label: m.labels.join(", "),
-    ariaLabel: `${shortStateId(m.source, graph.machine_id)} → ${shortStateId(m.target, graph.machine_id)}: ${m.labels.join(", ")}`,
+    ariaLabel: `${shortStateId(m.source, machineId)} → ${shortStateId(m.target, machineId)}: ${m.labels.join(", ")}`,
     className: m.timer ? "sc-edge sc-edge-timer" : "sc-edge",
     markerEnd: { type: MarkerType.ArrowClosed },
     zIndex: 20,
   }));
-  return { nodes, edges };
 }
