@@ -76,3 +76,13 @@ export type ArtifactGrantAnswer = z.output<typeof rest.artifactGrantAnswer>;
 export type DownloadGrantAnswer = z.output<typeof rest.downloadGrantAnswer>;
 export type SnapshotListAnswer = z.output<typeof rest.snapshotListAnswer>;
 export type RestoreAnswer = z.output<typeof rest.restoreAnswer>;
+
+// ---- issue 13: the node statechart, a node's live state, its flight recorder (src/protocol/machine.schema.ts) ----
+type MachineSchemas = typeof import("../../../src/protocol/machine.schema.js");
+export type MachineGraph = z.output<MachineSchemas["machineGraphSchema"]>;
+export type MachineState = z.output<MachineSchemas["machineStateSchema"]>;
+export type MachineTransition = z.output<MachineSchemas["machineTransitionSchema"]>;
+export type RegionValues = z.output<MachineSchemas["regionValuesSchema"]>;
+export type NodeMachineView = z.output<MachineSchemas["nodeMachineViewSchema"]>;
+export type NodeTransitionView = z.output<MachineSchemas["nodeTransitionViewSchema"]>;
+export type NodeTimeline = z.output<MachineSchemas["nodeTimelineSchema"]>;

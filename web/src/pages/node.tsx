@@ -7,6 +7,7 @@ import { QueryView } from "../components/states.js";
 import { useSseEvent } from "../sse/provider.js";
 import { NodeControlView } from "./node-control.js";
 import { NodeInitView } from "./node-init.js";
+import { NodeTabs } from "./node-machine-tabs.js";
 import { StaticNodeView } from "./node-static.js";
 
 /** What the console says instead of the control and client-download pages while MQTT is off (spec §1.7 bullet 7). */
@@ -81,10 +82,8 @@ export function NodePage() {
               <NodeHeader node={node} />
               {mqttEnabled === undefined ? (
                 <QueryView query={status}>{() => null}</QueryView>
-              ) : node.client.client_initialized ? (
-                <NodeControlView node={node} />
               ) : (
-                <NodeInitView node={node} />
+                <NodeTabs node={node}>{node.client.client_initialized ? <NodeControlView node={node} /> : <NodeInitView node={node} />}</NodeTabs>
               )}
             </>
           );

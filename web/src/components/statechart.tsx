@@ -1,0 +1,266 @@
+import dagre from "@dagrejs/dagre";
+import { Background, Controls, Handle, MarkerType, Position, ReactFlow, useReactFlow, useStore, type Edge, type Node, type NodeProps } from "@xyflow/react";
+import "@xyflow/react/dist/style.css";
+import { useEffect, useMemo, useState } from "react";
+import type { MachineGraph, MachineState, MachineTransition } from "../api/types.js";
+import { shortStateId, transitionLabel } from "../machine-mermaid.js";
+
+const LEAF_W = 132;
+const LEAF_H = 46;
+const PAD = 14;
+const HEAD = 30;
+const REGION_GAP = 28;
+/** Height of one "from any state" line under a region's states. */
+const ANY_LINE = 17;
+/** Width of a character of an edge label (9 px font) and of a "from any state" line, px. */
+const LABEL_CHAR = 5.2;
+const ANY_CHAR = 6;
+/** Regions are laid out in rows at most this wide, px. */
+const ROW_W = 2000;
+const ROW_W_NARROW = 700;
+
+interface StateData extends Record<string, unknown> {
+  label: string;
+  active: boolean;
+  /** Transitions a compound state defines for all its children, as text ("any → offline: mqtt.will"). */
+  any: string[];
+  /** A region of the root: always active, so its box carries no "active" tag. */
+  region: boolean;
+}
+type StateNode = Node<StateData, "state">;
+
+/** A state box: its key, "active" in text (colour is never the only signal), and for a compound state its "from any state" transitions. */
+function StateBox({ data }: NodeProps<StateNode>) {
+  return (
+    <div className="sc-box">
+      <Handle type="target" position={Position.Top} isConnectable={false} />
+      <span className="sc-label">{data.label}</span>
+      {data.active && !data.region && <span className="sc-active-tag">● active</span>}
+      {data.any.length > 0 && (
+        <ul className="sc-any">
+          {data.any.map((line) => (
+            <li key={line}>{line}</li>
+          ))}
+        </ul>
+      )}
+      <Handle type="source" position={Position.Bottom} isConnectable={false} />
+    </div>
+  );
+}
+const NODE_TYPES = { state: StateBox };
+
+/**
+ * The node statechart (issue 13 item 4), drawn with the console's graph library (xyflow, laid
+ * out by dagre): the root's parallel regions side by side, compound states as groups holding
+ * their children, transitions as labelled arrows (timers as `after <delay>`), a region's own
+ * transitions ("from any state") listed as text in its box. `active` ids are highlighted, with
+ * the word "active" in the box and in its accessible name (`presence.online (active)`).
+ * Transitions that change no state (no target, or re-entering the source) are not drawn.
+ * Its own chunk: the node page loads it with `React.lazy` when the tab is opened.
+ */
+export default function Statechart({ graph, active }: { graph: MachineGraph; active: ReadonlySet<string> }) {
+  const narrow = useNarrow();
+  const layout = useMemo(() => layoutGraph(graph, narrow ? ROW_W_NARROW : ROW_W), [graph, narrow]);
+  const nodes = useMemo(
+    () =>
+      layout.nodes.map((n) => {
+        const on = active.has(n.id);
+        return {
+          ...n,
+          data: { ...n.data, active: on },
+          ariaLabel: `${shortStateId(n.id, graph.machine_id)}${on ? " (active)" : ""}`,
+          className: `${n.className ?? ""}${on ? " sc-active" : ""}`,
+        } satisfies StateNode;
+      }),
+    [layout, active, graph.machine_id],
+  );
+  return (
+    <div className="statechart-canvas">
+      <ReactFlow
+        nodes={nodes}
+        edges={layout.edges}
+        nodeTypes={NODE_TYPES}
+        fitView
+        nodesDraggable={false}
+        nodesConnectable={false}
+        elementsSelectable={false}
+        nodesFocusable={false}
+        edgesFocusable={false}
+        proOptions={{ hideAttribution: true }}
+        minZoom={0.1}
+      >
+        <Background />
+        <Controls showInteractive={false} />
+        <FitOnResize />
+      </ReactFlow>
+    </div>
+  );
+}
+
+/** True on a narrow screen (≤ 600 px): the regions are stacked in fewer columns. */
+function useNarrow(): boolean {
+  const query = "(max-width: 600px)";
+  const [narrow, setNarrow] = useState(() => window.matchMedia(query).matches);
+  useEffect(() => {
+    const list = window.matchMedia(query);
+    const on = () => setNarrow(list.matches);
+    list.addEventListener("change", on);
+    return () => list.removeEventListener("change", on);
+  }, []);
+  return narrow;
+}
+
+/** Fits the chart into its frame again whenever the frame's size changes (rotation, resize). */
+function FitOnResize() {
+  const { fitView } = useReactFlow();
+  const width = useStore((s) => s.width);
+  const height = useStore((s) => s.height);
+  const count = useStore((s) => s.nodeLookup.size);
+  useEffect(() => {
+    void fitView();
+  }, [width, height, count, fitView]);
+  return null;
+}
+
+interface Size {
+  w: number;
+  h: number;
+}
+
+/** Positions every state (children relative to their parent, as xyflow wants) and the edges. */
+function layoutGraph(graph: MachineGraph, rowWidth: number): { nodes: StateNode[]; edges: Edge[] } {
+  const byId = new Map(graph.states.map((s) => [s.id, s]));
+  const children = new Map<string, MachineState[]>();
+  for (const s of graph.states) if (s.parent !== null) children.set(s.parent, [...(children.get(s.parent) ?? []), s]);
+  const drawn = graph.transitions.filter((t) => t.targets.some((x) => x !== t.source));
+  // A compound state's transitions into its own children: "from any state", listed in its box.
+  const anyLines = new Map<string, string[]>();
+  const arrows: Array<{ source: string; target: string; t: MachineTransition }> = [];
+  for (const t of drawn) {
+    for (const target of t.targets) {
+      if (target === t.source) continue;
+      if (target.startsWith(`${t.source}.`)) {
+        const line = `any → ${byId.get(target)?.key ?? target}: ${transitionLabel(t)}`;
+        anyLines.set(t.source, [...(anyLines.get(t.source) ?? []), line]);
+      } else arrows.push({ source: t.source, target, t });
+    }
+  }
+
+  // The child of `ancestor` that holds `id` (or `id` itself), for laying out a compound's children.
+  const childOf = (ancestor: string, id: string): string | undefined => {
+    let cur = byId.get(id);
+    while (cur !== undefined && cur.parent !== ancestor) cur = cur.parent === null ? undefined : byId.get(cur.parent);
+    return cur?.id;
+  };
+
+  const sizes = new Map<string, Size>();
+  const offsets = new Map<string, { x: number; y: number }>();
+  const measure = (s: MachineState): Size => {
+    const kids = children.get(s.id) ?? [];
+    const any = anyLines.get(s.id)?.length ?? 0;
+    if (kids.length === 0) {
+      const size = { w: LEAF_W, h: LEAF_H };
+      sizes.set(s.id, size);
+      return size;
+    }
+    const g = new dagre.graphlib.Graph();
+    g.setGraph({ rankdir: "TB", nodesep: 26, ranksep: 58, marginx: 0, marginy: 0 });
+    g.setDefaultEdgeLabel(() => ({}));
+    for (const k of kids) {
+      const size = measure(k);
+      g.setNode(k.id, { width: size.w, height: size.h });
+    }
+    // Edge labels take room in the layout (dagre keeps ranks apart around them).
+    const labels = new Map<string, string[]>();
+    for (const a of arrows) {
+      const from = childOf(s.id, a.source);
+      const to = childOf(s.id, a.target);
+      if (from === undefined || to === undefined || from === to) continue;
+      const k = `${from}>${to}`;
+      labels.set(k, [...(labels.get(k) ?? []), transitionLabel(a.t)]);
+    }
+    for (const [k, texts] of labels) {
+      const [from, to] = k.split(">") as [string, string];
+      g.setEdge(from, to, { width: Math.min(texts.join(", ").length * LABEL_CHAR, 220), height: 14, labelpos: "c" });
+    }
+    dagre.layout(g);
+    let w = 0;
+    let h = 0;
+    for (const k of kids) {
+      const pos = g.node(k.id);
+      const size = sizes.get(k.id)!;
+      const x = PAD + (pos?.x ?? 0) - size.w / 2;
+      const y = HEAD + (pos?.y ?? 0) - size.h / 2;
+      offsets.set(k.id, { x, y });
+      w = Math.max(w, x + size.w);
+      h = Math.max(h, y + size.h);
+    }
+    const anyWidth = Math.max(0, ...(anyLines.get(s.id) ?? []).map((l) => l.length * ANY_CHAR + 2 * PAD));
+    const size = { w: Math.max(w + PAD, LEAF_W + 2 * PAD, anyWidth), h: h + PAD + any * ANY_LINE };
+    sizes.set(s.id, size);
+    return size;
+  };
+
+  const root = graph.states.find((s) => s.parent === null);
+  const nodes: StateNode[] = [];
+  if (root === undefined) return { nodes, edges: [] };
+  // The root's regions side by side (the root itself is not drawn: it is the whole chart).
+  // Rows of regions no wider than ROW_W, so the chart keeps a readable scale in its frame.
+  let x = 0;
+  let y = 0;
+  let rowH = 0;
+  for (const region of children.get(root.id) ?? []) {
+    const size = measure(region);
+    if (x > 0 && x + size.w > rowWidth) {
+      x = 0;
+      y += rowH + REGION_GAP;
+      rowH = 0;
+    }
+    offsets.set(region.id, { x, y });
+    x += size.w + REGION_GAP;
+    rowH = Math.max(rowH, size.h);
+  }
+  const push = (s: MachineState) => {
+    const size = sizes.get(s.id)!;
+    const compound = (children.get(s.id)?.length ?? 0) > 0;
+    nodes.push({
+      id: s.id,
+      type: "state",
+      position: offsets.get(s.id) ?? { x: 0, y: 0 },
+      ...(s.parent !== null && s.parent !== root.id ? { parentId: s.parent, extent: "parent" as const } : {}),
+      data: { label: s.key, active: false, any: anyLines.get(s.id) ?? [], region: s.parent === root.id },
+      ariaRole: "img",
+      className: `sc-state ${compound ? (s.parent === root.id ? "sc-region" : "sc-compound") : "sc-atomic"}`,
+      style: { width: size.w, height: size.h },
+      draggable: false,
+      zIndex: depth(s),
+    });
+    for (const k of children.get(s.id) ?? []) push(k);
+  };
+  const depth = (s: MachineState): number => (s.parent === null ? 0 : 1 + depth(byId.get(s.parent)!));
+  for (const region of children.get(root.id) ?? []) push(region);
+
+  return { nodes, edges: arrowEdges(arrows, graph.machine_id) };
+}
+
+/** One arrow per source → target, its label listing every event that takes it (timers dashed). */
+function arrowEdges(arrows: Array<{ source: string; target: string; t: MachineTransition }>, machineId: string): Edge[] {
+  const merged = new Map<string, { source: string; target: string; labels: string[]; timer: boolean }>();
+  for (const a of arrows) {
+    const key = `${a.source}>${a.target}`;
+    const m = merged.get(key) ?? { source: a.source, target: a.target, labels: [], timer: false };
+    m.labels.push(transitionLabel(a.t));
+    m.timer ||= a.t.trigger === "after";
+    merged.set(key, m);
+  }
+  return [...merged.values()].map((m) => ({
+    id: `${m.source}>${m.target}`,
+    source: m.source,
+    target: m.target,
+    label: m.labels.join(", "),
+    ariaLabel: `${shortStateId(m.source, machineId)} → ${shortStateId(m.target, machineId)}: ${m.labels.join(", ")}`,
+    className: m.timer ? "sc-edge sc-edge-timer" : "sc-edge",
+    markerEnd: { type: MarkerType.ArrowClosed },
+    zIndex: 20,
+  }));
+}
