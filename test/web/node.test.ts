@@ -296,8 +296,8 @@ async function storeNodesWithMqttOn(dataDir: string): Promise<{ configId: string
 
 /** Fetches the node's config through the page's download link (no session): the config text. */
 async function downloadThroughPage(page: Page, h: Backend): Promise<string> {
-  await page.getByRole("button", { name: "Get config download link" }).click();
-  const href = await page.getByRole("link", { name: "Download config" }).getAttribute("href");
+  await page.getByRole("button", { name: "Create download link" }).click();
+  const href = await page.getByRole("link", { name: /^Download .+\.conf$/ }).getAttribute("href");
   assert.match(href ?? "", /download_token=/);
   const res = await fetch(new URL(href!, h.baseUrl));
   assert.equal(res.status, 200);
@@ -344,7 +344,7 @@ test("spec §1.7 bullet 7: with MQTT off the control page and the client-downloa
 
   // A static node works as ever, without the notice.
   await openNode(page, ids.configId, ids.fixed, "fixed");
-  await page.getByRole("button", { name: "Get config download link" }).waitFor();
+  await page.getByRole("button", { name: "Create download link" }).waitFor();
   assert.equal(await page.getByText(/MQTT services are disabled/).count(), 0);
   assert.match(await downloadThroughPage(page, h), /^\[Interface\]$/m);
 
