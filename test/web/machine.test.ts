@@ -6,52 +6,14 @@
  * shows the states stored with it; "Copy as Mermaid" puts `stateDiagram-v2` text on the clipboard.
  */
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import test, { type TestContext } from "node:test";
+import test from "node:test";
 import { bindCommandInvocation, freeTcpPort, svcctlPrefix } from "../helpers/agent.js";
-import { repoRoot } from "../helpers/service.js";
+import { STANDIN, start } from "./processes.js";
 import { expectAccessible, expectText, login, screenshot, startConsole, waitLive } from "./harness.js";
 
-const STANDIN = join(import.meta.dirname, "..", "fixtures", "awg-standin");
-
-interface Child {
-  proc: ChildProcess;
-  output: () => string;
-  exited: Promise<number | null>;
-  printed: (text: string) => Promise<void>;
-}
-
-/** A child process with its output kept; SIGKILLed after the test if still running. */
-function start(t: TestContext, cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): Child {
-  const proc = spawn(cmd, args, { cwd: repoRoot, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-  let out = "";
-  const waiters: Array<{ text: string; resolve: () => void }> = [];
-  const onData = (d: Buffer) => {
-    out += d.toString("utf8");
-    for (const w of [...waiters]) if (out.includes(w.text)) { waiters.splice(waiters.indexOf(w), 1); w.resolve(); }
-  };
-  proc.stdout!.on("data", onData);
-  proc.stderr!.on("data", onData);
-  const exited = new Promise<number | null>((resolve) => proc.on("close", (code) => resolve(code)));
-  t.after(() => {
-    if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGKILL");
-  });
-  return {
-    proc,
-    output: () => out,
-    exited,
-    printed: (text) =>
-      out.includes(text)
-        ? Promise.resolve()
-        : new Promise<void>((resolve, reject) => {
-            waiters.push({ text, resolve });
-            void exited.then(() => reject(new Error(`exited before printing ${JSON.stringify(text)}:\n${out}`)));
-          }),
-  };
-}
 
 test("spec §3.1, §3.2, issue 13 item 4: the State machine tab shows presence.online highlighted for a running agent, a SIGKILLed agent turns it to offline without a reload with the will row on top of the timeline, an older row shows the states stored after it, Copy as Mermaid copies stateDiagram-v2 text, Older pages back to the first row", { timeout: 180_000 }, async (t) => {
   const port = await freeTcpPort("127.0.0.1");

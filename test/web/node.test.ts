@@ -6,11 +6,10 @@
  * across a reload (spec §6.5 rule 7), and MQTT switched off (spec §1.7 bullet 7).
  */
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import test, { type TestContext } from "node:test";
+import test from "node:test";
 import type { Page } from "playwright-core";
 import { ManualClock } from "../../src/clock.js";
 import { testSettings } from "../../src/config.js";
@@ -19,49 +18,11 @@ import { createServer } from "../../src/server.js";
 import { bind, connectAgent, envelope } from "../control/agent-harness.js";
 import type { SseServer } from "../events/sse-harness.js";
 import { bindCommandInvocation, freeTcpPort, svcctlPrefix } from "../helpers/agent.js";
-import { repoRoot } from "../helpers/service.js";
+import { STANDIN, start } from "./processes.js";
 import { ADMIN_PASSWORD, expectAccessible, expectText, login, screenshot, startConsole, waitLive, type Backend } from "./harness.js";
 
-const STANDIN = join(import.meta.dirname, "..", "fixtures", "awg-standin");
 /** spec §3.2 / issue 12 test 3: the control page shows `online` this soon after the agent starts. */
 const ONLINE_WITHIN_MS = 5_000;
-
-interface Child {
-  proc: ChildProcess;
-  output: () => string;
-  exited: Promise<number | null>;
-  /** Resolves when the output contains `text`. */
-  printed: (text: string) => Promise<void>;
-}
-
-/** A child process with its output kept; SIGKILLed after the test if still running. */
-function start(t: TestContext, cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): Child {
-  const proc = spawn(cmd, args, { cwd: repoRoot, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-  let out = "";
-  const waiters: Array<{ text: string; resolve: () => void }> = [];
-  const onData = (d: Buffer) => {
-    out += d.toString("utf8");
-    for (const w of [...waiters]) if (out.includes(w.text)) { waiters.splice(waiters.indexOf(w), 1); w.resolve(); }
-  };
-  proc.stdout!.on("data", onData);
-  proc.stderr!.on("data", onData);
-  const exited = new Promise<number | null>((resolve) => proc.on("close", (code) => resolve(code)));
-  t.after(() => {
-    if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGKILL");
-  });
-  return {
-    proc,
-    output: () => out,
-    exited,
-    printed: (text) =>
-      out.includes(text)
-        ? Promise.resolve()
-        : new Promise<void>((resolve, reject) => {
-            waiters.push({ text, resolve });
-            void exited.then(() => reject(new Error(`exited before printing ${JSON.stringify(text)}:\n${out}`)));
-          }),
-  };
-}
 
 /** The node page of `configId/nodeId`, reached through the address bar. */
 async function openNode(page: Page, configId: string, nodeId: string, name: string): Promise<void> {

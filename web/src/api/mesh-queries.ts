@@ -13,11 +13,11 @@ import { useQuery, useQueryClient, type QueryClient, type QueryKey } from "@tans
 import { useEffect, useMemo, useRef } from "react";
 import { useSseEvent } from "../sse/provider.js";
 import { apiFetch } from "./client.js";
+import { withEndpointStatus } from "./node-status.js";
 import { queryKeys } from "./queries.js";
 import type {
   ConfigDetailView,
   ConfigListAnswer,
-  EndpointStatusView,
   MeshPairListAnswer,
   NodeView,
   PortForwardListAnswer,
@@ -117,23 +117,6 @@ function patchNode(queryClient: QueryClient, configId: string, nodeId: string, p
   return found;
 }
 
-/** The node's client fields as `endpoint.status.updated` carries them (copied, not computed). */
-function withStatus(n: NodeView, s: EndpointStatusView): NodeView {
-  return {
-    ...n,
-    effective_mode: s.effective_mode,
-    staged_config: s.staged_config,
-    client: {
-      client_initialized: s.client_initialized,
-      client_presence_state: s.client_presence_state,
-      runtime_state: s.runtime_state,
-      last_reachable_at: s.last_reachable_at,
-      client_version: s.client_version,
-      config_version_state: s.config_version_state,
-    },
-  };
-}
-
 /**
  * Keeps the config `configId` (detail, pairs, and a node's staged config/port forwards when
  * `nodeId` is given) live while mounted. Events of other configs are ignored (rule 7).
@@ -151,7 +134,7 @@ export function useLiveConfig(configId: string, nodeId?: string) {
   });
   useSseEvent("endpoint.status.updated", (p) => {
     if (p.config_id !== configId) return;
-    if (!patchNode(queryClient, configId, p.node_id, (n) => withStatus(n, p.status))) invalidate(queryKeys.config(configId));
+    if (!patchNode(queryClient, configId, p.node_id, (n) => withEndpointStatus(n, p.status))) invalidate(queryKeys.config(configId));
   });
   useSseEvent("mesh.workspace.updated", (p) => {
     if (p.config_id !== configId) return;

@@ -1,6 +1,7 @@
 import { useQueryClient } from "@tanstack/react-query";
 import { Link, useParams } from "react-router";
 import { nodeKeys, useNode } from "../api/node-queries.js";
+import { withEndpointStatus } from "../api/node-status.js";
 import { useSystemStatus } from "../api/queries.js";
 import type { NodeView } from "../api/types.js";
 import { QueryView } from "../components/states.js";
@@ -39,23 +40,7 @@ export function NodePage() {
   useSseEvent("endpoint.status.updated", ({ config_id, node_id, status: s }) => {
     if (config_id !== configId || node_id !== nodeId) return;
     // The backend's own values for the node's client (spec §3.1, §3.2): copied, not derived.
-    queryClient.setQueryData<NodeView>(key, (old) =>
-      old === undefined
-        ? old
-        : {
-            ...old,
-            mode: s.mode,
-            effective_mode: s.effective_mode,
-            client: {
-              client_initialized: s.client_initialized,
-              client_presence_state: s.client_presence_state,
-              runtime_state: s.runtime_state,
-              last_reachable_at: s.last_reachable_at,
-              client_version: s.client_version,
-              config_version_state: s.config_version_state,
-            },
-          },
-    );
+    queryClient.setQueryData<NodeView>(key, (old) => (old === undefined ? old : withEndpointStatus(old, s)));
   });
   useSseEvent("config.overview.updated", (payload) => {
     // The node was deleted or changed along with its config: read it again.
