@@ -131,6 +131,15 @@ export const nodeTimelineSchema = z.object({
 });
 export type NodeTimeline = z.output<typeof nodeTimelineSchema>;
 
+/**
+ * `GET /api/v1/configs/{config_id}/timeline/latest` (issue 13 item 5): the newest recorded
+ * transition of each node of the config, ordered by `node_id`; a node with none is absent.
+ */
+export const configLatestTransitionsSchema = z.object({
+  transitions: z.array(nodeTransitionViewSchema.extend({ node_id: z.string() })),
+});
+export type ConfigLatestTransitions = z.output<typeof configLatestTransitionsSchema>;
+
 /** Query of the timeline: `before` a transition id (exclusive), at most `limit` rows (1..500, default 50). */
 export const timelineQuerySchema = z.strictObject({
   before: z.coerce.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),

@@ -4,14 +4,15 @@ import type { NodeActorRegistry } from "../actors/registry.js";
 import { isoTime } from "../clock.js";
 import { NODE_MACHINE_VERSION, initialNodeContext, nodeMachine, type NodeContext } from "../machines/node.machine.js";
 import type {
+  ConfigLatestTransitions,
   MachineGraph,
   NodeMachineView,
   NodeTimeline,
   RegionValues,
 } from "../protocol/machine.schema.js";
 import type { Store } from "../store/db.js";
-import { listNodeTransitions } from "../store/node-transitions.repository.js";
-import { requireNode } from "./node-lookup.js";
+import { latestNodeTransitionsOfConfig, listNodeTransitions, type NodeTransitionRow } from "../store/node-transitions.repository.js";
+import { requireConfig, requireNode } from "./node-lookup.js";
 
 export interface MachinesServiceDeps {
   store: Store;
@@ -81,18 +82,20 @@ export class MachinesService {
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     return {
-      transitions: page.map((r) => ({
-        transition_id: r.transition_id,
-        at: isoTime(r.at),
-        event: r.event,
-        source: r.source,
-        request_id: r.request_id,
-        route: r.route,
-        before: r.value_before === null ? null : regionValues(JSON.parse(r.value_before)),
-        after: regionValues(JSON.parse(r.value_after)),
-        changes: JSON.parse(r.changes) as Record<string, [unknown, unknown]>,
-      })),
+      transitions: page.map(transitionRowView),
       next_before: rows.length > limit && last !== undefined ? last.transition_id : null,
+    };
+  }
+
+  /**
+   * The newest recorded transition of each node of a config
+   * (`GET /api/v1/configs/{config_id}/timeline/latest`, issue 13 item 5), ordered by `node_id`.
+   * @throws AppError NOT_FOUND for an unknown config
+   */
+  async latestTransitions(configId: string): Promise<ConfigLatestTransitions> {
+    await requireConfig(this.#d.store.db, configId);
+    return {
+      transitions: latestNodeTransitionsOfConfig(this.#d.store.sqlite, configId).map((r) => ({ node_id: r.node_id, ...transitionRowView(r) })),
     };
   }
 
@@ -109,6 +112,21 @@ export class MachinesService {
     const ms: unknown = (delay as (args: unknown) => unknown)({ context, event: { type: "xstate.init", at: 0 } });
     return typeof ms === "number" ? ms : null;
   }
+}
+
+/** A stored `node_transitions` row as the wire shows it (times ISO, values per region). */
+function transitionRowView(r: NodeTransitionRow): NodeTimeline["transitions"][number] {
+  return {
+    transition_id: r.transition_id,
+    at: isoTime(r.at),
+    event: r.event,
+    source: r.source,
+    request_id: r.request_id,
+    route: r.route,
+    before: r.value_before === null ? null : regionValues(JSON.parse(r.value_before)),
+    after: regionValues(JSON.parse(r.value_after)),
+    changes: JSON.parse(r.changes) as Record<string, [unknown, unknown]>,
+  };
 }
 
 /**

@@ -62,6 +62,14 @@ const statements = perConnection((sqlite: SQLite.Database) => ({
   page: sqlite.prepare<[string, number, number], NodeTransitionRow>(
     `SELECT * FROM node_transitions WHERE node_id = ? AND transition_id < ? ORDER BY transition_id DESC LIMIT ?`,
   ),
+  // The newest row of each node of a config (index node_transitions_node: one seek per node).
+  latestOfConfig: sqlite.prepare<[string], NodeTransitionRow>(
+    `SELECT t.* FROM nodes n
+       JOIN node_transitions t ON t.transition_id =
+         (SELECT MAX(transition_id) FROM node_transitions WHERE node_id = n.node_id)
+     WHERE n.config_id = ?
+     ORDER BY n.node_id`,
+  ),
   // The keep-th newest row of a node (index node_transitions_node: walks `keep` entries).
   cutoff: sqlite.prepare<[string, number], { transition_id: number }>(
     "SELECT transition_id FROM node_transitions WHERE node_id = ? ORDER BY transition_id DESC LIMIT 1 OFFSET ?",
@@ -102,6 +110,15 @@ export function insertNodeTransition(sqlite: SQLite.Database, t: NewNodeTransiti
  */
 export function listNodeTransitions(sqlite: SQLite.Database, nodeId: string, before: number, limit: number): NodeTransitionRow[] {
   return statements(sqlite).page.all(nodeId, before, limit);
+}
+
+/**
+ * The newest transition of each node of a config (issue 13 item 5, the mesh page's "last
+ * transition"), ordered by `node_id`. A node without any recorded transition has no row; a
+ * config that does not exist answers none (the caller checks it exists).
+ */
+export function latestNodeTransitionsOfConfig(sqlite: SQLite.Database, configId: string): NodeTransitionRow[] {
+  return statements(sqlite).latestOfConfig.all(configId);
 }
 
 /**

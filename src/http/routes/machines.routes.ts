@@ -1,7 +1,7 @@
-import { machineGraphSchema, nodeMachineViewSchema, nodeTimelineSchema, timelineQuerySchema } from "../../protocol/machine.schema.js";
+import { configLatestTransitionsSchema, machineGraphSchema, nodeMachineViewSchema, nodeTimelineSchema, timelineQuerySchema } from "../../protocol/machine.schema.js";
 import type { MachinesService } from "../../services/machines.service.js";
 import type { App } from "../app.js";
-import { errorResponses, nodeParams } from "../schemas.js";
+import { configParams, errorResponses, nodeParams } from "../schemas.js";
 
 /**
  * Issue 13: the node statechart as data, a node's live machine state and its flight recorder
@@ -48,5 +48,18 @@ export async function machinesRoutes(app: App, opts: { machines: MachinesService
       },
     },
     async (req) => machines.timeline(req.params.config_id, req.params.node_id, req.query.before, req.query.limit),
+  );
+
+  app.get(
+    "/api/v1/configs/:config_id/timeline/latest",
+    {
+      schema: {
+        tags,
+        summary: "The newest recorded transition of each node of a config (the mesh page's last transition per node)",
+        params: configParams,
+        response: { 200: configLatestTransitionsSchema, ...errorResponses(404) },
+      },
+    },
+    async (req) => machines.latestTransitions(req.params.config_id),
   );
 }

@@ -7,8 +7,9 @@
 import { useInfiniteQuery, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useSseEvent } from "../sse/provider.js";
 import { apiFetch } from "./client.js";
+import { useCoalescedInvalidate } from "./mesh-queries.js";
 import { nodePath, useStreamWasLive } from "./node-queries.js";
-import type { MachineGraph, NodeMachineView, NodeTimeline } from "./types.js";
+import type { ConfigLatestTransitions, MachineGraph, NodeMachineView, NodeTimeline } from "./types.js";
 
 /** Rows per timeline page (the REST default is 50; 1..500). */
 export const TIMELINE_PAGE = 20;
@@ -58,5 +59,36 @@ export function useLiveMachine(configId: string, nodeId: string): void {
     if (payload.config_id !== configId || payload.node_id !== nodeId) return;
     void queryClient.invalidateQueries({ queryKey: machineKeys.machine(configId, nodeId), exact: true });
     void queryClient.invalidateQueries({ queryKey: machineKeys.timeline(configId, nodeId), exact: true });
+  });
+}
+
+// ---- issue 13 item 5: watch a whole config (the mesh page) ----
+
+/** Query key of a config's newest transition per node. */
+export const latestTransitionsKey = (configId: string) => ["configs", configId, "timeline", "latest"] as const;
+
+/**
+ * `GET /api/v1/configs/:config_id/timeline/latest`: the newest recorded transition of each node of
+ * the config, as a map `node_id → row` (a node with none is absent), once the stream is live.
+ */
+export function useLatestTransitions(configId: string) {
+  const live = useStreamWasLive();
+  return useQuery({
+    queryKey: latestTransitionsKey(configId),
+    queryFn: ({ signal }) => apiFetch<ConfigLatestTransitions>(`/api/v1/configs/${encodeURIComponent(configId)}/timeline/latest`, { signal }),
+    select: (answer) => new Map(answer.transitions.map((r) => [r.node_id, r])),
+    enabled: live,
+  });
+}
+
+/**
+ * While mounted: `endpoint.status.updated` of this config (emitted after every recorded presence,
+ * runtime, sync or client-version change) refetches the newest transitions, coalesced like the
+ * mesh page's other refetches (one refetch per 250 ms window, however many nodes moved).
+ */
+export function useLiveLatestTransitions(configId: string): void {
+  const invalidate = useCoalescedInvalidate();
+  useSseEvent("endpoint.status.updated", (payload) => {
+    if (payload.config_id === configId) invalidate(latestTransitionsKey(configId));
   });
 }

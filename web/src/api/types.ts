@@ -86,3 +86,4 @@ export type RegionValues = z.output<MachineSchemas["regionValuesSchema"]>;
 export type NodeMachineView = z.output<MachineSchemas["nodeMachineViewSchema"]>;
 export type NodeTransitionView = z.output<MachineSchemas["nodeTransitionViewSchema"]>;
 export type NodeTimeline = z.output<MachineSchemas["nodeTimelineSchema"]>;
+export type ConfigLatestTransitions = z.output<MachineSchemas["configLatestTransitionsSchema"]>;

@@ -2,7 +2,8 @@ import dagre from "@dagrejs/dagre";
 import { Background, Controls, Position, ReactFlow, useReactFlow, useStore, type Edge, type Node } from "@xyflow/react";
 import "@xyflow/react/dist/style.css";
 import { useEffect, useMemo } from "react";
-import type { MeshPairView, NodeView } from "../api/types.js";
+import type { MeshPairView, NodeTransitionView, NodeView } from "../api/types.js";
+import { lastTransitionText, regionState, stateTone, type WatchRegion } from "../pages/mesh-watch.js";
 import { IntegrityBadge } from "./integrity-badge.js";
 
 /** Above this many nodes the drawing is skipped (the table and filters serve better). */
@@ -17,11 +18,18 @@ const NODE_H = 54;
  * `connections[*]` directly, never re-derived). Nodes and edges carry accessible names
  * (`Node <name>`, `Pair <a> – <b>: <status>`), and the broken pairs are listed as text below.
  * Its own chunk: the mesh page loads it with `React.lazy` only when the view is opened.
+ * Issue 13 item 5: with `watch` set, each node is coloured by that region's state and the state
+ * is written in it; its last recorded transition (`latest`) is its `title` and in its name.
  */
-export default function Topology({ nodes, pairs }: { nodes: NodeView[]; pairs: MeshPairView[] }) {
+export default function Topology({ nodes, pairs, watch = null, latest }: {
+  nodes: NodeView[];
+  pairs: MeshPairView[];
+  watch?: WatchRegion | null;
+  latest?: ReadonlyMap<string, NodeTransitionView> | undefined;
+}) {
   const names = useMemo(() => new Map(nodes.map((n) => [n.node_id, n.name])), [nodes]);
   const tooMany = nodes.length > TOPOLOGY_MAX_NODES;
-  const graph = useMemo(() => (tooMany ? null : layout(nodes, pairs, names)), [nodes, pairs, names, tooMany]);
+  const graph = useMemo(() => (tooMany ? null : layout(nodes, pairs, names, watch, latest)), [nodes, pairs, names, tooMany, watch, latest]);
   const broken = pairs.filter((p) => p.integrity.status === "broken");
   const counts = { ok: 0, broken: 0, disabled: 0 };
   for (const p of pairs) counts[p.integrity.status]++;
@@ -91,7 +99,13 @@ function FitOnResize() {
   return null;
 }
 
-function layout(nodes: NodeView[], pairs: MeshPairView[], names: Map<string, string>): { nodes: Node[]; edges: Edge[] } {
+function layout(
+  nodes: NodeView[],
+  pairs: MeshPairView[],
+  names: Map<string, string>,
+  watch: WatchRegion | null,
+  latest: ReadonlyMap<string, NodeTransitionView> | undefined,
+): { nodes: Node[]; edges: Edge[] } {
   const g = new dagre.graphlib.Graph();
   g.setGraph({ rankdir: "LR", nodesep: 40, ranksep: 90 });
   g.setDefaultEdgeLabel(() => ({}));
@@ -122,13 +136,16 @@ function layout(nodes: NodeView[], pairs: MeshPairView[], names: Map<string, str
   dagre.layout(g);
   const flowNodes: Node[] = nodes.map((n) => {
     const pos = g.node(n.node_id);
+    const state = watch === null ? null : regionState(n, watch);
+    const last = latest === undefined ? null : lastTransitionText(latest.get(n.node_id));
+    const text = `${n.name}\n${n.address}${state === null ? "" : `\n${watch}: ${state}`}`;
     return {
       id: n.node_id,
       position: { x: (pos?.x ?? 0) - NODE_W / 2, y: (pos?.y ?? 0) - NODE_H / 2 },
-      data: { label: `${n.name}\n${n.address}` },
+      data: { label: last === null ? text : <span title={last}>{text}</span> },
       ariaRole: "img",
-      ariaLabel: `Node ${n.name} (${n.address}, ${n.client.client_presence_state})`,
-      className: `topo-node topo-node-${n.client.client_presence_state}`,
+      ariaLabel: `Node ${n.name} (${n.address}, ${n.client.client_presence_state}${state === null || watch === "presence" ? "" : `, ${watch} ${state}`})${last === null ? "" : `. ${last}`}`,
+      className: `topo-node topo-node-${n.client.client_presence_state}${state === null ? "" : ` topo-watch-${stateTone(state)}`}`,
       sourcePosition: Position.Right,
       targetPosition: Position.Left,
       style: { width: NODE_W },

@@ -1,9 +1,10 @@
 import { useVirtualizer } from "@tanstack/react-virtual";
 import { useRef } from "react";
 import { Link } from "react-router";
-import type { NodeView } from "../api/types.js";
+import type { NodeTransitionView, NodeView } from "../api/types.js";
 import { PresenceBadge } from "../components/presence-badge.js";
 import { RelativeTime } from "../components/relative-time.js";
+import { lastTransitionText, regionState, stateTone, WatchChip, type WatchRegion } from "./mesh-watch.js";
 
 /** Height of one table row in px (fixed: the virtualiser needs no measuring). */
 export const ROW_HEIGHT = 44;
@@ -14,6 +15,9 @@ export const ROW_HEIGHT = 44;
  * `<table>`: spacer rows above and below keep the scroll height; `aria-rowcount` says how many
  * rows there are in all. Every value is the backend's (spec §6.5 rule 7): presence, runtime,
  * sync state and version as the node view carries them.
+ * Issue 13 item 5: with `watch` set, each row is coloured by that region's state (with the state
+ * written in a chip); the node's last recorded transition (`latest`) is the name link's
+ * description, shown as a tooltip on hover and keyboard focus.
  */
 export function NodesTable({
   configId,
@@ -22,9 +26,13 @@ export function NodesTable({
   selected,
   onToggle,
   onToggleAll,
+  watch = null,
+  latest,
 }: {
   configId: string;
   nodes: NodeView[];
+  watch?: WatchRegion | null;
+  latest?: ReadonlyMap<string, NodeTransitionView> | undefined;
   total: number;
   selected: ReadonlySet<string>;
   onToggle: (nodeId: string) => void;
@@ -73,7 +81,10 @@ export function NodesTable({
           )}
           {items.map((item) => {
             const n = nodes[item.index]!;
-            return <NodeRow key={n.node_id} configId={configId} node={n} index={item.index} checked={selected.has(n.node_id)} onToggle={onToggle} />;
+            return (
+              <NodeRow key={n.node_id} configId={configId} node={n} index={item.index} checked={selected.has(n.node_id)} onToggle={onToggle}
+                watch={watch} last={latest === undefined ? null : lastTransitionText(latest.get(n.node_id))} />
+            );
           })}
           {bottom > 0 && (
             <tr aria-hidden="true" className="spacer">
@@ -86,15 +97,34 @@ export function NodesTable({
   );
 }
 
-function NodeRow({ configId, node: n, index, checked, onToggle }: { configId: string; node: NodeView; index: number; checked: boolean; onToggle: (id: string) => void }) {
+function NodeRow({ configId, node: n, index, checked, onToggle, watch, last }: {
+  configId: string;
+  node: NodeView;
+  index: number;
+  checked: boolean;
+  onToggle: (id: string) => void;
+  watch: WatchRegion | null;
+  /** The last transition's text; null while it loads. */
+  last: string | null;
+}) {
   const sync = n.client.config_version_state;
+  const tipId = `last-${n.node_id}`;
+  const rowClass = [checked ? "selected" : "", watch === null ? "" : `watch-row watch-row-${stateTone(regionState(n, watch))}`].filter(Boolean).join(" ");
   return (
-    <tr aria-rowindex={index + 2} className={checked ? "selected" : undefined} style={{ height: ROW_HEIGHT }}>
+    <tr aria-rowindex={index + 2} className={rowClass === "" ? undefined : rowClass} style={{ height: ROW_HEIGHT }}>
       <td className="col-select">
         <input type="checkbox" aria-label={`Select ${n.name}`} checked={checked} onChange={() => onToggle(n.node_id)} />
       </td>
-      <th scope="row">
-        <Link to={`/configs/${encodeURIComponent(configId)}/nodes/${encodeURIComponent(n.node_id)}`}>{n.name}</Link>
+      <th scope="row" className="node-name-cell">
+        <Link to={`/configs/${encodeURIComponent(configId)}/nodes/${encodeURIComponent(n.node_id)}`} aria-describedby={last === null ? undefined : tipId} title={last ?? undefined}>
+          {n.name}
+        </Link>
+        {watch !== null && <> <WatchChip node={n} region={watch} /></>}
+        {last !== null && (
+          <span role="tooltip" id={tipId} className="last-transition-tip">
+            {last}
+          </span>
+        )}
       </th>
       <td>{n.effective_mode === n.mode ? n.mode : `${n.mode} (as ${n.effective_mode})`}</td>
       <td className="mono">{n.address}</td>

@@ -2,14 +2,17 @@ import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { lazy, Suspense, useDeferredValue, useMemo, useState } from "react";
 import { Link, useParams, useSearchParams } from "react-router";
 import { errorMessage } from "../api/client.js";
+import { useLatestTransitions, useLiveLatestTransitions } from "../api/machine-queries.js";
 import { meshApi, useConfigDetail, useLiveConfig, useMeshPairs } from "../api/mesh-queries.js";
 import { queryKeys } from "../api/queries.js";
-import type { ConfigDetailView, ControlAnswer, NodeView } from "../api/types.js";
+import type { ConfigDetailView, ControlAnswer, NodeTransitionView, NodeView } from "../api/types.js";
 import { ConfirmDialog } from "../components/confirm-dialog.js";
 import { Loading, QueryView } from "../components/states.js";
 import { AddNodeForm, PackageDownload, ProtocolSwitch } from "./mesh-forms.js";
 import { PairsSection, TagsSection } from "./mesh-pairs.js";
 import { NodesTable } from "./mesh-table.js";
+import { WatchSelect, watchRegion, type WatchRegion } from "./mesh-watch.js";
+import { useUrlState } from "../url-state.js";
 
 /** The topology (xyflow + dagre) is its own chunk, loaded when the view is opened. */
 const Topology = lazy(() => import("../components/topology.js"));
@@ -23,11 +26,14 @@ const SYNCS = ["latest", "pending", "static"] as const;
  * search and filters in the URL (`q`, `presence`, `mode`, `sync`, `view`), row selection with
  * bulk actions, the topology, add node, pairs, tags, the protocol switch and the bulk config
  * package. Live: events of this config only (spec §6.5 rule 7; `useLiveConfig`).
+ * Issue 13 item 5: "Colour nodes by" (`watch`) colours table rows and topology nodes by a
+ * region's state, and each node's last recorded transition shows on hover and focus.
  */
 export function MeshPage() {
   const { configId = "" } = useParams();
   const detail = useConfigDetail(configId);
   useLiveConfig(configId);
+  useLiveLatestTransitions(configId);
   return (
     <section aria-labelledby="mesh-title">
       <p className="breadcrumb">
@@ -51,6 +57,9 @@ function MeshBody({ config }: { config: ConfigDetailView }) {
   const presence = params.get("presence") ?? "";
   const mode = params.get("mode") ?? "";
   const sync = params.get("sync") ?? "";
+  const [watchValue, setWatch] = useUrlState("watch");
+  const watch = watchRegion(watchValue);
+  const latest = useLatestTransitions(config.config_id).data;
   const setParam = (key: string, value: string) => {
     const next = new URLSearchParams(params);
     if (value === "") next.delete(key);
@@ -106,6 +115,7 @@ function MeshBody({ config }: { config: ConfigDetailView }) {
       <section className="card" aria-labelledby="nodes-title">
         <div className="toolbar">
           <h2 id="nodes-title">Nodes</h2>
+          <WatchSelect value={watchValue} onChange={setWatch} />
           <div className="view-switch" role="group" aria-label="View">
             <button type="button" aria-pressed={view === "table"} onClick={() => setParam("view", "")}>
               Table
@@ -137,11 +147,11 @@ function MeshBody({ config }: { config: ConfigDetailView }) {
             {config.nodes.length === 0 ? (
               <p className="state state-empty">No nodes yet. Add the first one above.</p>
             ) : (
-              <NodesTable configId={config.config_id} nodes={shown} total={config.nodes.length} selected={live} onToggle={toggle} onToggleAll={toggleAll} />
+              <NodesTable configId={config.config_id} nodes={shown} watch={watch} latest={latest} total={config.nodes.length} selected={live} onToggle={toggle} onToggleAll={toggleAll} />
             )}
           </>
         ) : (
-          <TopologyView config={config} />
+          <TopologyView config={config} watch={watch} latest={latest} />
         )}
       </section>
 
@@ -167,13 +177,13 @@ function FilterSelect({ id, label, value, options, onChange }: { id: string; lab
   );
 }
 
-function TopologyView({ config }: { config: ConfigDetailView }) {
+function TopologyView({ config, watch, latest }: { config: ConfigDetailView; watch: WatchRegion | null; latest: ReadonlyMap<string, NodeTransitionView> | undefined }) {
   const pairs = useMeshPairs(config.config_id);
   return (
     <QueryView query={pairs} loadingLabel="Loading pairs…">
       {(data) => (
         <Suspense fallback={<Loading label="Loading the topology…" />}>
-          <Topology nodes={config.nodes} pairs={data.mesh_pairs} />
+          <Topology nodes={config.nodes} pairs={data.mesh_pairs} watch={watch} latest={latest} />
         </Suspense>
       )}
     </QueryView>
