@@ -1,9 +1,9 @@
 import dagre from "@dagrejs/dagre";
-import { Background, Controls, Handle, MarkerType, Position, ReactFlow, useReactFlow, useStore, type Edge, type Node, type NodeProps } from "@xyflow/react";
-import "@xyflow/react/dist/style.css";
+import { Handle, MarkerType, Position, type Edge, type Node, type NodeProps } from "@xyflow/react";
 import { useEffect, useMemo, useState } from "react";
 import type { MachineGraph, MachineState, MachineTransition } from "../api/types.js";
 import { shortStateId, transitionLabel } from "../machine-mermaid.js";
+import { ReadOnlyFlow } from "./read-only-flow.js";
 
 const LEAF_W = 132;
 const LEAF_H = 46;
@@ -75,25 +75,7 @@ export default function Statechart({ graph, active }: { graph: MachineGraph; act
     [layout, active, graph.machine_id],
   );
   return (
-    <div className="statechart-canvas">
-      <ReactFlow
-        nodes={nodes}
-        edges={layout.edges}
-        nodeTypes={NODE_TYPES}
-        fitView
-        nodesDraggable={false}
-        nodesConnectable={false}
-        elementsSelectable={false}
-        nodesFocusable={false}
-        edgesFocusable={false}
-        proOptions={{ hideAttribution: true }}
-        minZoom={0.1}
-      >
-        <Background />
-        <Controls showInteractive={false} />
-        <FitOnResize />
-      </ReactFlow>
-    </div>
+    <ReadOnlyFlow className="statechart-canvas" nodes={nodes} edges={layout.edges} nodeTypes={NODE_TYPES} />
   );
 }
 
@@ -108,18 +90,6 @@ function useNarrow(): boolean {
     return () => list.removeEventListener("change", on);
   }, []);
   return narrow;
-}
-
-/** Fits the chart into its frame again whenever the frame's size changes (rotation, resize). */
-function FitOnResize() {
-  const { fitView } = useReactFlow();
-  const width = useStore((s) => s.width);
-  const height = useStore((s) => s.height);
-  const count = useStore((s) => s.nodeLookup.size);
-  useEffect(() => {
-    void fitView();
-  }, [width, height, count, fitView]);
-  return null;
 }
 
 interface Size {

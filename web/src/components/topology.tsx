@@ -1,10 +1,10 @@
 import dagre from "@dagrejs/dagre";
-import { Background, Controls, Position, ReactFlow, useReactFlow, useStore, type Edge, type Node } from "@xyflow/react";
-import "@xyflow/react/dist/style.css";
-import { useEffect, useMemo } from "react";
+import { Position, type Edge, type Node } from "@xyflow/react";
+import { useMemo } from "react";
 import type { MeshPairView, NodeTransitionView, NodeView } from "../api/types.js";
 import { lastTransitionText, regionState, stateTone, type WatchRegion } from "../pages/mesh-watch.js";
 import { IntegrityBadge } from "./integrity-badge.js";
+import { ReadOnlyFlow } from "./read-only-flow.js";
 
 /** Above this many nodes the drawing is skipped (the table and filters serve better). */
 export const TOPOLOGY_MAX_NODES = 300;
@@ -43,24 +43,7 @@ export default function Topology({ nodes, pairs, watch = null, latest }: {
       ) : nodes.length === 0 ? (
         <p className="state state-empty">No nodes to draw.</p>
       ) : (
-        <div className="topology-canvas">
-          <ReactFlow
-            nodes={graph.nodes}
-            edges={graph.edges}
-            fitView
-            nodesDraggable={false}
-            nodesConnectable={false}
-            elementsSelectable={false}
-            nodesFocusable={false}
-            edgesFocusable={false}
-            proOptions={{ hideAttribution: true }}
-            minZoom={0.1}
-          >
-            <Background />
-            <Controls showInteractive={false} />
-            <FitOnResize />
-          </ReactFlow>
-        </div>
+        <ReadOnlyFlow className="topology-canvas" nodes={graph.nodes} edges={graph.edges} />
       )}
       <figcaption>
         <ul className="legend" aria-label="Legend">
@@ -86,17 +69,6 @@ export default function Topology({ nodes, pairs, watch = null, latest }: {
       </figcaption>
     </figure>
   );
-}
-
-/** Fits the drawing again when the canvas changes size (a phone rotated, a window narrowed). */
-function FitOnResize() {
-  const width = useStore((s) => s.width);
-  const height = useStore((s) => s.height);
-  const { fitView } = useReactFlow();
-  useEffect(() => {
-    if (width > 0 && height > 0) void fitView();
-  }, [width, height, fitView]);
-  return null;
 }
 
 function layout(
