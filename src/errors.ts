@@ -36,6 +36,11 @@ export const ERROR_CODES = {
   HEADERS_TOO_LARGE: { status: 431, description: "The request's header section is larger than the server accepts (Node's limit, 16 KiB by default)." },
   INTERNAL: { status: 500, description: "An unexpected server error; details are logged, not returned." },
   SERVICE_UNAVAILABLE: { status: 503, description: "A dependency is unavailable; retry later." },
+  STORAGE_UNAVAILABLE: {
+    status: 503,
+    description:
+      "The data directory cannot take the write: `details.reason` is `full` (no space left), `read_only` (read-only file system), `busy` (another process holds the database's write lock) or `io_error`. Nothing was written; retry once the operator fixed it.",
+  },
 } as const satisfies Record<string, { status: number; description: string }>;
 
 /** One of the registered error codes. */
@@ -81,4 +86,42 @@ export class AppError extends Error {
 /** True when `err` is an {@link AppError}, optionally with the given code. */
 export function isAppError(err: unknown, code?: ErrorCode): err is AppError {
   return err instanceof AppError && (code === undefined || err.code === code);
+}
+
+/** Why the data directory refused a write (the `details.reason` of `STORAGE_UNAVAILABLE`). */
+export type StorageFaultReason = "full" | "read_only" | "busy" | "io_error";
+
+const STORAGE_FAULT_MESSAGES: Record<StorageFaultReason, string> = {
+  full: "the data directory is full: free space on its file system and retry",
+  read_only: "the data directory is read-only: make its file system writable and retry",
+  busy: "the database is locked by another process: retry once it released the lock",
+  io_error: "the data directory failed an I/O operation: check the disk and retry",
+};
+
+/**
+ * The reason a SQLite (better-sqlite3 `SqliteError.code`) or file-system (`errno` code) error
+ * means the data directory cannot take a write, or undefined for any other error.
+ * SQLITE_FULL / ENOSPC / EDQUOT → full; SQLITE_READONLY* / EROFS → read_only;
+ * SQLITE_BUSY* / SQLITE_LOCKED* → busy; SQLITE_IOERR* / SQLITE_CANTOPEN / EIO → io_error.
+ */
+export function storageFaultReason(err: unknown): StorageFaultReason | undefined {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code !== "string") continue;
+    if (code === "SQLITE_FULL" || code === "ENOSPC" || code === "EDQUOT") return "full";
+    if (code.startsWith("SQLITE_READONLY") || code === "EROFS") return "read_only";
+    if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")) return "busy";
+    if (code.startsWith("SQLITE_IOERR") || code === "SQLITE_CANTOPEN" || code === "EIO") return "io_error";
+  }
+  return undefined;
+}
+
+/**
+ * `err` as a 503 `STORAGE_UNAVAILABLE` {@link AppError} with `details.reason`, when it is a
+ * storage fault ({@link storageFaultReason}); else undefined. docs/decisions.md "Issue 15: chaos
+ * and resource faults": the server truly cannot write, so 503, never a 500 or a success.
+ */
+export function storageFaultError(err: unknown): AppError | undefined {
+  const reason = storageFaultReason(err);
+  return reason === undefined ? undefined : new AppError("STORAGE_UNAVAILABLE", STORAGE_FAULT_MESSAGES[reason], { reason });
 }

@@ -14,7 +14,7 @@ import {
 } from "fastify-type-provider-zod";
 import type { Clock } from "../clock.js";
 import type { Settings } from "../config.js";
-import { AppError, ERROR_CODES, type ErrorCode } from "../errors.js";
+import { AppError, ERROR_CODES, storageFaultError, type ErrorCode } from "../errors.js";
 import type { Logger } from "../logger.js";
 import type { AuthService } from "../services/auth.service.js";
 import type { DownloadsService } from "../services/downloads.service.js";
@@ -311,6 +311,11 @@ function toAppError(err: FastifyError | Error, log: Logger): AppError {
   const mapped = code === undefined ? undefined : byFastifyCode[code];
   if (mapped) return new AppError(mapped, err.message);
   if (code === "SQLITE_CONSTRAINT_UNIQUE") return new AppError("CONFLICT", "the request conflicts with stored data");
+  const storage = storageFaultError(err);
+  if (storage) {
+    log.warn({ err, reason: storage.details?.["reason"] }, "storage fault: write refused");
+    return storage;
+  }
   const status = (err as FastifyError).statusCode;
   if (status === 400 || err instanceof SyntaxError) return new AppError("VALIDATION_FAILED", "malformed request body");
   if (status === 429) return new AppError("RATE_LIMITED", err.message);

@@ -1,7 +1,7 @@
-import { mkdirSync } from "node:fs";
+import { accessSync, constants, mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import SQLite from "better-sqlite3";
-import { Kysely, Migrator, SqliteDialect, type MigrationProvider, type Transaction } from "kysely";
+import { Kysely, Migrator, SqliteDialect, type Driver, type MigrationProvider, type Transaction } from "kysely";
 import type { Logger } from "../logger.js";
 import { migrations } from "./migrations.js";
 import type { Database } from "./schema.js";
@@ -17,6 +17,31 @@ export type Trx = Transaction<Database>;
 export type AfterCommit = (fn: () => void | Promise<unknown>) => void;
 
 /**
+ * Kysely's SQLite dialect, except that ROLLBACK is skipped when SQLite has already rolled the
+ * transaction back itself, as it does on SQLITE_FULL, SQLITE_IOERR and some SQLITE_BUSY (at the
+ * statement or at COMMIT). Kysely would otherwise issue ROLLBACK, fail with "cannot rollback - no
+ * transaction is active", and throw that instead of the cause: a full disk answered 500 INTERNAL
+ * rather than 503 STORAGE_UNAVAILABLE (docs/decisions.md "Issue 15: chaos and resource faults").
+ */
+class RollbackSafeSqliteDialect extends SqliteDialect {
+  readonly #sqlite: SQLite.Database;
+
+  constructor(sqlite: SQLite.Database) {
+    super({ database: sqlite });
+    this.#sqlite = sqlite;
+  }
+
+  override createDriver(): Driver {
+    const driver = super.createDriver();
+    const rollback = driver.rollbackTransaction.bind(driver);
+    driver.rollbackTransaction = async (connection) => {
+      if (this.#sqlite.inTransaction) await rollback(connection);
+    };
+    return driver;
+  }
+}
+
+/**
  * The one owner of the SQLite file: WAL, `busy_timeout`, foreign keys on, migrations at open,
  * and {@link Store.transaction} with commit hooks.
  */
@@ -28,16 +53,17 @@ export class Store {
   private constructor(sqlite: SQLite.Database, log: Logger) {
     this.sqlite = sqlite;
     this.#log = log;
-    this.db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+    this.db = new Kysely<Database>({ dialect: new RollbackSafeSqliteDialect(sqlite) });
   }
 
   /**
    * Opens (creating if needed) the database file and applies pending migrations.
    * @param file path of the SQLite file, or ":memory:"
-   * @throws Error when a migration fails (the caller exits non-zero)
+   * @throws Error when the file's directory cannot be written (its message names the directory
+   *   and the cause, e.g. "read-only file system"), or when a migration fails (the caller exits non-zero)
    */
   static async open(file: string, log: Logger): Promise<Store> {
-    if (file !== ":memory:") mkdirSync(dirname(file), { recursive: true });
+    if (file !== ":memory:") assertWritableDir(dirname(file));
     const sqlite = new SQLite(file);
     sqlite.pragma("journal_mode = WAL");
     sqlite.pragma("busy_timeout = 5000");
@@ -90,6 +116,30 @@ export class Store {
   /** Closes the database. */
   async close(): Promise<void> {
     await this.db.destroy();
+  }
+}
+
+/** Why a directory cannot take files, in words, from an errno code. */
+const DIR_FAULTS: Record<string, string> = {
+  EROFS: "its file system is read-only",
+  EACCES: "permission denied",
+  EPERM: "permission denied",
+  ENOSPC: "no space left on its file system",
+  EDQUOT: "the disk quota is exhausted",
+};
+
+/**
+ * Creates `dir` if needed and checks that it can be written: SQLite itself would only say
+ * "unable to open database file" (docs/decisions.md "Issue 15: chaos and resource faults").
+ * @throws Error "the data directory {dir} is not writable: its file system is read-only (EROFS)" and alike
+ */
+function assertWritableDir(dir: string): void {
+  try {
+    mkdirSync(dir, { recursive: true });
+    accessSync(dir, constants.W_OK);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? "";
+    throw new Error(`the data directory ${dir} is not writable: ${DIR_FAULTS[code] ?? (err instanceof Error ? err.message : String(err))} (${code || "unknown"})`, { cause: err });
   }
 }
 
