@@ -119,14 +119,16 @@ export function nodeIdsAfter(sqlite: SQLite.Database, after: string, limit: numb
 
 /**
  * A node's control log rows of every kind (commands, command output, client events), newest
- * first (`created_at`, then `log_id`), at most `limit` (DESIGN §5 control-logs).
+ * first, at most `limit` (DESIGN §5 control-logs). Newest is insertion order (`log_id`), not
+ * `created_at`: after the wall clock was set back, rows written later carry earlier times and
+ * would sink below older ones (docs/decisions.md "Issue 15: chaos and resource faults");
+ * retention keeps the newest rows by `log_id` alike.
  */
 export async function listControlLogs(db: Db, nodeId: string, limit: number): Promise<ControlLogRow[]> {
   return db
     .selectFrom("control_logs")
     .selectAll()
     .where("node_id", "=", nodeId)
-    .orderBy("created_at", "desc")
     .orderBy("log_id", "desc")
     .limit(limit)
     .execute();

@@ -194,3 +194,99 @@ test("SQLite busy (another connection holds the write lock past busy_timeout): 5
   await s.close();
   assert.deepEqual(dbCheck(join(dataDir, "svc.db")), { integrity: "ok", configs: ["blocked"] });
 });
+
+const MIN = 60_000;
+
+/** A node online with a connected stand-in agent (heartbeat sent), on a service with a {@link JumpClock}. */
+async function onlineNode(t: TestContext) {
+  const dataDir = mkdtempSync(join(tmpdir(), "svc-faults-clock-"));
+  t.after(() => rmSync(dataDir, { recursive: true, force: true }));
+  const clock = new JumpClock();
+  const s = await serve(t, dataDir, clock);
+  const { configId, nodeId } = await dynamicNode(s);
+  const p = await bind(s, configId, nodeId);
+  const agent = await connectAgent(s, p);
+  t.after(() => agent.end(true));
+  const heartbeat = async () => {
+    await agent.publishAsync(p.topics["heartbeat"] ?? "", envelope(p, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
+  };
+  const presenceIs = (want: string) => eventually(`presence ${want}`, async () => ((await status(s, configId, nodeId)).client_presence_state === want ? true : undefined));
+  await heartbeat();
+  await presenceIs("online");
+  const base = `/api/v1/configs/${configId}/nodes/${nodeId}`;
+  /** POST control `start`; the agent ACKs it `applied` unless `ack` is false. @returns its request_id */
+  const command = async (ack = true): Promise<string> => {
+    const received = nextMessage(agent, p.topics["control"] ?? "");
+    const sent = await api(s, "POST", `${base}/control`, { action: "start" });
+    assert.equal(sent.status, 202, JSON.stringify(sent.json));
+    const msg = await received;
+    if (ack) await agent.publishAsync(p.topics["control_ack"] ?? "", envelope(p, "ack", { status: "applied", message: "", action: "start" }, msg.request_id), { qos: 1 });
+    return msg.request_id;
+  };
+  const logStatus = async (requestId: string) => ((await api(s, "GET", `${base}/control-logs?limit=100`)).json.logs as Array<{ request_id: string; status: string }>).find((l) => l.request_id === requestId)?.status;
+  return { s, clock, configId, nodeId, p, agent, base, heartbeat, presenceIs, command, logStatus, dataDir };
+}
+
+test("clock jump forward 2 h: tokens expire by the wall clock (401 INVALID_BIND_TOKEN / INVALID_DOWNLOAD_TOKEN), the admin session lives on, the open command times out once, presence drops at the next sweep; a heartbeat and new commands recover; no 5xx, integrity ok (issue 15 item 6, spec §3.1, §3.6, §3.7)", async (t) => {
+  const n = await onlineNode(t);
+  const other = await dynamicNode(n.s);
+  const bindCommand = await api(n.s, "POST", `/api/v1/configs/${other.configId}/nodes/${other.nodeId}/bind-command`);
+  const bindToken = /--token (\S+)$/.exec(bindCommand.json.command)?.[1];
+  const download = await api(n.s, "POST", `${n.base}/download-token`);
+  assert.equal(download.status, 200, JSON.stringify(download.json));
+  const open = await n.command(false);
+
+  n.clock.jump(120 * MIN);
+  const rebind = await api(n.s, "POST", "/api/client/bind", { bind_token: bindToken, server_url: n.s.baseUrl, client_version: "1", platform: "linux", hostname: "h" }, false);
+  assert.equal(rebind.status, 401);
+  assert.equal(rebind.json.error.code, "INVALID_BIND_TOKEN");
+  const fetched = await fetch(`${n.s.baseUrl}${download.json.download_path}`);
+  assert.equal(fetched.status, 401);
+  assert.equal(((await fetched.json()) as { error: { code: string } }).error.code, "INVALID_DOWNLOAD_TOKEN");
+  assert.equal((await api(n.s, "GET", "/api/v1/configs")).status, 200, "the 12 h admin session outlives a 2 h jump");
+  assert.equal(await n.logStatus(open), "pending", "timers run on monotonic time: the command is not timed out by the jump itself");
+
+  n.clock.advance(60_000); // the command timeout (DESIGN §3: 60 s) on monotonic time
+  await eventually("timed_out", async () => ((await n.logStatus(open)) === "timed_out" ? true : undefined));
+  n.clock.advance(45 * MIN); // the presence sweep that was armed for the old deadline fires
+  await n.presenceIs("dropped");
+
+  await n.heartbeat();
+  await n.presenceIs("online");
+  const next = await n.command();
+  await eventually("applied", async () => ((await n.logStatus(next)) === "applied" ? true : undefined));
+  assert.equal(await n.logStatus(open), "timed_out", "a terminal status stays terminal");
+  const fresh = await api(n.s, "POST", `/api/v1/configs/${other.configId}/nodes/${other.nodeId}/bind-command`);
+  assert.equal(fresh.status, 200);
+  await n.s.close();
+  const db = new SQLite(join(n.dataDir, "svc.db"), { readonly: true });
+  t.after(() => db.close());
+  assert.deepEqual(db.pragma("integrity_check"), [{ integrity_check: "ok" }]);
+  assert.deepEqual(db.prepare("SELECT COUNT(*) AS n FROM control_logs WHERE kind = 'command' AND status IN ('pending', 'accepted')").get(), { n: 0 });
+});
+
+test("clock jump backward 5 min: the newest control log is listed first (insertion order, not created_at), commands still close, presence drops one TTL after the last signal; no 5xx, integrity ok (issue 15 item 6, spec §2.8, §3.1)", async (t) => {
+  const n = await onlineNode(t);
+  const first = await n.command();
+  await eventually("first applied", async () => ((await n.logStatus(first)) === "applied" ? true : undefined));
+
+  n.clock.jump(-5 * MIN);
+  const second = await n.command();
+  await eventually("second applied", async () => ((await n.logStatus(second)) === "applied" ? true : undefined));
+  const newest = await api(n.s, "GET", `${n.base}/control-logs?limit=1`);
+  assert.equal(newest.status, 200);
+  assert.equal(newest.json.logs[0]?.request_id, second, "the command sent last is the newest log, whatever the wall clock said");
+
+  await n.heartbeat();
+  await eventually("heartbeat stored", async () => ((await status(n.s, n.configId, n.nodeId)).client_presence_state === "online" ? true : undefined));
+  n.clock.advance(44 * MIN);
+  assert.equal((await status(n.s, n.configId, n.nodeId)).client_presence_state, "online", "within the TTL of the last signal");
+  n.clock.advance(2 * MIN);
+  await n.presenceIs("dropped");
+  await n.heartbeat();
+  await n.presenceIs("online");
+  await n.s.close();
+  const db = new SQLite(join(n.dataDir, "svc.db"), { readonly: true });
+  t.after(() => db.close());
+  assert.deepEqual(db.pragma("integrity_check"), [{ integrity_check: "ok" }]);
+});
