@@ -111,6 +111,12 @@ test("data directory full (2 MiB tmpfs): writes answer 503 STORAGE_UNAVAILABLE r
   const mnt = tmpfs(t, 2 * 1024 * 1024);
   if (mnt === undefined) return;
   const s = await serve(t, join(mnt, "data"));
+  const node = await dynamicNode(s);
+  const p = await bind(s, node.configId, node.nodeId);
+  const agent = await connectAgent(s, p);
+  t.after(() => agent.end(true));
+  const received: string[] = [];
+  agent.on("message", (topic) => received.push(topic));
   assert.equal((await api(s, "POST", "/api/v1/configs", config("before"))).status, 201);
   // The WAL keeps its pages after a checkpoint; truncate it so the next write must grow a file.
   s.server.store.sqlite.pragma("wal_checkpoint(TRUNCATE)");
@@ -125,14 +131,27 @@ test("data directory full (2 MiB tmpfs): writes answer 503 STORAGE_UNAVAILABLE r
   assert.equal(snapshot.json.error.code, "STORAGE_UNAVAILABLE");
   const list = await api(s, "GET", "/api/v1/configs");
   assert.equal(list.status, 200, "reads still answer while the disk is full");
+  // A command is logged before it is published (spec §2.8): no row, so nothing reaches the agent.
+  const control = await api(s, "POST", `/api/v1/configs/${node.configId}/nodes/${node.nodeId}/control`, { action: "start" });
+  assert.equal(control.status, 503, JSON.stringify(control.json));
+  assert.equal(control.json.error.code, "STORAGE_UNAVAILABLE");
+  // An agent's heartbeat while the disk is full: the backend keeps running (whether its state
+  // write finds room in pages SQLite already holds is not controlled here).
+  await agent.publishAsync(p.topics["heartbeat"] ?? "", envelope(p, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
+  assert.equal((await api(s, "GET", "/api/v1/health")).status, 200, "the backend survives a failed state write");
 
   rmSync(filler);
   const snapshotsDir = join(s.dataDir, "snapshots");
   assert.deepEqual(existsSync(snapshotsDir) ? readdirSync(snapshotsDir).filter((f) => !f.startsWith(".")) : [], [], "no partial snapshot left behind");
   assert.equal((await api(s, "POST", "/api/v1/configs", config("after"))).status, 201, "recovers once space is free");
   assert.equal((await api(s, "POST", "/api/v1/backups")).status, 201);
+  assert.deepEqual(received, [], "no command reached the agent while it could not be logged");
+  await agent.publishAsync(p.topics["heartbeat"] ?? "", envelope(p, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
+  await eventually("online after the disk has space again", async () => ((await status(s, node.configId, node.nodeId)).client_presence_state === "online" ? true : undefined));
   await s.close();
-  assert.deepEqual(dbCheck(join(s.dataDir, "svc.db")), { integrity: "ok", configs: ["after", "before"] });
+  const after = dbCheck(join(s.dataDir, "svc.db"));
+  assert.equal(after.integrity, "ok");
+  assert.deepEqual(after.configs.filter((c) => !c.startsWith("c-")), ["after", "before"]);
 });
 
 test("data directory read-only at start: start-up fails with one line naming the directory and the cause; writable again, it starts with every row intact (issue 15 item 6)", async (t) => {
