@@ -51,6 +51,8 @@ export interface ChaosOptions {
   brokerRestarts: number;
   /** SIGKILL + restart of the backend. */
   backendKills: number;
+  /** reset-client + bind of a random node while commands flow (spec §4 rules 11–12); its stand-in switches to the new credentials. */
+  rebinds: number;
   /** REST requests in flight at once. */
   concurrency: number;
   /** SVC_COMMAND_TIMEOUT_S. */
@@ -102,6 +104,7 @@ export interface ChaosReport {
   failedPublishButDelivered: number;
   brokerRestarts: number;
   backendKills: number;
+  rebinds: number;
   drops: number;
   /** From the end of the last fault until every node's presence matched the truth, ms. */
   convergenceMs: number | null;
@@ -320,7 +323,7 @@ class StandIn {
   readonly #boot = randomBytes(6).toString("hex");
 
   constructor(
-    readonly p: Profile,
+    public p: Profile,
     readonly brokerUrl: string,
     readonly rnd: () => number,
     readonly opts: Pick<ChaosOptions, "heartbeatMs" | "failRate">,
@@ -442,6 +445,7 @@ interface Run {
   rejected: Record<string, number>;
   brokerRestarts: number;
   backendKills: number;
+  rebinds: number;
   drops: number;
   faultsDone: boolean;
 }
@@ -495,15 +499,23 @@ async function sender(run: Run, stop: () => boolean): Promise<void> {
 /** The faults in a seeded order, each started once `sent` passes its share of the target. */
 async function injectFaults(run: Run): Promise<void> {
   const { o, rnd } = run;
-  const faults: Array<"broker" | "backend"> = [...Array<"broker">(o.brokerRestarts).fill("broker"), ...Array<"backend">(o.backendKills).fill("backend")];
+  type Fault = "broker" | "backend" | "rebind";
+  const faults: Fault[] = [...Array<Fault>(o.brokerRestarts).fill("broker"), ...Array<Fault>(o.backendKills).fill("backend"), ...Array<Fault>(o.rebinds).fill("rebind")];
   for (let i = faults.length - 1; i > 0; i--) {
     const j = Math.floor(rnd() * (i + 1));
-    [faults[i], faults[j]] = [faults[j] as "broker" | "backend", faults[i] as "broker" | "backend"];
+    [faults[i], faults[j]] = [faults[j] as Fault, faults[i] as Fault];
   }
   for (const [i, fault] of faults.entries()) {
     const at = Math.floor(((i + 1) * o.commands) / (faults.length + 1));
     await until(`${at} commands sent`, () => run.sent.size >= at, 30 * 60_000, 20);
     const downMs = 100 + Math.floor(rnd() * 1400);
+    if (fault === "rebind") {
+      const agent = pick(rnd, run.agents);
+      await rebind(run, agent);
+      run.rebinds += 1;
+      o.log(`fault ${i + 1}/${faults.length}: ${agent.key} reset and bound again (sent ${run.sent.size})`);
+      continue;
+    }
     if (fault === "broker") {
       await run.broker.kill();
       await delay(downMs);
@@ -518,6 +530,34 @@ async function injectFaults(run: Run): Promise<void> {
     o.log(`fault ${i + 1}/${faults.length}: ${fault} down ${downMs} ms, restarted (sent ${run.sent.size})`);
   }
   run.faultsDone = true;
+}
+
+/** A REST call retried while the backend is down or the bind rate limit (20 a minute) answers 429; 90 s bound. */
+async function restRetry(run: Run, token: string | null, method: string, path: string, body?: unknown): Promise<Answer> {
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    try {
+      const a = await rest(run.backend, token, method, path, body);
+      if (a.status !== 429 || Date.now() > deadline) return a;
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+    }
+    await delay(500);
+  }
+}
+
+/** reset-client, then bind-command and bind: the stand-in ends its connection and starts over with the new profile. */
+async function rebind(run: Run, agent: StandIn): Promise<void> {
+  const base = `/api/v1/configs/${agent.p.profile.config_id}/nodes/${agent.p.profile.node_id}`;
+  const reset = await restRetry(run, run.token, "POST", `${base}/reset-client`);
+  if (reset.status !== 200) throw new Error(`reset-client answered ${reset.status}: ${JSON.stringify(reset.json)}`);
+  const cmd = await restRetry(run, run.token, "POST", `${base}/bind-command`);
+  const bindToken = /--token (\S+)$/.exec(String(cmd.json?.command))?.[1];
+  const bound = await restRetry(run, null, "POST", "/api/client/bind", { bind_token: bindToken, server_url: run.backend.baseUrl, client_version: "chaos", platform: "linux", hostname: agent.key });
+  if (bound.status !== 200) throw new Error(`bind answered ${bound.status}: ${JSON.stringify(bound.json)}`);
+  await agent.stop(false);
+  agent.p = bound.json as Profile;
+  agent.start();
 }
 
 /** Random abrupt drops of agent connections until the faults are over. */
@@ -645,7 +685,7 @@ function account(run: Run, report: ChaosReport): void {
 function emptyReport(o: ChaosOptions): ChaosReport {
   return {
     seed: o.seed, agents: o.agents, durationMs: 0, sent: 0, applied: 0, failed: 0, failedPublish: 0, timedOut: 0, lost: 0, duplicated: 0, stuck: 0, phantom: 0,
-    indeterminate: 0, orphans: 0, orphansStuck: 0, automaticPushes: 0, refused: 0, rejected: {}, redelivered: 0, appliedButNotRecorded: 0, failedPublishButDelivered: 0, brokerRestarts: 0, backendKills: 0, drops: 0,
+    indeterminate: 0, orphans: 0, orphansStuck: 0, automaticPushes: 0, refused: 0, rejected: {}, redelivered: 0, appliedButNotRecorded: 0, failedPublishButDelivered: 0, brokerRestarts: 0, backendKills: 0, rebinds: 0, drops: 0,
     convergenceMs: null, convergenceBoundMs: o.onlineTtlMs + o.detectTimeoutS * 1000, notConverged: [], integrity: "", brokerAccounts: 0, databaseAccounts: 0, accountsEqual: false, accountsDiff: [],
   };
 }
@@ -677,14 +717,14 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     SVC_CONFIG_PUSH_DEBOUNCE_MS: "0",
     CHAOS_ONLINE_TTL_MS: String(o.onlineTtlMs),
   });
-  const run: Run = { o, rnd: prng(o.seed), broker, backend, token: "", agents: [], sent: new Map(), indeterminate: 0, refused: 0, rejected: {}, brokerRestarts: 0, backendKills: 0, drops: 0, faultsDone: false };
+  const run: Run = { o, rnd: prng(o.seed), broker, backend, token: "", agents: [], sent: new Map(), indeterminate: 0, refused: 0, rejected: {}, brokerRestarts: 0, backendKills: 0, rebinds: 0, drops: 0, faultsDone: false };
   try {
     await broker.start();
     await backend.start();
     const profiles = await setupNodes(run);
     run.agents = profiles.map((p, i) => new StandIn(p, broker.url, prng(o.seed * 31 + i), o));
     for (const a of run.agents) a.start();
-    o.log(`${run.agents.length} agents bound; sending ${o.commands} commands with ${o.brokerRestarts} broker restarts and ${o.backendKills} backend SIGKILLs`);
+    o.log(`${run.agents.length} agents bound; sending ${o.commands} commands with ${o.brokerRestarts} broker restarts, ${o.backendKills} backend SIGKILLs and ${o.rebinds} rebinds`);
     const enough = () => run.sent.size >= o.commands && run.faultsDone;
     await Promise.all([injectFaults(run), dropAgents(run), ...Array.from({ length: o.concurrency }, () => sender(run, enough))]);
     o.log(`sent ${run.sent.size}; waiting for presence to converge and commands to close`);
@@ -705,6 +745,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
   report.rejected = run.rejected;
   report.brokerRestarts = run.brokerRestarts;
   report.backendKills = run.backendKills;
+  report.rebinds = run.rebinds;
   report.drops = run.drops;
   report.redelivered = run.agents.reduce((n, a) => n + a.redelivered, 0);
   report.durationMs = Date.now() - started;
@@ -719,6 +760,7 @@ export function formatReport(r: ChaosReport): string {
     ["duration", `${(r.durationMs / 1000).toFixed(1)} s`],
     ["broker restarts (SIGKILL)", r.brokerRestarts],
     ["backend restarts (SIGKILL)", r.backendKills],
+    ["reset-client + bind again", r.rebinds],
     ["agent connection drops", r.drops],
     ["sent (202)", r.sent],
     ["applied", r.applied],

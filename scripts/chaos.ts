@@ -19,6 +19,7 @@ const report = await runChaos({
   commands: num("CHAOS_COMMANDS", 10_000),
   brokerRestarts: num("CHAOS_BROKER_RESTARTS", 10),
   backendKills: num("CHAOS_BACKEND_KILLS", 5),
+  rebinds: num("CHAOS_REBINDS", 5),
   concurrency: num("CHAOS_CONCURRENCY", 8),
   commandTimeoutS: 5,
   detectTimeoutS: 2,

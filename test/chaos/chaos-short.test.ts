@@ -7,7 +7,7 @@ import { requireSystem } from "../helpers/system.js";
  * The short chaos run (issue 15 item 5; the full one is `npm run chaos`): a real Mosquitto with
  * dynamic security, the backend as a child process on one data directory, 6 stand-in agents;
  * ≥ 500 commands over REST while Mosquitto is SIGKILLed and restarted twice and the backend
- * once, and agent connections drop at random. Seeded; real time across processes, every wait
+ * once, one node is reset and bound again, and agent connections drop at random. Seeded; real time across processes, every wait
  * bounded (scripts/chaos-lib.ts). Jepsen-style accounting from the database the backend wrote.
  */
 test(
@@ -22,6 +22,7 @@ test(
       commands: 500,
       brokerRestarts: 2,
       backendKills: 1,
+      rebinds: 1,
       concurrency: 4,
       commandTimeoutS: 3,
       detectTimeoutS: 2,
@@ -36,6 +37,7 @@ test(
     assert.ok(r.sent >= 500, table);
     assert.equal(r.brokerRestarts, 2, table);
     assert.equal(r.backendKills, 1, table);
+    assert.equal(r.rebinds, 1, table);
     // spec §3.4, §6.4 rule 2: one terminal status per command, none lost, none twice, none open.
     assert.equal(r.lost, 0, table);
     assert.equal(r.duplicated, 0, table);
