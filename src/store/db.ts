@@ -1,4 +1,4 @@
-import { accessSync, constants, mkdirSync } from "node:fs";
+import { accessSync, constants, mkdirSync, statfsSync } from "node:fs";
 import { dirname } from "node:path";
 import SQLite from "better-sqlite3";
 import { Kysely, Migrator, SqliteDialect, type Driver, type MigrationProvider, type Transaction } from "kysely";
@@ -60,15 +60,23 @@ export class Store {
    * Opens (creating if needed) the database file and applies pending migrations.
    * @param file path of the SQLite file, or ":memory:"
    * @throws Error when the file's directory cannot be written (its message names the directory
-   *   and the cause, e.g. "read-only file system"), or when a migration fails (the caller exits non-zero)
+   *   and the cause, e.g. "read-only file system"), when SQLite cannot open the file (the message
+   *   names the file, SQLite's reason and the bytes free on its file system: a full disk says only
+   *   "disk I/O error"), or when a migration fails (the caller exits non-zero)
    */
   static async open(file: string, log: Logger): Promise<Store> {
     if (file !== ":memory:") assertWritableDir(dirname(file));
-    const sqlite = new SQLite(file);
-    sqlite.pragma("journal_mode = WAL");
-    sqlite.pragma("busy_timeout = 5000");
-    sqlite.pragma("foreign_keys = ON");
-    sqlite.pragma("synchronous = NORMAL");
+    let sqlite: SQLite.Database | undefined;
+    try {
+      sqlite = new SQLite(file);
+      sqlite.pragma("journal_mode = WAL");
+      sqlite.pragma("busy_timeout = 5000");
+      sqlite.pragma("foreign_keys = ON");
+      sqlite.pragma("synchronous = NORMAL");
+    } catch (err) {
+      sqlite?.close();
+      throw openError(file, err);
+    }
     const store = new Store(sqlite, log);
     try {
       await store.migrate();
@@ -141,6 +149,23 @@ function assertWritableDir(dir: string): void {
     const code = (err as NodeJS.ErrnoException).code ?? "";
     throw new Error(`the data directory ${dir} is not writable: ${DIR_FAULTS[code] ?? (err instanceof Error ? err.message : String(err))} (${code || "unknown"})`, { cause: err });
   }
+}
+
+/**
+ * SQLite's error at open, with the file's name and the space left on its file system: a full
+ * disk surfaces as "disk I/O error" while the WAL index is created (docs/decisions.md "Issue 15:
+ * chaos and resource faults").
+ */
+function openError(file: string, err: unknown): Error {
+  const reason = err instanceof Error ? err.message : String(err);
+  let free = "";
+  try {
+    const fs = statfsSync(dirname(file));
+    free = `; ${fs.bavail * fs.bsize} bytes free on its file system`;
+  } catch {
+    // no statfs answer: the reason alone
+  }
+  return new Error(`cannot open the database ${file}: ${reason}${free}`, { cause: err });
 }
 
 /**

@@ -154,6 +154,29 @@ test("data directory full (2 MiB tmpfs): writes answer 503 STORAGE_UNAVAILABLE r
   assert.deepEqual(after.configs.filter((c) => !c.startsWith("c-")), ["after", "before"]);
 });
 
+test("data directory full at start: start-up fails with one line naming the database file, SQLite's reason and the bytes free; with space again it starts with every row intact (issue 15 item 6)", async (t) => {
+  const mnt = tmpfs(t, 2 * 1024 * 1024);
+  if (mnt === undefined) return;
+  const dataDir = join(mnt, "data");
+  const first = await serve(t, dataDir);
+  assert.equal((await api(first, "POST", "/api/v1/configs", config("kept"))).status, 201);
+  await first.close();
+  const filler = fill(mnt);
+  await assert.rejects(
+    createServer(testSettings({ dataDir, adminPassword: ADMIN_PASSWORD }), createLogger("silent"), { clock: new ManualClock() }),
+    (err: Error) => {
+      assert.ok(err.message.startsWith(`cannot open the database ${join(dataDir, "svc.db")}: `), err.message);
+      assert.match(err.message, /; \d+ bytes free on its file system$/);
+      return true;
+    },
+  );
+  rmSync(filler);
+  const again = await serve(t, dataDir);
+  assert.equal((await api(again, "POST", "/api/v1/configs", config("new"))).status, 201);
+  await again.close();
+  assert.deepEqual(dbCheck(join(dataDir, "svc.db")), { integrity: "ok", configs: ["kept", "new"] });
+});
+
 test("data directory read-only at start: start-up fails with one line naming the directory and the cause; writable again, it starts with every row intact (issue 15 item 6)", async (t) => {
   const mnt = tmpfs(t, 8 * 1024 * 1024);
   if (mnt === undefined) return;
