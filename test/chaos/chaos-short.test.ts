@@ -16,6 +16,7 @@ test(
   async (t) => {
     if (!mosquittoInstalled() && !requireSystem(t, { binaries: ["mosquitto", "mosquitto_ctrl"] })) return;
     const lines: string[] = [];
+    const started = Date.now();
     const r = await runChaos({
       seed: 1308,
       agents: 6,
@@ -30,7 +31,7 @@ test(
       heartbeatMs: 1000,
       dropEveryMs: 400,
       failRate: 0.1,
-      log: (line) => lines.push(line),
+      log: (line) => lines.push(`${((Date.now() - started) / 1000).toFixed(1)} s: ${line}`),
     });
     const table = `${lines.join("\n")}\n${formatReport(r)}`;
     t.diagnostic(table);
