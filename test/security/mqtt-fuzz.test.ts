@@ -276,6 +276,14 @@ test(`spec §5 rules 1-2, §6.1-§6.4: ${PACKETS} generated MQTT packets from an
   let agentA = w.agentA;
   for (let i = 0; i < phase1; ) {
     const burst: Array<Promise<unknown>> = [];
+    if (i % 2000 === 1000) {
+      // A flood: 500 valid heartbeats at QoS 0 written at once.
+      const n = Math.min(500, phase1 - i);
+      const hb = envelope(a, "heartbeat", { client_online: true, wg_online: true });
+      for (let k = 0; k < n; k++) burst.push(agentA.publishAsync(a.topics.heartbeat as string, hb, { qos: 0 }));
+      count("flood_burst", n);
+      i += n;
+    }
     for (let j = 0; j < 50 && i < phase1; j++, i++) {
       // Oversized payloads (256 KiB each) every 23rd packet; the other classes at random.
       const cls: PayloadClass = i % 23 === 0 ? "oversized" : pick(classes.filter((k) => k !== "oversized"));
