@@ -112,8 +112,9 @@ test(`spec §4 rules 11-12, §3.6 row 3, §3.1 dynamic → static: bind racing r
     const cmd = await s.api("POST", `${base}/bind-command`);
     assert.equal(cmd.status, 200, JSON.stringify(cmd.json));
     const token = tokenOf(cmd.json.command);
-    // Seeded jitter of -4..4 ms: negative holds the rival back, positive the bind.
-    const jitter = Math.floor(rnd() * 9) - 4;
+    // Seeded jitter of -8..2 ms: negative holds the rival back, positive the bind. The bind
+    // (a fresh connection) starts slower than the rival (a kept-alive one), hence the skew.
+    const jitter = Math.floor(rnd() * 11) - 8;
     const later = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
     const bind = later(jitter).then(() => redeem(s.baseUrl, token, 1_000_000 + round));
     const rival = later(-jitter).then(() => (modeChange ? s.api("PATCH", base, { mode: "static" }) : s.api("POST", `${base}/reset-client`)));
