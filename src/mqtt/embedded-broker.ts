@@ -20,7 +20,9 @@ export type { BrokerUser, BrokerUserLookup } from "./broker-users.js";
  * The embedded MQTT broker (aedes 1.2, MQTT 3.1.1 only): per-node credentials and client ids
  * (DESIGN §3 "Broker identity"), every publish, will and subscription judged by
  * {@link authorize} (spec §5 rules 1-3, §6.4 rule 5), packets capped at the socket, and slow
- * subscribers cut off by aedes's `drainTimeout`.
+ * subscribers cut off by aedes's `drainTimeout`. Every session is clean: a CONNECT asking for a
+ * persistent one gets a clean one (CONNACK session present 0), so no subscription or queued
+ * message outlives a connection, a reset or a rebind.
  */
 
 export interface EmbeddedBrokerOptions {
@@ -98,6 +100,7 @@ function createHooks(s: HookState): Hooks {
   return {
     preConnect(client, packet, done) {
       if (packet.will) s.wills.set(client, packet.will);
+      forceCleanSession(s.log, packet);
       done(null, true);
     },
 
@@ -147,6 +150,18 @@ function createHooks(s: HookState): Hooks {
       return authorize(identity, "subscribe", packet.topic) === "allow" ? packet : null;
     },
   };
+}
+
+/**
+ * Makes a CONNECT asking for a persistent session a clean one (docs/decisions.md "Issue 15: no
+ * persistent sessions"): the database is the source of truth, agents connect clean, and a
+ * persistent session would outlive a reset or rebind (CVE-2021-34434's class: its subscriptions
+ * and queued messages reach whoever binds next). aedes reads `packet.clean` after preConnect.
+ */
+function forceCleanSession(log: Logger, packet: ConnectPacket): void {
+  if (packet.clean !== false) return;
+  log.info({ clientId: String(packet.clientId).slice(0, 200) }, "mqtt persistent session requested: connected as a clean session");
+  packet.clean = true;
 }
 
 /** A refused CONNECT: its CONNACK code and message, and what the log line says. */
