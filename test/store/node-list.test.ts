@@ -54,7 +54,7 @@ async function openStore(): Promise<{ store: Store; close: () => Promise<void> }
   };
 }
 
-function seed(store: Store, nodes: fc.infer<typeof nodeArb>[]): void {
+function seed(store: Store, nodes: Array<typeof nodeArb extends fc.Arbitrary<infer T> ? T : never>): void {
   const s = store.sqlite;
   s.exec("DELETE FROM nodes; DELETE FROM configs;");
   s.prepare("INSERT INTO configs (config_id, name, tunnel_protocol, network_cidr, created_at, updated_at) VALUES ('c1', 'one', 'wireguard', '10.0.0.0/16', 0, 0)").run();
