@@ -16,7 +16,8 @@ import {
 import { configPage, countConfigs } from "../store/configs.repository.js";
 import { controlLogPage, countControlLogsByKind } from "../store/control-logs.repository.js";
 import type { Store } from "../store/db.js";
-import { nodePage, nodeStateCounts, tagsOfNodes, type NodeListFilter } from "../store/node-list.repository.js";
+import { setImmediate as yieldToEventLoop } from "node:timers/promises";
+import { emptyNodeStateCounts, nodePage, nodeScanBoundary, nodeStateCounts, tagsOfNodes, type NodeListFilter, type NodeListPosition } from "../store/node-list.repository.js";
 import { decodeCursor, encodeCursor } from "./list-cursor.js";
 import { requireConfig, requireNode } from "./node-lookup.js";
 import { configView, nodeView } from "./views.js";
@@ -37,30 +38,61 @@ function nodeFilter(query: NodeFilterQuery): NodeListFilter {
 }
 
 /**
+ * Most index entries one filtered page request examines (docs/decisions.md "Issue 14: lists for
+ * big fleets"): a filter that matches few nodes would otherwise scan the whole config in one
+ * statement. A page that reaches this bound before it is full is answered short (even empty),
+ * with a `next_cursor` that continues the scan.
+ */
+export const NODE_SCAN_BUDGET = 5_000;
+
+/** Nodes counted per statement by {@link countNodes}; the event loop runs between statements. */
+export const NODE_COUNT_CHUNK = 5_000;
+
+const hasFilter = (f: NodeListFilter) => f.presence !== undefined || f.mode !== undefined || f.sync !== undefined || (f.q !== undefined && f.q !== "");
+
+/**
  * One page of a config's nodes in creation order (`created_at`, then `node_id`), filtered by
  * derived presence (spec §3.1), stored mode, derived sync state (spec §3.5) and text. The node
- * views are those of `GET …/nodes/{node_id}` (one derivation, spec §6.5 rule 7).
+ * views are those of `GET …/nodes/{node_id}` (one derivation, spec §6.5 rule 7). A filtered page
+ * examines at most {@link NODE_SCAN_BUDGET} nodes, so it may be short with a `next_cursor`.
  */
 export async function listNodePage(store: Store, mqttEnabled: boolean, configId: string, query: NodeListQuery): Promise<z.output<typeof nodeListAnswer>> {
   await requireConfig(store.db, configId);
-  const after = decodeCursor(nodeCursorSchema, query.cursor, (p) => p.c === configId);
-  const rows = nodePage(store.sqlite, configId, nodeFilter(query), after && { created_at: after.at, node_id: after.id }, query.limit, mqttEnabled);
+  const cursor = decodeCursor(nodeCursorSchema, query.cursor, (p) => p.c === configId);
+  const after = cursor && { created_at: cursor.at, node_id: cursor.id };
+  const filter = nodeFilter(query);
+  const until = hasFilter(filter) ? nodeScanBoundary(store.sqlite, configId, after, NODE_SCAN_BUDGET) : undefined;
+  const rows = nodePage(store.sqlite, configId, filter, after, query.limit, mqttEnabled, until);
   const page = rows.slice(0, query.limit);
   const tags = tagsOfNodes(store.sqlite, page.map((r) => r.node.node_id));
   const last = page[page.length - 1];
+  // More rows matched than the page holds: continue after its last; else, a bounded scan that
+  // stopped before the end continues after its bound; else this was the last page.
+  const next: NodeListPosition | undefined = rows.length > query.limit && last !== undefined ? last.node : until;
   return {
     nodes: page.map((r) => nodeView(r.node, tags.get(r.node.node_id) ?? [], r.client, mqttEnabled)),
-    next_cursor:
-      rows.length > query.limit && last !== undefined
-        ? encodeCursor({ l: "nodes", c: configId, at: last.node.created_at, id: last.node.node_id })
-        : null,
+    next_cursor: next === undefined ? null : encodeCursor({ l: "nodes", c: configId, at: next.created_at, id: next.node_id }),
   };
 }
 
-/** A config's nodes counted by derived presence, stored mode and derived sync state, and how many match the filter. */
+/**
+ * A config's nodes counted by derived presence, stored mode and derived sync state, and how many
+ * match the filter. Counted {@link NODE_COUNT_CHUNK} nodes per statement, yielding to the event
+ * loop between them: at 100,000 nodes no statement holds it for long, and the counts are a sum
+ * over ranges read one after the other (a write between two ranges may show in one of them).
+ */
 export async function countNodes(store: Store, mqttEnabled: boolean, configId: string, query: NodeFilterQuery): Promise<z.output<typeof nodeCountsAnswer>> {
   await requireConfig(store.db, configId);
-  return nodeStateCounts(store.sqlite, configId, nodeFilter(query), mqttEnabled);
+  const filter = nodeFilter(query);
+  const counts = emptyNodeStateCounts();
+  let after: NodeListPosition | undefined;
+  for (;;) {
+    const until = nodeScanBoundary(store.sqlite, configId, after, NODE_COUNT_CHUNK);
+    nodeStateCounts(store.sqlite, configId, filter, mqttEnabled, { after, until }, counts);
+    if (until === undefined) return counts;
+    after = until;
+    await yieldToEventLoop();
+  }
 }
 
 /** One page of configs in creation order, with how many there are and how many match `q`. */

@@ -134,8 +134,21 @@ const CLIENT_COLUMNS = [
 ] as const;
 
 /**
+ * The sort key of the `n`-th node of a config after `after` (exclusive) in list order, or
+ * undefined when fewer follow: the end of a bounded scan. Reads only the index
+ * `nodes_config_created` (covering), about `n` entries.
+ */
+export function nodeScanBoundary(sqlite: SQLite.Database, configId: string, after: NodeListPosition | undefined, n: number): NodeListPosition | undefined {
+  const text = `SELECT created_at, node_id FROM nodes INDEXED BY nodes_config_created WHERE config_id = @config_id
+    ${after === undefined ? "" : "AND (created_at, node_id) > (@after_at, @after_id)"} ORDER BY created_at, node_id LIMIT 1 OFFSET @skip`;
+  const params = { config_id: configId, skip: n - 1, ...(after === undefined ? {} : { after_at: after.created_at, after_id: after.node_id }) };
+  return statement(sqlite, text).get(params) as NodeListPosition | undefined;
+}
+
+/**
  * One page of a config's nodes in `(created_at, node_id)` order, after `after` (exclusive;
- * undefined for the first page), matching `filter`.
+ * undefined for the first page) and up to `until` (inclusive; undefined: to the end), matching
+ * `filter`.
  * @param limit rows wanted, >= 1; up to `limit + 1` are returned so that the caller knows
  *   whether another page follows
  * @returns the rows with their client state, in order
@@ -147,14 +160,17 @@ export function nodePage(
   after: NodeListPosition | undefined,
   limit: number,
   mqttEnabled: boolean,
+  until?: NodeListPosition,
 ): NodePageRow[] {
   const where = ["n.config_id = @config_id", ...filterSql(filter)];
   if (after !== undefined) where.push("(n.created_at, n.node_id) > (@after_at, @after_id)");
+  if (until !== undefined) where.push("(n.created_at, n.node_id) <= (@until_at, @until_id)");
   const text = `SELECT ${NODE_COLUMNS.map((c) => `n.${c}`).join(", ")}, ${CLIENT_COLUMNS.map((c) => `cs.${c} AS cs_${c}`).join(", ")}, cs.node_id AS cs_node_id
     FROM nodes n INDEXED BY nodes_config_created LEFT JOIN node_client_state cs ON cs.node_id = n.node_id
     WHERE ${where.join(" AND ")} ORDER BY n.created_at, n.node_id LIMIT @limit`;
   const params = { ...filterParams(filter, mqttEnabled), config_id: configId, limit: limit + 1 };
   if (after !== undefined) Object.assign(params, { after_at: after.created_at, after_id: after.node_id });
+  if (until !== undefined) Object.assign(params, { until_at: until.created_at, until_id: until.node_id });
   const rows = statement(sqlite, text).all(params) as Array<Record<string, unknown>>;
   return rows.map(splitRow);
 }
@@ -190,37 +206,60 @@ export function tagsOfNodes(sqlite: SQLite.Database, nodeIds: readonly string[])
   return out;
 }
 
-/**
- * Counts of a config's nodes by derived presence, stored mode and derived sync state (over all
- * of the config's nodes), and how many match `filter` — one pass over the config's nodes.
- */
-export function nodeStateCounts(sqlite: SQLite.Database, configId: string, filter: NodeListFilter, mqttEnabled: boolean): NodeStateCounts {
-  const conditions = filterSql(filter);
-  const matching = conditions.length === 0 ? "1" : conditions.join(" AND ");
-  const text = `SELECT p AS presence, mode, s AS sync, count(*) AS n, sum(m) AS matching FROM (
-      SELECT ${PRESENCE_SQL} AS p, n.mode AS mode, ${SYNC_SQL} AS s, (CASE WHEN ${matching} THEN 1 ELSE 0 END) AS m
-      FROM nodes n LEFT JOIN node_client_state cs ON cs.node_id = n.node_id WHERE n.config_id = @config_id)
-    GROUP BY p, mode, s`;
-  const rows = statement(sqlite, text).all({ ...filterParams(filter, mqttEnabled), config_id: configId }) as Array<{
-    presence: keyof NodeStateCounts["presence"];
-    mode: keyof NodeStateCounts["mode"];
-    sync: keyof NodeStateCounts["sync"];
-    n: number;
-    matching: number;
-  }>;
-  const counts: NodeStateCounts = {
+/** Counts with every figure 0: the start of a sum of {@link nodeStateCounts} over ranges. */
+export function emptyNodeStateCounts(): NodeStateCounts {
+  return {
     total: 0,
     matching: 0,
     presence: { online: 0, dropped: 0, offline: 0 },
     mode: { static: 0, dynamic: 0 },
     sync: { latest: 0, pending: 0, static: 0 },
   };
-  for (const r of rows) {
-    counts.total += r.n;
-    counts.matching += r.matching;
-    counts.presence[r.presence] += r.n;
-    counts.mode[r.mode] += r.n;
-    counts.sync[r.sync] += r.n;
+}
+
+/**
+ * Adds to `into` the counts of a config's nodes in the list range (`after`, `until`] (either
+ * end open when undefined) by derived presence, stored mode and derived sync state, and how many
+ * of them match `filter`: one pass over the range. Callers count a large config range by range
+ * (`nodeScanBoundary`), so that no statement holds the event loop for long.
+ */
+export function nodeStateCounts(
+  sqlite: SQLite.Database,
+  configId: string,
+  filter: NodeListFilter,
+  mqttEnabled: boolean,
+  range: { after?: NodeListPosition | undefined; until?: NodeListPosition | undefined } = {},
+  into: NodeStateCounts = emptyNodeStateCounts(),
+): NodeStateCounts {
+  const conditions = filterSql(filter);
+  const matching = conditions.length === 0 ? "1" : conditions.join(" AND ");
+  const where = ["n.config_id = @config_id"];
+  const params: Record<string, unknown> = { ...filterParams(filter, mqttEnabled), config_id: configId };
+  if (range.after !== undefined) {
+    where.push("(n.created_at, n.node_id) > (@after_at, @after_id)");
+    Object.assign(params, { after_at: range.after.created_at, after_id: range.after.node_id });
   }
-  return counts;
+  if (range.until !== undefined) {
+    where.push("(n.created_at, n.node_id) <= (@until_at, @until_id)");
+    Object.assign(params, { until_at: range.until.created_at, until_id: range.until.node_id });
+  }
+  // Sums rather than GROUP BY: one pass, no sorter.
+  const text = `SELECT count(*) AS total, coalesce(sum(${matching}), 0) AS matching,
+      coalesce(sum(${PRESENCE_SQL} = 'online'), 0) AS online, coalesce(sum(${PRESENCE_SQL} = 'dropped'), 0) AS dropped,
+      coalesce(sum(n.mode = 'dynamic'), 0) AS dynamic,
+      coalesce(sum(${SYNC_SQL} = 'latest'), 0) AS latest, coalesce(sum(${SYNC_SQL} = 'static'), 0) AS static
+    FROM nodes n INDEXED BY nodes_config_created LEFT JOIN node_client_state cs ON cs.node_id = n.node_id
+    WHERE ${where.join(" AND ")}`;
+  const r = statement(sqlite, text).get(params) as Record<"total" | "matching" | "online" | "dropped" | "dynamic" | "latest" | "static", number>;
+  into.total += r.total;
+  into.matching += r.matching;
+  into.presence.online += r.online;
+  into.presence.dropped += r.dropped;
+  into.presence.offline += r.total - r.online - r.dropped;
+  into.mode.dynamic += r.dynamic;
+  into.mode.static += r.total - r.dynamic;
+  into.sync.latest += r.latest;
+  into.sync.static += r.static;
+  into.sync.pending += r.total - r.latest - r.static;
+  return into;
 }

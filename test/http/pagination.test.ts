@@ -209,3 +209,41 @@ test("issue 14 item 5, spec §2.8: control-log pages newest first cover every ro
   assert.equal(outputs.json.counts.command, 0);
   assertError(await h.req("GET", `${path}?cursor=${encodeURIComponent(Buffer.from(JSON.stringify({ l: "control_logs", n: "other", at: 1, id: 1 })).toString("base64url"))}`), "INVALID_CURSOR");
 });
+
+test("issue 14 item 5: in a 12,000-node config a rare filter answers short pages, each scan bounded, that still cover every match once; counts are summed over chunks", async (t) => {
+  const h = await startHarness(t);
+  const config = await createConfig(h, { network_cidr: "10.64.0.0/16" });
+  const sqlite = h.server.store.sqlite;
+  const ids: string[] = [];
+  sqlite.transaction(() => {
+    const node = sqlite.prepare(`INSERT INTO nodes (node_id, config_id, name, mode, interface_name, address, private_key, public_key, created_at, updated_at)
+      VALUES (?, ?, ?, ?, 'svc0', ?, 'k', 'K', ?, ?)`);
+    const client = sqlite.prepare("INSERT INTO node_client_state (node_id, client_initialized, client_presence_state, updated_at) VALUES (?, ?, ?, 0)");
+    for (let i = 0; i < 12_000; i++) {
+      const id = `node-bulk${String(i).padStart(8, "0")}`;
+      ids.push(id);
+      const dropped = i === 10 || i === 7_000 || i === 11_999;
+      node.run(id, config.config_id, `bulk-${i}`, dropped ? "dynamic" : "static", `10.64.${i >> 8}.${i & 255}`, 1_000 + i, 1_000 + i);
+      client.run(id, dropped ? 1 : 0, dropped ? "dropped" : "offline");
+    }
+  })();
+  const pages: string[][] = [];
+  let cursor: string | null = null;
+  do {
+    const page: Page = await nodesPage(h, config.config_id, `presence=dropped&limit=100${cursor === null ? "" : `&cursor=${encodeURIComponent(cursor)}`}`);
+    pages.push(page.nodes.map((n) => n.node_id));
+    cursor = page.next_cursor;
+  } while (cursor !== null && pages.length < 10);
+  // 5,000 nodes examined per request: three requests, one match each.
+  assert.deepEqual(pages, [[ids[10]], [ids[7_000]], [ids[11_999]]]);
+  const counts = await h.req("GET", `/api/v1/configs/${config.config_id}/node-counts?presence=dropped`);
+  assert.deepEqual(counts.json, {
+    total: 12_000,
+    matching: 3,
+    presence: { online: 0, dropped: 3, offline: 11_997 },
+    mode: { static: 11_997, dynamic: 3 },
+    sync: { latest: 0, pending: 3, static: 11_997 },
+  });
+  // Unfiltered pages are always full.
+  assert.equal((await nodesPage(h, config.config_id, "limit=1000")).nodes.length, 1000);
+});

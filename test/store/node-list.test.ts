@@ -7,7 +7,7 @@ import fc from "fast-check";
 import { createLogger } from "../../src/logger.js";
 import { nodeView } from "../../src/services/views.js";
 import { Store } from "../../src/store/db.js";
-import { nodePage, nodeStateCounts, tagsOfNodes, type NodeListFilter } from "../../src/store/node-list.repository.js";
+import { emptyNodeStateCounts, nodePage, nodeScanBoundary, nodeStateCounts, tagsOfNodes, type NodeListFilter, type NodeListPosition } from "../../src/store/node-list.repository.js";
 
 /**
  * Issue 14 item 5: the node list's filters and counts run in SQL (PRESENCE_SQL, SYNC_SQL of
@@ -91,11 +91,11 @@ function matches(v: ReturnType<typeof nodeView>, f: NodeListFilter): boolean {
   );
 }
 
-test("issue 14 item 5, spec §3.1/§3.5: SQL filters and counts agree with clientView, and keyset pages concatenate to the filtered list in order", async (t) => {
+test("issue 14 item 5, spec §3.1/§3.5: SQL filters and counts agree with clientView, and keyset pages (bounded scans) concatenate to the filtered list in order; counts summed over ranges equal one count", async (t) => {
   const { store, close } = await openStore();
   t.after(close);
   await fc.assert(
-    fc.asyncProperty(fc.array(nodeArb, { maxLength: 40 }), filterArb, fc.integer({ min: 1, max: 7 }), fc.boolean(), async (nodes, filter, limit, mqtt) => {
+    fc.asyncProperty(fc.array(nodeArb, { maxLength: 40 }), filterArb, fc.integer({ min: 1, max: 7 }), fc.boolean(), fc.integer({ min: 1, max: 9 }), async (nodes, filter, limit, mqtt, budget) => {
       seed(store, nodes);
       const all = allViews(store, mqtt);
       // Full order: (created_at, node_id).
@@ -106,18 +106,33 @@ test("issue 14 item 5, spec §3.1/§3.5: SQL filters and counts agree with clien
       }));
       const expected = all.filter((a) => matches(a.view, filter)).map((a) => a.view.node_id);
 
+      // Pages as src/services/lists.ts asks for them: each scan bounded by `budget` index entries
+      // (a short or empty page continues after the bound).
       const got: string[] = [];
-      let after: { created_at: number; node_id: string } | undefined;
-      for (let pages = 0; pages <= nodes.length + 1; pages++) {
-        const rows = nodePage(store.sqlite, "c1", filter, after, limit, mqtt);
+      let after: NodeListPosition | undefined;
+      for (let pages = 0; pages <= 2 * nodes.length + 2; pages++) {
+        const until = nodeScanBoundary(store.sqlite, "c1", after, budget);
+        const rows = nodePage(store.sqlite, "c1", filter, after, limit, mqtt, until);
         assert.ok(rows.length <= limit + 1);
         const page = rows.slice(0, limit);
         got.push(...page.map((r) => r.node.node_id));
         const last = page[page.length - 1];
-        if (rows.length <= limit || last === undefined) break;
-        after = { created_at: last.node.created_at, node_id: last.node.node_id };
+        const next = rows.length > limit && last !== undefined ? last.node : until;
+        if (next === undefined) break;
+        after = next;
       }
       assert.deepEqual(got, expected);
+
+      // Counts in one statement, and summed over ranges of `budget` nodes, are the same.
+      const ranged = emptyNodeStateCounts();
+      let from: NodeListPosition | undefined;
+      for (;;) {
+        const until = nodeScanBoundary(store.sqlite, "c1", from, budget);
+        nodeStateCounts(store.sqlite, "c1", filter, mqtt, { after: from, until }, ranged);
+        if (until === undefined) break;
+        from = until;
+      }
+      assert.deepEqual(ranged, nodeStateCounts(store.sqlite, "c1", filter, mqtt));
 
       const counts = nodeStateCounts(store.sqlite, "c1", filter, mqtt);
       assert.equal(counts.total, all.length);
