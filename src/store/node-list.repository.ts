@@ -1,4 +1,5 @@
 import type SQLite from "better-sqlite3";
+import { likePattern } from "./configs.repository.js";
 import { perConnection } from "./db.js";
 import type { NodeClientStateRow, NodeRow } from "./schema.js";
 
@@ -99,7 +100,7 @@ function filterParams(filter: NodeListFilter, mqttEnabled: boolean): Record<stri
   if (filter.presence !== undefined) params.presence = filter.presence;
   if (filter.mode !== undefined) params.mode = filter.mode;
   if (filter.sync !== undefined) params.sync = filter.sync;
-  if (filter.q !== undefined && filter.q !== "") params.q = `%${filter.q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  if (filter.q !== undefined && filter.q !== "") params.q = likePattern(filter.q);
   return params;
 }
 
