@@ -43,7 +43,7 @@ function nodeFilter(query: NodeFilterQuery): NodeListFilter {
  * statement. A page that reaches this bound before it is full is answered short (even empty),
  * with a `next_cursor` that continues the scan.
  */
-export const NODE_SCAN_BUDGET = 5_000;
+export const NODE_SCAN_BUDGET = 2_000;
 
 /** Nodes counted per statement by {@link countNodes}; the event loop runs between statements. */
 export const NODE_COUNT_CHUNK = 5_000;

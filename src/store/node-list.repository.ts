@@ -192,13 +192,13 @@ function splitRow(row: Record<string, unknown>): NodePageRow {
 
 /**
  * Tags of the given nodes: node_id → tags sorted by name (one query for a page's nodes).
- * @param nodeIds at most a page (the SQLite variable limit is 32,766)
+ * @param nodeIds at most a page (<= 1000: one prepared statement per length is kept)
  */
 export function tagsOfNodes(sqlite: SQLite.Database, nodeIds: readonly string[]): Map<string, string[]> {
   const out = new Map<string, string[]>();
   if (nodeIds.length === 0) return out;
   const text = `SELECT node_id, tag FROM node_tags WHERE node_id IN (${nodeIds.map(() => "?").join(", ")}) ORDER BY tag`;
-  const rows = sqlite.prepare(text).all(...nodeIds) as Array<{ node_id: string; tag: string }>;
+  const rows = statement(sqlite, text).all(...nodeIds) as Array<{ node_id: string; tag: string }>;
   for (const r of rows) {
     const list = out.get(r.node_id) ?? [];
     list.push(r.tag);
