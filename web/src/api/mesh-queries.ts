@@ -197,7 +197,9 @@ export function useLiveConfig(configId: string, nodeId?: string) {
   const queryClient = useQueryClient();
   const invalidate = useCoalescedInvalidate();
   // The nodes table's pages and counts (issue 14 item 5): a row in a loaded page is patched in
-  // place; anything that may add, remove or move rows refetches them (coalesced).
+  // place; anything that may add, remove or move rows refetches them (coalesced). Counts pass
+  // over the whole config (0.4 s of server time at 100,000 nodes): at most one refetch per 2 s.
+  const invalidateCounts = useCoalescedInvalidate(2_000);
   useSseEvent("config.overview.updated", (p) => {
     if (p.config_id !== configId) return;
     queryClient.setQueryData<ConfigDetailView>(queryKeys.config(configId), p.overview);
@@ -207,13 +209,13 @@ export function useLiveConfig(configId: string, nodeId?: string) {
     if (p.config_id !== configId) return;
     if (!patchNode(queryClient, configId, p.node_id, () => p.workspace)) invalidate(queryKeys.config(configId));
     patchNodePages(queryClient, configId, p.node_id, () => p.workspace);
-    invalidate([...meshKeys.nodeLists(configId), "counts"], false);
+    invalidateCounts([...meshKeys.nodeLists(configId), "counts"], false);
   });
   useSseEvent("endpoint.status.updated", (p) => {
     if (p.config_id !== configId) return;
     if (!patchNode(queryClient, configId, p.node_id, (n) => withEndpointStatus(n, p.status))) invalidate(queryKeys.config(configId));
     patchNodePages(queryClient, configId, p.node_id, (n) => withEndpointStatus(n, p.status));
-    invalidate([...meshKeys.nodeLists(configId), "counts"], false);
+    invalidateCounts([...meshKeys.nodeLists(configId), "counts"], false);
   });
   useSseEvent("mesh.workspace.updated", (p) => {
     if (p.config_id !== configId) return;
