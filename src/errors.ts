@@ -10,6 +10,7 @@
  */
 export const ERROR_CODES = {
   VALIDATION_FAILED: { status: 400, description: "The request does not match the documented schema." },
+  INVALID_CURSOR: { status: 400, description: "The list cursor is not one this server issued for this list; list again without a cursor." },
   UNAUTHORIZED: { status: 401, description: "Missing, unknown or expired admin bearer token, or a wrong password." },
   INVALID_DOWNLOAD_TOKEN: { status: 401, description: "spec §7: the download token is unknown or expired." },
   INVALID_BIND_TOKEN: { status: 401, description: "The bind token is unknown, expired or invalidated." },

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { CLIENT_GOARCH, CLIENT_GOOS } from "./client-targets.js";
-import { controlActionSchema, nodeModeSchema } from "./enums.js";
+import { commandStatusSchema, controlActionSchema, nodeModeSchema, presenceStateSchema } from "./enums.js";
 import { interfaceNameSchema, ipv4Schema, nameSchema, networkCidrSchema, portSchema, publicAddressSchema, tagSchema, tunnelProtocolSchema } from "./fields.js";
 import { configIdSchema, nodeIdSchema } from "./ids.js";
 import {
@@ -121,12 +121,8 @@ export const loginAnswer = z.object({ access_token: z.string(), token_type: z.li
 /** `GET /api/v1/health` */
 export const healthAnswer = z.object({ status: z.literal("ok"), version: z.string() });
 
-/** `GET /api/v1/configs` */
-export const configListAnswer = z.object({ configs: z.array(configViewSchema) });
 /** `GET /api/v1/configs/{config_id}/tags` */
 export const tagListAnswer = z.object({ tags: z.array(tagViewSchema) });
-/** `GET /api/v1/configs/{config_id}/nodes` */
-export const nodeListAnswer = z.object({ nodes: z.array(nodeViewSchema) });
 /** `GET /api/v1/configs/{config_id}/mesh-pairs` */
 export const meshPairListAnswer = z.object({ mesh_pairs: z.array(meshPairViewSchema) });
 /** `GET …/port-forwards` */
@@ -154,8 +150,6 @@ export const bindCommandAnswer = z.object({ command: z.string(), expires_at: z.s
 /** `POST …/control`: 202, the command's request id and its control log row. */
 export const controlAnswer = z.object({ request_id: z.string(), log: controlLogViewSchema });
 
-/** `GET …/control-logs`: newest first. */
-export const controlLogListAnswer = z.object({ logs: z.array(controlLogViewSchema) });
 
 /** Client build answer for `remote_release` (spec §4 rules 2 and 5). */
 export const remoteBuildAnswer = z.object({
@@ -201,3 +195,82 @@ export const downloadGrantAnswer = z.object({
 export const snapshotListAnswer = z.object({ snapshots: z.array(snapshotEntrySchema) });
 /** `POST /api/v1/backups/{snapshot_id}/restore` */
 export const restoreAnswer = z.object({ restored: z.string() });
+
+// ---- lists for big fleets (issue 14 item 5) -------------------------------------------------
+// Every list is keyset-paginated: `limit` rows per page, and the answer's `next_cursor` (null on
+// the last page) passed back as `cursor` for the next one. A cursor is opaque (base64url of one of
+// the `*CursorSchema` shapes below), names its list, and stays valid while rows are inserted or
+// deleted: it holds the sort key of the last row given, not an offset. A cursor that does not
+// decode to its list's shape is INVALID_CURSOR (400).
+
+/** Largest page of any list. */
+export const PAGE_LIMIT_MAX = 1000;
+
+const pageLimit = (byDefault: number) =>
+  z.coerce.number().int().min(1).max(PAGE_LIMIT_MAX).default(byDefault).describe(`rows per page, 1–${PAGE_LIMIT_MAX}`);
+const pageCursor = z.string().min(1).max(1024).describe("opaque: the next_cursor of the previous page");
+const nextCursor = z.string().nullable().describe("pass as `cursor` for the next page; null on the last page");
+const textFilter = z.string().trim().max(200);
+
+/** Derived sync state filter of the node list: spec §3.5 `latest`/`pending`, or `static` (no agent). */
+export const nodeSyncFilterSchema = z.enum(["latest", "pending", "static"]);
+
+/** Filters of the node list and its counts: presence (spec §3.1), stored mode, sync (spec §3.5), text. */
+export const nodeFilterQuery = z.strictObject({
+  presence: presenceStateSchema.optional().describe("the node view's client_presence_state"),
+  mode: nodeModeSchema.optional().describe("the stored mode (not effective_mode)"),
+  sync: nodeSyncFilterSchema.optional().describe("config_version_state, or static when it is null"),
+  q: textFilter.optional().describe("case-insensitive substring of name, tunnel address, public address or a tag"),
+});
+
+/** `GET /api/v1/configs/{config_id}/nodes`: query. */
+export const nodeListQuery = nodeFilterQuery.extend({ limit: pageLimit(PAGE_LIMIT_MAX), cursor: pageCursor.optional() });
+
+/** `GET /api/v1/configs/{config_id}/nodes`: one page, in creation order. */
+export const nodeListAnswer = z.object({ nodes: z.array(nodeViewSchema), next_cursor: nextCursor });
+
+/** `GET /api/v1/configs/{config_id}/node-counts`: the config's nodes by state, and how many match the filter. */
+export const nodeCountsAnswer = z.object({
+  total: z.number().int(),
+  matching: z.number().int().describe("nodes matching the query's filters (total when there are none)"),
+  presence: z.object({ online: z.number().int(), dropped: z.number().int(), offline: z.number().int() }),
+  mode: z.object({ static: z.number().int(), dynamic: z.number().int() }),
+  sync: z.object({ latest: z.number().int(), pending: z.number().int(), static: z.number().int() }),
+});
+
+/** `GET /api/v1/configs`: query. */
+export const configListQuery = z.strictObject({
+  limit: pageLimit(PAGE_LIMIT_MAX),
+  cursor: pageCursor.optional(),
+  q: textFilter.optional().describe("case-insensitive substring of the name"),
+});
+
+/** `GET /api/v1/configs`: one page in creation order; `total` configs, `matching` the filter. */
+export const configListAnswer = z.object({
+  configs: z.array(configViewSchema),
+  next_cursor: nextCursor,
+  total: z.number().int(),
+  matching: z.number().int(),
+});
+
+/** `GET …/control-logs`: query. */
+export const controlLogListQuery = z.strictObject({
+  limit: pageLimit(100),
+  cursor: pageCursor.optional(),
+  kind: z.enum(["command", "output", "event"]).optional(),
+  status: commandStatusSchema.optional().describe("a command's status; rows without one never match"),
+});
+
+/** `GET …/control-logs`: one page, newest first; `counts` of the node's rows by kind. */
+export const controlLogListAnswer = z.object({
+  logs: z.array(controlLogViewSchema),
+  next_cursor: nextCursor,
+  counts: z.object({ command: z.number().int(), output: z.number().int(), event: z.number().int() }),
+});
+
+/** The position a node-list cursor holds (its last row's sort key) and the list it belongs to. */
+export const nodeCursorSchema = z.strictObject({ l: z.literal("nodes"), c: z.string().min(1), at: z.number().int(), id: z.string().min(1) });
+/** The position a config-list cursor holds. */
+export const configCursorSchema = z.strictObject({ l: z.literal("configs"), at: z.number().int(), id: z.string().min(1) });
+/** The position a control-log cursor holds (the list is one node's). */
+export const controlLogCursorSchema = z.strictObject({ l: z.literal("control_logs"), n: z.string().min(1), id: z.number().int() });

@@ -20,6 +20,7 @@ import type { Db, Store } from "../store/db.js";
 import { clearClientState, recordClientBound } from "../store/node-client-state.repository.js";
 import { getNodeById } from "../store/nodes.repository.js";
 import type { NodeRow } from "../store/schema.js";
+import { listControlLogPage } from "./lists.js";
 import { requireNode } from "./node-lookup.js";
 import { clientView } from "./views.js";
 
@@ -267,6 +268,11 @@ export class ControlService {
   endpointStatusOf(configId: string, nodeId: string, p: NodeProjection): EndpointStatusView {
     const node = { config_id: configId, node_id: nodeId, mode: p.mode, staged_config_version: p.stagedVersion, staged_config_sha256: p.stagedSha };
     return endpointStatusView(node, p, this.#d.mqttEnabled);
+  }
+
+  /** One page of a node's control logs, newest first (issue 14 item 5). @throws AppError NOT_FOUND, INVALID_CURSOR */
+  controlLogPage(configId: string, nodeId: string, query: Parameters<typeof listControlLogPage>[3]): ReturnType<typeof listControlLogPage> {
+    return listControlLogPage(this.#d.store, configId, nodeId, query);
   }
 
   /** Control logs of a node, newest first (DESIGN §5). */

@@ -16,6 +16,7 @@ import type { ConfigRow, NodeRow } from "../store/schema.js";
 import { restageConfig, type StagedChange } from "../store/staging.js";
 import { clearClientCredentials } from "./control.service.js";
 import { requireConfig, requireNode } from "./node-lookup.js";
+import * as lists from "./lists.js";
 import * as tokensRepo from "../store/tokens.repository.js";
 import {
   configView,
@@ -131,6 +132,21 @@ export class MeshService {
   }
 
   // ---- configs -------------------------------------------------------------------------
+
+  /** One page of configs (issue 14 item 5; src/services/lists.ts). @throws AppError INVALID_CURSOR */
+  listConfigPage(query: Parameters<typeof lists.listConfigPage>[1]): ReturnType<typeof lists.listConfigPage> {
+    return lists.listConfigPage(this.#store, query);
+  }
+
+  /** One page of a config's nodes (issue 14 item 5). @throws AppError NOT_FOUND, INVALID_CURSOR */
+  listNodePage(configId: string, query: Parameters<typeof lists.listNodePage>[3]): ReturnType<typeof lists.listNodePage> {
+    return lists.listNodePage(this.#store, this.#mqttEnabled, configId, query);
+  }
+
+  /** A config's nodes counted by state (issue 14 item 5). @throws AppError NOT_FOUND */
+  countNodes(configId: string, query: Parameters<typeof lists.countNodes>[3]): ReturnType<typeof lists.countNodes> {
+    return lists.countNodes(this.#store, this.#mqttEnabled, configId, query);
+  }
 
   async listConfigs(): Promise<ConfigView[]> {
     return (await configsRepo.listConfigs(this.#store.db)).map(configView);

@@ -90,8 +90,9 @@ export function clientView(
   };
 }
 
+/** A node's view from its stored row (without its private key or config text), tags and client state. */
 export function nodeView(
-  row: NodeRow,
+  row: Omit<NodeRow, "private_key" | "staged_config_text">,
   tags: readonly string[],
   client: NodeClientStateRow | undefined,
   mqttEnabled: boolean,

@@ -1,3 +1,4 @@
+import { sql } from "kysely";
 import type { Db } from "./db.js";
 import type { ConfigRow, ConfigUpdate, NewConfigRow } from "./schema.js";
 
@@ -35,4 +36,37 @@ export async function deleteConfig(db: Db, configId: string): Promise<void> {
 export async function getConfigTunnelProtocol(db: Db, configId: string): Promise<ConfigRow["tunnel_protocol"]> {
   const row = await db.selectFrom("configs").select("tunnel_protocol").where("config_id", "=", configId).executeTakeFirstOrThrow();
   return row.tunnel_protocol;
+}
+
+/**
+ * One page of configs in `(created_at, config_id)` order (index `configs_created`, migration
+ * 0008), after `after` (exclusive; undefined for the first page), whose name contains `q`
+ * (case-insensitive; absent or "" for all). Issue 14 item 5.
+ * @param limit rows wanted; up to `limit + 1` are returned so the caller knows whether more follow
+ */
+export async function configPage(
+  db: Db,
+  q: string | undefined,
+  after: { created_at: number; config_id: string } | undefined,
+  limit: number,
+): Promise<ConfigRow[]> {
+  let query = db.selectFrom("configs").selectAll();
+  if (q !== undefined && q !== "") query = query.where(sql<boolean>`name LIKE ${likePattern(q)} ESCAPE '\\'`);
+  if (after !== undefined) query = query.where(sql<boolean>`(created_at, config_id) > (${after.created_at}, ${after.config_id})`);
+  return query.orderBy("created_at").orderBy("config_id").limit(limit + 1).execute();
+}
+
+/** How many configs there are, and how many have a name containing `q`. */
+export async function countConfigs(db: Db, q: string | undefined): Promise<{ total: number; matching: number }> {
+  const matching = q === undefined || q === "" ? sql<number>`count(*)` : sql<number>`coalesce(sum(name LIKE ${likePattern(q)} ESCAPE '\\'), 0)`;
+  const row = await db
+    .selectFrom("configs")
+    .select([sql<number>`count(*)`.as("total"), matching.as("matching")])
+    .executeTakeFirstOrThrow();
+  return { total: Number(row.total), matching: Number(row.matching) };
+}
+
+/** `%q%` for LIKE … ESCAPE '\', with the pattern characters of `q` escaped. */
+export function likePattern(q: string): string {
+  return `%${q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 }

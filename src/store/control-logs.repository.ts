@@ -1,3 +1,4 @@
+import { sql } from "kysely";
 import type SQLite from "better-sqlite3";
 import { perConnection, type Db } from "./db.js";
 import type { ControlLogRow } from "./schema.js";
@@ -132,4 +133,49 @@ export async function listControlLogs(db: Db, nodeId: string, limit: number): Pr
     .orderBy("log_id", "desc")
     .limit(limit)
     .execute();
+}
+
+/** A position in a node's control-log list (newest first): the sort key of the previous page's last row. */
+export interface ControlLogPosition {
+  log_id: number;
+}
+
+/** Filters of a control-log list; an absent field does not filter. */
+export interface ControlLogFilter {
+  kind?: "command" | "output" | "event" | undefined;
+  /** A command's status (spec §3.4); only command rows have one. */
+  status?: "pending" | "accepted" | "applied" | "failed" | "timed_out" | undefined;
+}
+
+/**
+ * One page of a node's control logs, newest first by insertion order (`log_id` desc, as
+ * {@link listControlLogs}; index `control_logs_node_log`, migration 0004), strictly after `after`
+ * in that order (undefined for the first page). Issue 14 item 5.
+ * @param limit rows wanted; up to `limit + 1` are returned so the caller knows whether more follow
+ */
+export async function controlLogPage(
+  db: Db,
+  nodeId: string,
+  filter: ControlLogFilter,
+  after: ControlLogPosition | undefined,
+  limit: number,
+): Promise<ControlLogRow[]> {
+  let query = db.selectFrom("control_logs").selectAll().where("node_id", "=", nodeId);
+  if (filter.kind !== undefined) query = query.where("kind", "=", filter.kind);
+  if (filter.status !== undefined) query = query.where("status", "=", filter.status);
+  if (after !== undefined) query = query.where("log_id", "<", after.log_id);
+  return query.orderBy("log_id", "desc").limit(limit + 1).execute();
+}
+
+/** A node's control logs counted by kind (`command`, `output`, `event`). */
+export async function countControlLogsByKind(db: Db, nodeId: string): Promise<Record<ControlLogRow["kind"], number>> {
+  const rows = await db
+    .selectFrom("control_logs")
+    .select(["kind", sql<number>`count(*)`.as("n")])
+    .where("node_id", "=", nodeId)
+    .groupBy("kind")
+    .execute();
+  const out = { command: 0, output: 0, event: 0 };
+  for (const r of rows) out[r.kind] = Number(r.n);
+  return out;
 }

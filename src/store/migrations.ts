@@ -194,4 +194,20 @@ export const migrations: Record<string, Migration> = {
       await sql`CREATE INDEX node_transitions_node ON node_transitions (node_id, transition_id)`.execute(db);
     },
   },
+  // docs/decisions.md "Issue 14: lists for big fleets": keyset pagination of the node, config
+  // and control-log lists. Each list's sort key is an index, so a page reads the rows it
+  // returns (plus the filtered-out ones between them), never an OFFSET walk: nodes of a config
+  // by (created_at, node_id); configs by (created_at, config_id); a node's control logs newest
+  // first by log_id (insertion order, index control_logs_node_log of 0004). The two indexes
+  // dropped are each served by a successor (nodes_config is a prefix of nodes_config_created;
+  // control_logs_node's node_id lookups are served by control_logs_node_log).
+  "0008_list_pages": {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    async up(db: Kysely<any>): Promise<void> {
+      await sql`CREATE INDEX nodes_config_created ON nodes (config_id, created_at, node_id)`.execute(db);
+      await sql`CREATE INDEX configs_created ON configs (created_at, config_id)`.execute(db);
+      await sql`DROP INDEX nodes_config`.execute(db);
+      await sql`DROP INDEX control_logs_node`.execute(db);
+    },
+  },
 };

@@ -70,6 +70,7 @@ test("the OpenAPI document lists every route and every registered error code (is
     "DELETE /api/v1/configs/{config_id}",
     "GET /api/v1/configs/{config_id}/tags",
     "GET /api/v1/configs/{config_id}/nodes",
+    "GET /api/v1/configs/{config_id}/node-counts",
     "POST /api/v1/configs/{config_id}/nodes",
     "GET /api/v1/configs/{config_id}/nodes/{node_id}",
     "PATCH /api/v1/configs/{config_id}/nodes/{node_id}",

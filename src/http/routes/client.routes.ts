@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { ControlService } from "../../services/control.service.js";
 import type { App } from "../app.js";
 import { endpointStatusResponse, errorResponses, nodeParams } from "../schemas.js";
-import { bindCommandAnswer, controlAnswer, controlBody, controlLogListAnswer } from "../../protocol/rest.schema.js";
+import { bindCommandAnswer, controlAnswer, controlBody, controlLogListAnswer, controlLogListQuery } from "../../protocol/rest.schema.js";
 
 const bindBody = z.strictObject({
   bind_token: z.string().min(20).max(128),
@@ -115,12 +115,12 @@ export async function clientRoutes(app: App, opts: { control: ControlService }):
     {
       schema: {
         tags,
-        summary: "Control logs of the node, newest first",
+        summary: "One page of the node's control logs, newest first, filtered by kind and status, with counts by kind (issue 14)",
         params: nodeParams,
-        querystring: z.strictObject({ limit: z.coerce.number().int().min(1).max(1000).default(100) }),
+        querystring: controlLogListQuery,
         response: { 200: controlLogListAnswer, ...errorResponses(404) },
       },
     },
-    async (req) => ({ logs: await control.controlLogs(req.params.config_id, req.params.node_id, req.query.limit) }),
+    async (req) => control.controlLogPage(req.params.config_id, req.params.node_id, req.query),
   );
 }

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { MeshService } from "../../services/mesh.service.js";
 import type { App } from "../app.js";
-import { configListAnswer, tagListAnswer } from "../../protocol/rest.schema.js";
+import { configListAnswer, configListQuery, tagListAnswer } from "../../protocol/rest.schema.js";
 import {
   configDetailResponse,
   configParams,
@@ -18,8 +18,15 @@ export async function configsRoutes(app: App, opts: { mesh: MeshService }): Prom
 
   app.get(
     "/api/v1/configs",
-    { schema: { tags, summary: "List configs", response: { 200: configListAnswer, ...errorResponses() } } },
-    async () => ({ configs: await mesh.listConfigs() }),
+    {
+      schema: {
+        tags,
+        summary: "One page of configs in creation order, with counts (issue 14)",
+        querystring: configListQuery,
+        response: { 200: configListAnswer, ...errorResponses() },
+      },
+    },
+    async (req) => mesh.listConfigPage(req.query),
   );
 
   app.post(

@@ -3,7 +3,7 @@ import { isoTime, type Clock } from "../../clock.js";
 import type { DownloadsService } from "../../services/downloads.service.js";
 import type { MeshService } from "../../services/mesh.service.js";
 import type { App } from "../app.js";
-import { nodeListAnswer } from "../../protocol/rest.schema.js";
+import { nodeCountsAnswer, nodeFilterQuery, nodeListAnswer, nodeListQuery } from "../../protocol/rest.schema.js";
 import {
   createNodeBody,
   downloadQuery,
@@ -39,12 +39,27 @@ export async function nodesRoutes(
     {
       schema: {
         tags,
-        summary: "List the nodes of a config",
+        summary: "One page of the nodes of a config, in creation order, filtered by presence, mode, sync state and text (issue 14)",
         params: configParams,
+        querystring: nodeListQuery,
         response: { 200: nodeListAnswer, ...errorResponses(404) },
       },
     },
-    async (req) => ({ nodes: await mesh.listNodes(req.params.config_id) }),
+    async (req) => mesh.listNodePage(req.params.config_id, req.query),
+  );
+
+  app.get(
+    "/api/v1/configs/:config_id/node-counts",
+    {
+      schema: {
+        tags,
+        summary: "The config's nodes counted by presence, mode and sync state, and how many match the filters (issue 14)",
+        params: configParams,
+        querystring: nodeFilterQuery,
+        response: { 200: nodeCountsAnswer, ...errorResponses(404) },
+      },
+    },
+    async (req) => mesh.countNodes(req.params.config_id, req.query),
   );
 
   app.post(

@@ -27,6 +27,14 @@ export function useMqttSettings() {
 }
 
 /**
+ * A whole config list as `GET /api/v1/configs` answers it (one page, no next): what an SSE
+ * `config.list.updated` payload or a local edit puts into the cache.
+ */
+export function configListOf(configs: ConfigListAnswer["configs"]): ConfigListAnswer {
+  return { configs, next_cursor: null, total: configs.length, matching: configs.length };
+}
+
+/**
  * `GET /api/v1/configs` (`{configs}`); pages keep it current with
  * `useSsePatch("config.list.updated", queryKeys.configs, (p) => ({ configs: p.configs }))`.
  */

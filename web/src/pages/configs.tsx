@@ -3,7 +3,7 @@ import { useState, type FormEvent } from "react";
 import { Link, useNavigate, useSearchParams } from "react-router";
 import { errorMessage } from "../api/client.js";
 import { meshApi, useConfigs } from "../api/mesh-queries.js";
-import { queryKeys } from "../api/queries.js";
+import { configListOf, queryKeys } from "../api/queries.js";
 import type { ConfigListAnswer, ConfigView, CreateConfigBody, TunnelProtocol } from "../api/types.js";
 import { ConfirmDialog } from "../components/confirm-dialog.js";
 import { RelativeTime } from "../components/relative-time.js";
@@ -23,7 +23,7 @@ export function ConfigsPage() {
   const remove = useMutation({
     mutationFn: (c: ConfigView) => meshApi<void>("DELETE", `/api/v1/configs/${encodeURIComponent(c.config_id)}`),
     onSuccess: (_v, c) => {
-      queryClient.setQueryData<ConfigListAnswer>(queryKeys.configs, (old) => old && { configs: old.configs.filter((x) => x.config_id !== c.config_id) });
+      queryClient.setQueryData<ConfigListAnswer>(queryKeys.configs, (old) => old && configListOf(old.configs.filter((x) => x.config_id !== c.config_id)));
       setDeleting(null);
     },
   });
@@ -131,7 +131,7 @@ function CreateConfigForm() {
     mutationFn: (body: CreateConfigBody) => meshApi<ConfigView>("POST", "/api/v1/configs", body),
     onSuccess: (config) => {
       queryClient.setQueryData<ConfigListAnswer>(queryKeys.configs, (old) =>
-        old && !old.configs.some((c) => c.config_id === config.config_id) ? { configs: [...old.configs, config] } : old,
+        old && !old.configs.some((c) => c.config_id === config.config_id) ? configListOf([...old.configs, config]) : old,
       );
       setName("");
       void navigate(`/configs/${encodeURIComponent(config.config_id)}`);

@@ -1,5 +1,5 @@
 import { useVirtualizer } from "@tanstack/react-virtual";
-import { useRef } from "react";
+import { useEffect, useRef } from "react";
 import { Link } from "react-router";
 import type { NodeTransitionView, NodeView } from "../api/types.js";
 import { PresenceBadge } from "../components/presence-badge.js";
@@ -18,6 +18,9 @@ export const ROW_HEIGHT = 44;
  * Issue 13 item 5: with `watch` set, each row is coloured by that region's state (with the state
  * written in a chip); the node's last recorded transition (`latest`) is the name link's
  * description, shown as a tooltip on hover and keyboard focus.
+ * Issue 14 item 5: `nodes` are the pages loaded so far and `total` the server's count of matching
+ * nodes (`aria-rowcount`); when the rows in view come near the last loaded one, `onLoadMore`
+ * fetches the next page (a "Load more nodes" button does the same for keyboard users).
  */
 export function NodesTable({
   configId,
@@ -28,6 +31,9 @@ export function NodesTable({
   onToggleAll,
   watch = null,
   latest,
+  hasMore = false,
+  loadingMore = false,
+  onLoadMore,
 }: {
   configId: string;
   nodes: NodeView[];
@@ -37,6 +43,10 @@ export function NodesTable({
   selected: ReadonlySet<string>;
   onToggle: (nodeId: string) => void;
   onToggleAll: (select: boolean) => void;
+  /** Issue 14 item 5: the server has more rows after `nodes`; `onLoadMore` fetches the next page. */
+  hasMore?: boolean;
+  loadingMore?: boolean;
+  onLoadMore?: () => void;
 }) {
   const scrollRef = useRef<HTMLDivElement>(null);
   const virtualizer = useVirtualizer({
@@ -47,15 +57,20 @@ export function NodesTable({
     initialRect: { width: 1200, height: 600 },
   });
   const items = virtualizer.getVirtualItems();
+  // The next page is fetched when the rows in view come within a screen of the last loaded row.
+  const lastInView = items[items.length - 1]?.index ?? -1;
+  useEffect(() => {
+    if (hasMore && !loadingMore && lastInView >= nodes.length - 1 - 15) onLoadMore?.();
+  }, [hasMore, loadingMore, lastInView, nodes.length, onLoadMore]);
   const top = items[0]?.start ?? 0;
   const bottom = virtualizer.getTotalSize() - (items[items.length - 1]?.end ?? 0);
   const allSelected = nodes.length > 0 && nodes.every((n) => selected.has(n.node_id));
 
   return (
     <div className="table-wrap nodes-scroll" ref={scrollRef} tabIndex={0} aria-label="Nodes table, scrollable">
-      <table className="table nodes-table" aria-rowcount={nodes.length + 1}>
+      <table className="table nodes-table" aria-rowcount={Math.max(total, nodes.length) + 1} aria-busy={loadingMore}>
         <caption className="visually-hidden">
-          Nodes ({nodes.length} shown of {total})
+          Nodes ({nodes.length} loaded of {total})
         </caption>
         <thead>
           <tr aria-rowindex={1}>
@@ -89,6 +104,15 @@ export function NodesTable({
           {bottom > 0 && (
             <tr aria-hidden="true" className="spacer">
               <td colSpan={10} style={{ height: bottom }} />
+            </tr>
+          )}
+          {hasMore && (
+            <tr className="load-more">
+              <td colSpan={10}>
+                <button type="button" disabled={loadingMore} onClick={onLoadMore}>
+                  {loadingMore ? "Loading more nodes…" : "Load more nodes"}
+                </button>
+              </td>
             </tr>
           )}
         </tbody>

@@ -1,11 +1,11 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
-import { lazy, Suspense, useDeferredValue, useMemo, useState } from "react";
+import { lazy, Suspense, useCallback, useEffect, useMemo, useState } from "react";
 import { Link, useParams, useSearchParams } from "react-router";
 import { errorMessage } from "../api/client.js";
 import { useLatestTransitions, useLiveLatestTransitions } from "../api/machine-queries.js";
-import { meshApi, useConfigDetail, useLiveConfig, useMeshPairs } from "../api/mesh-queries.js";
+import { meshApi, meshKeys, useConfigDetail, useLiveConfig, useMeshPairs, useNodeCounts, useNodePages } from "../api/mesh-queries.js";
 import { queryKeys } from "../api/queries.js";
-import type { ConfigDetailView, ControlAnswer, NodeTransitionView, NodeView } from "../api/types.js";
+import type { ConfigDetailView, ControlAnswer, NodeCountsAnswer, NodeFilterQuery, NodeTransitionView, NodeView } from "../api/types.js";
 import { ConfirmDialog } from "../components/confirm-dialog.js";
 import { Loading, QueryView } from "../components/states.js";
 import { AddNodeForm, PackageDownload, ProtocolSwitch } from "./mesh-forms.js";
@@ -28,6 +28,9 @@ const SYNCS = ["latest", "pending", "static"] as const;
  * package. Live: events of this config only (spec §6.5 rule 7; `useLiveConfig`).
  * Issue 13 item 5: "Colour nodes by" (`watch`) colours table rows and topology nodes by a
  * region's state, and each node's last recorded transition shows on hover and focus.
+ * Issue 14 item 5: the table's rows come from the server page by page (`GET …/nodes` with
+ * `limit` and the answer's cursor, loaded as the table scrolls); the filters and the search are
+ * sent to the server, and the counts shown are `GET …/node-counts`.
  */
 export function MeshPage() {
   const { configId = "" } = useParams();
@@ -51,9 +54,9 @@ function MeshBody({ config }: { config: ConfigDetailView }) {
   const [params, setParams] = useSearchParams();
   const view = params.get("view") === "topology" ? "topology" : "table";
   // The search box keeps its own state (typing stays immediate whatever the router does) and
-  // writes the URL; the table filters on a deferred copy, so a keystroke never waits for 1,000 rows.
+  // writes the URL; the server is asked 200 ms after the last keystroke.
   const [text, setText] = useState(() => params.get("q") ?? "");
-  const q = useDeferredValue(text);
+  const q = useDebounced(text.trim(), 200);
   const presence = params.get("presence") ?? "";
   const mode = params.get("mode") ?? "";
   const sync = params.get("sync") ?? "";
@@ -67,20 +70,13 @@ function MeshBody({ config }: { config: ConfigDetailView }) {
     setParams(next, { replace: true });
   };
 
-  const shown = useMemo(() => {
-    const needle = q.trim().toLowerCase();
-    return config.nodes.filter(
-      (n) =>
-        (needle === "" ||
-          n.name.toLowerCase().includes(needle) ||
-          n.address.includes(needle) ||
-          (n.public_address ?? "").toLowerCase().includes(needle) ||
-          n.tags.some((t) => t.toLowerCase().includes(needle))) &&
-        (presence === "" || n.client.client_presence_state === presence) &&
-        (mode === "" || n.mode === mode) &&
-        (sync === "" || (n.client.config_version_state ?? "static") === sync),
-    );
-  }, [config.nodes, q, presence, mode, sync]);
+  // Issue 14 item 5: the server filters, counts and pages; the table loads pages as it scrolls.
+  const filters = useMemo(() => nodeFilters({ q, presence, mode, sync }), [q, presence, mode, sync]);
+  const pages = useNodePages(config.config_id, filters);
+  const counts = useNodeCounts(config.config_id, filters).data;
+  const shown = useMemo(() => pages.data?.pages.flatMap((p) => p.nodes) ?? [], [pages.data]);
+  const { fetchNextPage } = pages;
+  const loadMore = useCallback(() => void fetchNextPage({ cancelRefetch: false }), [fetchNextPage]);
 
   const [selected, setSelected] = useState<ReadonlySet<string>>(new Set());
   // Rows deleted meanwhile leave the selection.
@@ -141,13 +137,14 @@ function MeshBody({ config }: { config: ConfigDetailView }) {
               <FilterSelect id="filter-sync" label="Sync" value={sync} options={SYNCS} onChange={(v) => setParam("sync", v)} />
             </div>
             <BulkActions config={config} selected={live} onDone={() => setSelected(new Set())} />
-            <p className="muted table-count" role="status">
-              {shown.length === config.nodes.length ? `${shown.length} nodes` : `${shown.length} of ${config.nodes.length} nodes match`}
-            </p>
+            <NodeCounts counts={counts} />
             {config.nodes.length === 0 ? (
               <p className="state state-empty">No nodes yet. Add the first one above.</p>
+            ) : pages.isError ? (
+              <p className="state state-error" role="alert">Could not load the nodes: {errorMessage(pages.error)}</p>
             ) : (
-              <NodesTable configId={config.config_id} nodes={shown} watch={watch} latest={latest} total={config.nodes.length} selected={live} onToggle={toggle} onToggleAll={toggleAll} />
+              <NodesTable configId={config.config_id} nodes={shown} watch={watch} latest={latest} total={counts?.matching ?? shown.length} selected={live} onToggle={toggle} onToggleAll={toggleAll}
+                hasMore={pages.hasNextPage} loadingMore={pages.isFetchingNextPage} onLoadMore={loadMore} />
             )}
           </>
         ) : (
@@ -158,6 +155,39 @@ function MeshBody({ config }: { config: ConfigDetailView }) {
       <PairsSection config={config} />
       <TagsSection config={config} />
     </>
+  );
+}
+
+/** The filters that filter (empty ones left out), as the node list and counts take them. */
+function nodeFilters(f: { q: string; presence: string; mode: string; sync: string }): NodeFilterQuery {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(f)) if (value !== "") out[key] = value;
+  return out as NodeFilterQuery;
+}
+
+/** `value`, once it has not changed for `ms`. */
+function useDebounced<T>(value: T, ms: number): T {
+  const [settled, setSettled] = useState(value);
+  useEffect(() => {
+    const timer = setTimeout(() => setSettled(value), ms);
+    return () => clearTimeout(timer);
+  }, [value, ms]);
+  return settled;
+}
+
+/** How many nodes match, and the config's nodes by presence and sync state: the server's counts (spec §6.5 rule 7). */
+function NodeCounts({ counts }: { counts: NodeCountsAnswer | undefined }) {
+  if (counts === undefined) return <p className="muted table-count">Counting nodes…</p>;
+  const { total, matching, presence, sync } = counts;
+  return (
+    <div className="table-count">
+      <p className="muted" role="status">
+        {matching === total ? `${total} ${total === 1 ? "node" : "nodes"}` : `${matching} of ${total} nodes match`}
+      </p>
+      <p className="muted state-counts" aria-label="Nodes by state">
+        online {presence.online} · dropped {presence.dropped} · offline {presence.offline} · latest {sync.latest} · pending {sync.pending} · static {sync.static}
+      </p>
+    </div>
   );
 }
 
@@ -218,6 +248,7 @@ function BulkActions({ config, selected, onDone }: { config: ConfigDetailView; s
       setConfirmDelete(false);
       setResult(failures.length === 0 ? `Deleted ${nodes.length} ${nodes.length === 1 ? "node" : "nodes"}.` : failures.join("; "));
       void queryClient.invalidateQueries({ queryKey: queryKeys.config(config.config_id), exact: true });
+      void queryClient.invalidateQueries({ queryKey: meshKeys.nodeLists(config.config_id) });
       onDone();
     },
   });

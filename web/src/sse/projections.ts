@@ -1,4 +1,4 @@
-import { queryKeys } from "../api/queries.js";
+import { configListOf, queryKeys } from "../api/queries.js";
 import { useSsePatch } from "./provider.js";
 
 /**
@@ -10,7 +10,7 @@ import { useSsePatch } from "./provider.js";
  */
 export function useProjectionPatches(): void {
   useSsePatch("system.status.updated", queryKeys.systemStatus, (payload) => payload);
-  useSsePatch("config.list.updated", queryKeys.configs, (payload) => ({ configs: payload.configs }));
+  useSsePatch("config.list.updated", queryKeys.configs, (payload) => configListOf(payload.configs));
   useSsePatch("settings.mqtt.updated", queryKeys.mqttSettings, (payload) => payload.mqtt);
   useSsePatch("snapshot.list.updated", queryKeys.backups, (payload) => ({ snapshots: payload.snapshots }));
 }
