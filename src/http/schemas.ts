@@ -30,6 +30,25 @@ export const forwardParams = z.strictObject({
   forward_id: forwardIdSchema,
 });
 
+/**
+ * An integer query parameter written in plain decimal (`1`..`max`, no sign, exponent, hex, blanks
+ * or leading zeros), as a number. `z.coerce.number()` would take `0x10`, `1e3` and ` 1` (issue 15
+ * item 1: accepted input the OpenAPI document does not describe).
+ */
+export function queryInt(min: number, max: number) {
+  return z
+    .string()
+    .regex(/^(0|[1-9][0-9]{0,15})$/, "must be a decimal integer")
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+}
+
+/** Query of a node's timeline: `before` a transition id (exclusive), at most `limit` rows (1..500, default 50). */
+export const timelineQuery = z.strictObject({
+  before: queryInt(1, Number.MAX_SAFE_INTEGER).optional(),
+  limit: queryInt(1, 500).default(50),
+});
+
 // ---- request bodies: in src/protocol/rest.schema.ts (every client's contract, the console's too) ----
 
 export {

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { ControlService } from "../../services/control.service.js";
 import type { App } from "../app.js";
-import { endpointStatusResponse, errorResponses, nodeParams } from "../schemas.js";
+import { endpointStatusResponse, errorResponses, nodeParams, queryInt } from "../schemas.js";
 import { bindCommandAnswer, controlAnswer, controlBody, controlLogListAnswer } from "../../protocol/rest.schema.js";
 
 const bindBody = z.strictObject({
@@ -27,14 +27,20 @@ const bindResponse = z.object({
   topics: z.record(z.string(), z.string()),
 });
 
-/** Per source address, against guessing secrets (bind tokens, the admin password). */
-export const GUESSING_RATE_LIMIT = { max: 20, timeWindow: 60_000 } as const;
+/**
+ * Per source address, against guessing secrets (bind tokens, the admin password): `max` attempts
+ * per `timeWindow` ms (`SVC_AUTH_RATE_LIMIT_MAX` per minute), then 429 RATE_LIMITED with Retry-After.
+ */
+export interface GuessingRateLimit {
+  max: number;
+  timeWindow: number;
+}
 
 /**
  * Client lifecycle and endpoint control (spec §4 rows bind-command, bind, reset-client; rules
  * 10–12, 14; DESIGN §5 control, endpoint-status, control-logs).
  */
-export async function clientRoutes(app: App, opts: { control: ControlService }): Promise<void> {
+export async function clientRoutes(app: App, opts: { control: ControlService; rateLimit: GuessingRateLimit }): Promise<void> {
   const { control } = opts;
   const tags = ["endpoint control"];
 
@@ -55,7 +61,7 @@ export async function clientRoutes(app: App, opts: { control: ControlService }):
   app.post(
     "/api/client/bind",
     {
-      config: { auth: "public", rateLimit: GUESSING_RATE_LIMIT },
+      config: { auth: "public", rateLimit: opts.rateLimit },
       schema: {
         tags,
         summary: "Redeem a bind token: the agent's profile with fresh MQTT credentials (spec §4 rule 11)",
@@ -117,7 +123,7 @@ export async function clientRoutes(app: App, opts: { control: ControlService }):
         tags,
         summary: "Control logs of the node, newest first",
         params: nodeParams,
-        querystring: z.strictObject({ limit: z.coerce.number().int().min(1).max(1000).default(100) }),
+        querystring: z.strictObject({ limit: queryInt(1, 1000).default(100) }),
         response: { 200: controlLogListAnswer, ...errorResponses(404) },
       },
     },

@@ -1,7 +1,7 @@
-import { configLatestTransitionsSchema, machineGraphSchema, nodeMachineViewSchema, nodeTimelineSchema, timelineQuerySchema } from "../../protocol/machine.schema.js";
+import { configLatestTransitionsSchema, machineGraphSchema, nodeMachineViewSchema, nodeTimelineSchema } from "../../protocol/machine.schema.js";
 import type { MachinesService } from "../../services/machines.service.js";
 import type { App } from "../app.js";
-import { configParams, errorResponses, nodeParams } from "../schemas.js";
+import { configParams, errorResponses, nodeParams, timelineQuery } from "../schemas.js";
 
 /**
  * Issue 13: the node statechart as data, a node's live machine state and its flight recorder
@@ -43,7 +43,7 @@ export async function machinesRoutes(app: App, opts: { machines: MachinesService
         tags,
         summary: "A node's flight recorder: its recorded transitions, newest first, paged by `before`",
         params: nodeParams,
-        querystring: timelineQuerySchema,
+        querystring: timelineQuery,
         response: { 200: nodeTimelineSchema, ...errorResponses(404) },
       },
     },
