@@ -235,7 +235,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(meshPairsRoutes, { mesh: deps.mesh });
   await app.register(portForwardsRoutes, { mesh: deps.mesh });
   await app.register(clientRoutes, { control: deps.control, rateLimit: guessing });
-  await app.register(eventsRoutes, { hub: deps.hub, auth: deps.auth });
+  await app.register(eventsRoutes, { hub: deps.hub, auth: deps.auth, maxStreamsPerSession: deps.settings.sseMaxStreamsPerSession });
   await app.register(internalAuthzRoutes, deps.internalAuthz);
   await app.register(systemRoutes, { status: deps.status });
   await app.register(metricsRoutes, { metrics: deps.metrics, auth: deps.auth, metricsToken: deps.settings.metricsToken });

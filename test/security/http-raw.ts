@@ -41,10 +41,11 @@ export function encode(req: RawRequest): Buffer {
 /**
  * Sends `parts` (written one after the other, `gapMs` apart; one part = all at once) and reads
  * the answer until the server closes or `timeoutMs` passes (status -1, socket destroyed).
+ * `localAddress` picks the client's source address (e.g. `127.0.0.2`: another client on loopback).
  */
-export function rawExchange(port: number, parts: Buffer[], opts: { timeoutMs?: number; gapMs?: number } = {}): Promise<RawAnswer> {
+export function rawExchange(port: number, parts: Buffer[], opts: { timeoutMs?: number; gapMs?: number; localAddress?: string } = {}): Promise<RawAnswer> {
   return new Promise((resolve) => {
-    const socket = connect({ host: "127.0.0.1", port });
+    const socket = connect({ host: "127.0.0.1", port, ...(opts.localAddress === undefined ? {} : { localAddress: opts.localAddress }) });
     const chunks: Buffer[] = [];
     let done = false;
     const finish = (timedOut: boolean) => {

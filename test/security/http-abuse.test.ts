@@ -1,0 +1,97 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { ERROR_CODES } from "../../src/errors.js";
+import { opening, startSseServer, subscribers } from "../events/sse-harness.js";
+import { startHarness } from "../http/harness.js";
+import { encode, rawExchange, type RawAnswer } from "./http-raw.js";
+
+/**
+ * Issue 15 item 7, abuse limits, over real sockets against a real service: login brute force is
+ * limited per client address with a clear 429, and SSE streams per admin session are capped
+ * (DESIGN §3 error body; spec §5 admin auth, §6.5 the console's stream).
+ */
+
+const WRONG = JSON.stringify({ password: "wrong horse battery staple" });
+
+function assertCode(res: RawAnswer, code: keyof typeof ERROR_CODES, why: string): { error: { code: string; message: string; details?: Record<string, unknown> } } {
+  assert.equal(res.status, ERROR_CODES[code].status, `${why}: ${res.status} ${res.body.slice(0, 200)}`);
+  const body = JSON.parse(res.body) as { error: { code: string; message: string; details?: Record<string, unknown> } };
+  assert.deepEqual(Object.keys(body), ["error"], why);
+  assert.equal(body.error.code, code, why);
+  assert.ok(body.error.message.length > 0, why);
+  return body;
+}
+
+test("issue 15 item 7, spec §5: login guessing is limited per client address: past SVC_AUTH_RATE_LIMIT_MAX a 429 RATE_LIMITED with Retry-After, even for the right password and a forged X-Forwarded-For; another address is not limited", async (t) => {
+  const h = await startHarness(t, { authRateLimitMax: 5 });
+  const address = await h.server.app.listen({ host: "127.0.0.1", port: 0 });
+  const port = Number(new URL(address).port);
+  const login = (body: string, opts: { from?: string; headers?: Array<[string, string]> } = {}) =>
+    rawExchange(port, [encode({ method: "POST", target: "/api/v1/auth/login", headers: [["Content-Type", "application/json"], ...(opts.headers ?? [])], body })], opts.from === undefined ? {} : { localAddress: opts.from });
+  // The harness's own login (by inject, also 127.0.0.1) was the first of the five.
+  for (let i = 0; i < 4; i++) assertCode(await login(WRONG), "UNAUTHORIZED", `guess ${i + 1}`);
+  const before = h.fingerprint();
+  const limited = await login(JSON.stringify({ password: "correct horse battery staple" }));
+  const body = assertCode(limited, "RATE_LIMITED", "sixth attempt, right password");
+  const retryAfter = Number(limited.headers.get("retry-after"));
+  assert.ok(Number.isInteger(retryAfter) && retryAfter > 0 && retryAfter <= 60, `Retry-After: ${limited.headers.get("retry-after")}`);
+  assert.match(body.error.message, /retry in \d+ s/);
+  assert.equal(h.fingerprint(), before, "no session was created while limited");
+  // A forged X-Forwarded-For is not a new client (trustProxy is off).
+  for (const xff of ["10.9.9.9", "127.0.0.2", "::1"]) {
+    assertCode(await login(WRONG, { headers: [["X-Forwarded-For", xff]] }), "RATE_LIMITED", `X-Forwarded-For ${xff}`);
+  }
+  // Another client address has its own budget.
+  assertCode(await login(WRONG, { from: "127.0.0.2" }), "UNAUTHORIZED", "from 127.0.0.2");
+  const other = await login(JSON.stringify({ password: "correct horse battery staple" }), { from: "127.0.0.2" });
+  assert.equal(other.status, 200, other.body);
+});
+
+test("issue 15 item 7, spec §4 rule 11: bind token guessing is limited per client address the same way", async (t) => {
+  const h = await startHarness(t, { authRateLimitMax: 3 });
+  const address = await h.server.app.listen({ host: "127.0.0.1", port: 0 });
+  const port = Number(new URL(address).port);
+  const bind = () =>
+    rawExchange(port, [
+      encode({
+        method: "POST",
+        target: "/api/client/bind",
+        headers: [["Content-Type", "application/json"]],
+        body: JSON.stringify({ bind_token: "A".repeat(43), server_url: "http://127.0.0.1:8080", client_version: "0.1.0", platform: "linux-amd64", hostname: "h" }),
+      }),
+    ]);
+  for (let i = 0; i < 3; i++) assertCode(await bind(), "INVALID_BIND_TOKEN", `guess ${i + 1}`);
+  const limited = await bind();
+  assertCode(limited, "RATE_LIMITED", "fourth guess");
+  assert.ok(Number(limited.headers.get("retry-after")) > 0, "Retry-After");
+});
+
+test("issue 15 item 7, spec §6.5: one admin session holds at most SVC_SSE_MAX_STREAMS_PER_SESSION streams; one more is 429 RATE_LIMITED, other sessions are not affected, a closed stream frees its place", async (t) => {
+  const s = await startSseServer(t, {}, { settings: { sseMaxStreamsPerSession: 2 } });
+  const a = await s.open();
+  const b = await s.open();
+  await opening(a);
+  await opening(b);
+  const third = await s.open();
+  assert.equal(third.status, 429);
+  const body = JSON.parse(await third.body()) as { error: { code: string; message: string; details: { open_streams: number; limit: number } } };
+  assert.equal(body.error.code, "RATE_LIMITED");
+  assert.deepEqual(body.error.details, { open_streams: 2, limit: 2 });
+  assert.match(body.error.message, /SVC_SSE_MAX_STREAMS_PER_SESSION=2/);
+  assert.equal(s.hub.subscriberCount(), 2, "the refused stream never reached the hub");
+
+  // Another session has its own allowance.
+  const res = await fetch(`${s.baseUrl}/api/v1/auth/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ password: "correct horse battery staple" }) });
+  const other = ((await res.json()) as { access_token: string }).access_token;
+  const c = await s.open({ token: other });
+  assert.equal(c.status, 200);
+  await opening(c);
+
+  // Closing one of the first session's streams frees its place.
+  a.destroy();
+  await subscribers(s.hub, 2);
+  const again = await s.open();
+  assert.equal(again.status, 200);
+  await opening(again);
+  assert.equal(s.hub.subscriberCount(), 3);
+});
