@@ -1,14 +1,16 @@
 import assert from "node:assert/strict";
+import { once } from "node:events";
 import { test } from "node:test";
 import { ERROR_CODES } from "../../src/errors.js";
-import { opening, startSseServer, subscribers } from "../events/sse-harness.js";
+import { opening, publishMarker, startSseServer, subscribers } from "../events/sse-harness.js";
 import { startHarness } from "../http/harness.js";
 import { encode, rawExchange, type RawAnswer } from "./http-raw.js";
 
 /**
  * Issue 15 item 7, abuse limits, over real sockets against a real service: login brute force is
- * limited per client address with a clear 429, and SSE streams per admin session are capped
- * (DESIGN §3 error body; spec §5 admin auth, §6.5 the console's stream).
+ * limited per client address with a clear 429, SSE streams per admin session are capped, and
+ * subscribers that stop reading are dropped (DESIGN §3 error body; spec §5 admin auth, §6.5 the
+ * console's stream). RSS under 1,000 stuck subscribers: scripts/bench/stuck-subscribers.ts.
  */
 
 const WRONG = JSON.stringify({ password: "wrong horse battery staple" });
@@ -94,4 +96,30 @@ test("issue 15 item 7, spec §6.5: one admin session holds at most SVC_SSE_MAX_S
   assert.equal(again.status, 200);
   await opening(again);
   assert.equal(s.hub.subscriberCount(), 3);
+});
+
+test("issue 15 item 7, spec §6.5: fifty subscribers that stop reading are all dropped at the per-subscriber queue limit while a reading console gets every frame in order", async (t) => {
+  const s = await startSseServer(t, { maxQueuedBytesPerSubscriber: 64 * 1024 }, { settings: { sseMaxStreamsPerSession: 100 } });
+  const healthy = await s.open();
+  await opening(healthy);
+  const stuck = await Promise.all(Array.from({ length: 50 }, () => s.openStalled()));
+  await subscribers(s.hub, 51);
+
+  const blob = "x".repeat(48 * 1024);
+  let i = 0;
+  // Kernel socket buffers absorb a few MiB per socket first; the bound only keeps a broken test finite.
+  for (; i < 5000 && s.hub.metrics().dropped < 50; i++) {
+    publishMarker(s.hub, "node.workspace.updated", { config_id: "cfg-1", node_id: "node-1", workspace: { i, blob } });
+    const f = await healthy.waitFor((fr) => fr.event === "node.workspace.updated");
+    assert.equal((f.json.payload.workspace as { i: number }).i, i, "the reading console never stalls or skips");
+  }
+  assert.equal(s.hub.metrics().dropped, 50, `dropped after ${i} frames`);
+  assert.equal(s.hub.subscriberCount(), 1, "only the reading console is left");
+  // The dropped connections are closed by the service.
+  await Promise.all(
+    stuck.map((socket) => {
+      socket.resume();
+      return once(socket, "close");
+    }),
+  );
 });
