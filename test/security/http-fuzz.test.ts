@@ -274,10 +274,11 @@ const CLASSES: Record<string, Gen> = {
       real.toUpperCase(),
       `${real}\u200b`,
       `\u202e${real}`,
-      real.replace(/k|s|i/, (c) => ({ k: "\u212a", s: "\u017f", i: "\u0131" })[c] ?? c),
-      real.replace(/[0-9]/, (d) => String.fromCharCode(0xff10 + Number(d))),
+      // Each swap falls back to adding the character, so the count does not depend on the random id.
+      /[ksi]/.test(real) ? real.replace(/k|s|i/, (c) => ({ k: "\u212a", s: "\u017f", i: "\u0131" })[c] ?? c) : `${real}\u212a`,
+      /[0-9]/.test(real) ? real.replace(/[0-9]/, (d) => String.fromCharCode(0xff10 + Number(d))) : `${real}\uff11`,
       `${real}\u0301`,
-      real.normalize("NFD").replace(/e/, "e\u0301"),
+      /e/.test(real) ? real.replace(/e/, "e\u0301") : `e\u0301${real}`,
     ].map((s) => encodeURIComponent(s));
     return perParam("Unicode confusables in ids", routes, fx, [...new Set(swaps)].filter((s) => s !== real));
   },
