@@ -413,9 +413,9 @@ const CLASSES: Record<string, Gen> = {
       const head = encode({ method: r.method, target: url, headers: [...auth(r, fx), ["Content-Type", "application/json"], ["Content-Length", "64"]] });
       return [
         // Ten bytes, then nothing: the server must give up at its request timeout.
-        { cls: "slow and unfinished bodies", req: { method: r.method, target: url }, parts: [head, Buffer.from("{\"name\":\"x")], timeoutMs: REQUEST_TIMEOUT_MS + 5000, codes: slowCodes(r) },
+        { cls: "slow and unfinished bodies", req: { method: r.method, target: url }, parts: [head, Buffer.from("{\"name\":\"x")], timeoutMs: REQUEST_TIMEOUT_MS + 15_000, codes: slowCodes(r) },
         // One byte every 300 ms: never finished within the request timeout.
-        { cls: "slow and unfinished bodies", req: { method: r.method, target: url }, parts: [head, ...Array.from({ length: 12 }, () => Buffer.from(" "))], gapMs: 300, timeoutMs: REQUEST_TIMEOUT_MS + 5000, codes: slowCodes(r) },
+        { cls: "slow and unfinished bodies", req: { method: r.method, target: url }, parts: [head, ...Array.from({ length: 12 }, () => Buffer.from(" "))], gapMs: 300, timeoutMs: REQUEST_TIMEOUT_MS + 15_000, codes: slowCodes(r) },
       ];
     }),
   "unknown and overridden methods": (routes, fx) => {
