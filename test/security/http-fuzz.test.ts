@@ -20,11 +20,13 @@ import { encode, rawExchange, type RawAnswer, type RawRequest } from "./http-raw
  * a success, never a 5xx, and the database fingerprint (SHA-256 over every row of every table)
  * must be unchanged after every refused write.
  *
- * Generated and seeded: `HTTP_FUZZ_SEED=<n>` replays a run (the seed is printed first). The
+ * Generated and seeded: `HTTP_FUZZ_SEED=<n>` (or `SVC_TEST_SEED=<n>`) replays a run (the seed is printed first). The
  * requests per threat class are printed as a table (docs/reliability.md "HTTP fuzzing").
  */
 
-const SEED = Number(process.env.HTTP_FUZZ_SEED ?? 15);
+/** `HTTP_FUZZ_SEED`, else the suite-wide `SVC_TEST_SEED` (test/security/seed.ts on main), else 15. */
+const SEED = Number(process.env.HTTP_FUZZ_SEED || process.env.SVC_TEST_SEED || 15);
+if (!Number.isInteger(SEED)) throw new Error(`HTTP_FUZZ_SEED / SVC_TEST_SEED must be an integer`);
 const ADMIN_PASSWORD = "correct horse battery staple";
 /** The server's request timeout in this test (slow bodies must be answered 408 within it). */
 const REQUEST_TIMEOUT_MS = 1500;
