@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { once } from "node:events";
 import { test } from "node:test";
+import { loadSettings, SettingsError } from "../../src/config.js";
 import { ERROR_CODES } from "../../src/errors.js";
 import { opening, publishMarker, startSseServer, subscribers } from "../events/sse-harness.js";
 import { startHarness } from "../http/harness.js";
@@ -122,4 +123,14 @@ test("issue 15 item 7, spec §6.5: fifty subscribers that stop reading are all d
       return once(socket, "close");
     }),
   );
+});
+
+test("issue 15: the abuse-limit settings parse from the environment with defaults 20 / 120000 / 8 and refuse out-of-range values naming the variable", () => {
+  const d = loadSettings({});
+  assert.deepEqual([d.authRateLimitMax, d.httpRequestTimeoutMs, d.sseMaxStreamsPerSession], [20, 120_000, 8]);
+  const s = loadSettings({ SVC_AUTH_RATE_LIMIT_MAX: "5", SVC_HTTP_REQUEST_TIMEOUT_MS: "1000", SVC_SSE_MAX_STREAMS_PER_SESSION: "1000" });
+  assert.deepEqual([s.authRateLimitMax, s.httpRequestTimeoutMs, s.sseMaxStreamsPerSession], [5, 1000, 1000]);
+  for (const [name, value] of [["SVC_AUTH_RATE_LIMIT_MAX", "0"], ["SVC_HTTP_REQUEST_TIMEOUT_MS", "999"], ["SVC_SSE_MAX_STREAMS_PER_SESSION", "1001"], ["SVC_SSE_MAX_STREAMS_PER_SESSION", "2.5"]] as const) {
+    assert.throws(() => loadSettings({ [name]: value }), (err: Error) => err instanceof SettingsError && err.message.includes(name), `${name}=${value}`);
+  }
 });
