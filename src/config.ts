@@ -78,6 +78,10 @@ const envSchema = z.object({
     .min(1, "must be 1..100000")
     .max(100_000, "must be 1..100000")
     .default(500),
+  // Issue 15 (docs/decisions.md "Issue 15: HTTP fuzzing and abuse limits")
+  SVC_AUTH_RATE_LIMIT_MAX: z.coerce.number().int("must be an integer").min(1, "must be 1..100000").max(100_000, "must be 1..100000").default(20),
+  SVC_HTTP_REQUEST_TIMEOUT_MS: z.coerce.number().int("must be an integer").min(1000, "must be 1000..3600000").max(3_600_000, "must be 1000..3600000").default(120_000),
+  SVC_SSE_MAX_STREAMS_PER_SESSION: z.coerce.number().int("must be an integer").min(1, "must be 1..1000").max(1000, "must be 1..1000").default(8),
   SVC_METRICS_TOKEN: z.string().regex(/^[\x21-\x7e]{16,1024}$/, "must be 16-1024 printable characters without spaces").optional(),
 });
 
@@ -174,6 +178,18 @@ export interface Settings {
    * background (issue 13; docs/decisions.md "Issue 13: flight recorder").
    */
   readonly timelineMaxPerNode: number;
+  /**
+   * Login and bind attempts per client address per minute (issue 15 item 7); past it the route
+   * answers 429 `RATE_LIMITED` with `Retry-After`.
+   */
+  readonly authRateLimitMax: number;
+  /**
+   * Longest time a client may take to send one whole request (headers and body), ms; past it the
+   * connection is answered 408 `REQUEST_TIMEOUT` and closed (issue 15 item 1: slow bodies).
+   */
+  readonly httpRequestTimeoutMs: number;
+  /** Open SSE streams one admin session (bearer token) may hold; one more answers 429 `RATE_LIMITED` (issue 15 item 7). */
+  readonly sseMaxStreamsPerSession: number;
 }
 
 /** Raised when the environment holds an invalid setting; its message is one line. */
@@ -251,6 +267,9 @@ export function loadSettings(env: Record<string, string | undefined> = process.e
     metricsToken: e.SVC_METRICS_TOKEN,
     controlLogRetention: e.SVC_CONTROL_LOG_RETENTION,
     timelineMaxPerNode: e.SVC_TIMELINE_MAX_PER_NODE,
+    authRateLimitMax: e.SVC_AUTH_RATE_LIMIT_MAX,
+    httpRequestTimeoutMs: e.SVC_HTTP_REQUEST_TIMEOUT_MS,
+    sseMaxStreamsPerSession: e.SVC_SSE_MAX_STREAMS_PER_SESSION,
   });
 }
 

@@ -174,6 +174,16 @@ export class EventHub {
   }
 
   /**
+   * Open streams of one admin session (issue 15 item 7: the route caps them per session).
+   * @param session the {@link AttachOptions.session} the streams were attached with
+   */
+  sessionStreamCount(session: string): number {
+    let n = 0;
+    for (const sub of this.#subscribers) if (sub.session === session) n++;
+    return n;
+  }
+
+  /**
    * Calls `listener(count)` after every change of the subscriber count (a stream opened, ended,
    * was dropped, or the hub closed). The detect scheduler probes only while the count is above
    * zero (spec §6.4 rule 8).

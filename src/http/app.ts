@@ -101,6 +101,14 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     // carry download tokens) removed.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: deps.settings.maxBodyBytes,
+    // Slow and unfinished requests (issue 15 item 1): a client has this long to send a whole
+    // request, then it is answered 408 REQUEST_TIMEOUT (clientErrorHandler) and closed. Node checks
+    // at `connectionsCheckingInterval`, so that runs at a quarter of the limit (at most 30 s).
+    requestTimeout: deps.settings.httpRequestTimeoutMs,
+    http: {
+      headersTimeout: Math.min(60_000, deps.settings.httpRequestTimeoutMs),
+      connectionsCheckingInterval: Math.min(30_000, Math.max(250, Math.floor(deps.settings.httpRequestTimeoutMs / 4))),
+    },
     // Shutdown never waits on a client: a download nobody reads (or an open stream) would
     // otherwise hold close() for the 72 s keep-alive timeout.
     forceCloseConnections: true,
@@ -161,6 +169,20 @@ export async function buildApp(deps: AppDeps): Promise<App> {
 
   // The web console (issue 12): what no route takes, a GET of a non-API path, is its file or page.
   const serveConsole = await consoleHandler(app, { root: deps.consoleDir ?? defaultConsoleDir() });
+  // Issue 15 item 1: a header that decides who is asking or how the body is read must not be
+  // ambiguous. Node keeps the first Authorization and Host of duplicates and joins the rest; a
+  // proxy in front may keep another one. Refused before auth, so nothing runs.
+  app.addHook("onRequest", async (req) => {
+    const duplicate = duplicateHeader(req.raw.rawHeaders);
+    if (duplicate !== undefined) throw new AppError("VALIDATION_FAILED", `the request carries more than one ${duplicate} header`);
+    // A transfer coding other than chunked (gzip, chunked) is not decoded by Node: the body would
+    // be read as something else than the client sent (request smuggling).
+    const te = req.headers["transfer-encoding"];
+    if (te !== undefined && te.trim().toLowerCase() !== "chunked") {
+      throw new AppError("VALIDATION_FAILED", "Transfer-Encoding other than chunked is not supported");
+    }
+  });
+
   // Issue 13: what a request changes in a node's machine is recorded with its route.
   app.addHook("onRequest", (req, _reply, done) => {
     runInRoute(`${req.method} ${req.routeOptions.url ?? "?"}`, done);
@@ -202,7 +224,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   });
 
   await app.register(healthRoutes);
-  await app.register(authRoutes, { auth: deps.auth });
+  const guessing = { max: deps.settings.authRateLimitMax, timeWindow: 60_000 };
+  await app.register(authRoutes, { auth: deps.auth, rateLimit: guessing });
   await app.register(configsRoutes, { mesh: deps.mesh });
   await app.register(nodesRoutes, {
     mesh: deps.mesh,
@@ -211,8 +234,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   });
   await app.register(meshPairsRoutes, { mesh: deps.mesh });
   await app.register(portForwardsRoutes, { mesh: deps.mesh });
-  await app.register(clientRoutes, { control: deps.control });
-  await app.register(eventsRoutes, { hub: deps.hub, auth: deps.auth });
+  await app.register(clientRoutes, { control: deps.control, rateLimit: guessing });
+  await app.register(eventsRoutes, { hub: deps.hub, auth: deps.auth, maxStreamsPerSession: deps.settings.sseMaxStreamsPerSession });
   await app.register(internalAuthzRoutes, deps.internalAuthz);
   await app.register(systemRoutes, { status: deps.status });
   await app.register(metricsRoutes, { metrics: deps.metrics, auth: deps.auth, metricsToken: deps.settings.metricsToken });
@@ -234,6 +257,24 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     async () => app.swagger(),
   );
   return app;
+}
+
+/** Headers a request may carry once only (issue 15 item 1; docs/decisions.md "Issue 15"). */
+const SINGLE_HEADERS: ReadonlySet<string> = new Set(["authorization", "host", "content-type", "content-length", "transfer-encoding", "x-svc-internal-key"]);
+
+/**
+ * The first of {@link SINGLE_HEADERS} that occurs more than once in Node's `rawHeaders`
+ * (`[name, value, name, value, …]`), lower-cased; undefined when none repeats.
+ */
+export function duplicateHeader(rawHeaders: readonly string[]): string | undefined {
+  const seen = new Set<string>();
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = (rawHeaders[i] ?? "").toLowerCase();
+    if (!SINGLE_HEADERS.has(name)) continue;
+    if (seen.has(name)) return name;
+    seen.add(name);
+  }
+  return undefined;
 }
 
 /** The token of an `Authorization: Bearer <token>` header, if any. */

@@ -30,6 +30,8 @@ export const forwardParams = z.strictObject({
   forward_id: forwardIdSchema,
 });
 
+
+
 // ---- request bodies: in src/protocol/rest.schema.ts (every client's contract, the console's too) ----
 
 export {

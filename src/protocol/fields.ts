@@ -24,6 +24,19 @@ export const printable = (max: number) =>
 export const nameSchema = printable(64);
 /** spec §2.2 (declared in ./enums.ts). */
 export { tunnelProtocolSchema } from "./enums.js";
+/**
+ * An integer query parameter written in plain decimal (`1`..`max`, no sign, exponent, hex, blanks
+ * or leading zeros), as a number. `z.coerce.number()` would take `0x10`, `1e3` and ` 1` (issue 15
+ * item 1: accepted input the OpenAPI document does not describe).
+ */
+export function queryInt(min: number, max: number) {
+  return z
+    .string()
+    .regex(/^(0|[1-9][0-9]{0,15})$/, "must be a decimal integer")
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+}
+
 /** A TCP/UDP port, 1..65535. */
 export const portSchema = z.number().int().min(1).max(65535);
 export const ipv4Schema = z.ipv4();

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { nodeModeSchema, tunnelProtocolSchema } from "./enums.js";
+import { queryInt } from "./fields.js";
 
 /**
  * Wire shapes of issue 13 (the node statechart as data, a node's live state, its flight
@@ -142,6 +143,6 @@ export type ConfigLatestTransitions = z.output<typeof configLatestTransitionsSch
 
 /** Query of the timeline: `before` a transition id (exclusive), at most `limit` rows (1..500, default 50). */
 export const timelineQuerySchema = z.strictObject({
-  before: z.coerce.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
-  limit: z.coerce.number().int().min(1).max(500).default(50),
+  before: queryInt(1, Number.MAX_SAFE_INTEGER).optional(),
+  limit: queryInt(1, 500).default(50),
 });

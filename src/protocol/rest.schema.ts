@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { CLIENT_GOARCH, CLIENT_GOOS } from "./client-targets.js";
 import { commandStatusSchema, controlActionSchema, nodeModeSchema, presenceStateSchema } from "./enums.js";
-import { interfaceNameSchema, ipv4Schema, nameSchema, networkCidrSchema, portSchema, publicAddressSchema, tagSchema, tunnelProtocolSchema } from "./fields.js";
+import { interfaceNameSchema, ipv4Schema, queryInt, nameSchema, networkCidrSchema, portSchema, publicAddressSchema, tagSchema, tunnelProtocolSchema } from "./fields.js";
 import { configIdSchema, nodeIdSchema } from "./ids.js";
 import {
   configViewSchema,
@@ -207,7 +207,7 @@ export const restoreAnswer = z.object({ restored: z.string() });
 export const PAGE_LIMIT_MAX = 1000;
 
 const pageLimit = (byDefault: number) =>
-  z.coerce.number().int().min(1).max(PAGE_LIMIT_MAX).default(byDefault).describe(`rows per page, 1–${PAGE_LIMIT_MAX}`);
+  queryInt(1, PAGE_LIMIT_MAX).default(byDefault).describe(`rows per page, 1–${PAGE_LIMIT_MAX}`);
 const pageCursor = z.string().min(1).max(1024).describe("opaque: the next_cursor of the previous page");
 const nextCursor = z.string().nullable().describe("pass as `cursor` for the next page; null on the last page");
 const textFilter = z.string().trim().max(200);

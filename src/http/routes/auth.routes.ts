@@ -4,14 +4,14 @@ import type { AuthService } from "../../services/auth.service.js";
 import { bearerToken, type App } from "../app.js";
 import { loginAnswer } from "../../protocol/rest.schema.js";
 import { errorResponses, loginBody } from "../schemas.js";
-import { GUESSING_RATE_LIMIT } from "./client.routes.js";
+import type { GuessingRateLimit } from "./client.routes.js";
 
 /** Admin login and logout (DESIGN §3 Admin auth, §5). */
-export async function authRoutes(app: App, opts: { auth: AuthService }): Promise<void> {
+export async function authRoutes(app: App, opts: { auth: AuthService; rateLimit: GuessingRateLimit }): Promise<void> {
   app.post(
     "/api/v1/auth/login",
     {
-      config: { auth: "public", rateLimit: GUESSING_RATE_LIMIT },
+      config: { auth: "public", rateLimit: opts.rateLimit },
       schema: {
         tags: ["auth"],
         summary: "Exchange the admin password for a bearer access token",

@@ -27,14 +27,20 @@ const bindResponse = z.object({
   topics: z.record(z.string(), z.string()),
 });
 
-/** Per source address, against guessing secrets (bind tokens, the admin password). */
-export const GUESSING_RATE_LIMIT = { max: 20, timeWindow: 60_000 } as const;
+/**
+ * Per source address, against guessing secrets (bind tokens, the admin password): `max` attempts
+ * per `timeWindow` ms (`SVC_AUTH_RATE_LIMIT_MAX` per minute), then 429 RATE_LIMITED with Retry-After.
+ */
+export interface GuessingRateLimit {
+  max: number;
+  timeWindow: number;
+}
 
 /**
  * Client lifecycle and endpoint control (spec §4 rows bind-command, bind, reset-client; rules
  * 10–12, 14; DESIGN §5 control, endpoint-status, control-logs).
  */
-export async function clientRoutes(app: App, opts: { control: ControlService }): Promise<void> {
+export async function clientRoutes(app: App, opts: { control: ControlService; rateLimit: GuessingRateLimit }): Promise<void> {
   const { control } = opts;
   const tags = ["endpoint control"];
 
@@ -55,7 +61,7 @@ export async function clientRoutes(app: App, opts: { control: ControlService }):
   app.post(
     "/api/client/bind",
     {
-      config: { auth: "public", rateLimit: GUESSING_RATE_LIMIT },
+      config: { auth: "public", rateLimit: opts.rateLimit },
       schema: {
         tags,
         summary: "Redeem a bind token: the agent's profile with fresh MQTT credentials (spec §4 rule 11)",

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { AppError } from "../../errors.js";
 import type { EventHub } from "../../events/hub.js";
 import type { AuthService } from "../../services/auth.service.js";
 import { bearerToken, type App } from "../app.js";
@@ -10,10 +11,13 @@ import { errorResponses } from "../schemas.js";
  * onRequest hook, so a refused stream answers the usual error body and never reaches the hub).
  * The stream ends when that session logs out or expires (docs/decisions.md "A stream lives no longer than its admin session").
  *
+ * One session holds at most `opts.maxStreamsPerSession` open streams (`SVC_SSE_MAX_STREAMS_PER_SESSION`,
+ * issue 15 item 7): one more answers 429 `RATE_LIMITED` before anything is hijacked.
+ *
  * The reply is hijacked and served by {@link EventHub.attach}. A `preClose` hook closes the hub,
  * so `app.close()` ends open streams instead of waiting on them (spec §6.5 rule 4).
  */
-export async function eventsRoutes(app: App, opts: { hub: EventHub; auth: AuthService }): Promise<void> {
+export async function eventsRoutes(app: App, opts: { hub: EventHub; auth: AuthService; maxStreamsPerSession: number }): Promise<void> {
   const { hub, auth } = opts;
 
   app.addHook("preClose", async () => {
@@ -43,7 +47,7 @@ export async function eventsRoutes(app: App, opts: { hub: EventHub; auth: AuthSe
         }),
         response: {
           200: z.string().describe("text/event-stream frames"),
-          ...errorResponses(503),
+          ...errorResponses(429, 503),
         },
       },
     },
@@ -52,6 +56,9 @@ export async function eventsRoutes(app: App, opts: { hub: EventHub; auth: AuthSe
       // (AuthService.onSessionRevoked → hub.endSession) or expiry ends it. Throws UNAUTHORIZED
       // (answered normally, nothing hijacked yet) if the session ended since the auth hook.
       const session = await auth.session(bearerToken(req));
+      // Checked and attached in one turn (attach adds the subscriber before its first await), so
+      // concurrent opens cannot both pass the cap.
+      assertStreamAllowed(hub, session.key, opts.maxStreamsPerSession);
       reply.hijack();
       const header = req.headers["last-event-id"];
       const attached = hub.attach(reply.raw, Array.isArray(header) ? header[header.length - 1] : header, {
@@ -62,5 +69,19 @@ export async function eventsRoutes(app: App, opts: { hub: EventHub; auth: AuthSe
       if (!(await auth.sessionLive(session.key))) hub.endSession(session.key);
       await attached;
     },
+  );
+}
+
+/**
+ * Refuses one more stream of a session that holds `max` open ones (issue 15 item 7).
+ * @throws AppError RATE_LIMITED with details `{ open_streams, limit }`
+ */
+function assertStreamAllowed(hub: EventHub, session: string, max: number): void {
+  const open = hub.sessionStreamCount(session);
+  if (open < max) return;
+  throw new AppError(
+    "RATE_LIMITED",
+    `this session already has ${open} open event streams (SVC_SSE_MAX_STREAMS_PER_SESSION=${max}); close one first`,
+    { open_streams: open, limit: max },
   );
 }
