@@ -41,6 +41,16 @@ export function queryInt(min: number, max: number) {
 export const portSchema = z.number().int().min(1).max(65535);
 export const ipv4Schema = z.ipv4();
 /**
+ * A port forward's DNAT target: an IPv4 address one host can hold, so not in 0.0.0.0/8 ("this
+ * network"), 224.0.0.0/4 (multicast) or 255.255.255.255 (broadcast); iptables would accept
+ * those and forward into nothing (issue 15 item 1 finding, docs/decisions.md "Issue 15: HTTP
+ * fuzzing and abuse limits").
+ */
+export const forwardTargetSchema = ipv4Schema.refine((a) => {
+  const first = Number(a.split(".")[0]);
+  return first !== 0 && !(first >= 224 && first <= 239) && a !== "255.255.255.255";
+}, "must be a host address (not 0.0.0.0/8, multicast or 255.255.255.255)");
+/**
  * wg-quick's interface name rule: 1..15 of `[a-zA-Z0-9_=+.-]`, and not `.` or `..` (Linux
  * refuses both as interface names, and the download would be named `...conf`).
  */

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { CLIENT_GOARCH, CLIENT_GOOS } from "./client-targets.js";
 import { commandStatusSchema, controlActionSchema, nodeModeSchema, presenceStateSchema } from "./enums.js";
-import { interfaceNameSchema, ipv4Schema, queryInt, nameSchema, networkCidrSchema, portSchema, publicAddressSchema, tagSchema, tunnelProtocolSchema } from "./fields.js";
+import { interfaceNameSchema, forwardTargetSchema, ipv4Schema, queryInt, nameSchema, networkCidrSchema, portSchema, publicAddressSchema, tagSchema, tunnelProtocolSchema } from "./fields.js";
 import { configIdSchema, nodeIdSchema } from "./ids.js";
 import {
   configViewSchema,
@@ -76,7 +76,7 @@ export const updatePairBody = z.strictObject({ enabled: z.boolean() });
 export const createPortForwardBody = z.strictObject({
   protocol: z.enum(["tcp", "udp"]),
   listen_port: portSchema,
-  target_address: ipv4Schema,
+  target_address: forwardTargetSchema,
   target_port: portSchema,
   enabled: z.boolean().optional(),
 });

@@ -8,6 +8,7 @@ import { AppError, isAppError } from "../errors.js";
 import type { Logger } from "../logger.js";
 import {
   interfaceNameSchema,
+  forwardTargetSchema,
   ipv4Schema,
   nameSchema,
   portSchema,
@@ -165,7 +166,7 @@ export const SNAPSHOT_ROW_SCHEMAS = {
     node_id: nodeIdSchema,
     protocol: z.enum(["tcp", "udp"]),
     listen_port: portSchema,
-    target_address: ipv4Schema,
+    target_address: forwardTargetSchema,
     target_port: portSchema,
     enabled: flag,
     created_at: epochMs,
