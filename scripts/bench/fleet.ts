@@ -31,12 +31,13 @@
  */
 import { execFileSync, fork, spawn, type ChildProcess } from "node:child_process";
 import { pbkdf2Sync, randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer as netServer } from "node:net";
 import { tmpdir, userInfo } from "node:os";
 import { dirname, join } from "node:path";
-import { performance } from "node:perf_hooks";
+import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
+import { Session } from "node:inspector/promises";
 import SQLite from "better-sqlite3";
 import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
@@ -64,6 +65,8 @@ interface Args {
   concurrency: number;
   /** How Mosquitto is stopped: SIGKILL (a crash) or SIGTERM (`systemctl restart`). */
   signal: "SIGKILL" | "SIGTERM";
+  /** Profile the backend (this process) from the kill to the end of sampling; print the top self times. */
+  cpuProf: boolean;
 }
 
 function parseArgs(argv: string[]): Args {
@@ -84,6 +87,7 @@ function parseArgs(argv: string[]): Args {
     perConfig: Number(get("per-config", "250")),
     concurrency: Number(get("concurrency", "200")),
     signal: get("signal", "KILL") === "TERM" ? "SIGTERM" : "SIGKILL",
+    cpuProf: argv.includes("--cpu-prof"),
   };
 }
 
@@ -195,31 +199,23 @@ async function prepareBroker(dir: string): Promise<Broker> {
     dir,
     adminPassword,
     pid: () => child?.pid,
-    /** Starts mosquitto; resolves with `Date.now()` when it logs that it runs (it accepts connections then). */
     async start() {
-      const proc = spawn("/usr/sbin/mosquitto", ["-c", conf], { stdio: ["ignore", "pipe", "pipe"] });
+      // Its log (connection_messages is on, as deployed) goes to a file: piped through this
+      // process it would load the backend being measured.
+      const log = join(dir, `mosquitto-${Date.now()}.log`);
+      const fd = openSync(log, "w");
+      const proc = spawn("/usr/sbin/mosquitto", ["-c", conf], { stdio: ["ignore", fd, fd] });
       child = proc;
+      let gone = false;
       exited = new Promise((resolve) => proc.once("exit", () => resolve()));
-      return new Promise<number>((resolve, reject) => {
-        let tail = "";
-        let ready = false;
-        const timer = setTimeout(() => reject(new Error(`mosquitto did not start within 300 s:\n${tail}`)), 300_000);
-        const onData = (chunk: Buffer) => {
-          // connection_messages is on (the deployment's config): only the tail is kept.
-          tail = (tail + chunk.toString("utf8")).slice(-4000);
-          if (!ready && /mosquitto version \S+ running/.test(tail)) {
-            ready = true;
-            clearTimeout(timer);
-            resolve(Date.now());
-          }
-        };
-        proc.stdout?.on("data", onData);
-        proc.stderr?.on("data", onData);
-        proc.once("exit", (code) => {
-          clearTimeout(timer);
-          if (!ready) reject(new Error(`mosquitto exited with ${code}:\n${tail}`));
-        });
-      });
+      proc.once("exit", () => (gone = true));
+      const deadline = Date.now() + 300_000;
+      for (;;) {
+        const text = readFileSync(log, "utf8");
+        if (/mosquitto version \S+ running/.test(text)) return Date.now();
+        if (gone || Date.now() > deadline) throw new Error(`mosquitto did not start:\n${text.slice(-2000)}`);
+        await sleep(10);
+      }
     },
     async kill(signal = "SIGKILL") {
       child?.kill(signal);
@@ -317,7 +313,12 @@ interface Sample {
   brokerRss: number;
   agentsRss: number;
   backendConnected: boolean;
+  /** Longest event-loop delay of the backend process since the previous sample, ms. */
+  loopMaxMs: number;
 }
+
+const loopDelay = monitorEventLoopDelay({ resolution: 20 });
+loopDelay.enable();
 
 /** Nodes online in the store; `confirmed`: online with a signal at or after `since` (ms). */
 function counter(dbFile: string): (since: number) => { online: number; confirmed: number } {
@@ -356,7 +357,9 @@ async function sampleUntil(opts: {
       brokerRss: rssOf(opts.broker.pid()),
       agentsRss: f.rssBytes,
       backendConnected: opts.server.context.mqtt.connected(),
+      loopMaxMs: loopDelay.max / 1e6,
     };
+    loopDelay.reset();
     samples.push(s);
     if (c.confirmed >= opts.n && allAtMs === null) allAtMs = s.t;
     if (allAtMs !== null || Date.now() > deadline) break;
@@ -368,13 +371,48 @@ async function sampleUntil(opts: {
 function printCurve(title: string, r: { samples: Sample[]; allAtMs: number | null }, n: number): void {
   console.log(`\n#### ${title}\n`);
   console.log(`All ${fmt(n)} nodes online with a fresh signal after: **${r.allAtMs === null ? "not reached" : `${fmt(r.allAtMs / 1000, 1)} s`}**\n`);
-  console.log("| t (s) | agents connected | nodes online (fresh signal) | nodes online (any) | backend connected | backend RSS MB | Mosquitto RSS MB | agents RSS MB (all workers) |");
-  console.log("|---:|---:|---:|---:|:---:|---:|---:|---:|");
+  console.log("| t (s) | agents connected | nodes online (fresh signal) | nodes online (any) | backend connected | backend event-loop max delay ms | backend RSS MB | Mosquitto RSS MB | agents RSS MB (all workers) |");
+  console.log("|---:|---:|---:|---:|:---:|---:|---:|---:|---:|");
   for (const s of r.samples) {
-    console.log(`| ${fmt(s.t / 1000, 1)} | ${fmt(s.agentsConnected)} | ${fmt(s.confirmed)} | ${fmt(s.online)} | ${s.backendConnected ? "yes" : "no"} | ${mb(s.backendRss)} | ${mb(s.brokerRss)} | ${mb(s.agentsRss)} |`);
+    console.log(`| ${fmt(s.t / 1000, 1)} | ${fmt(s.agentsConnected)} | ${fmt(s.confirmed)} | ${fmt(s.online)} | ${s.backendConnected ? "yes" : "no"} | ${fmt(s.loopMaxMs)} | ${mb(s.backendRss)} | ${mb(s.brokerRss)} | ${mb(s.agentsRss)} |`);
   }
   const maxRss = Math.max(...r.samples.map((s) => s.backendRss));
   console.log(`\nBackend RSS max ${mb(maxRss)} MB (target ≤ 1,536 MB).`);
+}
+
+// ---- profile ---------------------------------------------------------------------------------------
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  hitCount?: number;
+}
+
+async function startProfile(): Promise<Session> {
+  const session = new Session();
+  session.connect();
+  await session.post("Profiler.enable");
+  await session.post("Profiler.setSamplingInterval", { interval: 1000 });
+  await session.post("Profiler.start");
+  return session;
+}
+
+/** Top self-time functions of the profile (share of all samples). */
+async function stopProfile(session: Session, top = 25): Promise<void> {
+  const { profile } = (await session.post("Profiler.stop")) as unknown as { profile: { nodes: ProfileNode[]; samples: number[] } };
+  session.disconnect();
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const self = new Map<string, number>();
+  for (const id of profile.samples) {
+    const f = byId.get(id)?.callFrame;
+    if (f === undefined) continue;
+    const key = `${f.functionName || "(anonymous)"} ${f.url.replace(/^.*\/(node_modules|src)\//, "$1/")}:${f.lineNumber + 1}`;
+    self.set(key, (self.get(key) ?? 0) + 1);
+  }
+  const total = profile.samples.length;
+  console.log(`\n#### Backend CPU profile, kill → end of sampling (self time, ${fmt(total)} samples of 1 ms)\n`);
+  console.log("| self % | function |\n|---:|---|");
+  for (const [k, v] of [...self.entries()].sort((x, y) => y[1] - x[1]).slice(0, top)) console.log(`| ${fmt((100 * v) / total, 1)} | \`${k}\` |`);
 }
 
 // ---- checks --------------------------------------------------------------------------------------
@@ -471,6 +509,7 @@ async function main(): Promise<void> {
     phases.push(["first connection of every agent → all online in the store", Date.now() - t0, ""]);
     await sleep(3000);
     const beforeKill = fleet.total();
+    const profiler = a.cpuProf ? await startProfile() : undefined;
     const tKill = Date.now();
     await broker.kill(a.signal);
     await sleep(a.downS * 1000);
@@ -478,6 +517,7 @@ async function main(): Promise<void> {
     const after = await sampleUntil({ since: tAccept, origin: tAccept, n: a.nodes, timeoutMs: a.timeoutS * 1000, count, fleet, broker, server });
     await sleep(3000);
     const sessions = await fleet.sessions();
+    const profileDone = profiler;
     const end = fleet.total();
 
     console.log("| phase | ms | |\n|---|---:|---|");
@@ -490,6 +530,7 @@ async function main(): Promise<void> {
     printCurve("Initial connection (t from the first agent's start)", { samples: first.samples.filter((_, k) => k % Math.max(1, Math.ceil(first.samples.length / 40)) === 0 || k === first.samples.length - 1), allAtMs: first.allAtMs }, a.nodes);
     printCurve("After the restart (t from Mosquitto accepting connections)", after, a.nodes);
     checks(dbFile, sessions, a.nodes, a.perConfig);
+    if (profileDone !== undefined) await stopProfile(profileDone);
   } finally {
     await fleet?.stop();
     await server?.close();
