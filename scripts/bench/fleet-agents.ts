@@ -24,6 +24,7 @@ import { nodeTopic } from "../../src/protocol/topics.js";
 export type ToFleetAgents =
   | { type: "start"; from: number; to: number; perConfig: number; port: number; addresses: string[]; concurrency: number }
   | { type: "sessions" }
+  | { type: "freeze" }
   | { type: "stop" };
 
 /** Worker → parent, every second and on demand. */
@@ -126,6 +127,8 @@ interface Agent {
 
 const stats: FleetAgentStats = { type: "stats", connected: 0, connecting: 0, waiting: 0, connacks: 0, refused: 0, errors: {}, timeouts: 0, pubacks: 0, rssBytes: 0 };
 let stopping = false;
+/** No new attempts (waiting agents stay down): the parent counts sessions against stored events. */
+let frozen = false;
 let cfg: Extract<ToFleetAgents, { type: "start" }>;
 
 /** Calls back with each complete packet's first byte and body (a stream may split or join packets). */
@@ -154,7 +157,7 @@ function framer(onPacket: (first: number, body: Buffer) => void): (chunk: Buffer
 }
 
 function attempt(agent: Agent): void {
-  if (stopping) return;
+  if (stopping || frozen) return;
   const a = ids(agent.i, cfg.perConfig);
   const socket = netConnect({ host: "127.0.0.1", port: cfg.port, localAddress: cfg.addresses[agent.i % cfg.addresses.length] });
   agent.socket = socket;
@@ -234,6 +237,9 @@ process.on("message", (msg: ToFleetAgents) => {
     setInterval(report, 1000).unref();
     ramp(agents);
     (globalThis as { agents?: Agent[] }).agents = agents;
+  } else if (msg.type === "freeze") {
+    frozen = true;
+    report();
   } else if (msg.type === "sessions") {
     // Sessions (CONNACK 0) each agent opened, for the duplicate/loss check of the parent.
     const agents = (globalThis as { agents?: Agent[] }).agents ?? [];

@@ -181,6 +181,8 @@ interface Broker {
   dir: string;
   adminPassword: string;
   pid(): number | undefined;
+  /** Lines of Mosquitto's logs (all starts) that are not about a connection or a start. */
+  problems(): string[];
   start(): Promise<number>;
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
@@ -193,17 +195,26 @@ async function prepareBroker(dir: string): Promise<Broker> {
   writeFileSync(conf, deriveConfig(readFileSync(TEMPLATE, "utf8"), { port, dir, user: userInfo().username }));
   let child: ChildProcess | undefined;
   let exited: Promise<void> = Promise.resolve();
+  const logs: string[] = [];
   const b: Broker = {
     port,
     url: `mqtt://127.0.0.1:${port}`,
     dir,
     adminPassword,
     pid: () => child?.pid,
+    problems() {
+      const out: string[] = [];
+      for (const f of logs) {
+        for (const line of readFileSync(f, "utf8").split("\n")) if (/error|unable|warning|too many/i.test(line)) out.push(line);
+      }
+      return out;
+    },
     async start() {
       // Its log (connection_messages is on, as deployed) goes to a file: piped through this
       // process it would load the backend being measured.
       const log = join(dir, `mosquitto-${Date.now()}.log`);
       const fd = openSync(log, "w");
+      logs.push(log);
       const proc = spawn("/usr/sbin/mosquitto", ["-c", conf], { stdio: ["ignore", fd, fd] });
       child = proc;
       let gone = false;
@@ -232,6 +243,8 @@ interface Fleet {
   stats: FleetAgentStats[];
   total(): { connected: number; connecting: number; waiting: number; connacks: number; refused: number; timeouts: number; pubacks: number; errors: Record<string, number>; rssBytes: number };
   sessions(): Promise<Map<number, number>>;
+  /** No new connection attempts; resolves once no handshake is in flight (at most 20 s). */
+  freeze(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -286,6 +299,12 @@ function startFleet(a: Args, port: number): Fleet {
         ),
       );
       return out;
+    },
+    async freeze() {
+      for (const c of children) c.send({ type: "freeze" } satisfies ToFleetAgents);
+      const deadline = Date.now() + 20_000;
+      await sleep(1500);
+      while (this.total().connecting > 0 && Date.now() < deadline) await sleep(500);
     },
     async stop() {
       await Promise.all(
@@ -468,6 +487,7 @@ async function main(): Promise<void> {
     return v;
   };
   console.log(`### Fleet through a Mosquitto restart: ${fmt(a.nodes)} nodes (${new Date().toISOString()})\n`);
+  console.log(`machine load average at start: ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")} (2 cores, shared with other sessions)\n`);
   console.log(`nofile limit ${nofile}; ${a.workers} agent processes; ${a.addresses} source addresses; provision: ${a.provision}; broker stopped by ${a.signal}, down ${a.downS} s\n`);
   let server: Server | undefined;
   let fleet: Fleet | undefined;
@@ -515,6 +535,7 @@ async function main(): Promise<void> {
     await sleep(a.downS * 1000);
     const tAccept = await broker.start();
     const after = await sampleUntil({ since: tAccept, origin: tAccept, n: a.nodes, timeoutMs: a.timeoutS * 1000, count, fleet, broker, server });
+    await fleet.freeze();
     await sleep(3000);
     const sessions = await fleet.sessions();
     const profileDone = profiler;
@@ -530,6 +551,9 @@ async function main(): Promise<void> {
     printCurve("Initial connection (t from the first agent's start)", { samples: first.samples.filter((_, k) => k % Math.max(1, Math.ceil(first.samples.length / 40)) === 0 || k === first.samples.length - 1), allAtMs: first.allAtMs }, a.nodes);
     printCurve("After the restart (t from Mosquitto accepting connections)", after, a.nodes);
     checks(dbFile, sessions, a.nodes, a.perConfig);
+    const problems = broker.problems();
+    console.log(`\nMosquitto logged ${fmt(problems.length)} error/warning lines${problems.length > 0 ? "; first and last:" : "."}`);
+    for (const line of [...new Set([...problems.slice(0, 3), ...problems.slice(-3)])]) console.log(`    ${line}`);
     if (profileDone !== undefined) await stopProfile(profileDone);
   } finally {
     await fleet?.stop();
