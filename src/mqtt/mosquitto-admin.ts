@@ -55,6 +55,13 @@ export interface MosquittoAdminOptions {
   requestTimeoutMs?: number;
   /** Commands per `$CONTROL` message. Default 200. */
   batchSize?: number;
+  /**
+   * Clients (and roles) per listing page of a reconciliation. Default 1000. One unpaged listing
+   * of 100k accounts is a ~135 MB answer that Mosquitto builds in its only thread (no CONNACK
+   * meanwhile) and that the backend holds, parsed, all at once (docs/decisions.md "Issue 14:
+   * the 100k fleet").
+   */
+  listPageSize?: number;
   /** Reconnect backoff of the admin connection, ms (doubling from min to max). */
   reconnectMinMs?: number;
   reconnectMaxMs?: number;
@@ -200,12 +207,35 @@ function nodeWanted(a: NodeBrokerAccount): WantedAccount {
 
 const NOT_FOUND = /not found/i;
 
+/**
+ * Adds a listing page to `into` (by name). True while more pages may follow (a full page).
+ * @throws BrokerUnavailableError when the page repeats a name already listed: the broker does not
+ *   honour `offset` (paging would never end, or plan from a partial view)
+ */
+function addPage<T>(into: Map<string, T>, page: T[], name: (item: T) => string, count: number): boolean {
+  for (const item of page) {
+    if (into.has(name(item))) throw new BrokerUnavailableError(`mosquitto: a paged listing repeated ${name(item)} (offset not honoured)`);
+    into.set(name(item), item);
+  }
+  return page.length === count;
+}
+
+/** The items of one listing answer (`data[key]`). @throws BrokerUnavailableError on an error or another shape */
+function listPage<T>(res: DynsecResponse, key: "clients" | "roles", item: z.ZodType<T>): T[] {
+  const parsed = z.object({ [key]: z.array(item) }).safeParse(res.data);
+  if (res.error !== undefined || !parsed.success) {
+    throw new BrokerUnavailableError(`mosquitto: unexpected ${res.command} answer (${res.error ?? "bad shape"})`);
+  }
+  return (parsed.data as Record<string, T[]>)[key] ?? [];
+}
+
 export class MosquittoAdmin implements BrokerAdmin {
   readonly kind = "mosquitto" as const;
   readonly #client: MqttClient;
   readonly #log: Logger;
   readonly #timeoutMs: number;
   readonly #batchSize: number;
+  readonly #pageSize: number;
   readonly #prefix = randomBytes(4).toString("hex");
   #seq = 0;
   #ready = false;
@@ -219,6 +249,7 @@ export class MosquittoAdmin implements BrokerAdmin {
     this.#log = opts.log;
     this.#timeoutMs = opts.requestTimeoutMs ?? 10_000;
     this.#batchSize = opts.batchSize ?? 200;
+    this.#pageSize = Math.max(1, opts.listPageSize ?? 1000);
   }
 
   /** Starts connecting in the background; never waits for the broker. */
@@ -363,17 +394,29 @@ export class MosquittoAdmin implements BrokerAdmin {
     await this.#client.endAsync(true);
   }
 
+  /**
+   * Every client and role, in pages of {@link MosquittoAdminOptions.listPageSize} (`count` and
+   * `offset` of `listClients`/`listRoles`): one page of each per `$CONTROL` message until a page
+   * comes back short. Only this adapter writes accounts, and never during a listing (the broker
+   * sync runs one operation at a time), so the pages do not shift under it.
+   * @throws BrokerUnavailableError on an error answer or an unexpected shape
+   */
   async #list(): Promise<{ clients: DynsecClient[]; roles: DynsecRole[] }> {
-    const [c, r] = await this.#run([
-      { command: "listClients", verbose: true, count: -1 },
-      { command: "listRoles", verbose: true, count: -1 },
-    ]);
-    const clients = z.object({ clients: z.array(clientSchema) }).safeParse(c?.data);
-    const roles = z.object({ roles: z.array(roleSchema) }).safeParse(r?.data);
-    if (c?.error !== undefined || r?.error !== undefined || !clients.success || !roles.success) {
-      throw new BrokerUnavailableError(`mosquitto: unexpected listing answer (${c?.error ?? r?.error ?? "bad shape"})`);
+    const clients = new Map<string, DynsecClient>();
+    const roles = new Map<string, DynsecRole>();
+    const count = this.#pageSize;
+    let moreClients = true;
+    let moreRoles = true;
+    for (let offset = 0; moreClients || moreRoles; offset += count) {
+      const commands: Command[] = [];
+      if (moreClients) commands.push({ command: "listClients", verbose: true, count, offset });
+      if (moreRoles) commands.push({ command: "listRoles", verbose: true, count, offset });
+      for (const res of await this.#run(commands)) {
+        if (res.command === "listClients") moreClients = addPage(clients, listPage(res, "clients", clientSchema), (c) => c.username, count);
+        else moreRoles = addPage(roles, listPage(res, "roles", roleSchema), (r) => r.rolename, count);
+      }
     }
-    return { clients: clients.data.clients, roles: roles.data.roles };
+    return { clients: [...clients.values()], roles: [...roles.values()] };
   }
 
   /** The current client and role, undefined where absent. */

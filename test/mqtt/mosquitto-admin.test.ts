@@ -278,3 +278,21 @@ async function dynsec(t: TestContext, m: MosquittoBroker, commands: unknown[]): 
   c.client.end(true);
   return JSON.parse(msg.payload).responses;
 }
+
+test("reconcile reads the broker's accounts in pages: with 2 per page it still sees every one, touches nothing that is right, and removes a stray account on the last page (issue 14 item 6; spec §1.8)", async (t) => {
+  const m = await mosquitto(t);
+  if (m === undefined) return;
+  const admin = MosquittoAdmin.start({ url: m.url, username: m.adminUser, password: m.adminPassword, log: createLogger("silent"), reconnectMinMs: 50, reconnectMaxMs: 400, listPageSize: 2 });
+  t.after(() => admin.close());
+  await until("the admin connection", () => admin.connected);
+  const nodes = ["a", "b", "c", "d", "e"].map((n) => account("cfg-p", `node-${n}`));
+  const stray = account("cfg-p", "node-stray");
+  const backend = { username: "svc-backend", password: pw() };
+  // 8 clients (admin, backend, 5 nodes, stray) and 7 roles: pages of 2, the last one short.
+  assert.deepEqual(await admin.reconcile({ backend, nodes: [...nodes, stray] }), { upserted: 7, removed: 0 });
+  assert.deepEqual(await admin.reconcile({ backend, nodes: [...nodes, stray] }), { upserted: 0, removed: 0 }, "every account was listed: none re-planned");
+  assert.deepEqual(await admin.reconcile({ backend, nodes }), { upserted: 0, removed: 1 }, "the stray account, listed last, is found and removed");
+  const listed = await dynsec(t, m, [{ command: "listClients" }, { command: "listRoles" }]);
+  assert.deepEqual((listed[0]?.data.clients as string[]).sort(), [m.adminUser, backend.username, ...nodes.map((n) => n.username)].sort());
+  assert.deepEqual((listed[1]?.data.roles as string[]).sort(), ["admin", BACKEND_ROLE, ...nodes.map((n) => n.username)].sort());
+});
