@@ -40,9 +40,24 @@ function connectOptions(profile: AgentProfile): IClientOptions {
   };
 }
 
+/** The first reconnect backoff and its ceiling, ms. */
+export const RECONNECT_BACKOFF_MS = { first: 1000, max: 30_000 } as const;
+
+/**
+ * The wait before the next reconnect, ms: "equal jitter" over the exponential backoff, so a fleet
+ * that lost its broker at one instant does not come back at one instant (the broker's accept
+ * backlog is small: docs/decisions.md "Issue 14: the 100k fleet").
+ * @param backoffMs the current backoff, ms (1 s doubling to 30 s)
+ * @param random a number in [0, 1), `Math.random` by default
+ * @returns a wait in [backoffMs / 2, backoffMs)
+ */
+export function reconnectDelay(backoffMs: number, random: () => number = Math.random): number {
+  return Math.round(backoffMs / 2 + (random() * backoffMs) / 2);
+}
+
 /**
  * The agent's MQTT session for one profile (spec §6): connects at once, reconnects with backoff
- * (1 s doubling to 30 s, reset on a successful connect), takes a fresh `session_id` and
+ * (1 s doubling to 30 s, each wait jittered by {@link reconnectDelay}, reset on a successful connect), takes a fresh `session_id` and
  * subscribes to the four downstream topics on every connect (a clean session). Envelopes carry
  * the profile's ids, a `boot_id` fixed per process and the current `session_id` (spec §6.2).
  */
@@ -64,15 +79,14 @@ export class AgentLink {
 
   #wire(): void {
     const client = this.client;
-    let backoff = 1000;
+    let backoff: number = RECONNECT_BACKOFF_MS.first;
     client.on("close", () => {
-      backoff = Math.min(backoff * 2, 30_000);
-      client.options.reconnectPeriod = backoff;
+      client.options.reconnectPeriod = reconnectDelay(backoff);
+      backoff = Math.min(backoff * 2, RECONNECT_BACKOFF_MS.max);
     });
     client.on("error", (err) => this.#log({ level: "warn", msg: "mqtt error", err: err.message }));
     client.on("connect", () => {
-      backoff = 1000;
-      client.options.reconnectPeriod = backoff;
+      backoff = RECONNECT_BACKOFF_MS.first;
       this.#sessionId = randomUUID();
       const topics = (["config_push", "control", "detect", "info"] as const).map((k) => nodeTopic(this.configId, this.nodeId, k));
       client.subscribe(topics, { qos: 1 }, (err) => {
