@@ -8,7 +8,8 @@ import { perConnection } from "./db.js";
  * console shows. Plain functions taking the better-sqlite3 handle (`Store.sqlite`) first, with
  * statements prepared once per handle: the insert runs inside the registry's group commit.
  *
- * None of them opens a transaction. Each throws the driver's error (`SqliteError`) on failure.
+ * Only {@link deleteNodeTransitionsBelow} opens a transaction (a savepoint inside an open one):
+ * the insert runs inside the caller's. Each throws the driver's error (`SqliteError`) on failure.
  */
 
 export type { TransitionSource };
@@ -38,64 +39,55 @@ export interface NodeTransitionRow extends NewNodeTransition {
   transition_id: number;
 }
 
-/** Rows per multi-row INSERT of {@link insertNodeTransitions} (9 parameters each, well under SQLite's limit). */
-const CHUNK = 64;
+const COLUMNS = "transition_id, node_id, at, event, source, request_id, route, value_before, value_after, changes";
 
-const COLUMNS = "node_id, at, event, source, request_id, route, value_before, value_after, changes";
+/** A stored row with its link to the node's previous row (null for the oldest kept). */
+type ChainRow = NodeTransitionRow & { prev_id: number | null };
 
 /**
- * A multi-row insert of `n` transitions. A row whose node was deleted while it waited for the
- * commit has no node to attach to: it is skipped (`WHERE EXISTS`) rather than failing the whole
- * group commit on the foreign key.
+ * Storage (migration 0006, docs/decisions.md "Issue 13: recorder cost"): rows are appended in
+ * `transition_id` order with no per-node index (an index entry per node per group commit dirtied
+ * one page per node and cost +25–35 % CPU per state change). Each row names its node's previous
+ * row (`prev_id`); `node_transition_heads` names each node's newest row and counts its rows. A
+ * node's rows are read by walking the chain from its head (one primary-key lookup per row).
  */
-function insertStatement(sqlite: SQLite.Database, n: number): SQLite.Statement {
-  const values = Array.from({ length: n }, () => "(?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ");
-  return sqlite.prepare(
-    `INSERT INTO node_transitions (${COLUMNS})
-     SELECT * FROM (VALUES ${values}) AS v WHERE EXISTS (SELECT 1 FROM nodes WHERE nodes.node_id = v.column1)`,
-  );
-}
-
 const statements = perConnection((sqlite: SQLite.Database) => ({
-  /** Multi-row inserts by row count, prepared on first use (at most {@link CHUNK}). */
-  inserts: new Map<number, SQLite.Statement>(),
-  page: sqlite.prepare<[string, number, number], NodeTransitionRow>(
-    `SELECT * FROM node_transitions WHERE node_id = ? AND transition_id < ? ORDER BY transition_id DESC LIMIT ?`,
+  // The node must still exist (a row whose node was deleted while it waited for the commit is
+  // skipped, never a failed group commit); the head's id is the new row's `prev_id`.
+  insert: sqlite.prepare<[string, string, number, string, string, string | null, string | null, string | null, string, string, string]>(
+    `INSERT INTO node_transitions (node_id, prev_id, at, event, source, request_id, route, value_before, value_after, changes)
+     SELECT ?, (SELECT head_id FROM node_transition_heads WHERE node_id = ?), ?, ?, ?, ?, ?, ?, ?, ?
+     WHERE EXISTS (SELECT 1 FROM nodes WHERE node_id = ?)`,
   ),
-  // The newest row of each node of a config (index node_transitions_node: one seek per node).
+  moveHead: sqlite.prepare<[string, number | bigint]>(
+    `INSERT INTO node_transition_heads (node_id, head_id, rows) VALUES (?, ?, 1)
+     ON CONFLICT (node_id) DO UPDATE SET head_id = excluded.head_id, rows = rows + 1`,
+  ),
+  head: sqlite.prepare<[string], { head_id: number; rows: number }>("SELECT head_id, rows FROM node_transition_heads WHERE node_id = ?"),
+  row: sqlite.prepare<[number], ChainRow>(`SELECT ${COLUMNS}, prev_id FROM node_transitions WHERE transition_id = ?`),
+  // The newest row of each node of a config: its head (one primary-key lookup per node).
   latestOfConfig: sqlite.prepare<[string], NodeTransitionRow>(
-    `SELECT t.* FROM nodes n
-       JOIN node_transitions t ON t.transition_id =
-         (SELECT MAX(transition_id) FROM node_transitions WHERE node_id = n.node_id)
+    `SELECT ${COLUMNS.split(", ").map((c) => `t.${c}`).join(", ")} FROM nodes n
+       JOIN node_transition_heads h ON h.node_id = n.node_id
+       JOIN node_transitions t ON t.transition_id = h.head_id
      WHERE n.config_id = ?
      ORDER BY n.node_id`,
   ),
-  // The keep-th newest row of a node (index node_transitions_node: walks `keep` entries).
-  cutoff: sqlite.prepare<[string, number], { transition_id: number }>(
-    "SELECT transition_id FROM node_transitions WHERE node_id = ? ORDER BY transition_id DESC LIMIT 1 OFFSET ?",
-  ),
-  deleteBelow: sqlite.prepare(
-    `DELETE FROM node_transitions WHERE transition_id IN
-       (SELECT transition_id FROM node_transitions WHERE node_id = ? AND transition_id < ? ORDER BY transition_id LIMIT ?)`,
-  ),
+  relink: sqlite.prepare<[number | null, number]>("UPDATE node_transitions SET prev_id = ? WHERE transition_id = ?"),
+  deleteRow: sqlite.prepare<[number]>("DELETE FROM node_transitions WHERE transition_id = ?"),
+  uncount: sqlite.prepare<[number, string]>("UPDATE node_transition_heads SET rows = rows - ? WHERE node_id = ?"),
 }));
 
 /**
- * Inserts transitions in order, {@link CHUNK} rows per statement (the group commit's hot path: a
- * statement per row cost more than the row). Rows of nodes that no longer exist are skipped.
+ * Inserts transitions in order, each linked to its node's previous row, and moves each node's
+ * head (the group commit's hot path: an append and a small head row per transition, no per-node
+ * index). Rows of nodes that no longer exist are skipped.
  */
 export function insertNodeTransitions(sqlite: SQLite.Database, rows: readonly NewNodeTransition[]): void {
   const s = statements(sqlite);
-  for (let from = 0; from < rows.length; from += CHUNK) {
-    const n = Math.min(CHUNK, rows.length - from);
-    let insert = s.inserts.get(n);
-    if (insert === undefined) s.inserts.set(n, (insert = insertStatement(sqlite, n)));
-    const params: unknown[] = [];
-    for (let i = from; i < from + n; i++) {
-      const t = rows[i] as NewNodeTransition;
-      params.push(t.node_id, t.at, t.event, t.source, t.request_id, t.route, t.value_before, t.value_after, t.changes);
-    }
-    insert.run(params);
+  for (const t of rows) {
+    const r = s.insert.run(t.node_id, t.node_id, t.at, t.event, t.source, t.request_id, t.route, t.value_before, t.value_after, t.changes, t.node_id);
+    if (r.changes === 1) s.moveHead.run(t.node_id, r.lastInsertRowid);
   }
 }
 
@@ -104,12 +96,29 @@ export function insertNodeTransition(sqlite: SQLite.Database, t: NewNodeTransiti
   insertNodeTransitions(sqlite, [t]);
 }
 
+/** A stored row without its chain link (the shape callers see). */
+function publicRow({ prev_id: _, ...row }: ChainRow): NodeTransitionRow {
+  return row;
+}
+
 /**
  * One page of a node's transitions, newest first: those with `transition_id` below `before`
- * (exclusive; `Number.MAX_SAFE_INTEGER` for the first page), at most `limit`.
+ * (exclusive; `Number.MAX_SAFE_INTEGER` for the first page), at most `limit`. Walks the node's
+ * chain: from the `before` row when it is one of the node's, else from the head, skipping rows
+ * at or above `before` (at most the node's row count, bounded by the cap).
  */
 export function listNodeTransitions(sqlite: SQLite.Database, nodeId: string, before: number, limit: number): NodeTransitionRow[] {
-  return statements(sqlite).page.all(nodeId, before, limit);
+  const s = statements(sqlite);
+  const from = before < Number.MAX_SAFE_INTEGER ? s.row.get(before) : undefined;
+  let id: number | null | undefined = from !== undefined && from.node_id === nodeId ? from.prev_id : s.head.get(nodeId)?.head_id;
+  const out: NodeTransitionRow[] = [];
+  while (id !== null && id !== undefined && out.length < limit) {
+    const row = s.row.get(id);
+    if (row === undefined || row.node_id !== nodeId) break;
+    if (row.transition_id < before) out.push(publicRow(row));
+    id = row.prev_id;
+  }
+  return out;
 }
 
 /**
@@ -122,19 +131,54 @@ export function latestNodeTransitionsOfConfig(sqlite: SQLite.Database, configId:
 }
 
 /**
- * The retention cut-off of one node: the `transition_id` of its `keep`-th newest row. Rows below
- * it are past the cap.
- * @param keep rows kept per node, >= 1
- * @returns the cut-off, or undefined when the node has at most `keep` rows
+ * Rows a node may hold above `keep` before retention cuts it back to `keep` (an eighth of it,
+ * rounded down: 0 for a cap under 8). Finding the cut-off walks `keep` rows of the chain, so it
+ * runs once per `keep / 8` new rows of a node rather than after every commit.
  */
-export function transitionCutoff(sqlite: SQLite.Database, nodeId: string, keep: number): number | undefined {
-  return statements(sqlite).cutoff.get(nodeId, keep - 1)?.transition_id;
+export function timelineSlack(keep: number): number {
+  return Math.floor(keep / 8);
 }
 
 /**
- * Deletes up to `limit` of the oldest rows of one node below `cutoff` (one bounded chunk).
- * @returns the number of rows deleted
+ * The retention cut-off of one node: the `transition_id` of its `keep`-th newest row, once it holds
+ * more than `keep` + {@link timelineSlack} rows. Rows below it are past the cap.
+ * @param keep rows kept per node, >= 1
+ * @returns the cut-off, or undefined when the node is within the cap (plus slack)
+ */
+export function transitionCutoff(sqlite: SQLite.Database, nodeId: string, keep: number): number | undefined {
+  const s = statements(sqlite);
+  const head = s.head.get(nodeId);
+  if (head === undefined || head.rows <= keep + timelineSlack(keep)) return undefined;
+  let id: number | null = head.head_id;
+  for (let n = 1; n < keep && id !== null; n++) id = s.row.get(id)?.prev_id ?? null;
+  return id ?? undefined;
+}
+
+/**
+ * Deletes up to `limit` of the node's rows below `cutoff` (one bounded chunk): the ones right
+ * below it on the chain, then links `cutoff` to the first row left, so the chain stays whole
+ * between chunks. The head's row count goes down by as many.
+ * @returns the number of rows deleted (0 when `cutoff` is no longer one of the node's rows)
  */
 export function deleteNodeTransitionsBelow(sqlite: SQLite.Database, nodeId: string, cutoff: number, limit: number): number {
-  return statements(sqlite).deleteBelow.run(nodeId, cutoff, limit).changes;
+  const s = statements(sqlite);
+  return sqlite.transaction(() => {
+    const top = s.row.get(cutoff);
+    if (top === undefined || top.node_id !== nodeId) return 0;
+    const ids: number[] = [];
+    let id = top.prev_id;
+    while (id !== null && ids.length < limit) {
+      const row = s.row.get(id);
+      if (row === undefined) {
+        id = null;
+        break;
+      }
+      ids.push(id);
+      id = row.prev_id;
+    }
+    for (const del of ids) s.deleteRow.run(del);
+    s.relink.run(id, cutoff);
+    if (ids.length > 0) s.uncount.run(ids.length, nodeId);
+    return ids.length;
+  })();
 }
