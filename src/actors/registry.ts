@@ -148,6 +148,12 @@ export class NodeActorRegistry {
   readonly #timers: boolean;
   /** Online nodes under the presence sweep. */
   #tracked = 0;
+  /**
+   * Whether transitions are recorded (issue 13's flight recorder). Always true in the service;
+   * the ingest benchmark turns it off to measure what recording costs in the same run
+   * (`scripts/bench/ingest.ts`, plan suffix `-norec`).
+   */
+  recording = true;
   /** The group commit's prepared statements (store factory, prepared once). */
   readonly #nodeState: NodeStateStatements;
   /** Online nodes by `floor(deadline / SWEEP_BUCKET_MS)`. */
@@ -541,7 +547,7 @@ export class NodeActorRegistry {
     origin: TransitionOrigin,
     at: number,
   ): void {
-    if (this.#stopped) return;
+    if (this.#stopped || !this.recording) return;
     // Consecutive rows chain (this "before" is the last row's "after"): its JSON is reused.
     const last = entry.lastRecorded;
     const valueBefore = before === undefined ? null : last !== undefined && last.value === before.value ? last.json : JSON.stringify(before.value);
