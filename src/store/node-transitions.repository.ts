@@ -53,15 +53,16 @@ type ChainRow = NodeTransitionRow & { prev_id: number | null };
  */
 const statements = perConnection((sqlite: SQLite.Database) => ({
   // The node must still exist (a row whose node was deleted while it waited for the commit is
-  // skipped, never a failed group commit); the head's id is the new row's `prev_id`.
-  insert: sqlite.prepare<[string, string, number, string, string, string | null, string | null, string | null, string, string, string]>(
+  // skipped, never a failed group commit). `prev_id`: the node's previous row in this batch, else
+  // its head (coalesce stops at the first non-null: the lookup runs only for a node's first row).
+  insert: sqlite.prepare<[string, number | null, string, number, string, string, string | null, string | null, string | null, string, string, string]>(
     `INSERT INTO node_transitions (node_id, prev_id, at, event, source, request_id, route, value_before, value_after, changes)
-     SELECT ?, (SELECT head_id FROM node_transition_heads WHERE node_id = ?), ?, ?, ?, ?, ?, ?, ?, ?
+     SELECT ?, coalesce(?, (SELECT head_id FROM node_transition_heads WHERE node_id = ?)), ?, ?, ?, ?, ?, ?, ?, ?
      WHERE EXISTS (SELECT 1 FROM nodes WHERE node_id = ?)`,
   ),
-  moveHead: sqlite.prepare<[string, number | bigint]>(
-    `INSERT INTO node_transition_heads (node_id, head_id, rows) VALUES (?, ?, 1)
-     ON CONFLICT (node_id) DO UPDATE SET head_id = excluded.head_id, rows = rows + 1`,
+  moveHead: sqlite.prepare<[string, number, number]>(
+    `INSERT INTO node_transition_heads (node_id, head_id, rows) VALUES (?, ?, ?)
+     ON CONFLICT (node_id) DO UPDATE SET head_id = excluded.head_id, rows = rows + excluded.rows`,
   ),
   head: sqlite.prepare<[string], { head_id: number; rows: number }>("SELECT head_id, rows FROM node_transition_heads WHERE node_id = ?"),
   row: sqlite.prepare<[number], ChainRow>(`SELECT ${COLUMNS}, prev_id FROM node_transitions WHERE transition_id = ?`),
@@ -79,16 +80,25 @@ const statements = perConnection((sqlite: SQLite.Database) => ({
 }));
 
 /**
- * Inserts transitions in order, each linked to its node's previous row, and moves each node's
- * head (the group commit's hot path: an append and a small head row per transition, no per-node
- * index). Rows of nodes that no longer exist are skipped.
+ * Inserts transitions in order, each linked to its node's previous row, then moves each node's
+ * head once (the group commit's hot path: an append per transition and one small head row per
+ * node, no per-node index). Rows of nodes that no longer exist are skipped.
  */
 export function insertNodeTransitions(sqlite: SQLite.Database, rows: readonly NewNodeTransition[]): void {
   const s = statements(sqlite);
+  const heads = new Map<string, { id: number; rows: number }>();
   for (const t of rows) {
-    const r = s.insert.run(t.node_id, t.node_id, t.at, t.event, t.source, t.request_id, t.route, t.value_before, t.value_after, t.changes, t.node_id);
-    if (r.changes === 1) s.moveHead.run(t.node_id, r.lastInsertRowid);
+    const head = heads.get(t.node_id);
+    const id = t.node_id;
+    const r = s.insert.run(id, head?.id ?? null, id, t.at, t.event, t.source, t.request_id, t.route, t.value_before, t.value_after, t.changes, id);
+    if (r.changes !== 1) continue;
+    if (head === undefined) heads.set(id, { id: Number(r.lastInsertRowid), rows: 1 });
+    else {
+      head.id = Number(r.lastInsertRowid);
+      head.rows++;
+    }
   }
+  for (const [nodeId, head] of heads) s.moveHead.run(nodeId, head.id, head.rows);
 }
 
 /** Inserts one transition (a no-op when its node no longer exists). */

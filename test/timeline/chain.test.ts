@@ -136,3 +136,15 @@ test("issue 13 item 3: migration 0006 links the rows stored by 0005 into per-nod
   insertNodeTransitions(store.sqlite, [row("n1", 9)]);
   assert.deepEqual(listNodeTransitions(store.sqlite, "n1", ALL, 2).map((r) => r.transition_id), [9, 7], "ids go on after the migrated ones");
 });
+
+test("issue 13 item 3: several rows of one node in one group commit chain in order and move its head once, counted", async (t) => {
+  const store = await storeWith(t, ["n1", "n2"]);
+  insertRounds(store, ["n1"], 1);
+  store.sqlite.transaction(() => insertNodeTransitions(store.sqlite, [row("n1", 1), row("n2", 1), row("n1", 2), row("gone", 1), row("n1", 3)]))();
+  assert.deepEqual(ats(listNodeTransitions(store.sqlite, "n1", ALL, 10)), [3, 2, 1, 0]);
+  assert.deepEqual(ats(listNodeTransitions(store.sqlite, "n2", ALL, 10)), [1]);
+  assert.deepEqual(store.sqlite.prepare("SELECT node_id, rows FROM node_transition_heads ORDER BY node_id").all(), [
+    { node_id: "n1", rows: 4 },
+    { node_id: "n2", rows: 1 },
+  ]);
+});
