@@ -41,6 +41,15 @@ export interface NodeTransitionRow extends NewNodeTransition {
 
 const COLUMNS = "transition_id, node_id, at, event, source, request_id, route, value_before, value_after, changes";
 
+/** Rows per multi-row INSERT of {@link insertNodeTransitions} (11 parameters each, well under SQLite's limit). */
+const CHUNK = 64;
+
+/** A multi-row insert of `n` transitions with their ids and `prev_id`s. */
+function insertStatement(sqlite: SQLite.Database, n: number): SQLite.Statement {
+  const values = Array.from({ length: n }, () => "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ");
+  return sqlite.prepare(`INSERT INTO node_transitions (${COLUMNS}, prev_id) VALUES ${values}`);
+}
+
 /** A stored row with its link to the node's previous row (null for the oldest kept). */
 type ChainRow = NodeTransitionRow & { prev_id: number | null };
 
@@ -52,13 +61,15 @@ type ChainRow = NodeTransitionRow & { prev_id: number | null };
  * node's rows are read by walking the chain from its head (one primary-key lookup per row).
  */
 const statements = perConnection((sqlite: SQLite.Database) => ({
-  // The node must still exist (a row whose node was deleted while it waited for the commit is
-  // skipped, never a failed group commit). `prev_id`: the node's previous row in this batch, else
-  // its head (coalesce stops at the first non-null: the lookup runs only for a node's first row).
-  insert: sqlite.prepare<[string, number | null, string, number, string, string, string | null, string | null, string | null, string, string, string]>(
-    `INSERT INTO node_transitions (node_id, prev_id, at, event, source, request_id, route, value_before, value_after, changes)
-     SELECT ?, coalesce(?, (SELECT head_id FROM node_transition_heads WHERE node_id = ?)), ?, ?, ?, ?, ?, ?, ?, ?
-     WHERE EXISTS (SELECT 1 FROM nodes WHERE node_id = ?)`,
+  /** Multi-row inserts with explicit ids by row count, prepared on first use (at most {@link CHUNK}). */
+  inserts: new Map<number, SQLite.Statement>(),
+  // The id the next row gets (AUTOINCREMENT's counter: ids are never reused, even after deletes).
+  lastId: sqlite.prepare<[], number | null>("SELECT seq FROM sqlite_sequence WHERE name = 'node_transitions'").pluck(),
+  // Of the nodes named (a JSON array), those that still exist, with their newest row if any.
+  heads: sqlite.prepare<[string], { node_id: string; head_id: number | null }>(
+    `SELECT n.node_id, h.head_id FROM json_each(?) j
+       JOIN nodes n ON n.node_id = j.value
+       LEFT JOIN node_transition_heads h ON h.node_id = n.node_id`,
   ),
   moveHead: sqlite.prepare<[string, number, number]>(
     `INSERT INTO node_transition_heads (node_id, head_id, rows) VALUES (?, ?, ?)
@@ -81,24 +92,36 @@ const statements = perConnection((sqlite: SQLite.Database) => ({
 
 /**
  * Inserts transitions in order, each linked to its node's previous row, then moves each node's
- * head once (the group commit's hot path: an append per transition and one small head row per
- * node, no per-node index). Rows of nodes that no longer exist are skipped.
+ * head once (the group commit's hot path: one lookup of the batch's nodes, appends of {@link CHUNK}
+ * rows per statement with ids given in order, one small head row per node; no per-node index).
+ * Rows of nodes that no longer exist are skipped.
  */
 export function insertNodeTransitions(sqlite: SQLite.Database, rows: readonly NewNodeTransition[]): void {
+  if (rows.length === 0) return;
   const s = statements(sqlite);
-  const heads = new Map<string, { id: number; rows: number }>();
+  const heads = new Map<string, { id: number | null; rows: number }>();
+  for (const t of rows) if (!heads.has(t.node_id)) heads.set(t.node_id, { id: null, rows: -1 });
+  for (const h of s.heads.all(JSON.stringify([...heads.keys()]))) heads.set(h.node_id, { id: h.head_id, rows: 0 });
+  let id = s.lastId.get() ?? 0;
+  const params: unknown[] = [];
+  const flush = () => {
+    const n = params.length / 11;
+    let insert = s.inserts.get(n);
+    if (insert === undefined) s.inserts.set(n, (insert = insertStatement(sqlite, n)));
+    insert.run(params);
+    params.length = 0;
+  };
   for (const t of rows) {
     const head = heads.get(t.node_id);
-    const id = t.node_id;
-    const r = s.insert.run(id, head?.id ?? null, id, t.at, t.event, t.source, t.request_id, t.route, t.value_before, t.value_after, t.changes, id);
-    if (r.changes !== 1) continue;
-    if (head === undefined) heads.set(id, { id: Number(r.lastInsertRowid), rows: 1 });
-    else {
-      head.id = Number(r.lastInsertRowid);
-      head.rows++;
-    }
+    if (head === undefined || head.rows < 0) continue;
+    id++;
+    params.push(id, t.node_id, t.at, t.event, t.source, t.request_id, t.route, t.value_before, t.value_after, t.changes, head.id);
+    head.id = id;
+    head.rows++;
+    if (params.length === CHUNK * 11) flush();
   }
-  for (const [nodeId, head] of heads) s.moveHead.run(nodeId, head.id, head.rows);
+  if (params.length > 0) flush();
+  for (const [nodeId, head] of heads) if (head.rows > 0 && head.id !== null) s.moveHead.run(nodeId, head.id, head.rows);
 }
 
 /** Inserts one transition (a no-op when its node no longer exists). */

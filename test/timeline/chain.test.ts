@@ -95,13 +95,15 @@ test("issue 13 item 3, the cap: retention finds the cut-off once a node holds mo
 
 test("issue 13 item 3: deleting a node deletes its rows (head by cascade, chain by trigger); rows of a node deleted before the commit are skipped", async (t) => {
   const store = await storeWith(t, ["n1", "n2"]);
-  insertRounds(store, ["n1", "n2"], 5);
+  insertRounds(store, ["n2", "n1"], 5); // n1 holds the newest row of the table
+  const newest = listNodeTransitions(store.sqlite, "n1", ALL, 1)[0]?.transition_id ?? Number.NaN;
   store.sqlite.prepare("DELETE FROM nodes WHERE node_id = ?").run("n1");
   assert.equal(stored(store, "n1"), 0);
   assert.equal(stored(store, "n2"), 5);
   insertRounds(store, ["n1", "n2"], 1);
   assert.equal(stored(store, "n1"), 0, "no row, no head for a node that is gone");
   assert.deepEqual(ats(listNodeTransitions(store.sqlite, "n2", ALL, 2)), [0, 4]);
+  assert.ok((listNodeTransitions(store.sqlite, "n2", ALL, 1)[0]?.transition_id ?? 0) > newest, "ids of deleted rows are never given again");
 });
 
 test("issue 13 item 3: migration 0006 links the rows stored by 0005 into per-node chains with their ids, heads and counts", async (t) => {
