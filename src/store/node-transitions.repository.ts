@@ -136,16 +136,21 @@ function publicRow({ prev_id: _, ...row }: ChainRow): NodeTransitionRow {
 
 /**
  * One page of a node's transitions, newest first: those with `transition_id` below `before`
- * (exclusive; `Number.MAX_SAFE_INTEGER` for the first page), at most `limit`. Walks the node's
- * chain: from the `before` row when it is one of the node's, else from the head, skipping rows
- * at or above `before` (at most the node's row count, bounded by the cap).
+ * (exclusive; `Number.MAX_SAFE_INTEGER` for the first page), at most `limit`, among the node's
+ * `keep` newest (the cap: rows past it and not yet pruned are not answered). Walks the node's
+ * chain from its head: one primary-key lookup per row up to the page's end (at most `keep`).
  */
-export function listNodeTransitions(sqlite: SQLite.Database, nodeId: string, before: number, limit: number): NodeTransitionRow[] {
+export function listNodeTransitions(
+  sqlite: SQLite.Database,
+  nodeId: string,
+  before: number,
+  limit: number,
+  keep = Number.POSITIVE_INFINITY,
+): NodeTransitionRow[] {
   const s = statements(sqlite);
-  const from = before < Number.MAX_SAFE_INTEGER ? s.row.get(before) : undefined;
-  let id: number | null | undefined = from !== undefined && from.node_id === nodeId ? from.prev_id : s.head.get(nodeId)?.head_id;
+  let id: number | null | undefined = s.head.get(nodeId)?.head_id;
   const out: NodeTransitionRow[] = [];
-  while (id !== null && id !== undefined && out.length < limit) {
+  for (let walked = 0; id !== null && id !== undefined && out.length < limit && walked < keep; walked++) {
     const row = s.row.get(id);
     if (row === undefined || row.node_id !== nodeId) break;
     if (row.transition_id < before) out.push(publicRow(row));

@@ -79,6 +79,9 @@ test("issue 13 item 3, the cap: retention finds the cut-off once a node holds mo
   insertRounds(store, ["n1", "n2"], keep + 1);
   assert.equal(transitionCutoff(store.sqlite, "n1", keep), undefined, "within the slack: no walk, nothing to prune");
   insertRounds(store, ["n1"], 12);
+  assert.equal(stored(store, "n1"), 21);
+  assert.deepEqual(ats(listNodeTransitions(store.sqlite, "n1", ALL, 100, keep)), [11, 10, 9, 8, 7, 6, 5, 4], "reads answer the cap before it is pruned");
+  assert.deepEqual(ats(listNodeTransitions(store.sqlite, "n1", listNodeTransitions(store.sqlite, "n1", ALL, 6)[5]?.transition_id ?? 0, 100, keep)), [5, 4]);
   const cutoff = transitionCutoff(store.sqlite, "n1", keep);
   assert.equal(cutoff, listNodeTransitions(store.sqlite, "n1", ALL, keep)[keep - 1]?.transition_id, "the keep-th newest row");
   const chunks: number[] = [];
