@@ -177,8 +177,8 @@ export async function createAppContext(settings: Settings, log: Logger, override
     const artifacts = new ArtifactsService({ settings, store, clock, log: log.child({ name: "artifacts" }), downloads });
     const backups = new BackupsService({ settings, store, clock, log: log.child({ name: "backups" }), downloads, mesh, registry, hub, status });
     const internalAuthz = { sharedKey: () => authzKey, resolve: (username: string) => resolveIdentity(accounts, settings, username) };
-    const { detectTimeoutMs, bindTokenTtlMs, onlineTtlMs } = settings;
-    const machines = new MachinesService({ store, registry, detectTimeoutMs, bindTokenTtlMs, onlineTtlMs });
+    const { detectTimeoutMs, bindTokenTtlMs, onlineTtlMs, timelineMaxPerNode } = settings;
+    const machines = new MachinesService({ store, registry, detectTimeoutMs, bindTokenTtlMs, onlineTtlMs, timelineMaxPerNode });
     const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, machines, ...(overrides.consoleDir === undefined ? {} : { consoleDir: overrides.consoleDir }) });
     lifecycle.defer(async () => {
       // First: detects in flight finish while the store, the actors and the broker link are open.

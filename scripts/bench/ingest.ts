@@ -7,6 +7,10 @@
  *   npx tsx scripts/bench/ingest.ts --only upstream,latency,actors,fanout
  *   npx tsx scripts/bench/ingest.ts --prof-dir /tmp/prof   # V8 CPU profile of each measured window
  *   npx tsx scripts/bench/ingest.ts --only upstream --upstream-plans 10000x10000q1,1000x1000q1sse
+ *   npx tsx scripts/bench/ingest.ts --only upstream --rounds 3 \
+ *     --upstream-plans 1000x1000q1sse,1000x1000q1sse-norec,10000x10000q1,10000x10000q1-noop
+ *     (`-norec`: flight recorder off; `-noop`: the router only counts, aedes' own ceiling;
+ *      `--rounds N` repeats the list, interleaved; a table compares the modes per plan)
  *   npx tsx scripts/bench/ingest.ts --only latency --rates 500,2000
  *   npx tsx scripts/bench/ingest.ts --only actors --actor-sizes 10000,100000
  *
@@ -250,7 +254,15 @@ interface UpstreamParams {
    * changes the node's projection (commit → `endpoint.status.updated` → console).
    */
   sse: boolean;
+  /**
+   * `full`: the whole pipeline. `norec`: the same with the flight recorder off (issue 13: what
+   * recording costs, measured in the same run). `noop`: the router's `handle` only counts the
+   * message (aedes and the backend link alone: the ceiling issue 14 item 7 compares against).
+   */
+  mode: UpstreamMode;
 }
+
+type UpstreamMode = "full" | "norec" | "noop";
 
 interface UpstreamResult extends UpstreamParams {
   connected: number;
@@ -303,6 +315,14 @@ async function upstreamPhase(p: UpstreamParams): Promise<UpstreamResult> {
       server = await createServer(settings(dataDir), createLogger("silent"), { clock });
     }
     const hub = server.hub;
+    if (p.mode === "norec") server.registry.recording = false;
+    if (p.mode === "noop") {
+      const counted = server.router;
+      counted.handle = () => {
+        counted.received++;
+        return true;
+      };
+    }
     agents.send({ op: "connect", port: server.broker!.port, agents: specs.slice(0, p.conns), concurrency: 128 });
     const conn = await agents.inbox.next("connected", 120_000);
     const router = server.router;
@@ -677,6 +697,39 @@ async function fanoutPhase(p: FanoutParams): Promise<FanoutResult> {
   }
 }
 
+/**
+ * Per plan (nodes, connections, QoS, console), the runs of each mode side by side: the full
+ * pipeline's msgs/s against the no-op router's (issue 14 item 7: ≥ 0.8×), and service CPU per
+ * message with the flight recorder on against off (issue 13: ≤ +5 %). Means over the runs.
+ */
+function printUpstreamComparison(rows: UpstreamResult[]): void {
+  const groups = new Map<string, Map<UpstreamMode, UpstreamResult[]>>();
+  for (const r of rows) {
+    const k = `${fmt(r.nodes)} / ${fmt(r.conns)} / QoS ${r.qos} / ${r.sse ? "console" : "no console"}`;
+    const g = groups.get(k) ?? new Map<UpstreamMode, UpstreamResult[]>();
+    groups.set(k, g);
+    g.set(r.mode, [...(g.get(r.mode) ?? []), r]);
+  }
+  const modes = (g: Map<UpstreamMode, UpstreamResult[]>) => [...g.keys()];
+  if (![...groups.values()].some((g) => modes(g).length > 1)) return;
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+  const runs = (rs: UpstreamResult[] | undefined, f: (r: UpstreamResult) => number) =>
+    rs === undefined ? "—" : `${rs.map((r) => fmt(f(r))).join(", ")} (mean ${fmt(mean(rs.map(f)))})`;
+  console.log("\n### Modes compared (same run; runs listed in order)\n");
+  console.log("| nodes / connections / QoS / console | full: msgs/s | no-op router: msgs/s | full ÷ no-op | full: CPU µs/msg | recorder off: CPU µs/msg | recorder on vs off | no-op: CPU µs/msg |");
+  console.log("|---|---|---|---:|---|---|---:|---|");
+  for (const [k, g] of groups) {
+    const full = g.get("full");
+    const noop = g.get("noop");
+    const norec = g.get("norec");
+    const ratio = full && noop ? `**${fmt(mean(full.map((r) => r.routerPerS)) / mean(noop.map((r) => r.routerPerS)), 2)}×**` : "—";
+    const rec = full && norec ? `**${fmt((mean(full.map((r) => r.cpuUsPerMsg)) / mean(norec.map((r) => r.cpuUsPerMsg)) - 1) * 100, 1)} %**` : "—";
+    console.log(
+      `| ${k} | ${runs(full, (r) => r.routerPerS)} | ${runs(noop, (r) => r.routerPerS)} | ${ratio} | ${runs(full, (r) => r.cpuUsPerMsg)} | ${runs(norec, (r) => r.cpuUsPerMsg)} | ${rec} | ${runs(noop, (r) => r.cpuUsPerMsg)} |`,
+    );
+  }
+}
+
 // ---- phase dispatch (child side) --------------------------------------------------------------
 
 const phase = flag("--phase");
@@ -750,26 +803,30 @@ async function orchestrate(): Promise<void> {
     const custom = flag("--upstream-plans");
     const plans: UpstreamParams[] = custom
       ? custom.split(",").map((spec) => {
-          // {nodes}x{conns}q{qos}[sse], e.g. 10000x10000q1 or 1000x1000q1sse
-          const m = /^(\d+)x(\d+)q([01])(sse)?$/.exec(spec.trim());
+          // {nodes}x{conns}q{qos}[sse][-norec|-noop], e.g. 10000x10000q1, 1000x1000q1sse-norec
+          const m = /^(\d+)x(\d+)q([01])(sse)?(?:-(norec|noop))?$/.exec(spec.trim());
           if (!m) throw new Error(`bad --upstream-plans entry ${spec}`);
           const nodes = Number(m[1]);
-          return { nodes, conns: Number(m[2]), warmMs: quick ? 1000 : 3000, measureMs: quick ? 2000 : 10_000, window: Math.max(4000, Math.min(nodes, 10_000)), qos: Number(m[3]) as 0 | 1, sse: m[4] === "sse" };
+          const mode = (m[5] ?? "full") as UpstreamMode;
+          return { nodes, conns: Number(m[2]), warmMs: quick ? 1000 : 3000, measureMs: quick ? 2000 : 10_000, window: Math.max(4000, Math.min(nodes, 10_000)), qos: Number(m[3]) as 0 | 1, sse: m[4] === "sse", mode };
         })
       : quick
       ? [
-          { nodes: 1000, conns: 1000, warmMs: 1000, measureMs: 2000, window: 4000, qos: 1, sse: false },
-          { nodes: 1000, conns: 1000, warmMs: 1000, measureMs: 2000, window: 4000, qos: 1, sse: true },
+          { nodes: 1000, conns: 1000, warmMs: 1000, measureMs: 2000, window: 4000, qos: 1, sse: false, mode: "full" },
+          { nodes: 1000, conns: 1000, warmMs: 1000, measureMs: 2000, window: 4000, qos: 1, sse: true, mode: "full" },
         ]
       : [
-          { nodes: 1000, conns: 1000, warmMs: 3000, measureMs: 10_000, window: 4000, qos: 1, sse: false },
-          { nodes: 10_000, conns: 10_000, warmMs: 4000, measureMs: 10_000, window: 10_000, qos: 1, sse: false },
-          { nodes: 10_000, conns: 2000, warmMs: 3000, measureMs: 10_000, window: 10_000, qos: 1, sse: false },
-          { nodes: 10_000, conns: 10_000, warmMs: 4000, measureMs: 10_000, window: 10_000, qos: 0, sse: false },
-          { nodes: 10_000, conns: 10_000, warmMs: 4000, measureMs: 10_000, window: 10_000, qos: 1, sse: true },
+          { nodes: 1000, conns: 1000, warmMs: 3000, measureMs: 10_000, window: 4000, qos: 1, sse: false, mode: "full" },
+          { nodes: 10_000, conns: 10_000, warmMs: 4000, measureMs: 10_000, window: 10_000, qos: 1, sse: false, mode: "full" },
+          { nodes: 10_000, conns: 10_000, warmMs: 4000, measureMs: 10_000, window: 10_000, qos: 1, sse: false, mode: "noop" },
+          { nodes: 10_000, conns: 2000, warmMs: 3000, measureMs: 10_000, window: 10_000, qos: 1, sse: false, mode: "full" },
+          { nodes: 10_000, conns: 10_000, warmMs: 4000, measureMs: 10_000, window: 10_000, qos: 0, sse: false, mode: "full" },
+          { nodes: 10_000, conns: 10_000, warmMs: 4000, measureMs: 10_000, window: 10_000, qos: 1, sse: true, mode: "full" },
         ];
     const rows: Array<UpstreamResult & PhaseMeta & { attempts: number }> = [];
-    for (const plan of plans) {
+    // `--rounds N`: the plan list N times over (A B A B …), so variants see the same machine.
+    const rounds = Math.max(1, Number(flag("--rounds") ?? 1));
+    for (const plan of Array.from({ length: rounds }, () => plans).flat()) {
       const r = await attempt(`upstream ${plan.nodes} nodes / ${plan.conns} connections`, () =>
         measured<UpstreamResult & PhaseMeta>("upstream", plan, 240_000, (x) => x.otherCores),
       );
@@ -788,13 +845,13 @@ async function orchestrate(): Promise<void> {
       ].join(" "),
     );
     console.log(
-      "| nodes | agent connections (connected, connect time) | QoS | SSE console, every heartbeat a change | window | router msgs/s | committed states/s | flushes/s | states/flush | flush ms avg / max | main thread in flush | service CPU | service CPU per msg | agents CPU | other load | steal | loop delay p99 ms | online at end | CPU ref µs | runs | target |",
+      "| nodes | agent connections (connected, connect time) | QoS | SSE console, every heartbeat a change | mode | window | router msgs/s | committed states/s | flushes/s | states/flush | flush ms avg / max | main thread in flush | service CPU | service CPU per msg | agents CPU | other load | steal | loop delay p99 ms | online at end | CPU ref µs | runs | target |",
     );
-    console.log("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    console.log("|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for (const r of rows) {
       const target = r.nodes >= 10_000 ? "≥ 30,000 msgs/s at 10k nodes" : "";
       console.log(
-        `| ${fmt(r.nodes)} | ${fmt(r.conns)} (${fmt(r.connected)}, ${fmt(r.connectMs / 1000, 1)} s) | ${r.qos} | ${r.sse ? `yes: ${fmt(r.sseFramesPerS)} frames/s` : "no"} | ${fmt(r.window)} | **${fmt(r.routerPerS)}** | **${fmt(r.rowsPerS)}** | ${fmt(r.flushesPerS)} | ${fmt(r.rowsPerFlush, 1)} | ${fmt(r.flushMsAvg, 2)} / ${fmt(r.flushMsMax, 1)} | ${fmt(r.flushSharePct)} % | ${fmt(r.serverCpuPct)} % | ${fmt(r.cpuUsPerMsg)} µs | ${fmt(r.agentCpuPct)} % | ${fmt(r.otherCores, 2)} cores | ${fmt(r.stealPct)} % | ${fmt(r.eldP99Ms, 1)} | ${fmt(r.online)} | ${ref(r)} | ${r.attempts} | ${target} |`,
+        `| ${fmt(r.nodes)} | ${fmt(r.conns)} (${fmt(r.connected)}, ${fmt(r.connectMs / 1000, 1)} s) | ${r.qos} | ${r.sse ? `yes: ${fmt(r.sseFramesPerS)} frames/s` : "no"} | ${r.mode} | ${fmt(r.window)} | **${fmt(r.routerPerS)}** | **${fmt(r.rowsPerS)}** | ${fmt(r.flushesPerS)} | ${fmt(r.rowsPerFlush, 1)} | ${fmt(r.flushMsAvg, 2)} / ${fmt(r.flushMsMax, 1)} | ${fmt(r.flushSharePct)} % | ${fmt(r.serverCpuPct)} % | ${fmt(r.cpuUsPerMsg)} µs | ${fmt(r.agentCpuPct)} % | ${fmt(r.otherCores, 2)} cores | ${fmt(r.stealPct)} % | ${fmt(r.eldP99Ms, 1)} | ${fmt(r.online)} | ${ref(r)} | ${r.attempts} | ${target} |`,
       );
     }
     for (const r of rows) {
@@ -803,6 +860,7 @@ async function orchestrate(): Promise<void> {
         console.log(`\n${fmt(r.nodes)} nodes / ${fmt(r.conns)} connections: drops ${JSON.stringify(r.dropped)}; connect errors: ${r.connectErrors.join("; ") || "none"}.`);
       }
     }
+    printUpstreamComparison(rows);
     if (rows.length > 0) {
       console.log(
         `\nService process after each window: ${rows.map((r) => `${fmt(r.nodes)}/${fmt(r.conns)}/QoS ${r.qos}: RSS ${fmt(r.rssMiB)} MiB, heap ${fmt(r.heapMiB)} MiB, ${fmt(r.timersArmedPerMsg, 2)} timers armed per message`).join("; ")}.`,

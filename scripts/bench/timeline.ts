@@ -42,21 +42,32 @@ const VALUES = [
   { mode: "dynamic", initialization: "initialized", presence: "offline", runtime: "unknown", bindToken: "used", sync: "latest", probe: "idle" },
 ].map((v) => JSON.stringify(v));
 
-/** Inserts `rows` transitions per node, round by round; returns the seconds it took. */
+/**
+ * Inserts `rows` transitions per node, round by round, each linked to the node's previous row,
+ * then the nodes' heads (the layout `insertNodeTransitions` writes, migration 0006); returns the
+ * seconds it took.
+ */
 function seedTransitions(store: Store): number {
   const started = performance.now();
   const ins = store.sqlite.prepare(
-    `INSERT INTO node_transitions (node_id, at, event, source, request_id, route, value_before, value_after, changes)
-     VALUES (?, ?, ?, ?, NULL, NULL, ?, ?, '{}')`,
+    `INSERT INTO node_transitions (node_id, prev_id, at, event, source, request_id, route, value_before, value_after, changes)
+     VALUES (?, ?, ?, ?, ?, NULL, NULL, ?, ?, '{}')`,
   );
+  const head = store.sqlite.prepare("INSERT OR REPLACE INTO node_transition_heads (node_id, head_id, rows) VALUES (?, ?, ?)");
+  const heads: Array<number | null> = Array.from({ length: NODES }, () => null);
   const t0 = Date.now() - ROWS * 60_000;
   for (let r = 0; r < ROWS; r++) {
     store.sqlite.transaction(() => {
       for (let i = 0; i < NODES; i++) {
-        ins.run(benchNodeId(i), t0 + r * 60_000 + i, r % 2 ? "mqtt.will" : "mqtt.signal", r % 2 ? "will" : "heartbeat", VALUES[r % 3], VALUES[(r + 1) % 3]);
+        const id = benchNodeId(i);
+        const res = ins.run(id, heads[i], t0 + r * 60_000 + i, r % 2 ? "mqtt.will" : "mqtt.signal", r % 2 ? "will" : "heartbeat", VALUES[r % 3], VALUES[(r + 1) % 3]);
+        heads[i] = Number(res.lastInsertRowid);
       }
     })();
   }
+  store.sqlite.transaction(() => {
+    for (let i = 0; i < NODES; i++) head.run(benchNodeId(i), heads[i], ROWS);
+  })();
   return (performance.now() - started) / 1000;
 }
 

@@ -1,4 +1,3 @@
-import { isDeepStrictEqual } from "node:util";
 import { createActor, type Actor, type AnyStateNode } from "xstate";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
@@ -128,7 +127,8 @@ export class NodeActorRegistry {
   readonly #deps: RegistryDeps;
   readonly #entries = new Map<string, Entry>();
   readonly #machine: NodeMachine;
-  #dirty = new Map<string, Entry>();
+  /** Entries with a snapshot change not yet written (by identity: no key string per change). */
+  #dirty = new Set<Entry>();
   /** Nodes whose stored state could not be restored at the last start/reload, by key: the reason. */
   readonly #quarantined = new Map<string, { configId: string; nodeId: string; reason: string }>();
   #effects: Array<() => void> = [];
@@ -148,6 +148,12 @@ export class NodeActorRegistry {
   readonly #timers: boolean;
   /** Online nodes under the presence sweep. */
   #tracked = 0;
+  /**
+   * Whether transitions are recorded (issue 13's flight recorder). Always true in the service;
+   * the ingest benchmark turns it off to measure what recording costs in the same run
+   * (`scripts/bench/ingest.ts`, plan suffix `-norec`).
+   */
+  recording = true;
   /** The group commit's prepared statements (store factory, prepared once). */
   readonly #nodeState: NodeStateStatements;
   /** Online nodes by `floor(deadline / SWEEP_BUCKET_MS)`. */
@@ -232,9 +238,9 @@ export class NodeActorRegistry {
     if (entry) {
       stopActor(entry);
       this.#unbucket(entry);
+      this.#dirty.delete(entry);
     }
     this.#entries.delete(k);
-    this.#dirty.delete(k);
   }
 
   /**
@@ -282,6 +288,16 @@ export class NodeActorRegistry {
   projection(configId: string, nodeId: string): NodeProjection | undefined {
     const entry = this.#entries.get(key(configId, nodeId));
     return entry ? this.#projectionOf(entry) : undefined;
+  }
+
+  /**
+   * A node's current mode (its live actor's, or a dormant node's stored one), or undefined for
+   * an unknown node: the MQTT router's per-message check, without building a projection.
+   */
+  modeOf(configId: string, nodeId: string): NodeMode | undefined {
+    const entry = this.#entries.get(key(configId, nodeId));
+    if (entry === undefined) return undefined;
+    return entry.state.kind === "live" ? entry.state.actor.getSnapshot().context.mode : entry.state.projection.mode;
   }
 
   /** Every node's current projection (for detect scheduling and metrics). */
@@ -343,7 +359,7 @@ export class NodeActorRegistry {
     }
     this.#entries.clear();
     this.#clearSweep();
-    this.#dirty = new Map();
+    this.#dirty = new Set();
     this.#effects = [];
     this.#recorded = [];
     const count = await this.start();
@@ -541,7 +557,7 @@ export class NodeActorRegistry {
     origin: TransitionOrigin,
     at: number,
   ): void {
-    if (this.#stopped) return;
+    if (this.#stopped || !this.recording) return;
     // Consecutive rows chain (this "before" is the last row's "after"): its JSON is reused.
     const last = entry.lastRecorded;
     const valueBefore = before === undefined ? null : last !== undefined && last.value === before.value ? last.json : JSON.stringify(before.value);
@@ -637,7 +653,7 @@ export class NodeActorRegistry {
 
   #markDirty(entry: Entry): void {
     if (this.#stopped) return;
-    this.#dirty.set(key(entry.configId, entry.nodeId), entry);
+    this.#dirty.add(entry);
     // A busy poll phase (thousands of agent sockets readable at once) can keep `setImmediate`
     // from running for a long time: past the cap, flush after the current message instead (a
     // microtask, so never inside an XState notification). A cap by age made more, smaller
@@ -672,7 +688,7 @@ export class NodeActorRegistry {
     const actor = entry.state.actor;
     const snap = actor.getSnapshot();
     const w = entry.written;
-    if (w !== undefined && isDeepStrictEqual(w.value, snap.value) && sameContextButSignal(w.context, snap.context)) {
+    if (w !== undefined && sameStateValue(w.value, snap.value) && sameContextButSignal(w.context, snap.context)) {
       // Only the newest signal moved: nothing an operator sees, and no snapshot JSON.
       nodeState.writeSignal(entry.nodeId, snap.context.lastSignalAt, now);
       return null;
@@ -693,8 +709,8 @@ export class NodeActorRegistry {
       this.#flushLater();
       return;
     }
-    const dirty = [...this.#dirty.values()];
-    this.#dirty = new Map();
+    const dirty = this.#dirty;
+    this.#dirty = new Set();
     const effects = this.#effects;
     this.#effects = [];
     const waiters = this.#waiters;
@@ -713,7 +729,7 @@ export class NodeActorRegistry {
         }
       });
     } catch (err) {
-      this.#deps.log.error({ err, nodes: dirty.length }, "persisting node state failed");
+      this.#deps.log.error({ err, nodes: dirty.size }, "persisting node state failed");
       for (const w of waiters) w.reject(err);
       throw err;
     }

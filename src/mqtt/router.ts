@@ -91,8 +91,7 @@ export class MqttRouter {
     const payload = UPSTREAM_PAYLOAD_SCHEMAS[kind].safeParse(env.payload);
     if (!payload.success) return this.#drop("bad_payload", topic, payload.error.issues[0]?.message);
     const { configId, nodeId } = parsed;
-    const projection = this.#deps.registry.projection(configId, nodeId);
-    if (projection === undefined || projection.mode !== "dynamic") return this.#drop("unknown_node", topic);
+    if (this.#deps.registry.modeOf(configId, nodeId) !== "dynamic") return this.#drop("unknown_node", topic);
     return { kind, configId, nodeId, requestId: env.request_id, payload: payload.data };
   }
 

@@ -23,6 +23,12 @@ export interface MachinesServiceDeps {
   bindTokenTtlMs: number;
   /** The online TTL, ms (shown in a fresh context). */
   onlineTtlMs: number;
+  /**
+   * `SVC_TIMELINE_MAX_PER_NODE`: a timeline answers at most this many newest rows of a node, even
+   * while retention has not yet pruned the ones past it (it prunes in batches of a cap/8).
+   * Default: no limit.
+   */
+  timelineMaxPerNode?: number;
 }
 
 /**
@@ -78,7 +84,7 @@ export class MachinesService {
   async timeline(configId: string, nodeId: string, before: number | undefined, limit: number): Promise<NodeTimeline> {
     await requireNode(this.#d.store.db, configId, nodeId);
     // One more than asked: tells whether an older page exists without a count.
-    const rows = listNodeTransitions(this.#d.store.sqlite, nodeId, before ?? Number.MAX_SAFE_INTEGER, limit + 1);
+    const rows = listNodeTransitions(this.#d.store.sqlite, nodeId, before ?? Number.MAX_SAFE_INTEGER, limit + 1, this.#d.timelineMaxPerNode);
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     return {

@@ -28,10 +28,20 @@ export const DATA_TABLES = [
 /**
  * Tables whose rows never leave the service inside a snapshot. `node_transitions` (issue 13's
  * flight recorder) is history of this service's live nodes, not data a restore brings back: it
- * is emptied in exports, and a restore clears the live rows with the nodes they belong to
- * (foreign-key cascade; docs/decisions.md "Issue 13: flight recorder").
+ * is emptied in exports (with `node_transition_heads`, its per-node newest row and count; after
+ * it, so its delete trigger finds nothing left to walk), and a restore clears the live rows with
+ * the nodes they belong to (the heads by foreign-key cascade, their rows by the heads' trigger;
+ * docs/decisions.md "Issue 13: flight recorder", "Issue 13: recorder cost").
  */
-export const SCRUBBED_TABLES = ["settings_kv", "admin_sessions", "download_tokens", "bind_tokens", "broker_credentials", "node_transitions"] as const;
+export const SCRUBBED_TABLES = [
+  "settings_kv",
+  "admin_sessions",
+  "download_tokens",
+  "bind_tokens",
+  "broker_credentials",
+  "node_transitions",
+  "node_transition_heads",
+] as const;
 
 /**
  * Writes a consistent copy of the live database to `file` (`VACUUM INTO`), holding Kysely's
