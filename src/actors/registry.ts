@@ -99,6 +99,18 @@ interface Entry {
  */
 const MAX_BATCH_STATES = 1024;
 
+/**
+ * After a failed group commit (disk full, database busy or read-only), the queued states, rows and
+ * effects wait this long, ms, for the next attempt, unless a new change flushes sooner.
+ */
+const FLUSH_RETRY_MS = 1000;
+
+/**
+ * Flight-recorder rows kept queued across failed commits at most; past it the oldest are dropped
+ * (and counted in the log): a long storage outage must not grow memory without bound.
+ */
+const MAX_REQUEUED_TRANSITIONS = 50_000;
+
 /** Width of one presence-sweep bucket, ms: deadlines are grouped so that a sweep scans few nodes. */
 const SWEEP_BUCKET_MS = 1000;
 
@@ -113,7 +125,9 @@ type NewTransition = import("../store/node-transitions.repository.js").NewNodeTr
  * the queue is written in one SQLite transaction on the next turn of the event loop, or right
  * after the current message once 1,024 states are queued (group commit), and only after the
  * commit are SSE notifications and machine effects run. A failed write is logged and rejects
- * the {@link NodeActorRegistry.send} promises waiting on it.
+ * the {@link NodeActorRegistry.send} promises waiting on it; its states, flight-recorder rows
+ * and effects stay queued and are written by the next commit ({@link FLUSH_RETRY_MS} later at
+ * the latest), so memory and the database never disagree for longer than the fault lasts.
  *
  * Dormant nodes: a node restored at start gets no XState actor until its first event; its
  * stored projection answers reads meanwhile (cold start and memory scale with nodes, not actors).
@@ -139,6 +153,8 @@ export class NodeActorRegistry {
   /** A flush after the current message (a microtask, so never inside an XState notification). */
   readonly #flushSoon = coalesced(queueMicrotask, () => void this.#flushNow().catch(() => undefined));
   #stopped = false;
+  /** The clock timer of the next attempt after a failed commit. */
+  #retryTimer: unknown = undefined;
   /** The event being delivered to an actor by {@link send}/{@link post}/the sweep; undefined while a timer fires. */
   #sending: RoutedNodeEvent | undefined = undefined;
   /** Flight-recorder rows waiting for the group commit (issue 13). */
@@ -378,6 +394,8 @@ export class NodeActorRegistry {
     // A failed final write was already logged by #flushNow and rejected its waiters.
     await this.#flushNow().catch(() => undefined);
     this.#stopped = true;
+    if (this.#retryTimer !== undefined) this.#deps.clock.clearTimeout(this.#retryTimer);
+    this.#retryTimer = undefined;
     this.#clearSweep();
     for (const e of this.#entries.values()) stopActor(e);
     this.#entries.clear();
@@ -669,6 +687,26 @@ export class NodeActorRegistry {
     });
   }
 
+  /**
+   * Puts a failed commit's work back in front of what was queued since, and arms the retry
+   * (DESIGN §3 persist-then-emit: nothing of it is notified or run before it is written).
+   */
+  #requeue(dirty: Set<Entry>, effects: Array<() => void>, recorded: NewTransition[]): void {
+    if (this.#stopped) return;
+    for (const entry of this.#dirty) dirty.add(entry);
+    this.#dirty = dirty;
+    this.#effects = effects.concat(this.#effects);
+    const rows = recorded.concat(this.#recorded);
+    const dropped = Math.max(0, rows.length - MAX_REQUEUED_TRANSITIONS);
+    if (dropped > 0) this.#deps.log.warn({ dropped }, "flight-recorder rows dropped while the store refuses writes");
+    this.#recorded = dropped > 0 ? rows.slice(dropped) : rows;
+    if (this.#retryTimer !== undefined) return;
+    this.#retryTimer = this.#deps.clock.setTimeout(() => {
+      this.#retryTimer = undefined;
+      this.#flushLater();
+    }, FLUSH_RETRY_MS);
+  }
+
   /** Tells retention which nodes got flight-recorder rows in a commit. */
   #noteRecorded(recorded: readonly NewTransition[]): void {
     const onRecorded = this.#deps.onRecorded;
@@ -719,17 +757,22 @@ export class NodeActorRegistry {
     this.#recorded = [];
     const now = this.#deps.clock.now();
     const changed: Array<{ entry: Entry; projection: NodeProjection }> = [];
+    // What #writeEntry believed written before this attempt: a rolled-back commit restores it.
+    const writtenBefore = new Map<Entry, Entry["written"]>();
     try {
       nodeState.inTransaction(() => {
         // The flight recorder's rows commit with the states they lead to (persist before emit).
         if (recorded.length > 0) insertNodeTransitions(this.#deps.store.sqlite, recorded);
         for (const entry of dirty) {
+          writtenBefore.set(entry, entry.written);
           const p = this.#writeEntry(entry, now);
           if (p !== null && projectionChanged(entry.committed, p)) changed.push({ entry, projection: p });
         }
       });
     } catch (err) {
-      this.#deps.log.error({ err, nodes: dirty.size }, "persisting node state failed");
+      this.#deps.log.error({ err, nodes: dirty.size }, "persisting node state failed; retrying");
+      for (const [entry, written] of writtenBefore) entry.written = written;
+      this.#requeue(dirty, effects, recorded);
       for (const w of waiters) w.reject(err);
       throw err;
     }

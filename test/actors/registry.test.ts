@@ -126,6 +126,28 @@ test("DESIGN §3 group commit: a failed batch write notifies nobody and rejects 
   assert.equal((await listClientStates(h.reader.db, CONFIG)).get("n-a")?.client_presence_state, "offline");
 });
 
+test("DESIGN §3 group commit: a failed batch stays queued and is written by the next attempt once the store takes writes again; then, and only then, the change is notified (issue 15 item 6)", async (t) => {
+  const h = await openHarness(t);
+  await boundNodes(h, ["n-a"]);
+  h.reader.sqlite.exec(
+    "CREATE TRIGGER refuse BEFORE UPDATE ON node_client_state BEGIN SELECT RAISE(ABORT, 'refused by test'); END",
+  );
+  await assert.rejects(h.registry.send(CONFIG, "n-a", { type: "mqtt.signal", at: h.clock.now(), source: "heartbeat" }), /refused by test/);
+  // Still refused: the retry a second later fails too and keeps the work queued.
+  h.clock.advance(1000);
+  await settle();
+  assert.equal(h.changes.length, 0);
+  assert.equal((await listClientStates(h.reader.db, CONFIG)).get("n-a")?.client_presence_state, "offline");
+  // The fault ends: the next retry writes the state the actor holds, then notifies it once.
+  h.reader.sqlite.exec("DROP TRIGGER refuse");
+  h.clock.advance(1000);
+  await settle();
+  assert.equal((await listClientStates(h.reader.db, CONFIG)).get("n-a")?.client_presence_state, "online", "the queued state was written");
+  assert.deepEqual(h.changes.map((c) => [c.nodeId, c.projection.presence]), [["n-a", "online"]]);
+  const timeline = h.reader.sqlite.prepare("SELECT value_after FROM node_transitions WHERE node_id = 'n-a' ORDER BY transition_id DESC LIMIT 1").get() as { value_after: string } | undefined;
+  assert.match(timeline?.value_after ?? "", /online/, "the flight-recorder row of the change was kept and written with it");
+});
+
 test("DESIGN §2 actors (rehydration), dormant nodes: after a restart, restored nodes get no actor until their first event; their stored projection answers meanwhile and start writes no row", async (t) => {
   const first = await openHarness(t);
   const ids = ["n-a", "n-b", "n-c"];
