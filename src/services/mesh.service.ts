@@ -12,8 +12,8 @@ import type { AfterCommit, Db, Store } from "../store/db.js";
 import * as pairsRepo from "../store/mesh-pairs.repository.js";
 import * as nodesRepo from "../store/nodes.repository.js";
 import * as forwardsRepo from "../store/port-forwards.repository.js";
-import type { ConfigRow, NodeRow } from "../store/schema.js";
-import { restageConfig, type StagedChange } from "../store/staging.js";
+import type { ConfigRow, MeshPairRow, NodeRow } from "../store/schema.js";
+import { changedByNodeCreated, changedByNodeUpdated, changedByPair, materializeStaged, renderedPeerIds, stageChanged, type StagedChange } from "../store/staging.js";
 import { clearClientCredentials } from "./control.service.js";
 import { requireConfig, requireNode } from "./node-lookup.js";
 import * as tokensRepo from "../store/tokens.repository.js";
@@ -192,7 +192,10 @@ export class MeshService {
         }
       }
       await configsRepo.updateConfig(trx, configId, patch);
-      await this.#changed(trx, afterCommit, configId, now);
+      // Only the protocol reaches the text (awg lines); a switch changes every node's.
+      const switched = patch.tunnel_protocol !== undefined && patch.tunnel_protocol !== config.tunnel_protocol;
+      const changed = switched ? (await nodesRepo.listNodes(trx, configId)).map((n) => n.node_id) : [];
+      await this.#changed(trx, afterCommit, configId, now, changed);
       return configView({ ...config, ...patch });
     });
   }
@@ -286,7 +289,7 @@ export class MeshService {
           });
         }
       }
-      await this.#changed(trx, afterCommit, configId, now, { created: [row] });
+      await this.#changed(trx, afterCommit, configId, now, await changedByNodeCreated(trx, row), { created: [row] });
       return this.#nodeView(trx, await requireNode(trx, configId, row.node_id));
     });
   }
@@ -316,11 +319,12 @@ export class MeshService {
       const listenPort = patch.listen_port !== undefined ? patch.listen_port : node.listen_port;
       if (publicAddress !== null && listenPort === null) patch.listen_port = DEFAULT_LISTEN_PORT;
       await nodesRepo.updateNode(trx, nodeId, patch);
+      const changed = await changedByNodeUpdated(trx, node, { ...node, ...patch });
       if (input.tags !== undefined) await nodesRepo.replaceNodeTags(trx, nodeId, dedupe(input.tags));
       const modeChanged = patch.mode !== undefined && patch.mode !== node.mode;
       // spec §3.1 dynamic → static: binding permissions and client state cleared in the same write.
       if (modeChanged && patch.mode === "static") await clearClientCredentials(trx, nodeId, now);
-      await this.#changed(trx, afterCommit, configId, now, {
+      await this.#changed(trx, afterCommit, configId, now, changed, {
         touched: [nodeId],
         ...(modeChanged ? { modeChanged: [{ nodeId, mode: patch.mode as NodeMode }] } : {}),
       });
@@ -331,10 +335,11 @@ export class MeshService {
   async deleteNode(configId: string, nodeId: string): Promise<void> {
     const now = this.#clock.now();
     await this.#store.transaction(async (trx, afterCommit) => {
-      await requireNode(trx, configId, nodeId);
+      const node = await requireNode(trx, configId, nodeId);
+      const changed = await renderedPeerIds(trx, node);
       await tokensRepo.deleteDownloadTokensOf(trx, "node_config", `${configId}/${nodeId}`);
       await nodesRepo.deleteNode(trx, nodeId);
-      await this.#changed(trx, afterCommit, configId, now, { deleted: [nodeId] });
+      await this.#changed(trx, afterCommit, configId, now, changed, { deleted: [nodeId] });
     });
   }
 
@@ -344,16 +349,13 @@ export class MeshService {
     nodeId: string,
   ): Promise<{ node: NodeRow; config_version: number; config_sha256: string; config_text: string }> {
     const node = await requireNode(this.#store.db, configId, nodeId);
-    if (node.staged_config_text === null || node.staged_config_sha256 === null) {
-      // Every write re-stages, so this only happens on a database edited by hand.
+    // Rendered on first demand after a write changed it (lazy staging, src/store/staging.ts).
+    const staged = await materializeStaged(this.#store.db, node);
+    if (staged === null) {
+      // Every write stages, so this only happens on a database edited by hand.
       throw new AppError("NOT_FOUND", "the node has no staged config");
     }
-    return {
-      node,
-      config_version: node.staged_config_version,
-      config_sha256: node.staged_config_sha256,
-      config_text: node.staged_config_text,
-    };
+    return { node, ...staged };
   }
 
   // ---- mesh pairs ----------------------------------------------------------------------
@@ -372,8 +374,8 @@ export class MeshService {
     const now = this.#clock.now();
     return this.#store.transaction(async (trx, afterCommit) => {
       await requireConfig(trx, configId);
-      await requireNode(trx, configId, input.node_a);
-      await requireNode(trx, configId, input.node_b);
+      const nodeA = await requireNode(trx, configId, input.node_a);
+      const nodeB = await requireNode(trx, configId, input.node_b);
       if (await pairsRepo.findPairByNodes(trx, input.node_a, input.node_b)) {
         throw new AppError("CONFLICT", "these nodes are already paired");
       }
@@ -388,7 +390,7 @@ export class MeshService {
         updated_at: now,
       };
       await pairsRepo.insertPair(trx, row);
-      await this.#changed(trx, afterCommit, configId, now);
+      await this.#changed(trx, afterCommit, configId, now, changedByPair(nodeA, nodeB, null, row.enabled === 1));
       return meshPairView(row, byId(await nodesRepo.listNodes(trx, configId)));
     });
   }
@@ -398,7 +400,7 @@ export class MeshService {
     return this.#store.transaction(async (trx, afterCommit) => {
       const pair = await requirePair(trx, configId, pairId);
       await pairsRepo.setPairEnabled(trx, pairId, input.enabled, now);
-      await this.#changed(trx, afterCommit, configId, now);
+      await this.#changed(trx, afterCommit, configId, now, await this.#pairChange(trx, configId, pair, input.enabled));
       return meshPairView(
         { ...pair, enabled: input.enabled ? 1 : 0, updated_at: now },
         byId(await nodesRepo.listNodes(trx, configId)),
@@ -409,9 +411,9 @@ export class MeshService {
   async deletePair(configId: string, pairId: string): Promise<void> {
     const now = this.#clock.now();
     await this.#store.transaction(async (trx, afterCommit) => {
-      await requirePair(trx, configId, pairId);
+      const pair = await requirePair(trx, configId, pairId);
       await pairsRepo.deletePair(trx, pairId);
-      await this.#changed(trx, afterCommit, configId, now);
+      await this.#changed(trx, afterCommit, configId, now, await this.#pairChange(trx, configId, pair, null));
     });
   }
 
@@ -444,7 +446,7 @@ export class MeshService {
         updated_at: now,
       };
       await forwardsRepo.insertPortForward(trx, row);
-      await this.#changed(trx, afterCommit, configId, now);
+      await this.#changed(trx, afterCommit, configId, now, row.enabled === 1 ? [nodeId] : []);
       return portForwardView(row);
     });
   }
@@ -476,7 +478,7 @@ export class MeshService {
         });
       }
       await forwardsRepo.updatePortForward(trx, forwardId, next);
-      await this.#changed(trx, afterCommit, configId, now);
+      await this.#changed(trx, afterCommit, configId, now, forwardKey(current) === forwardKey(next) ? [] : [nodeId]);
       return portForwardView(next);
     });
   }
@@ -485,11 +487,10 @@ export class MeshService {
     const now = this.#clock.now();
     await this.#store.transaction(async (trx, afterCommit) => {
       await requireNode(trx, configId, nodeId);
-      if (!(await forwardsRepo.findPortForward(trx, nodeId, forwardId))) {
-        throw new AppError("NOT_FOUND", `port forward ${forwardId} not found`);
-      }
+      const current = await forwardsRepo.findPortForward(trx, nodeId, forwardId);
+      if (!current) throw new AppError("NOT_FOUND", `port forward ${forwardId} not found`);
       await forwardsRepo.deletePortForward(trx, forwardId);
-      await this.#changed(trx, afterCommit, configId, now);
+      await this.#changed(trx, afterCommit, configId, now, current.enabled === 1 ? [nodeId] : []);
     });
   }
 
@@ -504,17 +505,21 @@ export class MeshService {
 
   /**
    * Bookkeeping of every write that changes a config's mesh: the config's `updated_at`, the
-   * re-staging of its nodes' configs, and the change report handed to the hooks after commit.
+   * staging of the nodes whose text the write changes (`changed`, worked out by the write:
+   * src/store/staging.ts), and the change report handed to the hooks after commit.
    */
   async #changed(
     trx: Db,
     afterCommit: AfterCommit,
     configId: string,
     now: number,
+    changed: readonly string[],
     extra: Partial<Pick<MeshChange, "created" | "deleted" | "modeChanged" | "touched">> = {},
   ): Promise<void> {
     await configsRepo.updateConfig(trx, configId, { updated_at: now });
-    const staged = await restageConfig(trx, configId, now);
+    // A node made dynamic is rendered now even when its text did not change: its actor pushes it.
+    const madeDynamic = (extra.modeChanged ?? []).filter((m) => m.mode === "dynamic").map((m) => m.nodeId);
+    const staged = await stageChanged(trx, changed, now, madeDynamic);
     const change: MeshChange = {
       configId,
       created: extra.created ?? [],
@@ -524,6 +529,12 @@ export class MeshService {
       touched: extra.touched ?? [],
     };
     afterCommit(() => this.#hooks?.afterCommit(change));
+  }
+
+  /** Nodes whose text changes when `pair` goes to `enabled` (null: deleted). */
+  async #pairChange(trx: Db, configId: string, pair: MeshPairRow, enabled: boolean | null): Promise<string[]> {
+    const [a, b] = await Promise.all([requireNode(trx, configId, pair.node_a), requireNode(trx, configId, pair.node_b)]);
+    return changedByPair(a, b, pair.enabled === 1, enabled);
   }
 
   async #nodeViews(db: Db, configId: string): Promise<NodeView[]> {
@@ -553,6 +564,11 @@ async function requirePair(db: Db, configId: string, pairId: string) {
   return pair;
 }
 
+
+/** What of a port forward reaches its node's text: nothing while disabled (spec §6.3 config_text). */
+function forwardKey(f: { enabled: number; protocol: string; listen_port: number; target_address: string; target_port: number }): string {
+  return f.enabled === 1 ? `${f.protocol}|${f.listen_port}|${f.target_address}|${f.target_port}` : "";
+}
 
 function byId(nodes: readonly NodeRow[]): Map<string, NodeRow> {
   return new Map(nodes.map((n) => [n.node_id, n]));

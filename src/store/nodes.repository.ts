@@ -107,3 +107,42 @@ export async function findDetectTarget(
 export async function getNodeById(db: Db, nodeId: string): Promise<NodeRow> {
   return db.selectFrom("nodes").selectAll().where("node_id", "=", nodeId).executeTakeFirstOrThrow();
 }
+
+/**
+ * Marks nodes' staged configs as changed without rendering them (issue 14, lazy staging):
+ * `staged_config_version + 1`, `staged_config_sha256`/`_text` NULL until rendered on demand
+ * (`materializeStaged`). One UPDATE per 500 ids.
+ */
+export async function bumpStagedVersions(db: Db, nodeIds: readonly string[], now: number): Promise<void> {
+  for (let i = 0; i < nodeIds.length; i += 500) {
+    await db
+      .updateTable("nodes")
+      .set((eb) => ({ staged_config_version: eb("staged_config_version", "+", 1), staged_config_sha256: null, staged_config_text: null, updated_at: now }))
+      .where("node_id", "in", nodeIds.slice(i, i + 500))
+      .execute();
+  }
+}
+
+/** Marks every node of a config as changed, like {@link bumpStagedVersions}, in one UPDATE. */
+export async function bumpStagedVersionsOfConfig(db: Db, configId: string, now: number): Promise<string[]> {
+  const rows = await db
+    .updateTable("nodes")
+    .set((eb) => ({ staged_config_version: eb("staged_config_version", "+", 1), staged_config_sha256: null, staged_config_text: null, updated_at: now }))
+    .where("config_id", "=", configId)
+    .returning("node_id")
+    .execute();
+  return rows.map((r) => r.node_id);
+}
+
+export async function findNodeById(db: Db, nodeId: string): Promise<NodeRow | undefined> {
+  return db.selectFrom("nodes").selectAll().where("node_id", "=", nodeId).executeTakeFirst();
+}
+
+/** The dynamic nodes among `nodeIds` (one query per 500 ids). */
+export async function listDynamicNodesAmong(db: Db, nodeIds: readonly string[]): Promise<NodeRow[]> {
+  const out: NodeRow[] = [];
+  for (let i = 0; i < nodeIds.length; i += 500) {
+    out.push(...(await db.selectFrom("nodes").selectAll().where("node_id", "in", nodeIds.slice(i, i + 500)).where("mode", "=", "dynamic").execute()));
+  }
+  return out;
+}
