@@ -104,7 +104,16 @@ export interface MeshServiceDeps {
   /** spec §1.7 feature switch. */
   mqttEnabled: boolean;
   hooks?: MeshHooks;
+  /**
+   * Peer lines (changed nodes × nodes of the config) up to which a write renders the static
+   * nodes it changed at once; above it they are rendered on demand (issue 14, lazy staging).
+   * Default {@link DEFAULT_EAGER_PEER_BUDGET}; 0 = always lazy.
+   */
+  eagerPeerBudget?: number;
 }
+
+/** ≈ 20,000 peer blocks ≈ 3 MB of text: a few tens of ms of rendering and hashing. */
+export const DEFAULT_EAGER_PEER_BUDGET = 20_000;
 
 /**
  * Configs, nodes, mesh pairs, port forwards and tags: every write runs in one transaction,
@@ -117,12 +126,14 @@ export class MeshService {
   readonly #clock: Clock;
   readonly #mqttEnabled: boolean;
   #hooks: MeshHooks | undefined;
+  readonly #eagerPeerBudget: number;
 
   constructor(deps: MeshServiceDeps) {
     this.#store = deps.store;
     this.#clock = deps.clock;
     this.#mqttEnabled = deps.mqttEnabled;
     this.#hooks = deps.hooks;
+    this.#eagerPeerBudget = deps.eagerPeerBudget ?? DEFAULT_EAGER_PEER_BUDGET;
   }
 
   /** Sets the after-commit hooks (wired once at start-up). */
@@ -519,7 +530,8 @@ export class MeshService {
     await configsRepo.updateConfig(trx, configId, { updated_at: now });
     // A node made dynamic is rendered now even when its text did not change: its actor pushes it.
     const madeDynamic = (extra.modeChanged ?? []).filter((m) => m.mode === "dynamic").map((m) => m.nodeId);
-    const staged = await stageChanged(trx, changed, now, madeDynamic);
+    const configSize = changed.length === 0 ? 0 : await nodesRepo.countNodes(trx, configId);
+    const staged = await stageChanged(trx, changed, now, { render: madeDynamic, eagerPeerBudget: this.#eagerPeerBudget, configSize });
     const change: MeshChange = {
       configId,
       created: extra.created ?? [],

@@ -146,3 +146,12 @@ export async function listDynamicNodesAmong(db: Db, nodeIds: readonly string[]):
   }
   return out;
 }
+
+/** The nodes among `nodeIds` that exist (one query per 500 ids; order unspecified). */
+export async function listNodesAmong(db: Db, nodeIds: readonly string[]): Promise<NodeRow[]> {
+  const out: NodeRow[] = [];
+  for (let i = 0; i < nodeIds.length; i += 500) {
+    out.push(...(await db.selectFrom("nodes").selectAll().where("node_id", "in", nodeIds.slice(i, i + 500)).execute()));
+  }
+  return out;
+}

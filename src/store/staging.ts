@@ -17,7 +17,7 @@ import { checkPairIntegrity, renderNodeConfig, stageConfig, type RenderInput, ty
 import { findConfig } from "./configs.repository.js";
 import type { Db } from "./db.js";
 import { listPairs, listPairsOfNode, type PairOfNode } from "./mesh-pairs.repository.js";
-import { bumpStagedVersions, listDynamicNodesAmong, listNodes, updateNode } from "./nodes.repository.js";
+import { bumpStagedVersions, listDynamicNodesAmong, listNodes, listNodesAmong, updateNode } from "./nodes.repository.js";
 import { listPortForwards, listPortForwardsOfConfig } from "./port-forwards.repository.js";
 import type { ConfigRow, NodeRow, PortForwardRow } from "./schema.js";
 
@@ -160,15 +160,26 @@ export function changedByPair(a: RenderSide, b: RenderSide, before: boolean | nu
 
 /**
  * Applies a write's changed set: bumps the versions (one UPDATE per 500 nodes) and renders the
- * dynamic ones right away (their actors push them); static ones stay lazy. `render`: further
- * nodes to render (not bump) when dynamic, e.g. a node just made dynamic.
+ * dynamic ones right away (their actors push them); static ones stay lazy unless the write is
+ * small: `changed × configSize <= eagerPeerBudget` (peer lines) renders all of them now.
+ * `render`: further nodes to render (not bump) when dynamic, e.g. a node just made dynamic.
  * @returns the rendered changes, for the node actors (DESIGN §3 Config versions)
  */
-export async function stageChanged(db: Db, nodeIds: readonly string[], now: number, render: readonly string[] = []): Promise<StagedChange[]> {
+export async function stageChanged(
+  db: Db,
+  nodeIds: readonly string[],
+  now: number,
+  opts: { render?: readonly string[]; eagerPeerBudget?: number; configSize?: number } = {},
+): Promise<StagedChange[]> {
   const unique = [...new Set(nodeIds)];
   if (unique.length > 0) await bumpStagedVersions(db, unique, now);
+  // Small writes render everything they changed, as before: the views show every sha at once.
+  // Above the budget (peer lines: changed nodes × nodes of the config), static ones stay lazy.
+  const eager = unique.length * (opts.configSize ?? Infinity) <= (opts.eagerPeerBudget ?? 0);
+  const toRender = [...new Set([...unique, ...(opts.render ?? [])])];
+  const rows = eager ? await listNodesAmong(db, toRender) : await listDynamicNodesAmong(db, toRender);
   const out: StagedChange[] = [];
-  for (const node of await listDynamicNodesAmong(db, [...new Set([...unique, ...render])])) {
+  for (const node of rows) {
     const staged = await materializeStaged(db, node);
     if (staged) out.push({ nodeId: node.node_id, version: staged.config_version, sha: staged.config_sha256 });
   }
@@ -188,6 +199,31 @@ export async function stageChanged(db: Db, nodeIds: readonly string[], now: numb
  * @returns the nodes whose staged config changed, with their new version and sha
  */
 export async function restageConfig(db: Db, configId: string, now: number): Promise<StagedChange[]> {
+  const rendered = await renderConfigTexts(db, configId);
+  const changed: StagedChange[] = [];
+  for (const { node, text } of rendered) {
+    const lazy = node.staged_config_sha256 === null && node.staged_config_version >= 1;
+    const previous = node.staged_config_sha256 === null ? null : { config_version: node.staged_config_version, config_sha256: node.staged_config_sha256 };
+    const staged = lazy ? { ...stageConfig(null, text), config_version: node.staged_config_version } : stageConfig(previous, text);
+    if (staged.config_sha256 !== node.staged_config_sha256) {
+      await updateNode(db, node.node_id, {
+        staged_config_version: staged.config_version,
+        staged_config_sha256: staged.config_sha256,
+        staged_config_text: staged.config_text,
+        ...(lazy ? {} : { updated_at: now }),
+      });
+      if (!lazy) changed.push({ nodeId: node.node_id, version: staged.config_version, sha: staged.config_sha256 });
+    }
+  }
+  return changed;
+}
+
+/**
+ * The full re-render of every node of a config from the stored inputs, writing nothing: the
+ * reference the lazy path is proven against. O(n²) in a full mesh.
+ * @returns one entry per node, in `listNodes` order; empty when the config does not exist
+ */
+export async function renderConfigTexts(db: Db, configId: string): Promise<Array<{ node: NodeRow; text: string }>> {
   const config = await findConfig(db, configId);
   if (!config) return [];
   const [nodes, pairs, forwards] = await Promise.all([listNodes(db, configId), listPairs(db, configId), listPortForwardsOfConfig(db, configId)]);
@@ -203,21 +239,8 @@ export async function restageConfig(db: Db, configId: string, now: number): Prom
       peersOf.set(self.node_id, list);
     }
   }
-  const changed: StagedChange[] = [];
-  for (const node of nodes) {
-    const text = renderNodeConfig(renderInput(config, node, peersOf.get(node.node_id) ?? [], forwards.get(node.node_id) ?? []));
-    const lazy = node.staged_config_sha256 === null && node.staged_config_version >= 1;
-    const previous = node.staged_config_sha256 === null ? null : { config_version: node.staged_config_version, config_sha256: node.staged_config_sha256 };
-    const staged = lazy ? { ...stageConfig(null, text), config_version: node.staged_config_version } : stageConfig(previous, text);
-    if (staged.config_sha256 !== node.staged_config_sha256) {
-      await updateNode(db, node.node_id, {
-        staged_config_version: staged.config_version,
-        staged_config_sha256: staged.config_sha256,
-        staged_config_text: staged.config_text,
-        ...(lazy ? {} : { updated_at: now }),
-      });
-      if (!lazy) changed.push({ nodeId: node.node_id, version: staged.config_version, sha: staged.config_sha256 });
-    }
-  }
-  return changed;
+  return nodes.map((node) => ({
+    node,
+    text: renderNodeConfig(renderInput(config, node, peersOf.get(node.node_id) ?? [], forwards.get(node.node_id) ?? [])),
+  }));
 }
