@@ -1,5 +1,6 @@
 import type { z } from "zod";
 import type { Clock } from "../clock.js";
+import type { Logger } from "../logger.js";
 import { allocateAddress, isHostAddress, parseConfigNetwork } from "../domain/address-pool.js";
 import { generateAwgParams } from "../domain/awg.js";
 import { generateKeyPair } from "../domain/keys.js";
@@ -13,7 +14,7 @@ import * as pairsRepo from "../store/mesh-pairs.repository.js";
 import * as nodesRepo from "../store/nodes.repository.js";
 import * as forwardsRepo from "../store/port-forwards.repository.js";
 import type { ConfigRow, MeshPairRow, NodeRow } from "../store/schema.js";
-import { changedByNodeCreated, changedByNodeUpdated, changedByPair, materializeStaged, renderedPeerIds, stageChanged, type StagedChange } from "../store/staging.js";
+import { changedByNodeCreated, changedByNodeUpdated, changedByPair, materializeStaged, renderDeferred, renderedPeerIds, stageChanged, type StagedChange } from "../store/staging.js";
 import { clearClientCredentials } from "./control.service.js";
 import { requireConfig, requireNode } from "./node-lookup.js";
 import * as tokensRepo from "../store/tokens.repository.js";
@@ -110,10 +111,12 @@ export interface MeshServiceDeps {
    * Default {@link DEFAULT_EAGER_PEER_BUDGET}; 0 = always lazy.
    */
   eagerPeerBudget?: number;
+  /** Where failures of after-commit rendering are logged. */
+  log?: Logger;
 }
 
-/** ≈ 20,000 peer blocks ≈ 3 MB of text: a few tens of ms of rendering and hashing. */
-export const DEFAULT_EAGER_PEER_BUDGET = 20_000;
+/** ≈ 2,000 peer blocks (≈ 300 kB of text): a few ms of validating, rendering and hashing. */
+export const DEFAULT_EAGER_PEER_BUDGET = 2_000;
 
 /**
  * Configs, nodes, mesh pairs, port forwards and tags: every write runs in one transaction,
@@ -127,6 +130,8 @@ export class MeshService {
   readonly #mqttEnabled: boolean;
   #hooks: MeshHooks | undefined;
   readonly #eagerPeerBudget: number;
+  readonly #log: Logger | undefined;
+  #background: Promise<void> = Promise.resolve();
 
   constructor(deps: MeshServiceDeps) {
     this.#store = deps.store;
@@ -134,6 +139,7 @@ export class MeshService {
     this.#mqttEnabled = deps.mqttEnabled;
     this.#hooks = deps.hooks;
     this.#eagerPeerBudget = deps.eagerPeerBudget ?? DEFAULT_EAGER_PEER_BUDGET;
+    this.#log = deps.log;
   }
 
   /** Sets the after-commit hooks (wired once at start-up). */
@@ -287,18 +293,11 @@ export class MeshService {
       await nodesRepo.insertNode(trx, row, now);
       await nodesRepo.replaceNodeTags(trx, row.node_id, dedupe(input.tags ?? []));
       if (input.auto_pair !== false) {
-        for (const other of existing) {
+        const pairs = existing.map((other) => {
           const [a, b] = pairsRepo.orderPair(row.node_id, other.node_id);
-          await pairsRepo.insertPair(trx, {
-            pair_id: newId("pair"),
-            config_id: configId,
-            node_a: a,
-            node_b: b,
-            enabled: 1,
-            created_at: now,
-            updated_at: now,
-          });
-        }
+          return { pair_id: newId("pair"), config_id: configId, node_a: a, node_b: b, enabled: 1, created_at: now, updated_at: now };
+        });
+        await pairsRepo.insertPairs(trx, pairs);
       }
       await this.#changed(trx, afterCommit, configId, now, await changedByNodeCreated(trx, row), { created: [row] });
       return this.#nodeView(trx, await requireNode(trx, configId, row.node_id));
@@ -531,7 +530,7 @@ export class MeshService {
     // A node made dynamic is rendered now even when its text did not change: its actor pushes it.
     const madeDynamic = (extra.modeChanged ?? []).filter((m) => m.mode === "dynamic").map((m) => m.nodeId);
     const configSize = changed.length === 0 ? 0 : await nodesRepo.countNodes(trx, configId);
-    const staged = await stageChanged(trx, changed, now, { render: madeDynamic, eagerPeerBudget: this.#eagerPeerBudget, configSize });
+    const { staged, deferred } = await stageChanged(trx, changed, now, { render: madeDynamic, eagerPeerBudget: this.#eagerPeerBudget, configSize });
     const change: MeshChange = {
       configId,
       created: extra.created ?? [],
@@ -540,7 +539,28 @@ export class MeshService {
       staged,
       touched: extra.touched ?? [],
     };
-    afterCommit(() => this.#hooks?.afterCommit(change));
+    afterCommit(() => {
+      const settled = this.#hooks?.afterCommit(change);
+      if (deferred.length > 0) this.#renderAfterCommit(configId, deferred);
+      return settled;
+    });
+  }
+
+  /**
+   * Renders a large write's dynamic nodes after its commit, one node per event-loop turn, and
+   * hands them to the hooks in batches (node actors: `config.staged`, then the debounced push).
+   * Runs one after another across writes; {@link settled} resolves when all are done.
+   */
+  #renderAfterCommit(configId: string, nodeIds: string[]): void {
+    const empty = { configId, created: [], deleted: [], modeChanged: [], touched: [] };
+    this.#background = this.#background
+      .then(() => renderDeferred(this.#store.db, nodeIds, (staged) => this.#hooks?.afterCommit({ ...empty, staged })))
+      .catch((err: unknown) => this.#log?.error({ err, config_id: configId }, "rendering staged configs after a write failed"));
+  }
+
+  /** Resolves once every write's after-commit rendering has finished (tests, benchmarks, shutdown). */
+  settled(): Promise<void> {
+    return this.#background;
   }
 
   /** Nodes whose text changes when `pair` goes to `enabled` (null: deleted). */

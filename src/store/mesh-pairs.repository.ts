@@ -53,3 +53,10 @@ export async function listPairsOfNode(db: Db, nodeId: string): Promise<PairOfNod
   ]);
   return [...asA, ...asB].map(({ pair_id, enabled, ...peer }) => ({ pair_id, enabled, peer }));
 }
+
+/** Inserts many pairs, 500 rows per statement (a node joining a full mesh of n nodes: n − 1 rows). */
+export async function insertPairs(db: Db, rows: readonly MeshPairRow[]): Promise<void> {
+  for (let i = 0; i < rows.length; i += 500) {
+    await db.insertInto("mesh_pairs").values(rows.slice(i, i + 500)).execute();
+  }
+}

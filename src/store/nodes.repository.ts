@@ -155,3 +155,19 @@ export async function listNodesAmong(db: Db, nodeIds: readonly string[]): Promis
   }
   return out;
 }
+
+/**
+ * Stores the rendering of a node's staged config, only if the node is still at `version` with
+ * no rendering (a write that bumped it meanwhile wins: the text would be stale).
+ * @returns true when stored
+ */
+export async function storeStagedRendering(db: Db, nodeId: string, version: number, sha: string, text: string): Promise<boolean> {
+  const res = await db
+    .updateTable("nodes")
+    .set({ staged_config_sha256: sha, staged_config_text: text })
+    .where("node_id", "=", nodeId)
+    .where("staged_config_version", "=", version)
+    .where("staged_config_sha256", "is", null)
+    .executeTakeFirst();
+  return Number(res.numUpdatedRows) === 1;
+}

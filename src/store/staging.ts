@@ -12,12 +12,13 @@
  * whose SHA-256 is the staged sha). `test/store/incremental-render.test.ts` proves this gives
  * byte-for-byte the versions, texts and shas of {@link restageConfig} after every write.
  */
+import { performance } from "node:perf_hooks";
 import type { AwgParams } from "../domain/awg.js";
 import { checkPairIntegrity, renderNodeConfig, stageConfig, type RenderInput, type RenderPeer } from "../domain/render.js";
 import { findConfig } from "./configs.repository.js";
 import type { Db } from "./db.js";
 import { listPairs, listPairsOfNode, type PairOfNode } from "./mesh-pairs.repository.js";
-import { bumpStagedVersions, listDynamicNodesAmong, listNodes, listNodesAmong, updateNode } from "./nodes.repository.js";
+import { bumpStagedVersions, findNodeById, listDynamicNodesAmong, listNodes, listNodesAmong, storeStagedRendering, updateNode } from "./nodes.repository.js";
 import { listPortForwards, listPortForwardsOfConfig } from "./port-forwards.repository.js";
 import type { ConfigRow, NodeRow, PortForwardRow } from "./schema.js";
 
@@ -95,18 +96,23 @@ export async function materializeStaged(
   db: Db,
   node: NodeRow,
 ): Promise<{ config_version: number; config_sha256: string; config_text: string } | null> {
-  if (node.staged_config_sha256 !== null && node.staged_config_text !== null) {
-    return { config_version: node.staged_config_version, config_sha256: node.staged_config_sha256, config_text: node.staged_config_text };
+  let row: NodeRow | undefined = node;
+  for (let attempt = 0; row !== undefined && attempt < 3; attempt++) {
+    if (row.staged_config_sha256 !== null && row.staged_config_text !== null) {
+      return { config_version: row.staged_config_version, config_sha256: row.staged_config_sha256, config_text: row.staged_config_text };
+    }
+    if (row.staged_config_version < 1) return null;
+    const text = await renderCurrentConfig(db, row);
+    if (text === null) return null;
+    const sha = stageConfig(null, text).config_sha256;
+    // Not the version: the text of this version was unknown, not different. Stored only if no
+    // write bumped the node between the read and now (else read again and render again).
+    if (await storeStagedRendering(db, row.node_id, row.staged_config_version, sha, text)) {
+      return { config_version: row.staged_config_version, config_sha256: sha, config_text: text };
+    }
+    row = await findNodeById(db, row.node_id);
   }
-  if (node.staged_config_version < 1) return null;
-  const text = await renderCurrentConfig(db, node);
-  if (text === null) return null;
-  const staged = stageConfig(null, text);
-  // Not the version: the text of this version was unknown, not different.
-  await updateNode(db, node.node_id, { staged_config_sha256: staged.config_sha256, staged_config_text: text });
-  node.staged_config_sha256 = staged.config_sha256;
-  node.staged_config_text = text;
-  return { config_version: node.staged_config_version, config_sha256: staged.config_sha256, config_text: text };
+  return null;
 }
 
 /** Ids of the nodes whose configs list `node` as a peer (rendered pairs only). */
@@ -159,31 +165,60 @@ export function changedByPair(a: RenderSide, b: RenderSide, before: boolean | nu
 }
 
 /**
- * Applies a write's changed set: bumps the versions (one UPDATE per 500 nodes) and renders the
- * dynamic ones right away (their actors push them); static ones stay lazy unless the write is
- * small: `changed × configSize <= eagerPeerBudget` (peer lines) renders all of them now.
+ * Applies a write's changed set: bumps the versions (one UPDATE per 500 nodes). A small write
+ * (`changed × configSize <= eagerPeerBudget` peer lines) renders every node it changed right
+ * away, as before; a larger one leaves the static ones lazy and hands back the dynamic ones, for
+ * rendering after the commit in small steps ({@link renderDeferred}): their actors push them.
  * `render`: further nodes to render (not bump) when dynamic, e.g. a node just made dynamic.
- * @returns the rendered changes, for the node actors (DESIGN §3 Config versions)
+ * @returns `staged`: the changes rendered now, for the node actors (DESIGN §3 Config versions);
+ *   `deferred`: ids of dynamic nodes still to render
  */
 export async function stageChanged(
   db: Db,
   nodeIds: readonly string[],
   now: number,
   opts: { render?: readonly string[]; eagerPeerBudget?: number; configSize?: number } = {},
-): Promise<StagedChange[]> {
+): Promise<{ staged: StagedChange[]; deferred: string[] }> {
   const unique = [...new Set(nodeIds)];
   if (unique.length > 0) await bumpStagedVersions(db, unique, now);
-  // Small writes render everything they changed, as before: the views show every sha at once.
-  // Above the budget (peer lines: changed nodes × nodes of the config), static ones stay lazy.
   const eager = unique.length * (opts.configSize ?? Infinity) <= (opts.eagerPeerBudget ?? 0);
   const toRender = [...new Set([...unique, ...(opts.render ?? [])])];
-  const rows = eager ? await listNodesAmong(db, toRender) : await listDynamicNodesAmong(db, toRender);
-  const out: StagedChange[] = [];
-  for (const node of rows) {
-    const staged = await materializeStaged(db, node);
-    if (staged) out.push({ nodeId: node.node_id, version: staged.config_version, sha: staged.config_sha256 });
+  if (!eager) return { staged: [], deferred: (await listDynamicNodesAmong(db, toRender)).map((n) => n.node_id) };
+  const staged: StagedChange[] = [];
+  for (const node of await listNodesAmong(db, toRender)) {
+    const s = await materializeStaged(db, node);
+    if (s) staged.push({ nodeId: node.node_id, version: s.config_version, sha: s.config_sha256 });
   }
-  return out;
+  return { staged, deferred: [] };
+}
+
+/**
+ * Renders nodes one at a time outside any transaction, yielding to the event loop between
+ * nodes (one node of a 1,000-node full mesh: a few ms), and reports them in batches of up to
+ * `batch` (or every `sliceMs` ms) to `onStaged`. A node deleted or already rendered meanwhile
+ * is reported only if it has a rendering now.
+ */
+export async function renderDeferred(
+  db: Db,
+  nodeIds: readonly string[],
+  onStaged: (batch: StagedChange[]) => Promise<unknown> | void,
+  opts: { batch?: number; sliceMs?: number } = {},
+): Promise<void> {
+  const { batch = 50, sliceMs = 20 } = opts;
+  let pending: StagedChange[] = [];
+  let since = performance.now();
+  for (const id of nodeIds) {
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    const node = await findNodeById(db, id);
+    const s = node ? await materializeStaged(db, node) : null;
+    if (s) pending.push({ nodeId: id, version: s.config_version, sha: s.config_sha256 });
+    if (pending.length >= batch || performance.now() - since >= sliceMs) {
+      await onStaged(pending);
+      pending = [];
+      since = performance.now();
+    }
+  }
+  if (pending.length > 0) await onStaged(pending);
 }
 
 /**
