@@ -65,8 +65,6 @@ export const LONG_FUNCTIONS: readonly LongFunction[] = [
   { file: "src/services/snapshots.ts", name: "extractSnapshotZip", reason: "the zip checks in the order the archive is read" },
   { file: "src/services/backups.service.ts", name: "BackupsService.createBulkPackage", reason: "its queued body below" },
   { file: "src/services/backups.service.ts", name: "BackupsService.createBulkPackage/<anonymous>", reason: "build, record and swap the bulk package in one queued step" },
-  { file: "src/services/mesh.service.ts", name: "MeshService.createNode", reason: "its transaction below" },
-  { file: "src/services/mesh.service.ts", name: "MeshService.createNode/<anonymous>", reason: "the node-create transaction (address, keys, tags, auto-pair, restage)" },
   { file: "src/mqtt/broker-sync.ts", name: "BrokerSync.#run", reason: "the reconcile loop with its retry policy" },
 ];
 

@@ -83,8 +83,7 @@ export async function createAppContext(settings: Settings, log: Logger, override
     const auth = new AuthService({ store, clock, sessionTtlMs: settings.adminSessionTtlMs });
     const generatedAdminPassword = await auth.ensureAdminPassword(settings.adminPassword);
     const mesh = new MeshService({ store, clock, mqttEnabled: settings.mqttEnabled, log });
-    // A large write renders its dynamic nodes after the commit: finish before the store closes.
-    lifecycle.defer(() => mesh.settled());
+    lifecycle.defer(() => mesh.settled()); // a large write's after-commit rendering ends before the store closes
     const downloads = new DownloadsService({ store, clock, tokenTtlMs: settings.downloadTokenTtlMs });
     const backendPassword = settings.mqttBackendPassword ?? (await storedSecret(store, clock, "mqtt_backend_password"));
     const authzKey = settings.brokerAuthzSharedKey ?? (await storedSecret(store, clock, "broker_authz_shared_key"));

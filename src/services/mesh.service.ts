@@ -289,12 +289,12 @@ export class MeshService {
         created_at: now,
         updated_at: now,
       };
-      const existing = await nodesRepo.listNodes(trx, configId);
+      const existing = await nodesRepo.listNodeIds(trx, configId);
       await nodesRepo.insertNode(trx, row, now);
       await nodesRepo.replaceNodeTags(trx, row.node_id, dedupe(input.tags ?? []));
       if (input.auto_pair !== false) {
         const pairs = existing.map((other) => {
-          const [a, b] = pairsRepo.orderPair(row.node_id, other.node_id);
+          const [a, b] = pairsRepo.orderPair(row.node_id, other);
           return { pair_id: newId("pair"), config_id: configId, node_a: a, node_b: b, enabled: 1, created_at: now, updated_at: now };
         });
         await pairsRepo.insertPairs(trx, pairs);

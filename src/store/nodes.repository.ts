@@ -171,3 +171,9 @@ export async function storeStagedRendering(db: Db, nodeId: string, version: numb
     .executeTakeFirst();
   return Number(res.numUpdatedRows) === 1;
 }
+
+/** The node ids of a config, in `listNodes` order. */
+export async function listNodeIds(db: Db, configId: string): Promise<string[]> {
+  const rows = await db.selectFrom("nodes").select("node_id").where("config_id", "=", configId).orderBy("created_at").orderBy("node_id").execute();
+  return rows.map((r) => r.node_id);
+}
