@@ -578,12 +578,10 @@ export class MeshService {
     return nodes.map((n) => nodeView(n, tags.get(n.node_id) ?? [], clients.get(n.node_id), this.#mqttEnabled));
   }
 
+  /** One node's view: reads that node's tags and client state only (O(1) in the config's size). */
   async #nodeView(db: Db, node: NodeRow): Promise<NodeView> {
-    const [tags, clients] = await Promise.all([
-      nodesRepo.listTagsByNode(db, node.config_id),
-      nodesRepo.listClientStates(db, node.config_id),
-    ]);
-    return nodeView(node, tags.get(node.node_id) ?? [], clients.get(node.node_id), this.#mqttEnabled);
+    const [tags, client] = await Promise.all([nodesRepo.listTagsOfNode(db, node.node_id), nodesRepo.findClientState(db, node.node_id)]);
+    return nodeView(node, tags, client, this.#mqttEnabled);
   }
 }
 

@@ -177,3 +177,14 @@ export async function listNodeIds(db: Db, configId: string): Promise<string[]> {
   const rows = await db.selectFrom("nodes").select("node_id").where("config_id", "=", configId).orderBy("created_at").orderBy("node_id").execute();
   return rows.map((r) => r.node_id);
 }
+
+/** One node's tags, sorted (the per-node form of {@link listTagsByNode}). */
+export async function listTagsOfNode(db: Db, nodeId: string): Promise<string[]> {
+  const rows = await db.selectFrom("node_tags").select("tag").where("node_id", "=", nodeId).orderBy("tag").execute();
+  return rows.map((r) => r.tag);
+}
+
+/** One node's client state row (the per-node form of {@link listClientStates}). */
+export async function findClientState(db: Db, nodeId: string): Promise<NodeClientStateRow | undefined> {
+  return db.selectFrom("node_client_state").selectAll().where("node_id", "=", nodeId).executeTakeFirst();
+}
