@@ -89,6 +89,7 @@ async function measure(nodes: number): Promise<Row> {
       const { ms, body } = await api("POST", `${cfg}/nodes`, newNode(i));
       createMs.push(ms);
       ids.push(body.node_id);
+      if ((i + 1) % 500 === 0) console.error(`  ${i + 1} nodes after ${((performance.now() - tBuild) / 1000).toFixed(0)} s; last create ${ms.toFixed(0)} ms`);
     }
     // Medians of five, the machine being shared: the 96th–100th and the last five creates.
     const create100Ms = median(createMs.slice(95, 100));
