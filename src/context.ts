@@ -161,7 +161,7 @@ export async function createAppContext(settings: Settings, log: Logger, override
     events.on("mesh.changed", (change) => notifier.meshChanged(change));
     mesh.setHooks({ afterCommit: meshAfterCommit({ clock, registry, mqtt, events }) });
 
-    await registry.start();
+    await registry.start().then(() => mesh.resumeRendering()); // dynamic nodes a stopped run left unrendered
     lifecycle.defer(() => registry.stop());
     commands.start();
     lifecycle.defer(() => commands.stop());

@@ -552,10 +552,34 @@ export class MeshService {
    * Runs one after another across writes; {@link settled} resolves when all are done.
    */
   #renderAfterCommit(configId: string, nodeIds: string[]): void {
+    this.#inBackground(() => this.#renderAndReport(configId, nodeIds));
+  }
+
+  #renderAndReport(configId: string, nodeIds: readonly string[]): Promise<void> {
     const empty = { configId, created: [], deleted: [], modeChanged: [], touched: [] };
+    return renderDeferred(this.#store.db, nodeIds, (staged) => this.#hooks?.afterCommit({ ...empty, staged }));
+  }
+
+  /** Chains background work after the previous one; a failure is logged, never thrown. */
+  #inBackground(work: () => Promise<void>): void {
     this.#background = this.#background
-      .then(() => renderDeferred(this.#store.db, nodeIds, (staged) => this.#hooks?.afterCommit({ ...empty, staged })))
-      .catch((err: unknown) => this.#log?.error({ err, config_id: configId }, "rendering staged configs after a write failed"));
+      .then(work)
+      .catch((err: unknown) => this.#log?.error({ err }, "rendering staged configs in the background failed"));
+  }
+
+  /**
+   * Renders the dynamic nodes a previous run left staged but unrendered (it stopped between a
+   * large write's commit and its after-commit rendering), so their actors learn the staged sha
+   * and push it. Call once the hooks' node actors run (start-up); {@link settled} covers it.
+   */
+  resumeRendering(): void {
+    this.#inBackground(async () => {
+      const byConfig = new Map<string, string[]>();
+      for (const r of await nodesRepo.listUnrenderedDynamicNodes(this.#store.db)) {
+        byConfig.set(r.config_id, [...(byConfig.get(r.config_id) ?? []), r.node_id]);
+      }
+      for (const [configId, ids] of byConfig) await this.#renderAndReport(configId, ids);
+    });
   }
 
   /** Resolves once every write's after-commit rendering has finished (tests, benchmarks, shutdown). */

@@ -188,3 +188,15 @@ export async function listTagsOfNode(db: Db, nodeId: string): Promise<string[]> 
 export async function findClientState(db: Db, nodeId: string): Promise<NodeClientStateRow | undefined> {
   return db.selectFrom("node_client_state").selectAll().where("node_id", "=", nodeId).executeTakeFirst();
 }
+
+/** Dynamic nodes staged but not rendered yet (`staged_config_version >= 1`, no sha): config_id and node_id. */
+export async function listUnrenderedDynamicNodes(db: Db): Promise<Array<{ config_id: string; node_id: string }>> {
+  return db
+    .selectFrom("nodes")
+    .select(["config_id", "node_id"])
+    .where("mode", "=", "dynamic")
+    .where("staged_config_sha256", "is", null)
+    .where("staged_config_version", ">=", 1)
+    .orderBy("config_id")
+    .execute();
+}

@@ -134,3 +134,38 @@ test("issue 14 / DESIGN §3 Config versions, spec §3.5 §3.8: after each of 200
     { numRuns: 4, seed: 1308, endOnFailure: true },
   );
 });
+
+test("issue 14 / DESIGN §3 Config versions: a write above the eager budget hands its dynamic nodes to the node actors after the commit with the rendered (version, sha); a restart renders those a stopped run left unrendered", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "svc-incr-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));
+  t.after(() => store.close());
+  const reported: Array<{ nodeId: string; version: number; sha: string }> = [];
+  const mesh = new MeshService({ store, clock: new ManualClock(), mqttEnabled: true, eagerPeerBudget: 0, hooks: { afterCommit: (c) => void reported.push(...c.staged) } });
+  const configId = (await mesh.createConfig({ name: "c", tunnel_protocol: "wireguard", network_cidr: "10.9.0.0/24" } as never)).config_id;
+  for (let i = 0; i < 3; i++) await mesh.createNode(configId, { name: `d${i}`, mode: "dynamic", public_address: "192.0.2.1", listen_port: 51820 + i } as never);
+  await mesh.createNode(configId, { name: "s", mode: "static" } as never);
+  await mesh.settled();
+  reported.length = 0;
+
+  await mesh.updateConfig(configId, { tunnel_protocol: "awg_2" } as never);
+  const afterWrite = await listNodes(store.db, configId);
+  assert.ok(afterWrite.every((n) => n.staged_config_sha256 === null), "the write itself rendered nothing");
+  await mesh.settled();
+  const rows = await listNodes(store.db, configId);
+  const dynamic = rows.filter((n) => n.mode === "dynamic");
+  assert.deepEqual(
+    [...reported].sort((a, b) => a.nodeId.localeCompare(b.nodeId)),
+    dynamic.map((n) => ({ nodeId: n.node_id, version: n.staged_config_version, sha: n.staged_config_sha256 })).sort((a, b) => a.nodeId.localeCompare(b.nodeId)),
+  );
+  assert.ok(dynamic.every((n) => n.staged_config_sha256 === sha256(n.staged_config_text ?? "") && n.staged_config_text?.includes("Jc = ")));
+  assert.equal(rows.find((n) => n.mode === "static")?.staged_config_sha256, null, "the static node stays lazy");
+
+  // A run that stopped between commit and rendering: the next start renders and reports them.
+  await store.db.updateTable("nodes").set({ staged_config_sha256: null, staged_config_text: null }).where("mode", "=", "dynamic").execute();
+  reported.length = 0;
+  mesh.resumeRendering();
+  await mesh.settled();
+  assert.deepEqual(reported.map((r) => r.nodeId).sort(), dynamic.map((n) => n.node_id).sort());
+  assert.deepEqual(reported.map((r) => r.sha).sort(), dynamic.map((n) => n.staged_config_sha256).sort(), "the same text, so the same sha");
+});
