@@ -295,7 +295,7 @@ export class MeshService {
       if (input.auto_pair !== false) {
         const pairs = existing.map((other) => {
           const [a, b] = pairsRepo.orderPair(row.node_id, other);
-          return { pair_id: newId("pair"), config_id: configId, node_a: a, node_b: b, enabled: 1, created_at: now, updated_at: now };
+          return { pair_id: localPairId(now), config_id: configId, node_a: a, node_b: b, enabled: 1, created_at: now, updated_at: now };
         });
         await pairsRepo.insertPairs(trx, pairs);
       }
@@ -618,6 +618,22 @@ async function requirePair(db: Db, configId: string, pairId: string) {
   return pair;
 }
 
+
+const BASE32 = "abcdefghijklmnopqrstuvwxyz234567";
+
+/**
+ * A pair id for the n − 1 pairs of a node joining a mesh: `pair-` + 8 base32 characters of the
+ * time (ms, 40 bits, big-endian) + 8 random ones (40 bits), the syntax of `newId`. The ids of
+ * one write share their prefix, so they land on a few adjacent pages of the primary-key index
+ * instead of one random page each (issue 14: the commit of a 1,000-node mesh's create wrote
+ * ~1,000 dirty pages for that index alone). Pair ids are names, not secrets.
+ */
+function localPairId(now: number): string {
+  let out = "pair-";
+  for (let shift = 35; shift >= 0; shift -= 5) out += BASE32[Math.floor(now / 2 ** shift) % 32];
+  for (const b of globalThis.crypto.getRandomValues(new Uint8Array(8))) out += BASE32[b & 31];
+  return out;
+}
 
 /** What of a port forward reaches its node's text: nothing while disabled (spec §6.3 config_text). */
 function forwardKey(f: { enabled: number; protocol: string; listen_port: number; target_address: string; target_port: number }): string {
