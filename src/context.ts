@@ -82,7 +82,8 @@ export async function createAppContext(settings: Settings, log: Logger, override
   try {
     const auth = new AuthService({ store, clock, sessionTtlMs: settings.adminSessionTtlMs });
     const generatedAdminPassword = await auth.ensureAdminPassword(settings.adminPassword);
-    const mesh = new MeshService({ store, clock, mqttEnabled: settings.mqttEnabled });
+    const mesh = new MeshService({ store, clock, mqttEnabled: settings.mqttEnabled, log });
+    lifecycle.defer(() => mesh.settled()); // a large write's after-commit rendering ends before the store closes
     const downloads = new DownloadsService({ store, clock, tokenTtlMs: settings.downloadTokenTtlMs });
     const backendPassword = settings.mqttBackendPassword ?? (await storedSecret(store, clock, "mqtt_backend_password"));
     const authzKey = settings.brokerAuthzSharedKey ?? (await storedSecret(store, clock, "broker_authz_shared_key"));
@@ -160,7 +161,7 @@ export async function createAppContext(settings: Settings, log: Logger, override
     events.on("mesh.changed", (change) => notifier.meshChanged(change));
     mesh.setHooks({ afterCommit: meshAfterCommit({ clock, registry, mqtt, events }) });
 
-    await registry.start();
+    await registry.start().then(() => mesh.resumeRendering()); // dynamic nodes a stopped run left unrendered
     lifecycle.defer(() => registry.stop());
     commands.start();
     lifecycle.defer(() => commands.stop());

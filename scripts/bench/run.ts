@@ -1,92 +1,163 @@
 /**
- * Benchmarks of the foundation (a benchmark, not a test: it prints a table and asserts nothing).
+ * Benchmarks of mesh writes at scale (issue 14; a benchmark, not a test: it prints tables and
+ * asserts nothing).
  *
- *   npm run bench            # all
- *   npm run bench -- 250     # largest mesh size
+ *   npm run bench                    # full meshes of 100 and 1,000 nodes
+ *   npm run bench -- --big           # and 5,000 (builds take minutes)
+ *   npm run bench -- --sizes 100,500 # chosen sizes
  *
- * Measures, over a real SQLite file and the real HTTP stack on loopback:
- * - creating the Nth node of a full mesh over REST (every write re-stages every node's config);
- * - a re-stage of a whole config that changes every node (a protocol switch);
- * - node config downloads per second through a real listener (sequential and 16 concurrent).
+ * Over a real SQLite file and the real HTTP stack on loopback (the server in this process), for
+ * a full mesh of N static nodes built over REST:
+ * - build: total time, the time to create the 100th and the Nth node (medians of five);
+ * - writes on the N-node mesh (medians of three; six for pairs): remove a node, change a node's
+ *   endpoint, toggle a pair (disable, enable), switch the protocol (every config changes);
+ * - the event loop's largest delay (`perf_hooks.monitorEventLoopDelay`, 10 ms resolution)
+ *   during the build and during the single writes;
+ * - downloads/s of the largest node config (N − 1 peers), 16 concurrent;
+ * - the mesh page's reads: `GET /configs/{id}` (config, nodes, tags) and, up to 1,000 nodes,
+ *   `GET /configs/{id}/mesh-pairs` (n²/2 pairs).
  */
+import Database from "better-sqlite3";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { performance } from "node:perf_hooks";
+import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { createServer } from "../../src/server.js";
 
-const largest = Number(process.argv[2] ?? 250);
-const sizes = [50, 100, largest].filter((n, i, all) => n <= largest && all.indexOf(n) === i);
+function sizesFromArgs(argv: string[]): number[] {
+  const i = argv.indexOf("--sizes");
+  if (i >= 0) return (argv[i + 1] ?? "").split(",").map(Number).filter((n) => n > 0);
+  const plain = argv.find((a) => /^\d+$/.test(a));
+  if (plain !== undefined) return [...new Set([100, Number(plain)])].filter((n) => n <= Number(plain));
+  return argv.includes("--big") ? [100, 1000, 5000] : [100, 1000];
+}
 
 interface Row {
   nodes: number;
-  createLastMs: number;
-  restageAllMs: number;
-  downloadSeqPerS: number;
-  downloadPar16PerS: number;
+  buildS: number;
+  create100Ms: number;
+  createNthMs: number;
+  removeMs: number;
+  endpointMs: number;
+  pairToggleMs: number;
+  protocolMs: number;
+  loopMaxBuildMs: number;
+  loopMaxWritesMs: number;
+  downloadsPerS: number;
+  configGetMs: number;
+  pairsGetMs: number | null;
+}
+
+type Api = (method: string, path: string, body?: unknown) => Promise<{ ms: number; body: any }>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+async function timed(api: Api, method: string, path: string, body?: unknown): Promise<number> {
+  return (await api(method, path, body)).ms;
 }
 
 async function measure(nodes: number): Promise<Row> {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-bench-"));
   const server = await createServer(testSettings({ dataDir, adminPassword: "bench-password" }), createLogger("silent"));
+  const loop = monitorEventLoopDelay({ resolution: 10 });
   try {
     const base = await server.app.listen({ host: "127.0.0.1", port: 0 });
-    const login = await json(await fetch(`${base}/api/v1/auth/login`, post({ password: "bench-password" })));
-    const auth = { authorization: `Bearer ${login.access_token}` };
-    const config = await json(await fetch(`${base}/api/v1/configs`, post({ name: "bench", tunnel_protocol: "wireguard", network_cidr: "10.0.0.0/16" }, auth)));
-    const ids: string[] = [];
-    let createLastMs = 0;
-    for (let i = 0; i < nodes; i++) {
+    let auth: Record<string, string> = {};
+    const api: Api = async (method, path, body) => {
       const t0 = performance.now();
-      const res = await fetch(`${base}/api/v1/configs/${config.config_id}/nodes`, post({ name: `n${i}`, mode: "static", public_address: `192.0.2.${(i % 250) + 1}`, listen_port: 10000 + i }, auth));
-      createLastMs = performance.now() - t0;
-      ids.push((await json(res)).node_id);
-    }
-    const t1 = performance.now();
-    await fetch(`${base}/api/v1/configs/${config.config_id}`, { ...post({ tunnel_protocol: "awg_2" }, auth), method: "PATCH" });
-    const restageAllMs = performance.now() - t1;
+      const res = await fetch(`${base}${path}`, {
+        method,
+        headers: { ...auth, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      const text = await res.text();
+      const ms = performance.now() - t0;
+      if (res.status >= 400) throw new Error(`${method} ${path}: ${res.status} ${text.slice(0, 200)}`);
+      return { ms, body: text === "" ? null : JSON.parse(text) };
+    };
+    const login = await api("POST", "/api/v1/auth/login", { password: "bench-password" });
+    auth = { authorization: `Bearer ${login.body.access_token}` };
+    const config = (await api("POST", "/api/v1/configs", { name: "bench", tunnel_protocol: "wireguard", network_cidr: "10.0.0.0/16" })).body;
+    const cfg = `/api/v1/configs/${config.config_id}`;
+    const newNode = (i: number) => ({ name: `n${i}`, mode: "static", public_address: `192.0.2.${(i % 250) + 1}`, listen_port: 10000 + i });
 
-    const token = await json(await fetch(`${base}/api/v1/configs/${config.config_id}/nodes/${ids[0]}/download-token`, { method: "POST", headers: auth }));
+    const ids: string[] = [];
+    const createMs: number[] = [];
+    loop.enable();
+    const tBuild = performance.now();
+    for (let i = 0; i < nodes; i++) {
+      const { ms, body } = await api("POST", `${cfg}/nodes`, newNode(i));
+      createMs.push(ms);
+      ids.push(body.node_id);
+      if ((i + 1) % 500 === 0) console.error(`  ${i + 1} nodes after ${((performance.now() - tBuild) / 1000).toFixed(0)} s; last create ${ms.toFixed(0)} ms`);
+    }
+    // Medians of five, the machine being shared: the 96th–100th and the last five creates.
+    const create100Ms = median(createMs.slice(95, 100));
+    const createNthMs = median(createMs.slice(-5));
+    const buildS = (performance.now() - tBuild) / 1000;
+    loop.disable();
+    const loopMaxBuildMs = loop.max / 1e6;
+    loop.reset();
+
+    loop.enable();
+    const removes: number[] = [];
+    for (let i = 0; i < 3; i++) removes.push(await timed(api, "DELETE", `${cfg}/nodes/${ids.pop() ?? ""}`));
+    const endpoints: number[] = [];
+    for (let i = 1; i <= 3; i++) endpoints.push(await timed(api, "PATCH", `${cfg}/nodes/${ids[i]}`, { public_address: `198.51.100.${i}`, listen_port: 40000 + i }));
+    const db = new Database(join(dataDir, "svc.db"), { readonly: true });
+    const pairIds = ids.slice(4, 7).map((id) => (db.prepare("SELECT pair_id FROM mesh_pairs WHERE node_a = ? LIMIT 1").get(id) as { pair_id: string }).pair_id);
+    db.close();
+    const toggles: number[] = [];
+    for (const pairId of pairIds) {
+      toggles.push(await timed(api, "PATCH", `${cfg}/mesh-pairs/${pairId}`, { enabled: false }));
+      toggles.push(await timed(api, "PATCH", `${cfg}/mesh-pairs/${pairId}`, { enabled: true }));
+    }
+    const [removeMs, endpointMs, pairToggleMs] = [median(removes), median(endpoints), median(toggles)];
+    const protocolMs = await timed(api, "PATCH", cfg, { tunnel_protocol: "awg_2" });
+    loop.disable();
+    const loopMaxWritesMs = loop.max / 1e6;
+
+    const configGets: number[] = [];
+    for (let i = 0; i < 5; i++) configGets.push(await timed(api, "GET", cfg));
+    const configGetMs = configGets.sort((a, b) => a - b)[2] ?? 0;
+    const pairsGetMs = nodes <= 1000 ? await timed(api, "GET", `${cfg}/mesh-pairs`) : null;
+
+    const token = (await api("POST", `${cfg}/nodes/${ids[0]}/download-token`)).body;
     const url = `${base}${token.download_path}`;
-    const seqN = 300;
-    const t2 = performance.now();
-    for (let i = 0; i < seqN; i++) await (await fetch(url)).text();
-    const downloadSeqPerS = (seqN / (performance.now() - t2)) * 1000;
-    const parN = 1600;
+    await (await fetch(url)).text(); // the first download renders it (lazy staging)
+    const downloads = 800;
     let next = 0;
     const t3 = performance.now();
     await Promise.all(
       Array.from({ length: 16 }, async () => {
-        while (next++ < parN) await (await fetch(url)).text();
+        while (next++ < downloads) await (await fetch(url)).text();
       }),
     );
-    const downloadPar16PerS = (parN / (performance.now() - t3)) * 1000;
-    return { nodes, createLastMs, restageAllMs, downloadSeqPerS, downloadPar16PerS };
+    const downloadsPerS = (downloads / (performance.now() - t3)) * 1000;
+    return { nodes, buildS, create100Ms, createNthMs, removeMs, endpointMs, pairToggleMs, protocolMs, loopMaxBuildMs, loopMaxWritesMs, downloadsPerS, configGetMs, pairsGetMs };
   } finally {
+    loop.disable();
     await server.close();
     rmSync(dataDir, { recursive: true, force: true });
   }
 }
 
-/** Parsed JSON body; the bench reads known fields of its own service's answers. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-async function json(res: Response): Promise<any> {
-  return res.json();
-}
-
-function post(body: unknown, headers: Record<string, string> = {}): RequestInit {
-  return { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify(body) };
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)] ?? 0;
 }
 
 const rows: Row[] = [];
-for (const n of sizes) rows.push(await measure(n));
-console.log("\nFull-mesh config: REST writes re-stage every node; downloads through a real listener on loopback\n");
-console.log("| nodes | create Nth node (ms) | re-stage all, protocol switch (ms) | downloads/s sequential | downloads/s 16 concurrent |");
-console.log("|---:|---:|---:|---:|---:|");
+for (const n of sizesFromArgs(process.argv.slice(2))) {
+  rows.push(await measure(n));
+  console.error(`measured ${n} nodes`);
+}
+const f = (n: number | null, d = 1) => (n === null ? "–" : n.toFixed(d));
+console.log("\nFull mesh of N static nodes built over REST; single writes on the N-node mesh (server in this process, loopback)\n");
+console.log("| nodes | build (s) | create 100th (ms) | create Nth (ms) | remove (ms) | endpoint change (ms) | pair toggle (ms) | protocol switch (ms) | loop max, build (ms) | loop max, writes (ms) | downloads/s, largest config | GET config (ms) | GET mesh-pairs (ms) |");
+console.log("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
 for (const r of rows) {
   console.log(
-    `| ${r.nodes} | ${r.createLastMs.toFixed(1)} | ${r.restageAllMs.toFixed(1)} | ${r.downloadSeqPerS.toFixed(0)} | ${r.downloadPar16PerS.toFixed(0)} |`,
+    `| ${r.nodes} | ${f(r.buildS)} | ${f(r.create100Ms)} | ${f(r.createNthMs)} | ${f(r.removeMs)} | ${f(r.endpointMs)} | ${f(r.pairToggleMs)} | ${f(r.protocolMs)} | ${f(r.loopMaxBuildMs)} | ${f(r.loopMaxWritesMs)} | ${f(r.downloadsPerS, 0)} | ${f(r.configGetMs)} | ${f(r.pairsGetMs)} |`,
   );
 }

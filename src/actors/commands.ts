@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import PQueue from "p-queue";
 import type { z } from "zod";
 import { isoTime, type Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
@@ -93,7 +94,12 @@ export interface CommandTrackerDeps {
   onPublishFailed?(command: OpenCommand, message: string): void;
   /** A command reached its final status (metrics `svc_commands_total`); must not throw. */
   onFinal?(command: OpenCommand, status: FinalCommandStatus): void;
+  /** Config pushes published at once at most (issue 14: a 1,000-node re-stage); default {@link PUSH_CONCURRENCY}. */
+  pushConcurrency?: number;
 }
+
+/** Config pushes in flight (published, PUBACK not yet back) at most, by default. */
+export const PUSH_CONCURRENCY = 32;
 
 /** Longest failure message stored by {@link CommandTracker.recordFailure}, characters (ACK messages are bounded alike). */
 const MAX_FAILURE_MESSAGE = 4000;
@@ -125,12 +131,15 @@ export class CommandTracker {
   readonly #deps: CommandTrackerDeps;
   readonly #open = new Map<string, OpenCommand>();
   readonly #logs: CommandLogStatements;
+  /** Bounds config pushes in flight; other commands are single and go straight out. */
+  readonly #pushes: PQueue;
   /** Envelopes the broker took (PUBACK received), for metrics; read at scrape time. */
   published = 0;
 
   constructor(deps: CommandTrackerDeps) {
     this.#deps = deps;
     this.#logs = createCommandLogStatements(deps.store.sqlite);
+    this.#pushes = new PQueue({ concurrency: deps.pushConcurrency ?? PUSH_CONCURRENCY });
   }
 
   /** Number of commands waiting for a final ACK. */
@@ -196,7 +205,8 @@ export class CommandTracker {
       payload,
     };
     try {
-      await this.#deps.publish(nodeTopic(configId, nodeId, kind), envelope);
+      const publish = () => this.#deps.publish(nodeTopic(configId, nodeId, kind), envelope);
+      await (kind === "config_push" ? this.#pushes.add(publish) : publish());
     } catch (err) {
       const message = `publish to the broker failed: ${err instanceof Error ? err.message : String(err)}`;
       this.#deps.log.warn({ config_id: configId, node_id: nodeId, request_id: requestId, action, log_id: logId, err: message }, "command not sent");

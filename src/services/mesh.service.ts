@@ -1,5 +1,6 @@
 import type { z } from "zod";
 import type { Clock } from "../clock.js";
+import type { Logger } from "../logger.js";
 import { allocateAddress, isHostAddress, parseConfigNetwork } from "../domain/address-pool.js";
 import { generateAwgParams } from "../domain/awg.js";
 import { generateKeyPair } from "../domain/keys.js";
@@ -12,8 +13,8 @@ import type { AfterCommit, Db, Store } from "../store/db.js";
 import * as pairsRepo from "../store/mesh-pairs.repository.js";
 import * as nodesRepo from "../store/nodes.repository.js";
 import * as forwardsRepo from "../store/port-forwards.repository.js";
-import type { ConfigRow, NodeRow } from "../store/schema.js";
-import { restageConfig, type StagedChange } from "../store/staging.js";
+import type { ConfigRow, MeshPairRow, NodeRow } from "../store/schema.js";
+import { changedByNodeCreated, changedByNodeUpdated, changedByPair, materializeStaged, renderDeferred, renderedPeerIds, stageChanged, type StagedChange } from "../store/staging.js";
 import { clearClientCredentials } from "./control.service.js";
 import { requireConfig, requireNode } from "./node-lookup.js";
 import * as lists from "./lists.js";
@@ -105,7 +106,18 @@ export interface MeshServiceDeps {
   /** spec §1.7 feature switch. */
   mqttEnabled: boolean;
   hooks?: MeshHooks;
+  /**
+   * Peer lines (changed nodes × nodes of the config) up to which a write renders the static
+   * nodes it changed at once; above it they are rendered on demand (issue 14, lazy staging).
+   * Default {@link DEFAULT_EAGER_PEER_BUDGET}; 0 = always lazy.
+   */
+  eagerPeerBudget?: number;
+  /** Where failures of after-commit rendering are logged. */
+  log?: Logger;
 }
+
+/** ≈ 2,000 peer blocks (≈ 300 kB of text): a few ms of validating, rendering and hashing. */
+export const DEFAULT_EAGER_PEER_BUDGET = 2_000;
 
 /**
  * Configs, nodes, mesh pairs, port forwards and tags: every write runs in one transaction,
@@ -118,12 +130,17 @@ export class MeshService {
   readonly #clock: Clock;
   readonly #mqttEnabled: boolean;
   #hooks: MeshHooks | undefined;
+  readonly #eagerPeerBudget: number;
+  readonly #log: Logger | undefined;
+  #background: Promise<void> = Promise.resolve();
 
   constructor(deps: MeshServiceDeps) {
     this.#store = deps.store;
     this.#clock = deps.clock;
     this.#mqttEnabled = deps.mqttEnabled;
     this.#hooks = deps.hooks;
+    this.#eagerPeerBudget = deps.eagerPeerBudget ?? DEFAULT_EAGER_PEER_BUDGET;
+    this.#log = deps.log;
   }
 
   /** Sets the after-commit hooks (wired once at start-up). */
@@ -208,7 +225,10 @@ export class MeshService {
         }
       }
       await configsRepo.updateConfig(trx, configId, patch);
-      await this.#changed(trx, afterCommit, configId, now);
+      // Only the protocol reaches the text (awg lines); a switch changes every node's.
+      const switched = patch.tunnel_protocol !== undefined && patch.tunnel_protocol !== config.tunnel_protocol;
+      const changed = switched ? (await nodesRepo.listNodes(trx, configId)).map((n) => n.node_id) : [];
+      await this.#changed(trx, afterCommit, configId, now, changed);
       return configView({ ...config, ...patch });
     });
   }
@@ -285,24 +305,17 @@ export class MeshService {
         created_at: now,
         updated_at: now,
       };
-      const existing = await nodesRepo.listNodes(trx, configId);
+      const existing = await nodesRepo.listNodeIds(trx, configId);
       await nodesRepo.insertNode(trx, row, now);
       await nodesRepo.replaceNodeTags(trx, row.node_id, dedupe(input.tags ?? []));
       if (input.auto_pair !== false) {
-        for (const other of existing) {
-          const [a, b] = pairsRepo.orderPair(row.node_id, other.node_id);
-          await pairsRepo.insertPair(trx, {
-            pair_id: newId("pair"),
-            config_id: configId,
-            node_a: a,
-            node_b: b,
-            enabled: 1,
-            created_at: now,
-            updated_at: now,
-          });
-        }
+        const pairs = existing.map((other) => {
+          const [a, b] = pairsRepo.orderPair(row.node_id, other);
+          return { pair_id: localPairId(now), config_id: configId, node_a: a, node_b: b, enabled: 1, created_at: now, updated_at: now };
+        });
+        await pairsRepo.insertPairs(trx, pairs);
       }
-      await this.#changed(trx, afterCommit, configId, now, { created: [row] });
+      await this.#changed(trx, afterCommit, configId, now, await changedByNodeCreated(trx, row), { created: [row] });
       return this.#nodeView(trx, await requireNode(trx, configId, row.node_id));
     });
   }
@@ -332,11 +345,12 @@ export class MeshService {
       const listenPort = patch.listen_port !== undefined ? patch.listen_port : node.listen_port;
       if (publicAddress !== null && listenPort === null) patch.listen_port = DEFAULT_LISTEN_PORT;
       await nodesRepo.updateNode(trx, nodeId, patch);
+      const changed = await changedByNodeUpdated(trx, node, { ...node, ...patch });
       if (input.tags !== undefined) await nodesRepo.replaceNodeTags(trx, nodeId, dedupe(input.tags));
       const modeChanged = patch.mode !== undefined && patch.mode !== node.mode;
       // spec §3.1 dynamic → static: binding permissions and client state cleared in the same write.
       if (modeChanged && patch.mode === "static") await clearClientCredentials(trx, nodeId, now);
-      await this.#changed(trx, afterCommit, configId, now, {
+      await this.#changed(trx, afterCommit, configId, now, changed, {
         touched: [nodeId],
         ...(modeChanged ? { modeChanged: [{ nodeId, mode: patch.mode as NodeMode }] } : {}),
       });
@@ -347,10 +361,11 @@ export class MeshService {
   async deleteNode(configId: string, nodeId: string): Promise<void> {
     const now = this.#clock.now();
     await this.#store.transaction(async (trx, afterCommit) => {
-      await requireNode(trx, configId, nodeId);
+      const node = await requireNode(trx, configId, nodeId);
+      const changed = await renderedPeerIds(trx, node);
       await tokensRepo.deleteDownloadTokensOf(trx, "node_config", `${configId}/${nodeId}`);
       await nodesRepo.deleteNode(trx, nodeId);
-      await this.#changed(trx, afterCommit, configId, now, { deleted: [nodeId] });
+      await this.#changed(trx, afterCommit, configId, now, changed, { deleted: [nodeId] });
     });
   }
 
@@ -360,16 +375,13 @@ export class MeshService {
     nodeId: string,
   ): Promise<{ node: NodeRow; config_version: number; config_sha256: string; config_text: string }> {
     const node = await requireNode(this.#store.db, configId, nodeId);
-    if (node.staged_config_text === null || node.staged_config_sha256 === null) {
-      // Every write re-stages, so this only happens on a database edited by hand.
+    // Rendered on first demand after a write changed it (lazy staging, src/store/staging.ts).
+    const staged = await materializeStaged(this.#store.db, node);
+    if (staged === null) {
+      // Every write stages, so this only happens on a database edited by hand.
       throw new AppError("NOT_FOUND", "the node has no staged config");
     }
-    return {
-      node,
-      config_version: node.staged_config_version,
-      config_sha256: node.staged_config_sha256,
-      config_text: node.staged_config_text,
-    };
+    return { node, ...staged };
   }
 
   // ---- mesh pairs ----------------------------------------------------------------------
@@ -388,8 +400,8 @@ export class MeshService {
     const now = this.#clock.now();
     return this.#store.transaction(async (trx, afterCommit) => {
       await requireConfig(trx, configId);
-      await requireNode(trx, configId, input.node_a);
-      await requireNode(trx, configId, input.node_b);
+      const nodeA = await requireNode(trx, configId, input.node_a);
+      const nodeB = await requireNode(trx, configId, input.node_b);
       if (await pairsRepo.findPairByNodes(trx, input.node_a, input.node_b)) {
         throw new AppError("CONFLICT", "these nodes are already paired");
       }
@@ -404,7 +416,7 @@ export class MeshService {
         updated_at: now,
       };
       await pairsRepo.insertPair(trx, row);
-      await this.#changed(trx, afterCommit, configId, now);
+      await this.#changed(trx, afterCommit, configId, now, changedByPair(nodeA, nodeB, null, row.enabled === 1));
       return meshPairView(row, byId(await nodesRepo.listNodes(trx, configId)));
     });
   }
@@ -414,7 +426,7 @@ export class MeshService {
     return this.#store.transaction(async (trx, afterCommit) => {
       const pair = await requirePair(trx, configId, pairId);
       await pairsRepo.setPairEnabled(trx, pairId, input.enabled, now);
-      await this.#changed(trx, afterCommit, configId, now);
+      await this.#changed(trx, afterCommit, configId, now, await this.#pairChange(trx, configId, pair, input.enabled));
       return meshPairView(
         { ...pair, enabled: input.enabled ? 1 : 0, updated_at: now },
         byId(await nodesRepo.listNodes(trx, configId)),
@@ -425,9 +437,9 @@ export class MeshService {
   async deletePair(configId: string, pairId: string): Promise<void> {
     const now = this.#clock.now();
     await this.#store.transaction(async (trx, afterCommit) => {
-      await requirePair(trx, configId, pairId);
+      const pair = await requirePair(trx, configId, pairId);
       await pairsRepo.deletePair(trx, pairId);
-      await this.#changed(trx, afterCommit, configId, now);
+      await this.#changed(trx, afterCommit, configId, now, await this.#pairChange(trx, configId, pair, null));
     });
   }
 
@@ -460,7 +472,7 @@ export class MeshService {
         updated_at: now,
       };
       await forwardsRepo.insertPortForward(trx, row);
-      await this.#changed(trx, afterCommit, configId, now);
+      await this.#changed(trx, afterCommit, configId, now, row.enabled === 1 ? [nodeId] : []);
       return portForwardView(row);
     });
   }
@@ -492,7 +504,7 @@ export class MeshService {
         });
       }
       await forwardsRepo.updatePortForward(trx, forwardId, next);
-      await this.#changed(trx, afterCommit, configId, now);
+      await this.#changed(trx, afterCommit, configId, now, forwardKey(current) === forwardKey(next) ? [] : [nodeId]);
       return portForwardView(next);
     });
   }
@@ -501,11 +513,10 @@ export class MeshService {
     const now = this.#clock.now();
     await this.#store.transaction(async (trx, afterCommit) => {
       await requireNode(trx, configId, nodeId);
-      if (!(await forwardsRepo.findPortForward(trx, nodeId, forwardId))) {
-        throw new AppError("NOT_FOUND", `port forward ${forwardId} not found`);
-      }
+      const current = await forwardsRepo.findPortForward(trx, nodeId, forwardId);
+      if (!current) throw new AppError("NOT_FOUND", `port forward ${forwardId} not found`);
       await forwardsRepo.deletePortForward(trx, forwardId);
-      await this.#changed(trx, afterCommit, configId, now);
+      await this.#changed(trx, afterCommit, configId, now, current.enabled === 1 ? [nodeId] : []);
     });
   }
 
@@ -520,17 +531,22 @@ export class MeshService {
 
   /**
    * Bookkeeping of every write that changes a config's mesh: the config's `updated_at`, the
-   * re-staging of its nodes' configs, and the change report handed to the hooks after commit.
+   * staging of the nodes whose text the write changes (`changed`, worked out by the write:
+   * src/store/staging.ts), and the change report handed to the hooks after commit.
    */
   async #changed(
     trx: Db,
     afterCommit: AfterCommit,
     configId: string,
     now: number,
+    changed: readonly string[],
     extra: Partial<Pick<MeshChange, "created" | "deleted" | "modeChanged" | "touched">> = {},
   ): Promise<void> {
     await configsRepo.updateConfig(trx, configId, { updated_at: now });
-    const staged = await restageConfig(trx, configId, now);
+    // A node made dynamic is rendered now even when its text did not change: its actor pushes it.
+    const madeDynamic = (extra.modeChanged ?? []).filter((m) => m.mode === "dynamic").map((m) => m.nodeId);
+    const configSize = changed.length === 0 ? 0 : await nodesRepo.countNodes(trx, configId);
+    const { staged, deferred } = await stageChanged(trx, changed, now, { render: madeDynamic, eagerPeerBudget: this.#eagerPeerBudget, configSize });
     const change: MeshChange = {
       configId,
       created: extra.created ?? [],
@@ -539,7 +555,58 @@ export class MeshService {
       staged,
       touched: extra.touched ?? [],
     };
-    afterCommit(() => this.#hooks?.afterCommit(change));
+    afterCommit(() => {
+      const settled = this.#hooks?.afterCommit(change);
+      if (deferred.length > 0) this.#renderAfterCommit(configId, deferred);
+      return settled;
+    });
+  }
+
+  /**
+   * Renders a large write's dynamic nodes after its commit, one node per event-loop turn, and
+   * hands them to the hooks in batches (node actors: `config.staged`, then the debounced push).
+   * Runs one after another across writes; {@link settled} resolves when all are done.
+   */
+  #renderAfterCommit(configId: string, nodeIds: string[]): void {
+    this.#inBackground(() => this.#renderAndReport(configId, nodeIds));
+  }
+
+  #renderAndReport(configId: string, nodeIds: readonly string[]): Promise<void> {
+    const empty = { configId, created: [], deleted: [], modeChanged: [], touched: [] };
+    return renderDeferred(this.#store.db, nodeIds, (staged) => this.#hooks?.afterCommit({ ...empty, staged }));
+  }
+
+  /** Chains background work after the previous one; a failure is logged, never thrown. */
+  #inBackground(work: () => Promise<void>): void {
+    this.#background = this.#background
+      .then(work)
+      .catch((err: unknown) => this.#log?.error({ err }, "rendering staged configs in the background failed"));
+  }
+
+  /**
+   * Renders the dynamic nodes a previous run left staged but unrendered (it stopped between a
+   * large write's commit and its after-commit rendering), so their actors learn the staged sha
+   * and push it. Call once the hooks' node actors run (start-up); {@link settled} covers it.
+   */
+  resumeRendering(): void {
+    this.#inBackground(async () => {
+      const byConfig = new Map<string, string[]>();
+      for (const r of await nodesRepo.listUnrenderedDynamicNodes(this.#store.db)) {
+        byConfig.set(r.config_id, [...(byConfig.get(r.config_id) ?? []), r.node_id]);
+      }
+      for (const [configId, ids] of byConfig) await this.#renderAndReport(configId, ids);
+    });
+  }
+
+  /** Resolves once every write's after-commit rendering has finished (tests, benchmarks, shutdown). */
+  settled(): Promise<void> {
+    return this.#background;
+  }
+
+  /** Nodes whose text changes when `pair` goes to `enabled` (null: deleted). */
+  async #pairChange(trx: Db, configId: string, pair: MeshPairRow, enabled: boolean | null): Promise<string[]> {
+    const [a, b] = await Promise.all([requireNode(trx, configId, pair.node_a), requireNode(trx, configId, pair.node_b)]);
+    return changedByPair(a, b, pair.enabled === 1, enabled);
   }
 
   async #nodeViews(db: Db, configId: string): Promise<NodeView[]> {
@@ -551,12 +618,10 @@ export class MeshService {
     return nodes.map((n) => nodeView(n, tags.get(n.node_id) ?? [], clients.get(n.node_id), this.#mqttEnabled));
   }
 
+  /** One node's view: reads that node's tags and client state only (O(1) in the config's size). */
   async #nodeView(db: Db, node: NodeRow): Promise<NodeView> {
-    const [tags, clients] = await Promise.all([
-      nodesRepo.listTagsByNode(db, node.config_id),
-      nodesRepo.listClientStates(db, node.config_id),
-    ]);
-    return nodeView(node, tags.get(node.node_id) ?? [], clients.get(node.node_id), this.#mqttEnabled);
+    const [tags, client] = await Promise.all([nodesRepo.listTagsOfNode(db, node.node_id), nodesRepo.findClientState(db, node.node_id)]);
+    return nodeView(node, tags, client, this.#mqttEnabled);
   }
 }
 
@@ -569,6 +634,27 @@ async function requirePair(db: Db, configId: string, pairId: string) {
   return pair;
 }
 
+
+const BASE32 = "abcdefghijklmnopqrstuvwxyz234567";
+
+/**
+ * A pair id for the n − 1 pairs of a node joining a mesh: `pair-` + 8 base32 characters of the
+ * time (ms, 40 bits, big-endian) + 8 random ones (40 bits), the syntax of `newId`. The ids of
+ * one write share their prefix, so they land on a few adjacent pages of the primary-key index
+ * instead of one random page each (issue 14: the commit of a 1,000-node mesh's create wrote
+ * ~1,000 dirty pages for that index alone). Pair ids are names, not secrets.
+ */
+function localPairId(now: number): string {
+  let out = "pair-";
+  for (let shift = 35; shift >= 0; shift -= 5) out += BASE32[Math.floor(now / 2 ** shift) % 32];
+  for (const b of globalThis.crypto.getRandomValues(new Uint8Array(8))) out += BASE32[b & 31];
+  return out;
+}
+
+/** What of a port forward reaches its node's text: nothing while disabled (spec §6.3 config_text). */
+function forwardKey(f: { enabled: number; protocol: string; listen_port: number; target_address: string; target_port: number }): string {
+  return f.enabled === 1 ? `${f.protocol}|${f.listen_port}|${f.target_address}|${f.target_port}` : "";
+}
 
 function byId(nodes: readonly NodeRow[]): Map<string, NodeRow> {
   return new Map(nodes.map((n) => [n.node_id, n]));

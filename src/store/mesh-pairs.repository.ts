@@ -1,5 +1,5 @@
 import type { Db } from "./db.js";
-import type { MeshPairRow } from "./schema.js";
+import type { MeshPairRow, NodeRow } from "./schema.js";
 
 /** Repository of `mesh_pairs`. Pairs are stored with `node_a < node_b`. */
 
@@ -31,4 +31,32 @@ export async function setPairEnabled(db: Db, pairId: string, enabled: boolean, n
 
 export async function deletePair(db: Db, pairId: string): Promise<void> {
   await db.deleteFrom("mesh_pairs").where("pair_id", "=", pairId).execute();
+}
+
+/** One mesh pair of a node, seen from that node: the pair's state and the other side's render fields. */
+export interface PairOfNode {
+  pair_id: string;
+  enabled: number;
+  /** The other side of the pair. */
+  peer: Pick<NodeRow, "node_id" | "public_key" | "address" | "public_address" | "listen_port" | "mode">;
+}
+
+/**
+ * Every mesh pair a node is a side of, with the other side's fields (two index lookups:
+ * `UNIQUE (node_a, node_b)` and `mesh_pairs_node_b`). O(pairs of the node), never the config's.
+ */
+export async function listPairsOfNode(db: Db, nodeId: string): Promise<PairOfNode[]> {
+  const cols = ["p.pair_id", "p.enabled", "n.node_id", "n.public_key", "n.address", "n.public_address", "n.listen_port", "n.mode"] as const;
+  const [asA, asB] = await Promise.all([
+    db.selectFrom("mesh_pairs as p").innerJoin("nodes as n", "n.node_id", "p.node_b").select(cols).where("p.node_a", "=", nodeId).execute(),
+    db.selectFrom("mesh_pairs as p").innerJoin("nodes as n", "n.node_id", "p.node_a").select(cols).where("p.node_b", "=", nodeId).execute(),
+  ]);
+  return [...asA, ...asB].map(({ pair_id, enabled, ...peer }) => ({ pair_id, enabled, peer }));
+}
+
+/** Inserts many pairs, 500 rows per statement (a node joining a full mesh of n nodes: n − 1 rows). */
+export async function insertPairs(db: Db, rows: readonly MeshPairRow[]): Promise<void> {
+  for (let i = 0; i < rows.length; i += 500) {
+    await db.insertInto("mesh_pairs").values(rows.slice(i, i + 500)).execute();
+  }
 }

@@ -107,3 +107,96 @@ export async function findDetectTarget(
 export async function getNodeById(db: Db, nodeId: string): Promise<NodeRow> {
   return db.selectFrom("nodes").selectAll().where("node_id", "=", nodeId).executeTakeFirstOrThrow();
 }
+
+/**
+ * Marks nodes' staged configs as changed without rendering them (issue 14, lazy staging):
+ * `staged_config_version + 1`, `staged_config_sha256`/`_text` NULL until rendered on demand
+ * (`materializeStaged`). One UPDATE per 500 ids.
+ */
+export async function bumpStagedVersions(db: Db, nodeIds: readonly string[], now: number): Promise<void> {
+  for (let i = 0; i < nodeIds.length; i += 500) {
+    await db
+      .updateTable("nodes")
+      .set((eb) => ({ staged_config_version: eb("staged_config_version", "+", 1), staged_config_sha256: null, staged_config_text: null, updated_at: now }))
+      .where("node_id", "in", nodeIds.slice(i, i + 500))
+      .execute();
+  }
+}
+
+/** Marks every node of a config as changed, like {@link bumpStagedVersions}, in one UPDATE. */
+export async function bumpStagedVersionsOfConfig(db: Db, configId: string, now: number): Promise<string[]> {
+  const rows = await db
+    .updateTable("nodes")
+    .set((eb) => ({ staged_config_version: eb("staged_config_version", "+", 1), staged_config_sha256: null, staged_config_text: null, updated_at: now }))
+    .where("config_id", "=", configId)
+    .returning("node_id")
+    .execute();
+  return rows.map((r) => r.node_id);
+}
+
+export async function findNodeById(db: Db, nodeId: string): Promise<NodeRow | undefined> {
+  return db.selectFrom("nodes").selectAll().where("node_id", "=", nodeId).executeTakeFirst();
+}
+
+/** The dynamic nodes among `nodeIds` (one query per 500 ids). */
+export async function listDynamicNodesAmong(db: Db, nodeIds: readonly string[]): Promise<NodeRow[]> {
+  const out: NodeRow[] = [];
+  for (let i = 0; i < nodeIds.length; i += 500) {
+    out.push(...(await db.selectFrom("nodes").selectAll().where("node_id", "in", nodeIds.slice(i, i + 500)).where("mode", "=", "dynamic").execute()));
+  }
+  return out;
+}
+
+/** The nodes among `nodeIds` that exist (one query per 500 ids; order unspecified). */
+export async function listNodesAmong(db: Db, nodeIds: readonly string[]): Promise<NodeRow[]> {
+  const out: NodeRow[] = [];
+  for (let i = 0; i < nodeIds.length; i += 500) {
+    out.push(...(await db.selectFrom("nodes").selectAll().where("node_id", "in", nodeIds.slice(i, i + 500)).execute()));
+  }
+  return out;
+}
+
+/**
+ * Stores the rendering of a node's staged config, only if the node is still at `version` with
+ * no rendering (a write that bumped it meanwhile wins: the text would be stale).
+ * @returns true when stored
+ */
+export async function storeStagedRendering(db: Db, nodeId: string, version: number, sha: string, text: string): Promise<boolean> {
+  const res = await db
+    .updateTable("nodes")
+    .set({ staged_config_sha256: sha, staged_config_text: text })
+    .where("node_id", "=", nodeId)
+    .where("staged_config_version", "=", version)
+    .where("staged_config_sha256", "is", null)
+    .executeTakeFirst();
+  return Number(res.numUpdatedRows) === 1;
+}
+
+/** The node ids of a config, in `listNodes` order. */
+export async function listNodeIds(db: Db, configId: string): Promise<string[]> {
+  const rows = await db.selectFrom("nodes").select("node_id").where("config_id", "=", configId).orderBy("created_at").orderBy("node_id").execute();
+  return rows.map((r) => r.node_id);
+}
+
+/** One node's tags, sorted (the per-node form of {@link listTagsByNode}). */
+export async function listTagsOfNode(db: Db, nodeId: string): Promise<string[]> {
+  const rows = await db.selectFrom("node_tags").select("tag").where("node_id", "=", nodeId).orderBy("tag").execute();
+  return rows.map((r) => r.tag);
+}
+
+/** One node's client state row (the per-node form of {@link listClientStates}). */
+export async function findClientState(db: Db, nodeId: string): Promise<NodeClientStateRow | undefined> {
+  return db.selectFrom("node_client_state").selectAll().where("node_id", "=", nodeId).executeTakeFirst();
+}
+
+/** Dynamic nodes staged but not rendered yet (`staged_config_version >= 1`, no sha): config_id and node_id. */
+export async function listUnrenderedDynamicNodes(db: Db): Promise<Array<{ config_id: string; node_id: string }>> {
+  return db
+    .selectFrom("nodes")
+    .select(["config_id", "node_id"])
+    .where("mode", "=", "dynamic")
+    .where("staged_config_sha256", "is", null)
+    .where("staged_config_version", ">=", 1)
+    .orderBy("config_id")
+    .execute();
+}

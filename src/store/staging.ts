@@ -1,10 +1,26 @@
+/**
+ * Staging of node configs (DESIGN §3 Config versions; issue 14 "mesh writes cost what they change").
+ *
+ * Lazy staging: a mesh write does not render anything for static nodes. It works out, from the
+ * write alone, exactly which nodes' rendered text changes (a node reaches another's config only
+ * through a rendered pair) and bumps their `staged_config_version` with one UPDATE, clearing
+ * `staged_config_sha256`/`_text`. A row with `staged_config_version >= 1` and a NULL sha is
+ * "staged but not rendered yet": its text is, by construction, the rendering of the current
+ * inputs, and {@link materializeStaged} renders, hashes and stores it on demand (downloads,
+ * pushes, bulk packages, snapshots). Dynamic nodes are rendered in the write itself, so their
+ * actors learn the new `(version, sha)` as before (spec §3.5, §3.8: the agent receives the text
+ * whose SHA-256 is the staged sha). `test/store/incremental-render.test.ts` proves this gives
+ * byte-for-byte the versions, texts and shas of {@link restageConfig} after every write.
+ */
+import { performance } from "node:perf_hooks";
 import type { AwgParams } from "../domain/awg.js";
-import { checkPairIntegrity, renderNodeConfig, stageConfig, type RenderPeer } from "../domain/render.js";
+import { checkPairIntegrity, renderNodeConfig, stageConfig, type RenderInput, type RenderPeer } from "../domain/render.js";
 import { findConfig } from "./configs.repository.js";
 import type { Db } from "./db.js";
-import { listPairs } from "./mesh-pairs.repository.js";
-import { listNodes, updateNode } from "./nodes.repository.js";
-import { listPortForwardsOfConfig } from "./port-forwards.repository.js";
+import { listPairs, listPairsOfNode, type PairOfNode } from "./mesh-pairs.repository.js";
+import { bumpStagedVersions, findNodeById, listDynamicNodesAmong, listNodes, listNodesAmong, storeStagedRendering, updateNode } from "./nodes.repository.js";
+import { listPortForwards, listPortForwardsOfConfig } from "./port-forwards.repository.js";
+import type { ConfigRow, NodeRow, PortForwardRow } from "./schema.js";
 
 /** A node whose staged config changed. */
 export interface StagedChange {
@@ -13,11 +29,204 @@ export interface StagedChange {
   sha: string;
 }
 
+/** The render fields of a node (its own and as a peer). */
+type RenderSide = Pick<NodeRow, "node_id" | "public_key" | "address" | "public_address" | "listen_port">;
+type SelfSide = RenderSide & Pick<NodeRow, "private_key">;
+
+/** True when the pair `(a, b)` is rendered in both configs: enabled and not broken. */
+export function isPairRendered(a: RenderSide, b: RenderSide, enabled: boolean): boolean {
+  return checkPairIntegrity(a, b, enabled).status === "ok";
+}
+
+function renderPeer(other: RenderSide): RenderPeer {
+  return {
+    node_id: other.node_id,
+    public_key: other.public_key,
+    address: other.address,
+    public_address: other.public_address,
+    listen_port: other.listen_port,
+  };
+}
+
+/** The renderer's input for one node, from stored rows (peers already selected). */
+function renderInput(config: ConfigRow, node: SelfSide, peers: RenderPeer[], forwards: readonly PortForwardRow[]): RenderInput {
+  return {
+    config_id: config.config_id,
+    tunnel_protocol: config.tunnel_protocol,
+    network_cidr: config.network_cidr,
+    awg: config.awg_params === null ? null : (JSON.parse(config.awg_params) as AwgParams),
+    node: {
+      node_id: node.node_id,
+      private_key: node.private_key,
+      public_key: node.public_key,
+      address: node.address,
+      listen_port: node.listen_port,
+      public_address: node.public_address,
+    },
+    peers,
+    port_forwards: forwards
+      .filter((f) => f.enabled === 1)
+      .map((f) => ({ protocol: f.protocol, listen_port: f.listen_port, target_address: f.target_address, target_port: f.target_port })),
+  };
+}
+
+/** Renders `self` against its pairs as given (lets a caller render a node before and after a patch). */
+function renderWith(config: ConfigRow, self: SelfSide, pairs: readonly PairOfNode[], forwards: readonly PortForwardRow[]): string {
+  const peers = pairs.filter((p) => isPairRendered(self, p.peer, p.enabled === 1)).map((p) => renderPeer(p.peer));
+  return renderNodeConfig(renderInput(config, self, peers, forwards));
+}
+
+/**
+ * The config text of one node from the current stored inputs: O(pairs of the node).
+ * @throws AppError `NOT_FOUND` never; `VALIDATION_FAILED` from the renderer on bad stored input
+ */
+export async function renderCurrentConfig(db: Db, node: NodeRow): Promise<string | null> {
+  const config = await findConfig(db, node.config_id);
+  if (!config) return null;
+  const [pairs, forwards] = await Promise.all([listPairsOfNode(db, node.node_id), listPortForwards(db, node.node_id)]);
+  return renderWith(config, node, pairs, forwards);
+}
+
+/**
+ * The staged config of a node, rendered and stored on demand (the row is the cache, keyed by
+ * `staged_config_version`: a write that changes the text clears it).
+ * @returns null when the node was never staged (`staged_config_version` 0) or its config is gone
+ */
+export async function materializeStaged(
+  db: Db,
+  node: NodeRow,
+): Promise<{ config_version: number; config_sha256: string; config_text: string } | null> {
+  let row: NodeRow | undefined = node;
+  for (let attempt = 0; row !== undefined && attempt < 3; attempt++) {
+    if (row.staged_config_sha256 !== null && row.staged_config_text !== null) {
+      return { config_version: row.staged_config_version, config_sha256: row.staged_config_sha256, config_text: row.staged_config_text };
+    }
+    if (row.staged_config_version < 1) return null;
+    const text = await renderCurrentConfig(db, row);
+    if (text === null) return null;
+    const sha = stageConfig(null, text).config_sha256;
+    // Not the version: the text of this version was unknown, not different. Stored only if no
+    // write bumped the node between the read and now (else read again and render again).
+    if (await storeStagedRendering(db, row.node_id, row.staged_config_version, sha, text)) {
+      return { config_version: row.staged_config_version, config_sha256: sha, config_text: text };
+    }
+    row = await findNodeById(db, row.node_id);
+  }
+  return null;
+}
+
+/** Ids of the nodes whose configs list `node` as a peer (rendered pairs only). */
+export async function renderedPeerIds(db: Db, node: RenderSide): Promise<string[]> {
+  const pairs = await listPairsOfNode(db, node.node_id);
+  return pairs.filter((p) => isPairRendered(node, p.peer, p.enabled === 1)).map((p) => p.peer.node_id);
+}
+
+/**
+ * Nodes whose text changes when `node` is created with its pairs already inserted: the node
+ * itself (first staging) and every peer whose pair with it is rendered.
+ */
+export async function changedByNodeCreated(db: Db, node: RenderSide): Promise<string[]> {
+  return [node.node_id, ...(await renderedPeerIds(db, node))];
+}
+
+/** The part of a node's `[Peer]` block in other configs that depends on the node (keepalive does not). */
+function peerBlockKey(n: RenderSide): string {
+  const endpoint = n.public_address !== null && n.public_address !== "" && n.listen_port !== null ? `${n.public_address}:${n.listen_port}` : "";
+  return `${n.public_key}|${n.address}|${endpoint}`;
+}
+
+/**
+ * Nodes whose text changes when a node's row changes from `before` to `after` (pairs and port
+ * forwards unchanged): the node itself when its own rendering differs, and each peer whose pair
+ * starts or stops being rendered, or that keeps it while the node's peer block changed.
+ */
+export async function changedByNodeUpdated(db: Db, before: NodeRow, after: NodeRow): Promise<string[]> {
+  const config = await findConfig(db, after.config_id);
+  if (!config) return [];
+  const [pairs, forwards] = await Promise.all([listPairsOfNode(db, after.node_id), listPortForwards(db, after.node_id)]);
+  const changed: string[] = [];
+  if (before.staged_config_version < 1 || renderWith(config, before, pairs, forwards) !== renderWith(config, after, pairs, forwards)) {
+    changed.push(after.node_id);
+  }
+  const blockChanged = peerBlockKey(before) !== peerBlockKey(after);
+  for (const p of pairs) {
+    const was = isPairRendered(before, p.peer, p.enabled === 1);
+    const is = isPairRendered(after, p.peer, p.enabled === 1);
+    if (was !== is || (is && blockChanged)) changed.push(p.peer.node_id);
+  }
+  return changed;
+}
+
+/** Nodes whose text changes when a pair's enabled state goes from `before` to `after` (null: no pair). */
+export function changedByPair(a: RenderSide, b: RenderSide, before: boolean | null, after: boolean | null): string[] {
+  const was = before !== null && isPairRendered(a, b, before);
+  const is = after !== null && isPairRendered(a, b, after);
+  return was === is ? [] : [a.node_id, b.node_id];
+}
+
+/**
+ * Applies a write's changed set: bumps the versions (one UPDATE per 500 nodes). A small write
+ * (`changed × configSize <= eagerPeerBudget` peer lines) renders every node it changed right
+ * away, as before; a larger one leaves the static ones lazy and hands back the dynamic ones, for
+ * rendering after the commit in small steps ({@link renderDeferred}): their actors push them.
+ * `render`: further nodes to render (not bump) when dynamic, e.g. a node just made dynamic.
+ * @returns `staged`: the changes rendered now, for the node actors (DESIGN §3 Config versions);
+ *   `deferred`: ids of dynamic nodes still to render
+ */
+export async function stageChanged(
+  db: Db,
+  nodeIds: readonly string[],
+  now: number,
+  opts: { render?: readonly string[]; eagerPeerBudget?: number; configSize?: number } = {},
+): Promise<{ staged: StagedChange[]; deferred: string[] }> {
+  const unique = [...new Set(nodeIds)];
+  if (unique.length > 0) await bumpStagedVersions(db, unique, now);
+  const eager = unique.length * (opts.configSize ?? Infinity) <= (opts.eagerPeerBudget ?? 0);
+  const toRender = [...new Set([...unique, ...(opts.render ?? [])])];
+  if (!eager) return { staged: [], deferred: (await listDynamicNodesAmong(db, toRender)).map((n) => n.node_id) };
+  const staged: StagedChange[] = [];
+  for (const node of await listNodesAmong(db, toRender)) {
+    const s = await materializeStaged(db, node);
+    if (s) staged.push({ nodeId: node.node_id, version: s.config_version, sha: s.config_sha256 });
+  }
+  return { staged, deferred: [] };
+}
+
+/**
+ * Renders nodes one at a time outside any transaction, yielding to the event loop between
+ * nodes (one node of a 1,000-node full mesh: a few ms), and reports them in batches of up to
+ * `batch` (or every `sliceMs` ms) to `onStaged`. A node deleted or already rendered meanwhile
+ * is reported only if it has a rendering now.
+ */
+export async function renderDeferred(
+  db: Db,
+  nodeIds: readonly string[],
+  onStaged: (batch: StagedChange[]) => Promise<unknown> | void,
+  opts: { batch?: number; sliceMs?: number } = {},
+): Promise<void> {
+  const { batch = 50, sliceMs = 20 } = opts;
+  let pending: StagedChange[] = [];
+  let since = performance.now();
+  for (const id of nodeIds) {
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    const node = await findNodeById(db, id);
+    const s = node ? await materializeStaged(db, node) : null;
+    if (s) pending.push({ nodeId: id, version: s.config_version, sha: s.config_sha256 });
+    if (pending.length >= batch || performance.now() - since >= sliceMs) {
+      await onStaged(pending);
+      pending = [];
+      since = performance.now();
+    }
+  }
+  if (pending.length > 0) await onStaged(pending);
+}
+
 /**
  * Re-renders the config of every node of one config and stores the staged
  * `(config_version, config_sha256, config_text)` (DESIGN §3 Config versions): the version
- * increments only for nodes whose rendered text changed. Call inside the transaction of the
- * write that changed the mesh.
+ * increments only for nodes whose rendered text changed. A node staged lazily (version >= 1,
+ * no sha) keeps its version: its text is the rendering of the current inputs. Used by snapshot
+ * restore and as the reference of the lazy path. O(n²) in a full mesh.
  *
  * Peers of a node are the other sides of its enabled mesh pairs whose connection integrity is
  * not broken (a pair no side can initiate is left out rather than rendered half-way).
@@ -25,75 +234,48 @@ export interface StagedChange {
  * @returns the nodes whose staged config changed, with their new version and sha
  */
 export async function restageConfig(db: Db, configId: string, now: number): Promise<StagedChange[]> {
-  const config = await findConfig(db, configId);
-  if (!config) return [];
-  const [nodes, pairs, forwards] = await Promise.all([
-    listNodes(db, configId),
-    listPairs(db, configId),
-    listPortForwardsOfConfig(db, configId),
-  ]);
-  const byId = new Map(nodes.map((n) => [n.node_id, n]));
-  const peersOf = new Map<string, RenderPeer[]>();
-  for (const pair of pairs) {
-    const a = byId.get(pair.node_a);
-    const b = byId.get(pair.node_b);
-    if (!a || !b) continue;
-    if (checkPairIntegrity(a, b, pair.enabled === 1).status !== "ok") continue;
-    for (const [self, other] of [
-      [a, b],
-      [b, a],
-    ] as const) {
-      const list = peersOf.get(self.node_id) ?? [];
-      list.push({
-        node_id: other.node_id,
-        public_key: other.public_key,
-        address: other.address,
-        public_address: other.public_address,
-        listen_port: other.listen_port,
-      });
-      peersOf.set(self.node_id, list);
-    }
-  }
-  const awg = config.awg_params === null ? null : (JSON.parse(config.awg_params) as AwgParams);
+  const rendered = await renderConfigTexts(db, configId);
   const changed: StagedChange[] = [];
-  for (const node of nodes) {
-    const text = renderNodeConfig({
-      config_id: config.config_id,
-      tunnel_protocol: config.tunnel_protocol,
-      network_cidr: config.network_cidr,
-      awg,
-      node: {
-        node_id: node.node_id,
-        private_key: node.private_key,
-        public_key: node.public_key,
-        address: node.address,
-        listen_port: node.listen_port,
-        public_address: node.public_address,
-      },
-      peers: peersOf.get(node.node_id) ?? [],
-      port_forwards: (forwards.get(node.node_id) ?? [])
-        .filter((f) => f.enabled === 1)
-        .map((f) => ({
-          protocol: f.protocol,
-          listen_port: f.listen_port,
-          target_address: f.target_address,
-          target_port: f.target_port,
-        })),
-    });
-    const previous =
-      node.staged_config_sha256 === null
-        ? null
-        : { config_version: node.staged_config_version, config_sha256: node.staged_config_sha256 };
-    const staged = stageConfig(previous, text);
+  for (const { node, text } of rendered) {
+    const lazy = node.staged_config_sha256 === null && node.staged_config_version >= 1;
+    const previous = node.staged_config_sha256 === null ? null : { config_version: node.staged_config_version, config_sha256: node.staged_config_sha256 };
+    const staged = lazy ? { ...stageConfig(null, text), config_version: node.staged_config_version } : stageConfig(previous, text);
     if (staged.config_sha256 !== node.staged_config_sha256) {
       await updateNode(db, node.node_id, {
         staged_config_version: staged.config_version,
         staged_config_sha256: staged.config_sha256,
         staged_config_text: staged.config_text,
-        updated_at: now,
+        ...(lazy ? {} : { updated_at: now }),
       });
-      changed.push({ nodeId: node.node_id, version: staged.config_version, sha: staged.config_sha256 });
+      if (!lazy) changed.push({ nodeId: node.node_id, version: staged.config_version, sha: staged.config_sha256 });
     }
   }
   return changed;
+}
+
+/**
+ * The full re-render of every node of a config from the stored inputs, writing nothing: the
+ * reference the lazy path is proven against. O(n²) in a full mesh.
+ * @returns one entry per node, in `listNodes` order; empty when the config does not exist
+ */
+export async function renderConfigTexts(db: Db, configId: string): Promise<Array<{ node: NodeRow; text: string }>> {
+  const config = await findConfig(db, configId);
+  if (!config) return [];
+  const [nodes, pairs, forwards] = await Promise.all([listNodes(db, configId), listPairs(db, configId), listPortForwardsOfConfig(db, configId)]);
+  const byId = new Map(nodes.map((n) => [n.node_id, n]));
+  const peersOf = new Map<string, RenderPeer[]>();
+  for (const pair of pairs) {
+    const a = byId.get(pair.node_a);
+    const b = byId.get(pair.node_b);
+    if (!a || !b || !isPairRendered(a, b, pair.enabled === 1)) continue;
+    for (const [self, other] of [[a, b], [b, a]] as const) {
+      const list = peersOf.get(self.node_id) ?? [];
+      list.push(renderPeer(other));
+      peersOf.set(self.node_id, list);
+    }
+  }
+  return nodes.map((node) => ({
+    node,
+    text: renderNodeConfig(renderInput(config, node, peersOf.get(node.node_id) ?? [], forwards.get(node.node_id) ?? [])),
+  }));
 }
