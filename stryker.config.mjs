@@ -19,8 +19,8 @@ export default {
     // bindCommand, bind, reset and clearClientCredentials only (issue 10: "the bind/reset code"),
     // and the store functions their queries moved to (issue 11 §2): line ranges, to be kept in
     // step with edits of these files (docs/mutation.md).
-    "src/services/control.service.ts:91-192",
-    "src/services/control.service.ts:329-335",
+    "src/services/control.service.ts:92-193",
+    "src/services/control.service.ts:335-341",
     "src/store/bind-tokens.repository.ts",
     // putBrokerCredential, deleteBrokerCredential, deleteBrokerCredentialsOfNode
     "src/store/broker-credentials.repository.ts:57-79",
