@@ -36,6 +36,7 @@ import mqtt, { type MqttClient } from "mqtt";
 import { deriveConfig, TEMPLATE } from "../test/mqtt/mosquitto-harness.js";
 import { freeTcpPort } from "../test/helpers/agent.js";
 import { repoRoot } from "../test/helpers/service.js";
+import { mulberry32 } from "../test/security/seed.js";
 import { findOnPath } from "../test/helpers/system.js";
 
 const execFileP = promisify(execFile);
@@ -119,18 +120,6 @@ export interface ChaosReport {
 }
 
 // ---- seeded randomness ----------------------------------------------------------------------
-
-/** mulberry32: a small seeded PRNG, [0, 1). */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function pick<T>(rnd: () => number, items: readonly T[]): T {
   return items[Math.floor(rnd() * items.length)] as T;
@@ -717,12 +706,12 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     SVC_CONFIG_PUSH_DEBOUNCE_MS: "0",
     CHAOS_ONLINE_TTL_MS: String(o.onlineTtlMs),
   });
-  const run: Run = { o, rnd: prng(o.seed), broker, backend, token: "", agents: [], sent: new Map(), indeterminate: 0, refused: 0, rejected: {}, brokerRestarts: 0, backendKills: 0, rebinds: 0, drops: 0, faultsDone: false };
+  const run: Run = { o, rnd: mulberry32(o.seed), broker, backend, token: "", agents: [], sent: new Map(), indeterminate: 0, refused: 0, rejected: {}, brokerRestarts: 0, backendKills: 0, rebinds: 0, drops: 0, faultsDone: false };
   try {
     await broker.start();
     await backend.start();
     const profiles = await setupNodes(run);
-    run.agents = profiles.map((p, i) => new StandIn(p, broker.url, prng(o.seed * 31 + i), o));
+    run.agents = profiles.map((p, i) => new StandIn(p, broker.url, mulberry32(o.seed * 31 + i), o));
     for (const a of run.agents) a.start();
     o.log(`${run.agents.length} agents bound; sending ${o.commands} commands with ${o.brokerRestarts} broker restarts, ${o.backendKills} backend SIGKILLs and ${o.rebinds} rebinds`);
     const enough = () => run.sent.size >= o.commands && run.faultsDone;

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import fc from "fast-check";
 import { RECONNECT_BACKOFF_MS, reconnectDelay } from "../../src/agent/agent-link.js";
+import { mulberry32 } from "../security/seed.js";
 
 /**
  * The agent's reconnect wait (src/agent/agent-link.ts): jittered so that a fleet that lost its
@@ -20,8 +21,7 @@ test("issue 14 item 6: every reconnect wait lies in [backoff/2, backoff] for eve
 });
 
 test("issue 14 item 6: agents that lost the broker together do not retry together (the waits of 1,000 agents spread over the window)", () => {
-  let seed = 7;
-  const random = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+  const random = mulberry32(7);
   const waits = Array.from({ length: 1000 }, () => reconnectDelay(RECONNECT_BACKOFF_MS.max, random));
   const buckets = new Set(waits.map((w) => Math.floor(w / 1000)));
   // 15 one-second buckets between 15 s and 30 s; without jitter all 1,000 fall in one.
