@@ -18,6 +18,8 @@ import { changedByNodeCreated, changedByNodeUpdated, changedByPair, materializeS
 import { clearClientCredentials } from "./control.service.js";
 import { requireConfig, requireNode } from "./node-lookup.js";
 import * as lists from "./lists.js";
+import { decodeCursor, encodeCursor } from "./list-cursor.js";
+import { meshPairCursorSchema, PAIR_PAGE_LIMIT_MAX, type meshPairListQuery } from "../protocol/rest.schema.js";
 import * as tokensRepo from "../store/tokens.repository.js";
 import {
   configView,
@@ -75,6 +77,9 @@ export interface PortForwardInput {
   enabled?: boolean | undefined;
 }
 
+/** The query of the mesh-pair list (parsed: `limit` defaulted). */
+export type MeshPairListQuery = Pick<z.output<typeof meshPairListQuery>, "limit"> & { cursor?: string | undefined; node_id?: string | undefined };
+
 /** A config with its nodes and tags (the config-detail answer). */
 export type ConfigDetailView = z.output<typeof configDetailViewSchema>;
 
@@ -92,6 +97,8 @@ export interface MeshChange {
   staged: StagedChange[];
   /** Nodes whose own fields changed. */
   touched: string[];
+  /** The two sides of the mesh pair this write created, enabled, disabled or deleted (spec §6.5 "mesh pair changes"). */
+  paired?: string[];
 }
 
 /** Called after a mesh write commits: node actors, SSE (spec §6.5 rule 6: after the write). */
@@ -386,11 +393,30 @@ export class MeshService {
 
   // ---- mesh pairs ----------------------------------------------------------------------
 
-  async listPairs(configId: string): Promise<MeshPairView[]> {
+  /**
+   * One page of a config's mesh pairs with their connection integrity (spec §6.5), in creation
+   * order (`created_at`, `pair_id`); with `node_id` only that node's pairs. Reads the page's rows
+   * and their sides only: O(page), never the config's n²/2 pairs (issue 14).
+   * @throws AppError NOT_FOUND (config, or the `node_id` in it), INVALID_CURSOR (not this list's cursor)
+   */
+  async listPairs(configId: string, query: MeshPairListQuery = { limit: PAIR_PAGE_LIMIT_MAX }): Promise<{ mesh_pairs: MeshPairView[]; next_cursor: string | null }> {
     const db = this.#store.db;
     await requireConfig(db, configId);
-    const nodes = byId(await nodesRepo.listNodes(db, configId));
-    return (await pairsRepo.listPairs(db, configId)).map((p) => meshPairView(p, nodes));
+    if (query.node_id !== undefined) await requireNode(db, configId, query.node_id);
+    const cursor = decodeCursor(meshPairCursorSchema, query.cursor, (p) => p.c === configId && p.n === query.node_id);
+    const rows = await pairsRepo.pairPage(db, configId, {
+      nodeId: query.node_id,
+      after: cursor && { created_at: cursor.at, pair_id: cursor.id },
+      limit: query.limit,
+    });
+    const page = rows.slice(0, query.limit);
+    const sides = await pairsRepo.pairSides(db, page.flatMap((p) => [p.node_a, p.node_b]));
+    const last = page[page.length - 1];
+    const more = rows.length > query.limit && last !== undefined;
+    return {
+      mesh_pairs: page.map((p) => meshPairView(p, sides)),
+      next_cursor: more ? encodeCursor({ l: "mesh_pairs", c: configId, ...(query.node_id === undefined ? {} : { n: query.node_id }), at: last.created_at, id: last.pair_id }) : null,
+    };
   }
 
   async createPair(configId: string, input: { node_a: string; node_b: string; enabled?: boolean | undefined }): Promise<MeshPairView> {
@@ -416,7 +442,7 @@ export class MeshService {
         updated_at: now,
       };
       await pairsRepo.insertPair(trx, row);
-      await this.#changed(trx, afterCommit, configId, now, changedByPair(nodeA, nodeB, null, row.enabled === 1));
+      await this.#changed(trx, afterCommit, configId, now, changedByPair(nodeA, nodeB, null, row.enabled === 1), { paired: [a, b] });
       return meshPairView(row, byId(await nodesRepo.listNodes(trx, configId)));
     });
   }
@@ -426,7 +452,7 @@ export class MeshService {
     return this.#store.transaction(async (trx, afterCommit) => {
       const pair = await requirePair(trx, configId, pairId);
       await pairsRepo.setPairEnabled(trx, pairId, input.enabled, now);
-      await this.#changed(trx, afterCommit, configId, now, await this.#pairChange(trx, configId, pair, input.enabled));
+      await this.#changed(trx, afterCommit, configId, now, await this.#pairChange(trx, configId, pair, input.enabled), { paired: [pair.node_a, pair.node_b] });
       return meshPairView(
         { ...pair, enabled: input.enabled ? 1 : 0, updated_at: now },
         byId(await nodesRepo.listNodes(trx, configId)),
@@ -439,7 +465,7 @@ export class MeshService {
     await this.#store.transaction(async (trx, afterCommit) => {
       const pair = await requirePair(trx, configId, pairId);
       await pairsRepo.deletePair(trx, pairId);
-      await this.#changed(trx, afterCommit, configId, now, await this.#pairChange(trx, configId, pair, null));
+      await this.#changed(trx, afterCommit, configId, now, await this.#pairChange(trx, configId, pair, null), { paired: [pair.node_a, pair.node_b] });
     });
   }
 
@@ -540,7 +566,7 @@ export class MeshService {
     configId: string,
     now: number,
     changed: readonly string[],
-    extra: Partial<Pick<MeshChange, "created" | "deleted" | "modeChanged" | "touched">> = {},
+    extra: Partial<Pick<MeshChange, "created" | "deleted" | "modeChanged" | "touched" | "paired">> = {},
   ): Promise<void> {
     await configsRepo.updateConfig(trx, configId, { updated_at: now });
     // A node made dynamic is rendered now even when its text did not change: its actor pushes it.
@@ -554,6 +580,7 @@ export class MeshService {
       modeChanged: extra.modeChanged ?? [],
       staged,
       touched: extra.touched ?? [],
+      ...(extra.paired === undefined ? {} : { paired: extra.paired }),
     };
     afterCommit(() => {
       const settled = this.#hooks?.afterCommit(change);
