@@ -218,7 +218,7 @@ const textFilter = z.string().trim().max(200);
 export const PAIR_PAGE_LIMIT_MAX = 10_000;
 
 /** `GET /api/v1/configs/{config_id}/mesh-pairs`: one page in creation order, optionally one node's pairs only. */
-export const meshPairListQuery = z.object({
+export const meshPairListQuery = z.strictObject({
   limit: queryInt(1, PAIR_PAGE_LIMIT_MAX).default(PAIR_PAGE_LIMIT_MAX).describe(`pairs per page, 1–${PAIR_PAGE_LIMIT_MAX}`),
   cursor: pageCursor.optional(),
   node_id: nodeIdSchema.optional().describe("only the pairs this node is a side of (404 when the config has no such node)"),
