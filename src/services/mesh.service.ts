@@ -99,6 +99,8 @@ export interface MeshChange {
   touched: string[];
   /** The two sides of the mesh pair this write created, enabled, disabled or deleted (spec §6.5 "mesh pair changes"). */
   paired?: string[];
+  /** The peers of the nodes this write deleted: their pairs with them went too (spec §6.5 "affected peer endpoints"). */
+  unpaired?: string[];
 }
 
 /** Called after a mesh write commits: node actors, SSE (spec §6.5 rule 6: after the write). */
@@ -370,9 +372,10 @@ export class MeshService {
     await this.#store.transaction(async (trx, afterCommit) => {
       const node = await requireNode(trx, configId, nodeId);
       const changed = await renderedPeerIds(trx, node);
+      const unpaired = (await pairsRepo.listPairsOfNode(trx, nodeId)).map((p) => p.peer.node_id);
       await tokensRepo.deleteDownloadTokensOf(trx, "node_config", `${configId}/${nodeId}`);
       await nodesRepo.deleteNode(trx, nodeId);
-      await this.#changed(trx, afterCommit, configId, now, changed, { deleted: [nodeId] });
+      await this.#changed(trx, afterCommit, configId, now, changed, { deleted: [nodeId], unpaired });
     });
   }
 
@@ -566,7 +569,7 @@ export class MeshService {
     configId: string,
     now: number,
     changed: readonly string[],
-    extra: Partial<Pick<MeshChange, "created" | "deleted" | "modeChanged" | "touched" | "paired">> = {},
+    extra: Partial<Pick<MeshChange, "created" | "deleted" | "modeChanged" | "touched" | "paired" | "unpaired">> = {},
   ): Promise<void> {
     await configsRepo.updateConfig(trx, configId, { updated_at: now });
     // A node made dynamic is rendered now even when its text did not change: its actor pushes it.
@@ -581,6 +584,7 @@ export class MeshService {
       staged,
       touched: extra.touched ?? [],
       ...(extra.paired === undefined ? {} : { paired: extra.paired }),
+      ...(extra.unpaired === undefined ? {} : { unpaired: extra.unpaired }),
     };
     afterCommit(() => {
       const settled = this.#hooks?.afterCommit(change);

@@ -121,9 +121,9 @@ export class Notifier {
    * workspace events at scale"):
    * - each endpoint written (created, its own fields or mode changed, or a side of the pair
    *   written): its node, all its connections, and every node of the config (`nodes`);
-   * - each affected peer (paired with a created or changed endpoint; with a deletion, a node
-   *   whose staged config it changed): its node, its connections with the endpoints written
-   *   (none left after a deletion), and the nodes those connections name (`nodes`).
+   * - each affected peer (paired with a created or changed endpoint, or with a deleted node):
+   *   its node, its connections with the endpoints written (none left after a deletion), and
+   *   the nodes those connections name (`nodes`).
    * Writes that change no endpoint and no pair (a protocol switch, port forwards, staging done
    * after the commit) publish none: `node.apply.updated` reports them.
    */
@@ -133,7 +133,7 @@ export class Notifier {
     const written = new Set([...endpoints, ...(change.paired ?? [])]);
     // The peers' connections with the endpoints written, gathered from the endpoints' own lists.
     const peers = new Map<string, MeshPairView[]>();
-    for (const s of change.deleted.length > 0 ? change.staged : []) if (!written.has(s.nodeId)) peers.set(s.nodeId, []);
+    for (const id of change.unpaired ?? []) if (!written.has(id)) peers.set(id, []);
     for (const nodeId of written) {
       const node = byId.get(nodeId);
       if (!node) continue;

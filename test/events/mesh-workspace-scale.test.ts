@@ -83,3 +83,22 @@ test("spec §6.5 emission rules: a mesh pair no side can initiate (no config cha
   assert.equal(meshEvents(frames).size, 0, "nothing of the mesh workspace changed");
   assert.ok(frames.some((f) => f.event === "config.overview.updated"), "the write was reported");
 });
+
+test("spec §6.5 emission rules at scale: deleting a node of a full mesh of 50 (its peers staged lazily) publishes each peer's workspace, with no connection left to the deleted node", async (t) => {
+  const s = await startSseServer(t);
+  const cid = (await api(s, "POST", "/api/v1/configs", { name: "del", tunnel_protocol: "wireguard", network_cidr: "10.72.0.0/24" })).json.config_id as string;
+  const ids: string[] = [];
+  for (let i = 0; i < 50; i++) ids.push((await s.server.mesh.createNode(cid, { name: `p${i}`, mode: "static", public_address: `192.0.2.${i + 1}` })).node_id);
+  const sse = await s.open();
+  t.after(() => sse.destroy());
+  await sse.waitFor((f) => f.event === "system.clock.sync");
+
+  const [gone, ...peers] = ids;
+  assert.equal((await api(s, "DELETE", `/api/v1/configs/${cid}/nodes/${gone}`)).status, 204);
+  const events = meshEvents(await framesOfWrite(sse));
+  assert.deepEqual([...events.keys()].sort(), [...peers].sort(), "every peer that lost its pair, once each");
+  for (const e of events.values()) {
+    assert.deepEqual(e.workspace.connections, [], "its connections with the deleted node: none left");
+    assert.deepEqual(e.nodes.map((n) => n.node_id), [e.node_id]);
+  }
+});
