@@ -446,7 +446,7 @@ export class MeshService {
       };
       await pairsRepo.insertPair(trx, row);
       await this.#changed(trx, afterCommit, configId, now, changedByPair(nodeA, nodeB, null, row.enabled === 1), { paired: [a, b] });
-      return meshPairView(row, byId(await nodesRepo.listNodes(trx, configId)));
+      return meshPairView(row, await pairsRepo.pairSides(trx, [a, b]));
     });
   }
 
@@ -458,7 +458,7 @@ export class MeshService {
       await this.#changed(trx, afterCommit, configId, now, await this.#pairChange(trx, configId, pair, input.enabled), { paired: [pair.node_a, pair.node_b] });
       return meshPairView(
         { ...pair, enabled: input.enabled ? 1 : 0, updated_at: now },
-        byId(await nodesRepo.listNodes(trx, configId)),
+        await pairsRepo.pairSides(trx, [pair.node_a, pair.node_b]),
       );
     });
   }
@@ -685,10 +685,6 @@ function localPairId(now: number): string {
 /** What of a port forward reaches its node's text: nothing while disabled (spec §6.3 config_text). */
 function forwardKey(f: { enabled: number; protocol: string; listen_port: number; target_address: string; target_port: number }): string {
   return f.enabled === 1 ? `${f.protocol}|${f.listen_port}|${f.target_address}|${f.target_port}` : "";
-}
-
-function byId(nodes: readonly NodeRow[]): Map<string, NodeRow> {
-  return new Map(nodes.map((n) => [n.node_id, n]));
 }
 
 function dedupe(tags: readonly string[]): string[] {
