@@ -123,8 +123,6 @@ export const healthAnswer = z.object({ status: z.literal("ok"), version: z.strin
 
 /** `GET /api/v1/configs/{config_id}/tags` */
 export const tagListAnswer = z.object({ tags: z.array(tagViewSchema) });
-/** `GET /api/v1/configs/{config_id}/mesh-pairs` */
-export const meshPairListAnswer = z.object({ mesh_pairs: z.array(meshPairViewSchema) });
 /** `GET …/port-forwards` */
 export const portForwardListAnswer = z.object({ port_forwards: z.array(portForwardViewSchema) });
 
@@ -212,6 +210,23 @@ const pageCursor = z.string().min(1).max(1024).describe("opaque: the next_cursor
 const nextCursor = z.string().nullable().describe("pass as `cursor` for the next page; null on the last page");
 const textFilter = z.string().trim().max(200);
 
+/**
+ * Largest page of the mesh-pair list, and its default: a full mesh of up to 141 nodes
+ * (≤ 9,870 pairs) still answers in one page, as before issue 14; a 1,000-node full mesh
+ * (499,500 pairs, 168 MB of JSON in one answer) is read page by page or node by node.
+ */
+export const PAIR_PAGE_LIMIT_MAX = 10_000;
+
+/** `GET /api/v1/configs/{config_id}/mesh-pairs`: one page in creation order, optionally one node's pairs only. */
+export const meshPairListQuery = z.strictObject({
+  limit: queryInt(1, PAIR_PAGE_LIMIT_MAX).default(PAIR_PAGE_LIMIT_MAX).describe(`pairs per page, 1–${PAIR_PAGE_LIMIT_MAX}`),
+  cursor: pageCursor.optional(),
+  node_id: nodeIdSchema.optional().describe("only the pairs this node is a side of (404 when the config has no such node)"),
+});
+
+/** `GET /api/v1/configs/{config_id}/mesh-pairs`: pairs with their connection integrity (spec §6.5), creation order. */
+export const meshPairListAnswer = z.object({ mesh_pairs: z.array(meshPairViewSchema), next_cursor: nextCursor });
+
 /** Derived sync state filter of the node list: spec §3.5 `latest`/`pending`, or `static` (no agent). */
 export const nodeSyncFilterSchema = z.enum(["latest", "pending", "static"]);
 
@@ -270,6 +285,14 @@ export const controlLogListAnswer = z.object({
 
 /** The position a node-list cursor holds (its last row's sort key) and the list it belongs to. */
 export const nodeCursorSchema = z.strictObject({ l: z.literal("nodes"), c: z.string().min(1), at: z.number().int(), id: z.string().min(1) });
+/** The position a mesh-pair cursor holds: the config, the node filter (if any), and the last pair's sort key. */
+export const meshPairCursorSchema = z.strictObject({
+  l: z.literal("mesh_pairs"),
+  c: z.string().min(1),
+  n: z.string().min(1).optional(),
+  at: z.number().int(),
+  id: z.string().min(1),
+});
 /** The position a config-list cursor holds. */
 export const configCursorSchema = z.strictObject({ l: z.literal("configs"), at: z.number().int(), id: z.string().min(1) });
 /** The position a control-log cursor holds (the list is one node's). */

@@ -18,6 +18,8 @@ import { changedByNodeCreated, changedByNodeUpdated, changedByPair, materializeS
 import { clearClientCredentials } from "./control.service.js";
 import { requireConfig, requireNode } from "./node-lookup.js";
 import * as lists from "./lists.js";
+import { decodeCursor, encodeCursor } from "./list-cursor.js";
+import { meshPairCursorSchema, PAIR_PAGE_LIMIT_MAX, type meshPairListQuery } from "../protocol/rest.schema.js";
 import * as tokensRepo from "../store/tokens.repository.js";
 import {
   configView,
@@ -75,6 +77,9 @@ export interface PortForwardInput {
   enabled?: boolean | undefined;
 }
 
+/** The query of the mesh-pair list (parsed: `limit` defaulted). */
+export type MeshPairListQuery = Pick<z.output<typeof meshPairListQuery>, "limit"> & { cursor?: string | undefined; node_id?: string | undefined };
+
 /** A config with its nodes and tags (the config-detail answer). */
 export type ConfigDetailView = z.output<typeof configDetailViewSchema>;
 
@@ -92,6 +97,10 @@ export interface MeshChange {
   staged: StagedChange[];
   /** Nodes whose own fields changed. */
   touched: string[];
+  /** The two sides of the mesh pair this write created, enabled, disabled or deleted (spec §6.5 "mesh pair changes"). */
+  paired?: string[];
+  /** The peers of the nodes this write deleted: their pairs with them went too (spec §6.5 "affected peer endpoints"). */
+  unpaired?: string[];
 }
 
 /** Called after a mesh write commits: node actors, SSE (spec §6.5 rule 6: after the write). */
@@ -363,9 +372,10 @@ export class MeshService {
     await this.#store.transaction(async (trx, afterCommit) => {
       const node = await requireNode(trx, configId, nodeId);
       const changed = await renderedPeerIds(trx, node);
+      const unpaired = (await pairsRepo.listPairsOfNode(trx, nodeId)).map((p) => p.peer.node_id);
       await tokensRepo.deleteDownloadTokensOf(trx, "node_config", `${configId}/${nodeId}`);
       await nodesRepo.deleteNode(trx, nodeId);
-      await this.#changed(trx, afterCommit, configId, now, changed, { deleted: [nodeId] });
+      await this.#changed(trx, afterCommit, configId, now, changed, { deleted: [nodeId], unpaired });
     });
   }
 
@@ -386,11 +396,30 @@ export class MeshService {
 
   // ---- mesh pairs ----------------------------------------------------------------------
 
-  async listPairs(configId: string): Promise<MeshPairView[]> {
+  /**
+   * One page of a config's mesh pairs with their connection integrity (spec §6.5), in creation
+   * order (`created_at`, `pair_id`); with `node_id` only that node's pairs. Reads the page's rows
+   * and their sides only: O(page), never the config's n²/2 pairs (issue 14).
+   * @throws AppError NOT_FOUND (config, or the `node_id` in it), INVALID_CURSOR (not this list's cursor)
+   */
+  async listPairs(configId: string, query: MeshPairListQuery = { limit: PAIR_PAGE_LIMIT_MAX }): Promise<{ mesh_pairs: MeshPairView[]; next_cursor: string | null }> {
     const db = this.#store.db;
     await requireConfig(db, configId);
-    const nodes = byId(await nodesRepo.listNodes(db, configId));
-    return (await pairsRepo.listPairs(db, configId)).map((p) => meshPairView(p, nodes));
+    if (query.node_id !== undefined) await requireNode(db, configId, query.node_id);
+    const cursor = decodeCursor(meshPairCursorSchema, query.cursor, (p) => p.c === configId && p.n === query.node_id);
+    const rows = await pairsRepo.pairPage(db, configId, {
+      nodeId: query.node_id,
+      after: cursor && { created_at: cursor.at, pair_id: cursor.id },
+      limit: query.limit,
+    });
+    const page = rows.slice(0, query.limit);
+    const sides = await pairsRepo.pairSides(db, page.flatMap((p) => [p.node_a, p.node_b]));
+    const last = page[page.length - 1];
+    const more = rows.length > query.limit && last !== undefined;
+    return {
+      mesh_pairs: page.map((p) => meshPairView(p, sides)),
+      next_cursor: more ? encodeCursor({ l: "mesh_pairs", c: configId, ...(query.node_id === undefined ? {} : { n: query.node_id }), at: last.created_at, id: last.pair_id }) : null,
+    };
   }
 
   async createPair(configId: string, input: { node_a: string; node_b: string; enabled?: boolean | undefined }): Promise<MeshPairView> {
@@ -416,8 +445,8 @@ export class MeshService {
         updated_at: now,
       };
       await pairsRepo.insertPair(trx, row);
-      await this.#changed(trx, afterCommit, configId, now, changedByPair(nodeA, nodeB, null, row.enabled === 1));
-      return meshPairView(row, byId(await nodesRepo.listNodes(trx, configId)));
+      await this.#changed(trx, afterCommit, configId, now, changedByPair(nodeA, nodeB, null, row.enabled === 1), { paired: [a, b] });
+      return meshPairView(row, await pairsRepo.pairSides(trx, [a, b]));
     });
   }
 
@@ -426,10 +455,10 @@ export class MeshService {
     return this.#store.transaction(async (trx, afterCommit) => {
       const pair = await requirePair(trx, configId, pairId);
       await pairsRepo.setPairEnabled(trx, pairId, input.enabled, now);
-      await this.#changed(trx, afterCommit, configId, now, await this.#pairChange(trx, configId, pair, input.enabled));
+      await this.#changed(trx, afterCommit, configId, now, await this.#pairChange(trx, configId, pair, input.enabled), { paired: [pair.node_a, pair.node_b] });
       return meshPairView(
         { ...pair, enabled: input.enabled ? 1 : 0, updated_at: now },
-        byId(await nodesRepo.listNodes(trx, configId)),
+        await pairsRepo.pairSides(trx, [pair.node_a, pair.node_b]),
       );
     });
   }
@@ -439,7 +468,7 @@ export class MeshService {
     await this.#store.transaction(async (trx, afterCommit) => {
       const pair = await requirePair(trx, configId, pairId);
       await pairsRepo.deletePair(trx, pairId);
-      await this.#changed(trx, afterCommit, configId, now, await this.#pairChange(trx, configId, pair, null));
+      await this.#changed(trx, afterCommit, configId, now, await this.#pairChange(trx, configId, pair, null), { paired: [pair.node_a, pair.node_b] });
     });
   }
 
@@ -540,7 +569,7 @@ export class MeshService {
     configId: string,
     now: number,
     changed: readonly string[],
-    extra: Partial<Pick<MeshChange, "created" | "deleted" | "modeChanged" | "touched">> = {},
+    extra: Partial<Pick<MeshChange, "created" | "deleted" | "modeChanged" | "touched" | "paired" | "unpaired">> = {},
   ): Promise<void> {
     await configsRepo.updateConfig(trx, configId, { updated_at: now });
     // A node made dynamic is rendered now even when its text did not change: its actor pushes it.
@@ -554,6 +583,8 @@ export class MeshService {
       modeChanged: extra.modeChanged ?? [],
       staged,
       touched: extra.touched ?? [],
+      ...(extra.paired === undefined ? {} : { paired: extra.paired }),
+      ...(extra.unpaired === undefined ? {} : { unpaired: extra.unpaired }),
     };
     afterCommit(() => {
       const settled = this.#hooks?.afterCommit(change);
@@ -654,10 +685,6 @@ function localPairId(now: number): string {
 /** What of a port forward reaches its node's text: nothing while disabled (spec §6.3 config_text). */
 function forwardKey(f: { enabled: number; protocol: string; listen_port: number; target_address: string; target_port: number }): string {
   return f.enabled === 1 ? `${f.protocol}|${f.listen_port}|${f.target_address}|${f.target_port}` : "";
-}
-
-function byId(nodes: readonly NodeRow[]): Map<string, NodeRow> {
-  return new Map(nodes.map((n) => [n.node_id, n]));
 }
 
 function dedupe(tags: readonly string[]): string[] {

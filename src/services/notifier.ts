@@ -9,6 +9,8 @@ import type { Store } from "../store/db.js";
 import { countRows, type CountedTable } from "../store/summary.repository.js";
 import type { ControlService } from "./control.service.js";
 import type { MeshChange, MeshService } from "./mesh.service.js";
+import { PAIR_PAGE_LIMIT_MAX } from "../protocol/rest.schema.js";
+import type { MeshPairView, NodeView } from "./views.js";
 
 /**
  * The SSE publishing points (spec §6.5 "Publishing points" and "Emission rules"). Every method
@@ -107,25 +109,61 @@ export class Notifier {
             applied: node.client.config_version_state === "latest",
           });
         }
-        // Affected endpoints: those whose staged config changed (their peers changed) and those touched.
-        const affected = new Set([...touched, ...change.staged.map((s) => s.nodeId)]);
-        if (affected.size > 0) {
-          const pairs = await this.#mesh.listPairs(change.configId);
-          for (const nodeId of affected) {
-            const node = byId.get(nodeId);
-            if (!node) continue;
-            const connections = pairs.filter((p) => p.node_a === nodeId || p.node_b === nodeId);
-            this.#hub.publish("mesh.workspace.updated", {
-              config_id: change.configId,
-              node_id: nodeId,
-              workspace: { node, connections },
-              nodes: overview.nodes,
-            });
-          }
-        }
+        await this.#meshWorkspaces(change, overview.nodes);
       }
       this.#hub.publish("system.status.updated", await this.#status());
     });
+  }
+
+  /**
+   * `mesh.workspace.updated` (spec §6.5 emission rules) for the endpoints a write changed and
+   * their affected peers, in work linear in what changed (docs/decisions.md "Issue 14: pairs and
+   * workspace events at scale"):
+   * - each endpoint written (created, its own fields or mode changed, or a side of the pair
+   *   written): its node, all its connections, and every node of the config (`nodes`);
+   * - each affected peer (paired with a created or changed endpoint, or with a deleted node):
+   *   its node, its connections with the endpoints written (none left after a deletion), and
+   *   the nodes those connections name (`nodes`).
+   * Writes that change no endpoint and no pair (a protocol switch, port forwards, staging done
+   * after the commit) publish none: `node.apply.updated` reports them.
+   */
+  async #meshWorkspaces(change: MeshChange, nodes: readonly NodeView[]): Promise<void> {
+    const byId = new Map(nodes.map((n) => [n.node_id, n]));
+    const endpoints = new Set([...change.touched, ...change.created.map((n) => n.node_id), ...change.modeChanged.map((m) => m.nodeId)]);
+    const written = new Set([...endpoints, ...(change.paired ?? [])]);
+    // The peers' connections with the endpoints written, gathered from the endpoints' own lists.
+    const peers = new Map<string, MeshPairView[]>();
+    for (const id of change.unpaired ?? []) if (!written.has(id)) peers.set(id, []);
+    for (const nodeId of written) {
+      const node = byId.get(nodeId);
+      if (!node) continue;
+      const connections = await this.#connectionsOf(change.configId, nodeId);
+      this.#hub.publish("mesh.workspace.updated", { config_id: change.configId, node_id: nodeId, workspace: { node, connections }, nodes: [...nodes] });
+      if (!endpoints.has(nodeId)) continue;
+      for (const pair of connections) {
+        const other = pair.node_a === nodeId ? pair.node_b : pair.node_a;
+        if (!written.has(other)) peers.set(other, [...(peers.get(other) ?? []), pair]);
+      }
+    }
+    for (const [peerId, connections] of peers) {
+      const node = byId.get(peerId);
+      if (!node) continue;
+      const named = new Set(connections.flatMap((p) => [p.node_a, p.node_b]));
+      const others = [...named].filter((id) => id !== peerId).flatMap((id) => byId.get(id) ?? []);
+      this.#hub.publish("mesh.workspace.updated", { config_id: change.configId, node_id: peerId, workspace: { node, connections }, nodes: [node, ...others] });
+    }
+  }
+
+  /** Every mesh pair of one node with its integrity, page by page: O(pairs of the node). */
+  async #connectionsOf(configId: string, nodeId: string): Promise<MeshPairView[]> {
+    const out: MeshPairView[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await this.#mesh.listPairs(configId, { limit: PAIR_PAGE_LIMIT_MAX, node_id: nodeId, ...(cursor === undefined ? {} : { cursor }) });
+      out.push(...page.mesh_pairs);
+      cursor = page.next_cursor ?? undefined;
+    } while (cursor !== undefined);
+    return out;
   }
 
   #live(): boolean {

@@ -128,7 +128,12 @@ export function nodeView(
   };
 }
 
-export function meshPairView(row: MeshPairRow, nodes: ReadonlyMap<string, NodeRow>): MeshPairView {
+/**
+ * A pair's view with its connection integrity (spec §6.5 `workspace.connections[*]`), from the
+ * pair row and its two sides (only their endpoint fields are read); a side missing from `nodes`
+ * reports the pair broken.
+ */
+export function meshPairView(row: MeshPairRow, nodes: ReadonlyMap<string, Pick<NodeRow, "node_id" | "public_address" | "listen_port">>): MeshPairView {
   const a = nodes.get(row.node_a);
   const b = nodes.get(row.node_b);
   const integrity =

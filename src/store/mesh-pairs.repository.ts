@@ -1,3 +1,4 @@
+import { sql } from "kysely";
 import type { Db } from "./db.js";
 import type { MeshPairRow, NodeRow } from "./schema.js";
 
@@ -14,6 +15,50 @@ export async function insertPair(db: Db, row: MeshPairRow): Promise<void> {
 
 export async function listPairs(db: Db, configId: string): Promise<MeshPairRow[]> {
   return db.selectFrom("mesh_pairs").selectAll().where("config_id", "=", configId).orderBy("created_at").orderBy("pair_id").execute();
+}
+
+/** The sort key of the mesh-pair list: creation time (ms), then pair id. */
+export interface PairPosition {
+  created_at: number;
+  pair_id: string;
+}
+
+/**
+ * One page of a config's pairs in `(created_at, pair_id)` order after `after` (exclusive),
+ * `limit + 1` rows at most (the extra row tells the caller another page exists). With `nodeId`
+ * only that node's pairs: read through `UNIQUE (node_a, node_b)` and `mesh_pairs_node_b`
+ * (O(pairs of the node)); without it through `mesh_pairs_config_created` (O(page)), never a
+ * sort of the config's n²/2 rows.
+ */
+export async function pairPage(
+  db: Db,
+  configId: string,
+  opts: { nodeId?: string | undefined; after?: PairPosition | undefined; limit: number },
+): Promise<MeshPairRow[]> {
+  const { nodeId, after, limit } = opts;
+  let q = db.selectFrom("mesh_pairs").selectAll();
+  if (nodeId !== undefined) {
+    // `+config_id`: keeps the planner on the two node indexes (≤ n − 1 rows to sort).
+    q = q.where(sql<boolean>`+config_id = ${configId}`).where((eb) => eb.or([eb("node_a", "=", nodeId), eb("node_b", "=", nodeId)]));
+  } else {
+    q = q.where("config_id", "=", configId);
+  }
+  if (after !== undefined) q = q.where(sql<boolean>`(created_at, pair_id) > (${after.created_at}, ${after.pair_id})`);
+  return q.orderBy("created_at").orderBy("pair_id").limit(limit + 1).execute();
+}
+
+/** What the connection-integrity check (spec §6.5) reads of a pair's side. */
+export type PairSideRow = Pick<NodeRow, "node_id" | "public_address" | "listen_port">;
+
+/** The integrity fields of the given nodes (not their keys or config texts), 500 ids per statement. */
+export async function pairSides(db: Db, nodeIds: readonly string[]): Promise<Map<string, PairSideRow>> {
+  const out = new Map<string, PairSideRow>();
+  const ids = [...new Set(nodeIds)];
+  for (let i = 0; i < ids.length; i += 500) {
+    const rows = await db.selectFrom("nodes").select(["node_id", "public_address", "listen_port"]).where("node_id", "in", ids.slice(i, i + 500)).execute();
+    for (const r of rows) out.set(r.node_id, r);
+  }
+  return out;
 }
 
 export async function findPair(db: Db, configId: string, pairId: string): Promise<MeshPairRow | undefined> {

@@ -258,4 +258,14 @@ export const migrations: Record<string, Migration> = {
       await sql`DROP INDEX control_logs_node`.execute(db);
     },
   },
+  // docs/decisions.md "Issue 14: pairs and workspace events at scale": the mesh-pair list is
+  // keyset-paginated on (created_at, pair_id) within a config; a 1,000-node full mesh read its
+  // 499,500 rows and sorted them for every answer. mesh_pairs_config is a prefix of the new index.
+  "0009_mesh_pair_pages": {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    async up(db: Kysely<any>): Promise<void> {
+      await sql`CREATE INDEX mesh_pairs_config_created ON mesh_pairs (config_id, created_at, pair_id)`.execute(db);
+      await sql`DROP INDEX mesh_pairs_config`.execute(db);
+    },
+  },
 };

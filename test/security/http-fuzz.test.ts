@@ -9,6 +9,7 @@ import yazl from "yazl";
 import { ManualClock } from "../../src/clock.js";
 import { testSettings } from "../../src/config.js";
 import { ERROR_CODES } from "../../src/errors.js";
+import { PAGE_LIMIT_MAX, PAIR_PAGE_LIMIT_MAX } from "../../src/protocol/rest.schema.js";
 import { createLogger } from "../../src/logger.js";
 import { createServer, type Server } from "../../src/server.js";
 import { encode, rawExchange, type RawAnswer, type RawRequest } from "./http-raw.js";
@@ -205,7 +206,9 @@ const CLASSES: Record<string, Gen> = {
       }
     }
     for (const r of routes.filter((x) => x.queryParams.includes("limit"))) {
-      for (const v of ["0", "-1", "1001", "10001", "4294967297", "9007199254740993", "1e3", "0x10", "1.5", "", "%201", "1%00"]) {
+      // One past the route's bound: every list's PAGE_LIMIT_MAX, the pair list's PAIR_PAGE_LIMIT_MAX (issue 14).
+      const pastMax = String((r.path.endsWith("/mesh-pairs") ? PAIR_PAGE_LIMIT_MAX : PAGE_LIMIT_MAX) + 1);
+      for (const v of ["0", "-1", pastMax, "10001", "4294967297", "9007199254740993", "1e3", "0x10", "1.5", "", "%201", "1%00"]) {
         out.push({ cls: "numbers at and past bounds", req: { method: r.method, target: `${fill(r.path, fx.ids)}?limit=${v}`, headers: auth(r, fx) } });
       }
       // In bounds, a list without a path parameter (GET /api/v1/configs) answers its page: only

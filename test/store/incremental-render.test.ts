@@ -61,7 +61,7 @@ async function apply(mesh: MeshService, configId: string, o: Op, ids: string[], 
   } else if (o.k === "pair") {
     const [a, b] = [pick(o.i), pick(o.j)];
     if (a === b) return;
-    const pair = (await mesh.listPairs(configId)).find((p) => (p.node_a === a && p.node_b === b) || (p.node_a === b && p.node_b === a));
+    const pair = (await mesh.listPairs(configId, { limit: 10_000, node_id: a })).mesh_pairs.find((p) => (p.node_a === a && p.node_b === b) || (p.node_a === b && p.node_b === a));
     if (!pair) await mesh.createPair(configId, { node_a: a, node_b: b, enabled: o.action === "toggle" });
     else if (o.action === "delete") await mesh.deletePair(configId, pair.pair_id);
     else await mesh.updatePair(configId, pair.pair_id, { enabled: !pair.enabled });

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { MeshService } from "../../services/mesh.service.js";
 import type { App } from "../app.js";
-import { meshPairListAnswer } from "../../protocol/rest.schema.js";
+import { meshPairListAnswer, meshPairListQuery } from "../../protocol/rest.schema.js";
 import { configParams, createPairBody, errorResponses, meshPairResponse, pairParams, updatePairBody } from "../schemas.js";
 
 /** Mesh pairs with their connection integrity (DESIGN §5). */
@@ -14,12 +14,13 @@ export async function meshPairsRoutes(app: App, opts: { mesh: MeshService }): Pr
     {
       schema: {
         tags,
-        summary: "List mesh pairs with connection integrity",
+        summary: "One page of the mesh pairs with connection integrity, in creation order; optionally one node's pairs (issue 14)",
         params: configParams,
+        querystring: meshPairListQuery,
         response: { 200: meshPairListAnswer, ...errorResponses(404) },
       },
     },
-    async (req) => ({ mesh_pairs: await mesh.listPairs(req.params.config_id) }),
+    async (req) => mesh.listPairs(req.params.config_id, req.query),
   );
 
   app.post(

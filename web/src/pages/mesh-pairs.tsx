@@ -34,7 +34,9 @@ export function PairsSection({ config }: { config: ConfigDetailView }) {
           return (
             <>
               <p className="muted" role="status">
-                {data.mesh_pairs.length} pairs, {broken} broken
+                {data.next_cursor === null
+                  ? `${data.mesh_pairs.length} pairs, ${broken} broken`
+                  : `the first ${data.mesh_pairs.length} pairs (${broken} broken among them); the mesh has more`}
               </p>
               <label htmlFor="pair-filter">Filter pairs</label>
               <input id="pair-filter" type="search" placeholder="Node name or ok / broken / disabled" value={filter} onChange={(e) => setFilter(e.target.value)} />
@@ -68,7 +70,7 @@ function PairRow({ pair, names: [a, b] }: { pair: MeshPairView; names: [string, 
   const path = `/api/v1/configs/${encodeURIComponent(pair.config_id)}/mesh-pairs/${encodeURIComponent(pair.pair_id)}`;
   const replace = (next: MeshPairView | null) =>
     queryClient.setQueryData<MeshPairListAnswer>(meshKeys.pairs(pair.config_id), (old) =>
-      old && { mesh_pairs: next === null ? old.mesh_pairs.filter((p) => p.pair_id !== pair.pair_id) : old.mesh_pairs.map((p) => (p.pair_id === pair.pair_id ? next : p)) },
+      old && { ...old, mesh_pairs: next === null ? old.mesh_pairs.filter((p) => p.pair_id !== pair.pair_id) : old.mesh_pairs.map((p) => (p.pair_id === pair.pair_id ? next : p)) },
     );
   const toggle = useMutation({
     mutationFn: () => meshApi<MeshPairView>("PATCH", path, { enabled: !pair.enabled }),
@@ -107,7 +109,7 @@ function CreatePairForm({ config }: { config: ConfigDetailView }) {
     mutationFn: () => meshApi<MeshPairView>("POST", `/api/v1/configs/${encodeURIComponent(config.config_id)}/mesh-pairs`, { node_a: a, node_b: b }),
     onSuccess: (pair) => {
       queryClient.setQueryData<MeshPairListAnswer>(meshKeys.pairs(config.config_id), (old) =>
-        old && !old.mesh_pairs.some((p) => p.pair_id === pair.pair_id) ? { mesh_pairs: [...old.mesh_pairs, pair] } : old,
+        old && !old.mesh_pairs.some((p) => p.pair_id === pair.pair_id) ? { ...old, mesh_pairs: [...old.mesh_pairs, pair] } : old,
       );
     },
   });
