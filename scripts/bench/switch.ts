@@ -1,0 +1,211 @@
+/**
+ * Issue 14 items 2 and 3: a protocol switch of a full mesh of N dynamic nodes, each with a
+ * connected stand-in agent that ACKs config pushes, while heartbeats flow at a fixed rate and a
+ * console (SSE) watches (a benchmark, not a test: it prints tables and asserts nothing).
+ *
+ *   npx tsx scripts/bench/switch.ts [--nodes 1000] [--rate 500] [--concurrency 8]
+ *   node --cpu-prof --cpu-prof-dir /tmp/prof --import tsx scripts/bench/switch.ts   # profiled
+ *
+ * 1. The real service in this process (`createServer`, real SQLite file, embedded aedes broker on
+ *    port 0, HTTP on loopback), default settings (push debounce 2 s, detect every 2 min).
+ * 2. The mesh is built over REST: one `wireguard` config, N nodes created `static` (a full mesh:
+ *    each new node gets its n − 1 pairs), then each node made `dynamic` and bound **through the
+ *    real bind path** (`POST …/bind-command`, then `POST /api/client/bind` with its token, as
+ *    `svcctl bind` does); the bind answers carry the MQTT credentials. The nodes are created
+ *    static first because a large write renders every changed dynamic node after its commit: a
+ *    mesh built of dynamic nodes renders O(n²) peer lines per create (a slow build, not the
+ *    figure measured here).
+ * 3. N stand-in agents (`switch-agents.ts`, one child process, raw MQTT) connect, receive their
+ *    first config push and ACK it; one SSE subscriber in the same child. The run waits until every
+ *    node is `latest` (spec §3.5) and prints how long that first wave took.
+ * 4. Heartbeats at `--rate` msgs/s (round robin, each flipping wg_online: one
+ *    `endpoint.status.updated` frame per heartbeat). After a 5 s baseline,
+ *    `PATCH /configs/{id} {tunnel_protocol: awg_2}` (every node's config changes). Printed: the
+ *    stage time (the REST answer), the time until every node is `latest` (the store polled every
+ *    50 ms: confirmed sha = staged sha), heartbeat→SSE p50/p99/max in the baseline and in the
+ *    switch window, the event loop's delay (`monitorEventLoopDelay`, 1 ms resolution) over the
+ *    switch window, pushes received, ACKs, and sha mismatches (received text vs pushed sha).
+ */
+import { fork } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { monitorEventLoopDelay, performance } from "node:perf_hooks";
+import { fileURLToPath } from "node:url";
+import { testSettings } from "../../src/config.js";
+import { createLogger } from "../../src/logger.js";
+import { createServer } from "../../src/server.js";
+import { fmt, loadWindow, percentile } from "./ingest-lib.js";
+import type { FromSwitchAgents, LatencySample, SwitchAgentSpec, SwitchAgentTotals, ToSwitchAgents } from "./switch-agents.js";
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = join(HERE, "..", "..");
+const AGENTS = join(HERE, "switch-agents.ts");
+const PASSWORD = "bench-password";
+const BASELINE_MS = 5000;
+const SETTLE_MS = 3000;
+const LATEST_TIMEOUT_MS = 120_000;
+
+function arg(argv: string[], name: string, dflt: number): number {
+  const i = argv.indexOf(`--${name}`);
+  return i >= 0 ? Number(argv[i + 1]) : dflt;
+}
+
+const argv = process.argv.slice(2);
+const N = arg(argv, "nodes", 1000);
+const RATE = arg(argv, "rate", 500);
+const CONCURRENCY = arg(argv, "concurrency", 8);
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const log = (s: string) => console.error(`[${new Date().toISOString().slice(11, 19)}] ${s}`);
+
+type Api = (method: string, path: string, body?: unknown, authed?: boolean) => Promise<{ ms: number; body: any }>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+async function pool<T>(items: T[], concurrency: number, fn: (item: T, i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (next < items.length) {
+      const i = next++;
+      await fn(items[i] as T, i);
+    }
+  }));
+}
+
+function summarize(samples: LatencySample[], from: number, to: number): { n: number; p50: number; p99: number; max: number } {
+  const xs = samples.filter(([t]) => t >= from && t < to).map(([, l]) => l).sort((a, b) => a - b);
+  return { n: xs.length, p50: percentile(xs, 50), p99: percentile(xs, 99), max: xs[xs.length - 1] ?? Number.NaN };
+}
+
+const dataDir = mkdtempSync(join(tmpdir(), "svc-switch-"));
+const server = await createServer(
+  testSettings({ dataDir, adminPassword: PASSWORD, httpHost: "127.0.0.1", authRateLimitMax: 100_000 }),
+  createLogger("silent"),
+);
+const child = fork(AGENTS, [], { cwd: ROOT, execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+const waiters: Array<(m: FromSwitchAgents) => boolean> = [];
+let progress = { pushes: 0, acked: 0 };
+child.on("message", (m: FromSwitchAgents) => {
+  if (m.op === "progress") progress = { pushes: m.pushes, acked: m.acked };
+  for (let i = 0; i < waiters.length; i++) if ((waiters[i] as (m: FromSwitchAgents) => boolean)(m)) waiters.splice(i--, 1);
+});
+function next<K extends FromSwitchAgents["op"]>(op: K): Promise<Extract<FromSwitchAgents, { op: K }>> {
+  return new Promise((resolve) => waiters.push((m) => (m.op === op ? (resolve(m as Extract<FromSwitchAgents, { op: K }>), true) : false)));
+}
+const tell = (m: ToSwitchAgents) => child.send(m);
+
+try {
+  const base = await server.app.listen({ host: "127.0.0.1", port: 0 });
+  let token = "";
+  const api: Api = async (method, path, body, authed = true) => {
+    const t0 = performance.now();
+    const res = await fetch(`${base}${path}`, {
+      method,
+      headers: { ...(authed ? { authorization: `Bearer ${token}` } : {}), ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await res.text();
+    const ms = performance.now() - t0;
+    if (res.status >= 400) throw new Error(`${method} ${path}: ${res.status} ${text.slice(0, 200)}`);
+    return { ms, body: text === "" ? null : JSON.parse(text) };
+  };
+  token = (await api("POST", "/api/v1/auth/login", { password: PASSWORD }, false)).body.access_token;
+  const config = (await api("POST", "/api/v1/configs", { name: "switch", tunnel_protocol: "wireguard", network_cidr: "10.0.0.0/16" })).body;
+  const cfg = `/api/v1/configs/${config.config_id}`;
+
+  // ---- build: N static nodes in a full mesh, then dynamic and bound ----
+  const tBuild = performance.now();
+  const ids: string[] = [];
+  for (let i = 0; i < N; i++) {
+    ids.push((await api("POST", `${cfg}/nodes`, { name: `n${i}`, mode: "static", public_address: `192.0.2.${(i % 250) + 1}`, listen_port: 10000 + i })).body.node_id);
+    if ((i + 1) % 250 === 0) log(`${i + 1} nodes created`);
+  }
+  const buildS = (performance.now() - tBuild) / 1000;
+  const tBind = performance.now();
+  const specs: SwitchAgentSpec[] = new Array(N);
+  await pool(ids, CONCURRENCY, async (nodeId, i) => {
+    await api("PATCH", `${cfg}/nodes/${nodeId}`, { mode: "dynamic" });
+    const cmd = (await api("POST", `${cfg}/nodes/${nodeId}/bind-command`)).body.command as string;
+    const bindToken = /--token (\S+)/.exec(cmd)?.[1] ?? "";
+    const bound = (await api("POST", "/api/client/bind", { bind_token: bindToken, server_url: base, client_version: "1.0.0", platform: "linux", hostname: `host-${i}` }, false)).body;
+    specs[i] = { configId: config.config_id, nodeId, clientId: bound.mqtt.client_id, username: bound.mqtt.username, password: bound.mqtt.password };
+    if ((i + 1) % 250 === 0) log(`${i + 1} nodes made dynamic and bound`);
+  });
+  const bindS = (performance.now() - tBind) / 1000;
+  await server.mesh.settled();
+
+  // ---- the store's view: nodes latest (spec §3.5) ----
+  const latestStmt = server.store.sqlite.prepare(
+    `SELECT count(*) AS n FROM nodes WHERE config_id = ? AND mode = 'dynamic'
+       AND staged_config_sha256 IS NOT NULL AND confirmed_config_sha256 = staged_config_sha256`,
+  );
+  const latest = () => (latestStmt.get(config.config_id) as { n: number }).n;
+  async function untilAllLatest(t0: number): Promise<number> {
+    while (latest() < N && performance.now() - t0 < LATEST_TIMEOUT_MS) await sleep(50);
+    return performance.now() - t0;
+  }
+
+  // ---- agents and console ----
+  const brokerPort = server.broker?.port ?? 0;
+  const tConnect = performance.now();
+  tell({ op: "connect", port: brokerPort, agents: specs });
+  const connected = await next("connected");
+  log(`${connected.ok} agents connected in ${fmt(connected.ms)} ms (${connected.failed} failed ${connected.errors.join("; ")})`);
+  const firstWaveMs = await untilAllLatest(tConnect);
+  const firstWaveLatest = latest();
+  log(`first wave: ${firstWaveLatest}/${N} latest after ${fmt(firstWaveMs)} ms`);
+  tell({ op: "sse", url: `${base}/api/v1/events/stream`, token });
+  await next("sse-ready");
+  await sleep(2000); // the first detect round (console connected) is answered
+
+  // ---- baseline, then the switch ----
+  tell({ op: "rate", rate: RATE });
+  await sleep(1000);
+  const tBaseline = performance.timeOrigin + performance.now();
+  await sleep(BASELINE_MS);
+  const loop = monitorEventLoopDelay({ resolution: 1 });
+  const published0 = server.commands.published;
+  const pushes0 = progress.pushes;
+  const load = loadWindow([child.pid]);
+  loop.enable();
+  const tSwitch = performance.now();
+  const tSwitchEpoch = performance.timeOrigin + tSwitch;
+  const stageMs = (await api("PATCH", cfg, { tunnel_protocol: "awg_2" })).ms;
+  log(`staged in ${fmt(stageMs, 1)} ms`);
+  const allLatestMs = await untilAllLatest(tSwitch);
+  loop.disable();
+  const switchLoad = load();
+  const latestAfter = latest();
+  const published = server.commands.published - published0;
+  log(`${latestAfter}/${N} latest ${fmt(allLatestMs)} ms after the PATCH`);
+  const tSwitchEnd = performance.timeOrigin + performance.now();
+  await sleep(SETTLE_MS);
+  const tEnd = performance.timeOrigin + performance.now();
+  tell({ op: "stop" });
+  const totals: SwitchAgentTotals = (await next("stopped")).totals;
+  const switchPushes = totals.pushes - pushes0;
+  const perNode = Object.values(totals.pushesPerNode);
+
+  const ms = (ns: number) => ns / 1e6;
+  const b = summarize(totals.samples, tBaseline, tSwitchEpoch);
+  const s = summarize(totals.samples, tSwitchEpoch, tSwitchEnd);
+  const a = summarize(totals.samples, tSwitchEnd, tEnd);
+  console.log(`\nProtocol switch (wireguard → awg_2) of a full mesh of ${fmt(N)} dynamic nodes with ${fmt(connected.ok)} connected stand-in agents, heartbeats at ${fmt(RATE)} msgs/s, one SSE console\n`);
+  console.log("| build over REST (s) | make dynamic + bind (s) | first push wave, all latest (ms) | stage: PATCH answered (ms) | all latest after the PATCH (ms) | nodes latest | pushes in the switch | broker took (PUBACK) | nodes pushed more than twice (first wave + switch) | sha mismatches | detects answered |");
+  console.log("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+  console.log(`| ${fmt(buildS, 1)} | ${fmt(bindS, 1)} | ${fmt(firstWaveMs)} (${firstWaveLatest}/${N}) | ${fmt(stageMs, 1)} | ${fmt(allLatestMs)} | ${latestAfter}/${N} | ${fmt(switchPushes)} | ${fmt(published)} | ${perNode.filter((c) => c > 2).length} | ${totals.shaMismatches} | ${totals.detects} |`);
+  console.log("\nHeartbeat → SSE (`endpoint.status.updated` read by the console), ms\n");
+  console.log("| window | samples | p50 | p99 | max |");
+  console.log("|---|---:|---:|---:|---:|");
+  for (const [name, w] of [["baseline (5 s before the PATCH)", b], ["switch (PATCH → all latest)", s], [`after (${SETTLE_MS / 1000} s)`, a]] as const) {
+    console.log(`| ${name} | ${fmt(w.n)} | ${fmt(w.p50, 1)} | ${fmt(w.p99, 1)} | ${fmt(w.max, 1)} |`);
+  }
+  console.log(`\nHeartbeats sent ${fmt(totals.heartbeats)}, matched ${fmt(totals.samples.length)}, unmatched ${fmt(totals.unmatched)}; status frames ${fmt(totals.statusFrames)}; agents' process CPU ${fmt(totals.cpuMs)} ms.`);
+  console.log("\nEvent-loop delay of the service during the switch (PATCH → all latest; `monitorEventLoopDelay`, 1 ms resolution), ms\n");
+  console.log("| p50 | p90 | p99 | max | mean | samples |");
+  console.log("|---:|---:|---:|---:|---:|---:|");
+  console.log(`| ${fmt(ms(loop.percentile(50)), 1)} | ${fmt(ms(loop.percentile(90)), 1)} | ${fmt(ms(loop.percentile(99)), 1)} | ${fmt(ms(loop.max), 1)} | ${fmt(ms(loop.mean), 1)} | ${fmt(loop.count)} |`);
+  console.log(`\nMachine during the switch: this process ${fmt(switchLoad.selfCores, 2)} cores, agents ${fmt(switchLoad.pidsCores, 2)}, everything else ${fmt(switchLoad.otherCores, 2)} (2 cores; shared).`);
+} finally {
+  if (child.connected) child.disconnect();
+  await server.close();
+  rmSync(dataDir, { recursive: true, force: true });
+}
