@@ -4,7 +4,8 @@
  * console (SSE) watches (a benchmark, not a test: it prints tables and asserts nothing).
  *
  *   npx tsx scripts/bench/switch.ts [--nodes 1000] [--rate 500] [--concurrency 8]
- *   node --cpu-prof --cpu-prof-dir /tmp/prof --import tsx scripts/bench/switch.ts   # profiled
+ *   npx tsx scripts/bench/switch.ts --cpu-prof   # + a CPU profile of the switch window
+ *   npx tsx scripts/bench/switch.ts --console 0  # no SSE subscriber (latency not measured)
  *
  * 1. The real service in this process (`createServer`, real SQLite file, embedded aedes broker on
  *    port 0, HTTP on loopback), default settings (push debounce 2 s, detect every 2 min).
@@ -25,6 +26,9 @@
  *    50 ms: confirmed sha = staged sha), heartbeat→SSE p50/p99/max in the baseline and in the
  *    switch window, the event loop's delay (`monitorEventLoopDelay`, 1 ms resolution) over the
  *    switch window, pushes received, ACKs, and sha mismatches (received text vs pushed sha).
+ *    With `--cpu-prof`, the service (this process) is profiled from the PATCH until every node is
+ *    latest: the top self times are printed and the profile is written to
+ *    `$TMPDIR/switch-<time>.cpuprofile` (the profiler's overhead is in that run's figures).
  */
 import { fork } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -32,6 +36,8 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
+import { writeFileSync } from "node:fs";
+import { Session } from "node:inspector/promises";
 import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { createServer } from "../../src/server.js";
@@ -44,7 +50,6 @@ const AGENTS = join(HERE, "switch-agents.ts");
 const PASSWORD = "bench-password";
 const BASELINE_MS = 5000;
 const SETTLE_MS = 3000;
-const LATEST_TIMEOUT_MS = 120_000;
 
 function arg(argv: string[], name: string, dflt: number): number {
   const i = argv.indexOf(`--${name}`);
@@ -55,6 +60,10 @@ const argv = process.argv.slice(2);
 const N = arg(argv, "nodes", 1000);
 const RATE = arg(argv, "rate", 500);
 const CONCURRENCY = arg(argv, "concurrency", 8);
+/** `--console 0`: no SSE subscriber (heartbeat→SSE not measured), to see the switch without the notifier's frames. */
+const CONSOLE = arg(argv, "console", 1) !== 0;
+const LATEST_TIMEOUT_MS = arg(argv, "timeout-s", 180) * 1000;
+const CPU_PROF = argv.includes("--cpu-prof");
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const log = (s: string) => console.error(`[${new Date().toISOString().slice(11, 19)}] ${s}`);
 
@@ -68,6 +77,39 @@ async function pool<T>(items: T[], concurrency: number, fn: (item: T, i: number)
       await fn(items[i] as T, i);
     }
   }));
+}
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+}
+
+async function startProfile(): Promise<Session> {
+  const session = new Session();
+  session.connect();
+  await session.post("Profiler.enable");
+  await session.post("Profiler.setSamplingInterval", { interval: 1000 });
+  await session.post("Profiler.start");
+  return session;
+}
+
+/** Stops the profile, writes it, and returns the table of the top self times (share of all samples). */
+async function stopProfile(session: Session, top = 25): Promise<string> {
+  const { profile } = (await session.post("Profiler.stop")) as unknown as { profile: { nodes: ProfileNode[]; samples: number[] } };
+  session.disconnect();
+  const file = join(tmpdir(), `switch-${Date.now()}.cpuprofile`);
+  writeFileSync(file, JSON.stringify(profile));
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const self = new Map<string, number>();
+  for (const id of profile.samples) {
+    const f = byId.get(id)?.callFrame;
+    if (f === undefined) continue;
+    const key = `${f.functionName || "(anonymous)"} ${f.url.replace(/^.*\/(node_modules|src)\//, "$1/")}:${f.lineNumber + 1}`;
+    self.set(key, (self.get(key) ?? 0) + 1);
+  }
+  const total = profile.samples.length;
+  const rows = [...self.entries()].sort((x, y) => y[1] - x[1]).slice(0, top).map(([k, v]) => `| ${fmt((100 * v) / total, 1)} | \`${k}\` |`);
+  return [`\nService CPU profile, PATCH → all latest (self time, ${fmt(total)} samples of 1 ms; ${file})\n`, "| self % | function |", "|---:|---|", ...rows].join("\n");
 }
 
 function summarize(samples: LatencySample[], from: number, to: number): { n: number; p50: number; p99: number; max: number } {
@@ -137,9 +179,25 @@ try {
     `SELECT count(*) AS n FROM nodes WHERE config_id = ? AND mode = 'dynamic'
        AND staged_config_sha256 IS NOT NULL AND confirmed_config_sha256 = staged_config_sha256`,
   );
+  const renderedStmt = server.store.sqlite.prepare(
+    "SELECT count(*) AS n FROM nodes WHERE config_id = ? AND mode = 'dynamic' AND staged_config_sha256 IS NOT NULL",
+  );
   const latest = () => (latestStmt.get(config.config_id) as { n: number }).n;
+  /** Every second: [s since t0, nodes with a staged sha (rendered), nodes latest, pushes received]. */
+  let curve: Array<[number, number, number, number]> = [];
   async function untilAllLatest(t0: number): Promise<number> {
-    while (latest() < N && performance.now() - t0 < LATEST_TIMEOUT_MS) await sleep(50);
+    curve = [];
+    let nextSample = t0;
+    for (;;) {
+      const now = performance.now();
+      const n = latest();
+      if (now >= nextSample || n >= N) {
+        curve.push([(now - t0) / 1000, (renderedStmt.get(config.config_id) as { n: number }).n, n, progress.pushes]);
+        nextSample += 1000;
+      }
+      if (n >= N || now - t0 >= LATEST_TIMEOUT_MS) break;
+      await sleep(50);
+    }
     return performance.now() - t0;
   }
 
@@ -152,9 +210,11 @@ try {
   const firstWaveMs = await untilAllLatest(tConnect);
   const firstWaveLatest = latest();
   log(`first wave: ${firstWaveLatest}/${N} latest after ${fmt(firstWaveMs)} ms`);
-  tell({ op: "sse", url: `${base}/api/v1/events/stream`, token });
-  await next("sse-ready");
-  await sleep(2000); // the first detect round (console connected) is answered
+  if (CONSOLE) {
+    tell({ op: "sse", url: `${base}/api/v1/events/stream`, token });
+    await next("sse-ready");
+    await sleep(2000); // the first detect round (console connected) is answered
+  }
 
   // ---- baseline, then the switch ----
   tell({ op: "rate", rate: RATE });
@@ -165,14 +225,17 @@ try {
   const published0 = server.commands.published;
   const pushes0 = progress.pushes;
   const load = loadWindow([child.pid]);
+  const profiler = CPU_PROF ? await startProfile() : undefined;
   loop.enable();
   const tSwitch = performance.now();
   const tSwitchEpoch = performance.timeOrigin + tSwitch;
   const stageMs = (await api("PATCH", cfg, { tunnel_protocol: "awg_2" })).ms;
   log(`staged in ${fmt(stageMs, 1)} ms`);
   const allLatestMs = await untilAllLatest(tSwitch);
+  const switchCurve = curve;
   loop.disable();
   const switchLoad = load();
+  const profileTable = profiler === undefined ? "" : await stopProfile(profiler);
   const latestAfter = latest();
   const published = server.commands.published - published0;
   log(`${latestAfter}/${N} latest ${fmt(allLatestMs)} ms after the PATCH`);
@@ -188,7 +251,7 @@ try {
   const b = summarize(totals.samples, tBaseline, tSwitchEpoch);
   const s = summarize(totals.samples, tSwitchEpoch, tSwitchEnd);
   const a = summarize(totals.samples, tSwitchEnd, tEnd);
-  console.log(`\nProtocol switch (wireguard → awg_2) of a full mesh of ${fmt(N)} dynamic nodes with ${fmt(connected.ok)} connected stand-in agents, heartbeats at ${fmt(RATE)} msgs/s, one SSE console\n`);
+  console.log(`\nProtocol switch (wireguard → awg_2) of a full mesh of ${fmt(N)} dynamic nodes with ${fmt(connected.ok)} connected stand-in agents, heartbeats at ${fmt(RATE)} msgs/s, ${CONSOLE ? "one SSE console" : "**no SSE console** (`--console 0`)"}\n`);
   console.log("| build over REST (s) | make dynamic + bind (s) | first push wave, all latest (ms) | stage: PATCH answered (ms) | all latest after the PATCH (ms) | nodes latest | pushes in the switch | broker took (PUBACK) | nodes pushed more than twice (first wave + switch) | sha mismatches | detects answered |");
   console.log("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   console.log(`| ${fmt(buildS, 1)} | ${fmt(bindS, 1)} | ${fmt(firstWaveMs)} (${firstWaveLatest}/${N}) | ${fmt(stageMs, 1)} | ${fmt(allLatestMs)} | ${latestAfter}/${N} | ${fmt(switchPushes)} | ${fmt(published)} | ${perNode.filter((c) => c > 2).length} | ${totals.shaMismatches} | ${totals.detects} |`);
@@ -203,6 +266,14 @@ try {
   console.log("| p50 | p90 | p99 | max | mean | samples |");
   console.log("|---:|---:|---:|---:|---:|---:|");
   console.log(`| ${fmt(ms(loop.percentile(50)), 1)} | ${fmt(ms(loop.percentile(90)), 1)} | ${fmt(ms(loop.percentile(99)), 1)} | ${fmt(ms(loop.max), 1)} | ${fmt(ms(loop.mean), 1)} | ${fmt(loop.count)} |`);
+  console.log("\nThe switch over time (store polled; pushes as counted by the agents, cumulative over the run)\n");
+  console.log("| s after the PATCH | nodes rendered (staged sha known) | nodes latest | pushes received |");
+  console.log("|---:|---:|---:|---:|");
+  const step = Math.max(1, Math.ceil(switchCurve.length / 40));
+  switchCurve.forEach(([t, r, l, p], i) => {
+    if (i % step === 0 || i === switchCurve.length - 1) console.log(`| ${fmt(t, 1)} | ${fmt(r)} | ${fmt(l)} | ${fmt(p)} |`);
+  });
+  if (profileTable !== "") console.log(profileTable);
   console.log(`\nMachine during the switch: this process ${fmt(switchLoad.selfCores, 2)} cores, agents ${fmt(switchLoad.pidsCores, 2)}, everything else ${fmt(switchLoad.otherCores, 2)} (2 cores; shared).`);
 } finally {
   if (child.connected) child.disconnect();
