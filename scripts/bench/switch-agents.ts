@@ -326,9 +326,9 @@ process.on("message", (raw) => {
       for (const c of conns) totals.unmatched += c.pending.length;
       const cpu = process.cpuUsage(cpu0);
       totals.cpuMs = (cpu.user + cpu.system) / 1000;
-      send({ op: "stopped", totals });
       for (const c of conns) c.socket.destroy();
-      setTimeout(() => process.exit(0), 200);
+      // Exit only once the (large) message is written: a busy parent reads the pipe late.
+      process.send?.({ op: "stopped", totals } satisfies FromSwitchAgents, () => process.exit(0));
     }, 1000);
   }
 });
