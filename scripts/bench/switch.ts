@@ -179,8 +179,9 @@ try {
   // over 1,000 rows walks ~100 MB of overflow pages (14 ms a poll, 40 % of the service's CPU in
   // the first profiled run). The projection is what the registry committed (persist-then-emit).
   const projections = () => ids.map((id) => server.registry.projection(config.config_id, id));
-  const latest = () => projections().filter((p) => p?.sync === "latest").length;
   let stagedBefore = new Map<string, number>();
+  /** Nodes latest on a config staged after `stagedBefore` was taken (an actor that has not heard of the switch yet still says latest). */
+  const latest = () => projections().filter((p, i) => p?.sync === "latest" && p.stagedVersion > (stagedBefore.get(ids[i] ?? "") ?? 0)).length;
   const rendered = () => ids.filter((id) => (server.registry.projection(config.config_id, id)?.stagedVersion ?? 0) > (stagedBefore.get(id) ?? 0)).length;
   /** Every second: [s since t0, nodes whose actor got the re-rendered config, nodes latest, pushes received]. */
   let curve: Array<[number, number, number, number]> = [];
