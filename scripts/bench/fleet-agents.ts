@@ -19,6 +19,7 @@ import { connect as netConnect, type Socket } from "node:net";
 import { benchConfigId, benchNodeId, benchPassword } from "./ingest-lib.js";
 import { nodeClientId, nodeUsername } from "../../src/mqtt/authz.policy.js";
 import { nodeTopic } from "../../src/protocol/topics.js";
+import { framer, packet, str, u16 } from "./raw-mqtt.js";
 
 /** Parent → worker. */
 export type ToFleetAgents =
@@ -53,35 +54,7 @@ const CONNECT_TIMEOUT_MS = 15_000;
 const BACKOFF_MIN_MS = 1000;
 const BACKOFF_MAX_MS = 30_000;
 
-// ---- MQTT 3.1.1 encoding (the subset a stand-in sends) -----------------------------------------
-
-function remainingLength(n: number): Buffer {
-  const out: number[] = [];
-  do {
-    let b = n % 128;
-    n = Math.floor(n / 128);
-    if (n > 0) b |= 0x80;
-    out.push(b);
-  } while (n > 0);
-  return Buffer.from(out);
-}
-
-function str(s: string): Buffer {
-  const b = Buffer.from(s, "utf8");
-  const len = Buffer.alloc(2);
-  len.writeUInt16BE(b.length);
-  return Buffer.concat([len, b]);
-}
-
-function packet(first: number, body: Buffer): Buffer {
-  return Buffer.concat([Buffer.from([first]), remainingLength(body.length), body]);
-}
-
-function u16(n: number): Buffer {
-  const b = Buffer.alloc(2);
-  b.writeUInt16BE(n);
-  return b;
-}
+// ---- MQTT packets (wire pieces in ./raw-mqtt.ts) -------------------------------------------
 
 interface Ids {
   configId: string;
@@ -132,30 +105,6 @@ let frozen = false;
 let cfg: Extract<ToFleetAgents, { type: "start" }>;
 
 /** Calls back with each complete packet's first byte and body (a stream may split or join packets). */
-function framer(onPacket: (first: number, body: Buffer) => void): (chunk: Buffer) => void {
-  let buf: Buffer = Buffer.alloc(0);
-  return (chunk) => {
-    buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
-    for (;;) {
-      if (buf.length < 2) return;
-      let len = 0;
-      let mult = 1;
-      let i = 1;
-      for (;;) {
-        if (i >= buf.length) return;
-        const b = buf[i] as number;
-        len += (b & 0x7f) * mult;
-        mult *= 128;
-        i++;
-        if ((b & 0x80) === 0) break;
-      }
-      if (buf.length < i + len) return;
-      onPacket(buf[0] as number, buf.subarray(i, i + len));
-      buf = buf.subarray(i + len);
-    }
-  };
-}
-
 function attempt(agent: Agent): void {
   if (stopping || frozen) return;
   const a = ids(agent.i, cfg.perConfig);

@@ -12,30 +12,13 @@ import { connect as netConnect, type Socket } from "node:net";
 import { performance } from "node:perf_hooks";
 import type { AgentSpec, FromAgents, LatencySummary, ToAgents } from "./ingest-lib.js";
 import { percentile } from "./ingest-lib.js";
+import { framer, remainingLength, str } from "./raw-mqtt.js";
 
 function send(msg: FromAgents): void {
   process.send?.(msg);
 }
 
-// ---- MQTT 3.1.1 encoding --------------------------------------------------------------------
-
-function remainingLength(n: number): Buffer {
-  const out: number[] = [];
-  do {
-    let b = n % 128;
-    n = Math.floor(n / 128);
-    if (n > 0) b |= 0x80;
-    out.push(b);
-  } while (n > 0);
-  return Buffer.from(out);
-}
-
-function str(s: string | Buffer): Buffer {
-  const b = typeof s === "string" ? Buffer.from(s, "utf8") : s;
-  const len = Buffer.alloc(2);
-  len.writeUInt16BE(b.length);
-  return Buffer.concat([len, b]);
-}
+// ---- MQTT packets (wire pieces in ./raw-mqtt.ts) -------------------------------------------
 
 function connectPacket(a: AgentSpec): Buffer {
   const will = JSON.stringify({
@@ -101,31 +84,6 @@ let acks = 0;
 let sent = 0;
 
 /** Splits MQTT packets out of a byte stream; calls back with the packet type byte and body. */
-function framer(onPacket: (type: number, body: Buffer) => void): (chunk: Buffer) => void {
-  let buf: Buffer = Buffer.alloc(0);
-  return (chunk) => {
-    buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
-    for (;;) {
-      if (buf.length < 2) return;
-      let len = 0;
-      let mult = 1;
-      let i = 1;
-      for (;;) {
-        if (i >= buf.length) return;
-        const b = buf[i]!;
-        len += (b & 0x7f) * mult;
-        mult *= 128;
-        i++;
-        if ((b & 0x80) === 0) break;
-        if (i > 4) throw new Error("bad remaining length");
-      }
-      if (buf.length < i + len) return;
-      onPacket(buf[0]!, buf.subarray(i, i + len));
-      buf = buf.subarray(i + len);
-    }
-  };
-}
-
 function connectOne(port: number, spec: AgentSpec): Promise<Conn> {
   return new Promise((resolve, reject) => {
     const socket = netConnect({ host: "127.0.0.1", port });

@@ -21,6 +21,7 @@ import { createHash } from "node:crypto";
 import { get } from "node:http";
 import { connect as netConnect, type Socket } from "node:net";
 import { performance } from "node:perf_hooks";
+import { framer, packet, str, u16 } from "./raw-mqtt.js";
 
 /** One bound node's connection data (from its bind answer). */
 export interface SwitchAgentSpec {
@@ -67,35 +68,7 @@ function send(msg: FromSwitchAgents): void {
   process.send?.(msg);
 }
 
-// ---- MQTT 3.1.1 encoding --------------------------------------------------------------------
-
-function remainingLength(n: number): Buffer {
-  const out: number[] = [];
-  do {
-    let b = n % 128;
-    n = Math.floor(n / 128);
-    if (n > 0) b |= 0x80;
-    out.push(b);
-  } while (n > 0);
-  return Buffer.from(out);
-}
-
-function str(s: string): Buffer {
-  const b = Buffer.from(s, "utf8");
-  const len = Buffer.alloc(2);
-  len.writeUInt16BE(b.length);
-  return Buffer.concat([len, b]);
-}
-
-function packet(first: number, body: Buffer): Buffer {
-  return Buffer.concat([Buffer.from([first]), remainingLength(body.length), body]);
-}
-
-function u16(n: number): Buffer {
-  const b = Buffer.alloc(2);
-  b.writeUInt16BE(n);
-  return b;
-}
+// ---- MQTT packets (wire pieces in ./raw-mqtt.ts) -------------------------------------------
 
 const topic = (a: SwitchAgentSpec, suffix: string) => `svc/${a.configId}/${a.nodeId}/${suffix}`;
 
@@ -137,30 +110,6 @@ function publish(conn: Conn, t: string, payload: string): void {
 }
 
 /** Splits MQTT packets out of a byte stream. */
-function framer(onPacket: (first: number, body: Buffer) => void): (chunk: Buffer) => void {
-  let buf: Buffer = Buffer.alloc(0);
-  return (chunk) => {
-    buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
-    for (;;) {
-      if (buf.length < 2) return;
-      let len = 0;
-      let mult = 1;
-      let i = 1;
-      for (;;) {
-        if (i >= buf.length) return;
-        const b = buf[i] as number;
-        len += (b & 0x7f) * mult;
-        mult *= 128;
-        i++;
-        if ((b & 0x80) === 0) break;
-      }
-      if (buf.length < i + len) return;
-      onPacket(buf[0] as number, buf.subarray(i, i + len));
-      buf = buf.subarray(i + len);
-    }
-  };
-}
-
 /** A downstream PUBLISH: PUBACK it (QoS 1), then act as the agent would. */
 function onPublish(conn: Conn, first: number, body: Buffer): void {
   const qos = (first >> 1) & 3;
