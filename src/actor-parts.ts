@@ -10,7 +10,7 @@ import { MqttRouter } from "./mqtt/router.js";
 import { ControlLogRetention } from "./services/control-log-retention.js";
 import type { Store } from "./store/db.js";
 import { currentRoute } from "./lib/request-route.js";
-import { deleteNodeTransitionsBelow, transitionCutoff } from "./store/node-transitions.repository.js";
+import { deleteNodeTransitionsBelow, timelineSlack, transitionCutoff } from "./store/node-transitions.repository.js";
 
 /** The actor system and the MQTT ingest path: what the services are built on. */
 export interface ActorParts {
@@ -44,7 +44,9 @@ function createRegistry(
     },
     onStatusChanged: (configId, nodeId, projection) => events.emit("node.status_changed", configId, nodeId, projection),
     currentRoute,
+    // A node's chain is walked for its cut-off once per timelineSlack(cap) new rows, not per commit.
     onRecorded: (nodeId) => timelineRetention.noteInsert(nodeId),
+    recordedNoteEvery: timelineSlack(settings.timelineMaxPerNode),
   });
 }
 

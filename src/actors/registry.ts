@@ -13,9 +13,19 @@ import {
 } from "../machines/node.machine.js";
 import type { Store } from "../store/db.js";
 import { createNodeStateStatements, type NodeActorRow, type NodeStateStatements } from "../store/node-client-state.repository.js";
-import { insertNodeTransitions } from "../store/node-transitions.repository.js";
+import { appendNodeTransitions, forgetNodeStateValues } from "../store/node-transitions.repository.js";
 import { projectNode, projectionChanged, type NodeProjection } from "./projection.js";
-import { activeStateIds, afterEventsOf, originOf, shownChanges, sameStateValue, sameShownContext, type RoutedNodeEvent, type TransitionOrigin } from "./recorder.js";
+import {
+  activeStateIds,
+  afterEventsOf,
+  originOf,
+  shownChanges,
+  sameStateValue,
+  sameShownContext,
+  StateValueTexts,
+  type RoutedNodeEvent,
+  type TransitionOrigin,
+} from "./recorder.js";
 
 /** Effects the machine asks for; each runs after the state that asked for it is committed. */
 export interface RegistryEffects {
@@ -47,8 +57,13 @@ export interface RegistryDeps {
    * makes a flight-recorder row (issue 13 source `rest`); undefined outside a request.
    */
   currentRoute?: () => string | undefined;
-  /** Called after commit for each node that got flight-recorder rows (retention). */
+  /**
+   * Called after a commit for a node that got flight-recorder rows (retention), once per
+   * `recordedNoteEvery` of its rows (counted since it was last called for that node).
+   */
   onRecorded?: (nodeId: string) => void;
+  /** Rows of a node between two {@link onRecorded} calls for it, >= 1. Default 1 (every commit that recorded). */
+  recordedNoteEvery?: number;
 }
 
 /**
@@ -91,6 +106,12 @@ interface Entry {
   seen: { value: unknown; context: NodeContext } | undefined;
   /** The state value of the last row recorded and its JSON (the next row's "before", reused). */
   lastRecorded?: { value: unknown; json: string };
+  /** The node's newest committed flight-recorder row (`node_client_state.transition_head`); null when none. */
+  head: number | null;
+  /** Rows committed for this node since {@link RegistryDeps.onRecorded} was last called for it. */
+  sinceNote: number;
+  /** Set when the node left management (deleted, quarantined, reloaded): its queued rows are dropped. */
+  gone?: true;
 }
 
 /**
@@ -116,7 +137,8 @@ const SWEEP_BUCKET_MS = 1000;
 
 type NodeRowForActor = NodeActorRow;
 
-type NewTransition = import("../store/node-transitions.repository.js").NewNodeTransition;
+/** A flight-recorder row waiting for the group commit, with the entry of the node it belongs to. */
+type NewTransition = import("../store/node-transitions.repository.js").NewNodeTransition & { entry: Entry };
 
 /**
  * The actor system: one XState actor per node, keyed by `config_id/node_id` (design card).
@@ -159,6 +181,8 @@ export class NodeActorRegistry {
   #sending: RoutedNodeEvent | undefined = undefined;
   /** Flight-recorder rows waiting for the group commit (issue 13). */
   #recorded: NewTransition[] = [];
+  /** The recorded state values' JSON, interned (one string instance per distinct value). */
+  readonly #valueTexts = new StateValueTexts();
   /** `after` event type of each state with a timer, by state id (names a timer's transition). */
   readonly #afterEvents: Map<string, string>;
   readonly #timers: boolean;
@@ -252,6 +276,7 @@ export class NodeActorRegistry {
     const k = key(configId, nodeId);
     const entry = this.#entries.get(k);
     if (entry) {
+      entry.gone = true;
       stopActor(entry);
       this.#unbucket(entry);
       this.#dirty.delete(entry);
@@ -371,6 +396,7 @@ export class NodeActorRegistry {
     const bound: Array<[string, string]> = [];
     for (const e of this.#entries.values()) {
       if (this.#projectionOf(e)?.clientInitialized) bound.push([e.configId, e.nodeId]);
+      e.gone = true;
       stopActor(e);
     }
     this.#entries.clear();
@@ -434,6 +460,8 @@ export class NodeActorRegistry {
           written: undefined,
           deadline: null,
           seen: undefined,
+          head: row.transition_head ?? null,
+          sinceNote: 0,
         };
         this.#entries.set(key(row.config_id, row.node_id), entry);
         this.#track(entry, presenceDeadline(snapshot));
@@ -441,7 +469,16 @@ export class NodeActorRegistry {
       }
     }
     const actor = this.#createActor(ids, snapshot);
-    const entry: Entry = { ...ids, state: { kind: "live", actor }, committed: undefined, written: undefined, deadline: null, seen: undefined };
+    const entry: Entry = {
+      ...ids,
+      state: { kind: "live", actor },
+      committed: undefined,
+      written: undefined,
+      deadline: null,
+      seen: undefined,
+      head: row.transition_head ?? null,
+      sinceNote: 0,
+    };
     this.#entries.set(key(row.config_id, row.node_id), entry);
     this.#startActor(entry, actor, snapshot, { row, origin });
   }
@@ -578,11 +615,13 @@ export class NodeActorRegistry {
     if (this.#stopped || !this.recording) return;
     // Consecutive rows chain (this "before" is the last row's "after"): its JSON is reused.
     const last = entry.lastRecorded;
-    const valueBefore = before === undefined ? null : last !== undefined && last.value === before.value ? last.json : JSON.stringify(before.value);
-    const valueAfter = JSON.stringify(after.value);
+    const texts = this.#valueTexts;
+    const valueBefore = before === undefined ? null : last !== undefined && last.value === before.value ? last.json : texts.text(before.value);
+    const valueAfter = texts.text(after.value);
     entry.lastRecorded = { value: after.value, json: valueAfter };
     const unchanged = before !== undefined && (before.context === after.context || sameShownContext(before.context, after.context));
     this.#recorded.push({
+      entry,
       node_id: entry.nodeId,
       at,
       event,
@@ -707,11 +746,46 @@ export class NodeActorRegistry {
     }, FLUSH_RETRY_MS);
   }
 
-  /** Tells retention which nodes got flight-recorder rows in a commit. */
-  #noteRecorded(recorded: readonly NewTransition[]): void {
+  /**
+   * After a commit: each recording node's newest row moves to what was written, and retention
+   * hears of a node once per {@link RegistryDeps.recordedNoteEvery} of its rows.
+   */
+  #noteRecorded(heads: Map<Entry, number>, recorded: readonly NewTransition[]): void {
+    for (const [entry, head] of heads) entry.head = head;
     const onRecorded = this.#deps.onRecorded;
     if (onRecorded === undefined) return;
-    for (const nodeId of new Set(recorded.map((r) => r.node_id))) onRecorded(nodeId);
+    const every = this.#deps.recordedNoteEvery ?? 1;
+    for (const r of recorded) {
+      const entry = r.entry;
+      if (++entry.sinceNote >= every && heads.has(entry)) {
+        entry.sinceNote = 0;
+        onRecorded(entry.nodeId);
+      }
+    }
+  }
+
+  /**
+   * Appends the queued flight-recorder rows of nodes still under management (inside the group
+   * commit's transaction), each chained to its node's newest row.
+   * @returns each recording node's newest row after the append (not yet stored in its state row)
+   */
+  #appendRecorded(recorded: readonly NewTransition[]): Map<Entry, number> {
+    const byNode = new Map<string, Entry>();
+    const rows: NewTransition[] = [];
+    for (const r of recorded) {
+      // A node deleted (or reloaded) since its row was queued: the row goes with it.
+      if (r.entry.gone === true) continue;
+      byNode.set(r.node_id, r.entry);
+      rows.push(r);
+    }
+    const heads = new Map<Entry, number>();
+    if (rows.length === 0) return heads;
+    const byId = appendNodeTransitions(this.#deps.store.sqlite, rows, (nodeId) => byNode.get(nodeId)?.head ?? null);
+    for (const [nodeId, head] of byId) {
+      const entry = byNode.get(nodeId);
+      if (entry !== undefined) heads.set(entry, head);
+    }
+    return heads;
   }
 
   /** Group commit: one transaction for every queued snapshot, then notifications and effects. */
@@ -719,7 +793,7 @@ export class NodeActorRegistry {
    * Writes one dirty entry's state inside the group commit's transaction.
    * @returns the node's new projection, or null when only its newest signal moved (or it is not live)
    */
-  #writeEntry(entry: Entry, now: number): NodeProjection | null {
+  #writeEntry(entry: Entry, now: number, heads: Map<Entry, number>): NodeProjection | null {
     // Only a live actor marks its entry dirty, and an entry never goes back to dormant.
     if (entry.state.kind !== "live") return null;
     const nodeState = this.#nodeState;
@@ -733,7 +807,13 @@ export class NodeActorRegistry {
     }
     entry.written = { value: snap.value, context: snap.context };
     const p = projectNode(snap);
-    nodeState.writeState(entry.nodeId, p, JSON.stringify(actor.getPersistedSnapshot()), NODE_MACHINE_VERSION, now);
+    const head = heads.get(entry);
+    if (head === undefined) nodeState.writeState(entry.nodeId, p, JSON.stringify(actor.getPersistedSnapshot()), NODE_MACHINE_VERSION, now);
+    else {
+      // The flight recorder's newest row rides on the state row this commit writes anyway.
+      nodeState.writeStateAndHead(entry.nodeId, p, JSON.stringify(actor.getPersistedSnapshot()), NODE_MACHINE_VERSION, now, head);
+      heads.delete(entry);
+    }
     if (entry.committed?.confirmedSha !== p.confirmedSha) {
       nodeState.writeConfirmed(entry.nodeId, p.confirmedVersion, p.confirmedSha);
     }
@@ -759,24 +839,30 @@ export class NodeActorRegistry {
     const changed: Array<{ entry: Entry; projection: NodeProjection }> = [];
     // What #writeEntry believed written before this attempt: a rolled-back commit restores it.
     const writtenBefore = new Map<Entry, Entry["written"]>();
+    let heads = new Map<Entry, number>();
     try {
       nodeState.inTransaction(() => {
         // The flight recorder's rows commit with the states they lead to (persist before emit).
-        if (recorded.length > 0) insertNodeTransitions(this.#deps.store.sqlite, recorded);
+        heads = recorded.length > 0 ? this.#appendRecorded(recorded) : heads;
+        const unwritten = new Map(heads);
         for (const entry of dirty) {
           writtenBefore.set(entry, entry.written);
-          const p = this.#writeEntry(entry, now);
+          const p = this.#writeEntry(entry, now, unwritten);
           if (p !== null && projectionChanged(entry.committed, p)) changed.push({ entry, projection: p });
         }
+        // Nodes that recorded rows but whose state row this commit did not rewrite.
+        for (const [entry, head] of unwritten) nodeState.writeHead(entry.nodeId, head);
       });
     } catch (err) {
       this.#deps.log.error({ err, nodes: dirty.size }, "persisting node state failed; retrying");
       for (const [entry, written] of writtenBefore) entry.written = written;
+      // A state value first stored by the rolled-back commit is gone with it.
+      forgetNodeStateValues(this.#deps.store.sqlite);
       this.#requeue(dirty, effects, recorded);
       for (const w of waiters) w.reject(err);
       throw err;
     }
-    this.#noteRecorded(recorded);
+    this.#noteRecorded(heads, recorded);
     for (const { entry, projection } of changed) {
       const first = entry.committed === undefined;
       entry.committed = projection;
