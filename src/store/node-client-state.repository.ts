@@ -92,6 +92,11 @@ export interface NodeStateStatements {
   busy(): boolean;
 }
 
+/** The bound values of a full state write, in the statements' column order. */
+function stateColumns(c: NodeStateColumns, snapshotJson: string, machineVersion: number, now: number) {
+  return [c.clientInitialized ? 1 : 0, c.presence, c.runtime, c.lastReachableAt, c.lastSignalAt, c.clientVersion, snapshotJson, machineVersion, now] as const;
+}
+
 /**
  * Prepares the node-state statements of the registry's hot path once (group commit, presence,
  * `last_signal_at` writes, DESIGN §2 "prepared statements for the hot path made by store
@@ -121,33 +126,10 @@ export function createNodeStateStatements(sqlite: SQLite.Database): NodeStateSta
   return {
     nodesForActors: () => forActors.all(),
     writeState(nodeId, c, snapshotJson, machineVersion, now) {
-      state.run(
-        c.clientInitialized ? 1 : 0,
-        c.presence,
-        c.runtime,
-        c.lastReachableAt,
-        c.lastSignalAt,
-        c.clientVersion,
-        snapshotJson,
-        machineVersion,
-        now,
-        nodeId,
-      );
+      state.run(...stateColumns(c, snapshotJson, machineVersion, now), nodeId);
     },
     writeStateAndHead(nodeId, c, snapshotJson, machineVersion, now, transitionHead) {
-      stateAndHead.run(
-        c.clientInitialized ? 1 : 0,
-        c.presence,
-        c.runtime,
-        c.lastReachableAt,
-        c.lastSignalAt,
-        c.clientVersion,
-        snapshotJson,
-        machineVersion,
-        now,
-        transitionHead,
-        nodeId,
-      );
+      stateAndHead.run(...stateColumns(c, snapshotJson, machineVersion, now), transitionHead, nodeId);
     },
     writeHead(nodeId, transitionHead) {
       head.run(transitionHead, nodeId);
