@@ -44,9 +44,13 @@ function createRegistry(
     },
     onStatusChanged: (configId, nodeId, projection) => events.emit("node.status_changed", configId, nodeId, projection),
     currentRoute,
-    // A node's chain is walked for its cut-off once per timelineSlack(cap) new rows, not per commit.
-    onRecorded: (nodeId) => timelineRetention.noteInsert(nodeId),
-    recordedNoteEvery: timelineSlack(settings.timelineMaxPerNode),
+    // The registry marks every timelineSlack(cap)-th row of a node and hands retention the cut-off:
+    // no chain walk per commit or per check (docs/decisions.md "Issue 13: recorder cost, compact rows").
+    timelineRetention: {
+      keep: settings.timelineMaxPerNode,
+      slack: timelineSlack(settings.timelineMaxPerNode),
+      prune: (nodeId, cutoff) => timelineRetention.noteCutoff(nodeId, cutoff),
+    },
   });
 }
 

@@ -69,7 +69,7 @@ function seedTransitions(store: Store): number {
       });
     }
     store.sqlite.transaction(() => {
-      for (const [nodeId, head] of appendNodeTransitions(store.sqlite, batch, (id) => heads.get(id) ?? null)) heads.set(nodeId, head);
+      for (const [nodeId, head] of appendNodeTransitions(store.sqlite, batch, (id) => heads.get(id) ?? null).heads) heads.set(nodeId, head);
     })();
   }
   const head = store.sqlite.prepare("UPDATE node_client_state SET transition_head = ? WHERE node_id = ?");

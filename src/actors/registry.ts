@@ -58,12 +58,14 @@ export interface RegistryDeps {
    */
   currentRoute?: () => string | undefined;
   /**
-   * Called after a commit for a node that got flight-recorder rows (retention), once per
-   * `recordedNoteEvery` of its rows (counted since it was last called for that node).
+   * The flight recorder's retention (issue 13 "newest N per node kept"): once a node has
+   * appended `keep` + `slack` rows since the last cut (or since start), `prune` gets the id of a
+   * row with at least `keep` of its rows at or above it, all appended since start, so that
+   * retention deletes what is below without walking the chain to find it. Rows stored before
+   * start are cut with the first such call, or by retention's own sweeps. Absent: nothing is cut
+   * from here.
    */
-  onRecorded?: (nodeId: string) => void;
-  /** Rows of a node between two {@link onRecorded} calls for it, >= 1. Default 1 (every commit that recorded). */
-  recordedNoteEvery?: number;
+  timelineRetention?: { keep: number; slack: number; prune(nodeId: string, cutoff: number): void };
 }
 
 /**
@@ -108,8 +110,13 @@ interface Entry {
   lastRecorded?: { value: unknown; json: string };
   /** The node's newest committed flight-recorder row (`node_client_state.transition_head`); null when none. */
   head: number | null;
-  /** Rows committed for this node since {@link RegistryDeps.onRecorded} was last called for it. */
-  sinceNote: number;
+  /** Rows committed for this node since start (the flight recorder's retention marks count them). */
+  appended: number;
+  /**
+   * Every `slack`-th row committed for this node since the last cut: its count (`pos`, of
+   * {@link appended}) and id. Retention cuts below the newest mark with `keep` rows above it.
+   */
+  marks: Array<{ pos: number; id: number }>;
   /** Set when the node left management (deleted, quarantined, reloaded): its queued rows are dropped. */
   gone?: true;
 }
@@ -139,6 +146,16 @@ type NodeRowForActor = NodeActorRow;
 
 /** A flight-recorder row waiting for the group commit, with the entry of the node it belongs to. */
 type NewTransition = import("../store/node-transitions.repository.js").NewNodeTransition & { entry: Entry };
+
+/**
+ * What a group commit appended to the flight recorder: each node's new newest row (to store with
+ * its state), the rows in order, and the first one's id (the i-th got `firstId + i`).
+ */
+interface StoredRows {
+  heads: Map<Entry, number>;
+  appended: NewTransition[];
+  firstId: number;
+}
 
 /**
  * The actor system: one XState actor per node, keyed by `config_id/node_id` (design card).
@@ -461,7 +478,8 @@ export class NodeActorRegistry {
           deadline: null,
           seen: undefined,
           head: row.transition_head ?? null,
-          sinceNote: 0,
+          appended: 0,
+          marks: [],
         };
         this.#entries.set(key(row.config_id, row.node_id), entry);
         this.#track(entry, presenceDeadline(snapshot));
@@ -477,7 +495,8 @@ export class NodeActorRegistry {
       deadline: null,
       seen: undefined,
       head: row.transition_head ?? null,
-      sinceNote: 0,
+      appended: 0,
+      marks: [],
     };
     this.#entries.set(key(row.config_id, row.node_id), entry);
     this.#startActor(entry, actor, snapshot, { row, origin });
@@ -748,19 +767,27 @@ export class NodeActorRegistry {
 
   /**
    * After a commit: each recording node's newest row moves to what was written, and retention
-   * hears of a node once per {@link RegistryDeps.recordedNoteEvery} of its rows.
+   * gets a node's cut-off once `keep` + `slack` of its rows came since the last one (marks of
+   * every `slack`-th row: no chain walk to find where to cut).
+   * @param appended the rows the commit stored, in order; the i-th got id `firstId + i`
    */
-  #noteRecorded(heads: Map<Entry, number>, recorded: readonly NewTransition[]): void {
+  #noteRecorded(heads: Map<Entry, number>, appended: readonly NewTransition[], firstId: number): void {
     for (const [entry, head] of heads) entry.head = head;
-    const onRecorded = this.#deps.onRecorded;
-    if (onRecorded === undefined) return;
-    const every = this.#deps.recordedNoteEvery ?? 1;
-    for (const r of recorded) {
-      const entry = r.entry;
-      if (++entry.sinceNote >= every && heads.has(entry)) {
-        entry.sinceNote = 0;
-        onRecorded(entry.nodeId);
-      }
+    const retention = this.#deps.timelineRetention;
+    if (retention === undefined) return;
+    const { keep, slack } = retention;
+    for (let i = 0; i < appended.length; i++) {
+      const entry = (appended[i] as NewTransition).entry;
+      const pos = ++entry.appended;
+      if (pos % slack !== 0) continue;
+      const marks = entry.marks;
+      marks.push({ pos, id: firstId + i });
+      // The newest mark with at least `keep` rows at or above it: everything below it goes.
+      let cut = -1;
+      for (let m = 0; m < marks.length; m++) if (pos - (marks[m] as { pos: number }).pos + 1 >= keep) cut = m;
+      if (cut < 0) continue;
+      retention.prune(entry.nodeId, (marks[cut] as { id: number }).id);
+      marks.splice(0, cut + 1);
     }
   }
 
@@ -769,7 +796,7 @@ export class NodeActorRegistry {
    * commit's transaction), each chained to its node's newest row.
    * @returns each recording node's newest row after the append (not yet stored in its state row)
    */
-  #appendRecorded(recorded: readonly NewTransition[]): Map<Entry, number> {
+  #appendRecorded(recorded: readonly NewTransition[]): StoredRows {
     const byNode = new Map<string, Entry>();
     const rows: NewTransition[] = [];
     for (const r of recorded) {
@@ -779,13 +806,13 @@ export class NodeActorRegistry {
       rows.push(r);
     }
     const heads = new Map<Entry, number>();
-    if (rows.length === 0) return heads;
-    const byId = appendNodeTransitions(this.#deps.store.sqlite, rows, (nodeId) => byNode.get(nodeId)?.head ?? null);
-    for (const [nodeId, head] of byId) {
+    if (rows.length === 0) return { heads, appended: rows, firstId: 0 };
+    const appended = appendNodeTransitions(this.#deps.store.sqlite, rows, (nodeId) => byNode.get(nodeId)?.head ?? null);
+    for (const [nodeId, head] of appended.heads) {
       const entry = byNode.get(nodeId);
       if (entry !== undefined) heads.set(entry, head);
     }
-    return heads;
+    return { heads, appended: rows, firstId: appended.firstId };
   }
 
   /** Group commit: one transaction for every queued snapshot, then notifications and effects. */
@@ -802,7 +829,12 @@ export class NodeActorRegistry {
     const w = entry.written;
     if (w !== undefined && sameStateValue(w.value, snap.value) && sameContextButSignal(w.context, snap.context)) {
       // Only the newest signal moved: nothing an operator sees, and no snapshot JSON.
-      nodeState.writeSignal(entry.nodeId, snap.context.lastSignalAt, now);
+      const head = heads.get(entry);
+      if (head === undefined) nodeState.writeSignal(entry.nodeId, snap.context.lastSignalAt, now);
+      else {
+        nodeState.writeSignalAndHead(entry.nodeId, snap.context.lastSignalAt, now, head);
+        heads.delete(entry);
+      }
       return null;
     }
     entry.written = { value: snap.value, context: snap.context };
@@ -839,12 +871,12 @@ export class NodeActorRegistry {
     const changed: Array<{ entry: Entry; projection: NodeProjection }> = [];
     // What #writeEntry believed written before this attempt: a rolled-back commit restores it.
     const writtenBefore = new Map<Entry, Entry["written"]>();
-    let heads = new Map<Entry, number>();
+    let stored: StoredRows = { heads: new Map(), appended: [], firstId: 0 };
     try {
       nodeState.inTransaction(() => {
         // The flight recorder's rows commit with the states they lead to (persist before emit).
-        heads = recorded.length > 0 ? this.#appendRecorded(recorded) : heads;
-        const unwritten = new Map(heads);
+        if (recorded.length > 0) stored = this.#appendRecorded(recorded);
+        const unwritten = new Map(stored.heads);
         for (const entry of dirty) {
           writtenBefore.set(entry, entry.written);
           const p = this.#writeEntry(entry, now, unwritten);
@@ -862,7 +894,7 @@ export class NodeActorRegistry {
       for (const w of waiters) w.reject(err);
       throw err;
     }
-    this.#noteRecorded(heads, recorded);
+    this.#noteRecorded(stored.heads, stored.appended, stored.firstId);
     for (const { entry, projection } of changed) {
       const first = entry.committed === undefined;
       entry.committed = projection;

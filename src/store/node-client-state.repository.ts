@@ -82,6 +82,8 @@ export interface NodeStateStatements {
   writeStateAndHead(nodeId: string, columns: NodeStateColumns, snapshotJson: string, machineVersion: number, now: number, transitionHead: number): void;
   /** Moves the node's newest flight-recorder row alone (a commit that recorded rows but wrote no state for it). */
   writeHead(nodeId: string, transitionHead: number): void;
+  /** {@link writeSignal} that also moves the node's newest flight-recorder row, in one statement. */
+  writeSignalAndHead(nodeId: string, lastSignalAt: number | null, now: number, transitionHead: number): void;
   /** Narrow write of `last_signal_at` (ms) alone, when nothing else of the node moved; `now` (ms) to `updated_at`. */
   writeSignal(nodeId: string, lastSignalAt: number | null, now: number): void;
   /** The node's confirmed config (`nodes.confirmed_config_version`/`_sha256`); nulls clear it. */
@@ -116,6 +118,7 @@ export function createNodeStateStatements(sqlite: SQLite.Database): NodeStateSta
   );
   const head = sqlite.prepare("UPDATE node_client_state SET transition_head = ? WHERE node_id = ?");
   const signal = sqlite.prepare("UPDATE node_client_state SET last_signal_at = ?, updated_at = ? WHERE node_id = ?");
+  const signalAndHead = sqlite.prepare("UPDATE node_client_state SET last_signal_at = ?, updated_at = ?, transition_head = ? WHERE node_id = ?");
   const confirmed = sqlite.prepare("UPDATE nodes SET confirmed_config_version = ?, confirmed_config_sha256 = ? WHERE node_id = ?");
   const forActors = sqlite.prepare<[], NodeActorRow>(
     `SELECT n.node_id, n.config_id, n.mode, n.staged_config_version, n.staged_config_sha256,
@@ -136,6 +139,9 @@ export function createNodeStateStatements(sqlite: SQLite.Database): NodeStateSta
     },
     writeSignal(nodeId, lastSignalAt, now) {
       signal.run(lastSignalAt, now, nodeId);
+    },
+    writeSignalAndHead(nodeId, lastSignalAt, now, transitionHead) {
+      signalAndHead.run(lastSignalAt, now, transitionHead, nodeId);
     },
     writeConfirmed(nodeId, version, sha256) {
       confirmed.run(version, sha256, nodeId);

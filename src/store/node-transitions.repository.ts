@@ -159,17 +159,19 @@ export function forgetNodeStateValues(sqlite: SQLite.Database): void {
  * copy of `node_client_state.transition_head`; null for none) or the batch's previous row of that
  * node. Ids are given in AUTOINCREMENT order, {@link CHUNK} rows per statement. The caller must
  * store the returned heads in `node_client_state.transition_head` in the same transaction.
- * @returns each node's newest row id after the append, by node id
+ * @returns each node's newest row id after the append, by node id, and the first row's id
+ *   (`rows[i]` got `firstId + i`: ids are consecutive)
  */
 export function appendNodeTransitions(
   sqlite: SQLite.Database,
   rows: readonly NewNodeTransition[],
   headOf: (nodeId: string) => number | null,
-): Map<string, number> {
+): { heads: Map<string, number>; firstId: number } {
   const heads = new Map<string, number>();
-  if (rows.length === 0) return heads;
   const s = statements(sqlite);
-  let id = s.lastId.get() ?? 0;
+  let id = rows.length === 0 ? 0 : (s.lastId.get() ?? 0);
+  const firstId = id + 1;
+  if (rows.length === 0) return { heads, firstId };
   const params: unknown[] = [];
   const flush = () => {
     const n = params.length / PARAMS;
@@ -189,7 +191,7 @@ export function appendNodeTransitions(
     if (params.length === CHUNK * PARAMS) flush();
   }
   if (params.length > 0) flush();
-  return heads;
+  return { heads, firstId };
 }
 
 /** A stored row as callers see it (the entry decoded, state values as JSON). */

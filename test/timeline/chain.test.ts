@@ -52,7 +52,7 @@ const headOf = (store: Store, nodeId: string) =>
 /** One group commit as the registry makes it: the rows appended, then each node's head stored with its state row. */
 function commit(store: Store, rows: NewNodeTransition[]): void {
   store.sqlite.transaction(() => {
-    const heads = appendNodeTransitions(store.sqlite, rows, (id) => headOf(store, id));
+    const { heads } = appendNodeTransitions(store.sqlite, rows, (id) => headOf(store, id));
     for (const [nodeId, head] of heads) store.sqlite.prepare("UPDATE node_client_state SET transition_head = ? WHERE node_id = ?").run(head, nodeId);
   })();
 }
