@@ -12,8 +12,8 @@
  *     (`-norec`: flight recorder off; `-noop`: the router only counts, aedes' own ceiling;
  *      `--rounds N` repeats the list, interleaved; a table compares the modes per plan)
  *   npx tsx scripts/bench/ingest.ts --only upstream --upstream-plans 1000x1000q1sse-ab
- *     (`-ab`: one 30 s window with the flight recorder switched on and off every 500 ms; CPU per
- *      message summed per state, so both see the same machine load)
+ *     (`-ab`: one 60 s window with the flight recorder switched on and off every 500 ms; CPU per
+ *      message summed per state, and the median of on ÷ off over adjacent pairs of slices)
  *   npx tsx scripts/bench/ingest.ts --only latency --rates 500,2000
  *   npx tsx scripts/bench/ingest.ts --only actors --actor-sizes 10000,100000
  *
@@ -297,30 +297,56 @@ interface UpstreamResult extends UpstreamParams {
   timersArmedPerMsg: number;
   rssMiB: number;
   heapMiB: number;
-  /** `ab` mode: service CPU per message with the recorder on / off, µs, and the slices of each. */
-  ab?: { onUs: number; offUs: number; slices: number };
+  /**
+   * `ab` mode: service CPU per message with the recorder on / off over the whole window, µs; the
+   * slices; and the median and quartiles of on ÷ off over adjacent pairs of slices (each pair saw
+   * nearly the same machine, so bursts of other load cancel out).
+   */
+  ab?: AbResult;
 }
 
 /**
  * The `ab` mode's window: the recorder switched on and off every {@link AB_SLICE_MS} (on first),
  * this process's CPU time and the router's messages summed per state.
  */
-async function alternateRecorder(server: Server, ms: number): Promise<{ onUs: number; offUs: number; slices: number }> {
+async function alternateRecorder(server: Server, ms: number): Promise<AbResult> {
   const sum = { on: { cpu: 0, msgs: 0 }, off: { cpu: 0, msgs: 0 } };
   const end = performance.now() + ms;
-  let slices = 0;
-  for (let on = true; performance.now() < end; on = !on, slices++) {
+  const perSlice: number[] = [];
+  for (let on = true; performance.now() < end || !on; on = !on) {
     server.registry.recording = on;
     const cpu0 = process.cpuUsage();
     const r0 = server.router.received;
     await sleep(AB_SLICE_MS);
     const cpu = process.cpuUsage(cpu0);
+    const msgs = server.router.received - r0;
     const acc = on ? sum.on : sum.off;
     acc.cpu += cpu.user + cpu.system;
-    acc.msgs += server.router.received - r0;
+    acc.msgs += msgs;
+    perSlice.push((cpu.user + cpu.system) / Math.max(1, msgs));
   }
   server.registry.recording = true;
-  return { onUs: sum.on.cpu / Math.max(1, sum.on.msgs), offUs: sum.off.cpu / Math.max(1, sum.off.msgs), slices };
+  const ratios: number[] = [];
+  for (let i = 0; i + 1 < perSlice.length; i += 2) ratios.push((perSlice[i] as number) / (perSlice[i + 1] as number));
+  ratios.sort((a, b) => a - b);
+  return {
+    onUs: sum.on.cpu / Math.max(1, sum.on.msgs),
+    offUs: sum.off.cpu / Math.max(1, sum.off.msgs),
+    slices: perSlice.length,
+    pairedMedian: percentile(ratios, 50),
+    pairedQ1: percentile(ratios, 25),
+    pairedQ3: percentile(ratios, 75),
+  };
+}
+
+/** What the `ab` mode measured (see {@link alternateRecorder}). */
+interface AbResult {
+  onUs: number;
+  offUs: number;
+  slices: number;
+  pairedMedian: number;
+  pairedQ1: number;
+  pairedQ3: number;
 }
 
 async function upstreamPhase(p: UpstreamParams): Promise<UpstreamResult> {
@@ -760,7 +786,7 @@ function printUpstreamComparison(rows: UpstreamResult[]): void {
     for (const r of g.get("ab") ?? []) {
       if (r.ab === undefined) continue;
       console.log(
-        `| ${k} | recorder switched every ${AB_SLICE_MS} ms in one window (${r.ab.slices} slices): on ${fmt(r.ab.onUs, 1)} µs/msg, off ${fmt(r.ab.offUs, 1)} µs/msg | | | | | **${fmt((r.ab.onUs / r.ab.offUs - 1) * 100, 1)} %** | |`,
+        `| ${k} | recorder switched every ${AB_SLICE_MS} ms in one window (${r.ab.slices} slices): on ${fmt(r.ab.onUs, 1)} µs/msg, off ${fmt(r.ab.offUs, 1)} µs/msg (sums: ${fmt((r.ab.onUs / r.ab.offUs - 1) * 100, 1)} %) | | | | | **${fmt((r.ab.pairedMedian - 1) * 100, 1)} %** (median of adjacent on/off pairs; quartiles ${fmt((r.ab.pairedQ1 - 1) * 100, 1)} … ${fmt((r.ab.pairedQ3 - 1) * 100, 1)} %) | |`,
       );
     }
     const ratio = full && noop ? `**${fmt(mean(full.map((r) => r.routerPerS)) / mean(noop.map((r) => r.routerPerS)), 2)}×**` : "—";
@@ -849,7 +875,7 @@ async function orchestrate(): Promise<void> {
           if (!m) throw new Error(`bad --upstream-plans entry ${spec}`);
           const nodes = Number(m[1]);
           const mode = (m[5] ?? "full") as UpstreamMode;
-          const measureMs = quick ? 2000 : mode === "ab" ? 30_000 : 10_000;
+          const measureMs = quick ? 2000 : mode === "ab" ? 60_000 : 10_000;
           return { nodes, conns: Number(m[2]), warmMs: quick ? 1000 : 3000, measureMs, window: Math.max(4000, Math.min(nodes, 10_000)), qos: Number(m[3]) as 0 | 1, sse: m[4] === "sse", mode };
         })
       : quick

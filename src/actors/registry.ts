@@ -113,8 +113,9 @@ interface Entry {
   /** Rows committed for this node since start (the flight recorder's retention marks count them). */
   appended: number;
   /**
-   * Every `slack`-th row committed for this node since the last cut: its count (`pos`, of
-   * {@link appended}) and id. Retention cuts below the newest mark with `keep` rows above it.
+   * Every `slack`-th transition committed for this node since the last cut: its count (`pos`, of
+   * {@link appended}) and the id of the row holding it. Retention cuts below the newest mark with
+   * `keep` transitions at or above it.
    */
   marks: Array<{ pos: number; id: number }>;
   /** Set when the node left management (deleted, quarantined, reloaded): its queued rows are dropped. */
@@ -149,12 +150,12 @@ type NewTransition = import("../store/node-transitions.repository.js").NewNodeTr
 
 /**
  * What a group commit appended to the flight recorder: each node's new newest row (to store with
- * its state), the rows in order, and the first one's id (the i-th got `firstId + i`).
+ * its state), the transitions in order, and the id of the row that holds each.
  */
 interface StoredRows {
   heads: Map<Entry, number>;
   appended: NewTransition[];
-  firstId: number;
+  rowIds: number[];
 }
 
 /**
@@ -769,9 +770,9 @@ export class NodeActorRegistry {
    * After a commit: each recording node's newest row moves to what was written, and retention
    * gets a node's cut-off once `keep` + `slack` of its rows came since the last one (marks of
    * every `slack`-th row: no chain walk to find where to cut).
-   * @param appended the rows the commit stored, in order; the i-th got id `firstId + i`
+   * @param appended the transitions the commit stored, in order; the i-th is in row `rowIds[i]`
    */
-  #noteRecorded(heads: Map<Entry, number>, appended: readonly NewTransition[], firstId: number): void {
+  #noteRecorded(heads: Map<Entry, number>, appended: readonly NewTransition[], rowIds: readonly number[]): void {
     for (const [entry, head] of heads) entry.head = head;
     const retention = this.#deps.timelineRetention;
     if (retention === undefined) return;
@@ -781,7 +782,7 @@ export class NodeActorRegistry {
       const pos = ++entry.appended;
       if (pos % slack !== 0) continue;
       const marks = entry.marks;
-      marks.push({ pos, id: firstId + i });
+      marks.push({ pos, id: rowIds[i] as number });
       // The newest mark with at least `keep` rows at or above it: everything below it goes.
       let cut = -1;
       for (let m = 0; m < marks.length; m++) if (pos - (marks[m] as { pos: number }).pos + 1 >= keep) cut = m;
@@ -806,13 +807,13 @@ export class NodeActorRegistry {
       rows.push(r);
     }
     const heads = new Map<Entry, number>();
-    if (rows.length === 0) return { heads, appended: rows, firstId: 0 };
+    if (rows.length === 0) return { heads, appended: rows, rowIds: [] };
     const appended = appendNodeTransitions(this.#deps.store.sqlite, rows, (nodeId) => byNode.get(nodeId)?.head ?? null);
     for (const [nodeId, head] of appended.heads) {
       const entry = byNode.get(nodeId);
       if (entry !== undefined) heads.set(entry, head);
     }
-    return { heads, appended: rows, firstId: appended.firstId };
+    return { heads, appended: rows, rowIds: appended.rowIds };
   }
 
   /** Group commit: one transaction for every queued snapshot, then notifications and effects. */
@@ -871,7 +872,7 @@ export class NodeActorRegistry {
     const changed: Array<{ entry: Entry; projection: NodeProjection }> = [];
     // What #writeEntry believed written before this attempt: a rolled-back commit restores it.
     const writtenBefore = new Map<Entry, Entry["written"]>();
-    let stored: StoredRows = { heads: new Map(), appended: [], firstId: 0 };
+    let stored: StoredRows = { heads: new Map(), appended: [], rowIds: [] };
     try {
       nodeState.inTransaction(() => {
         // The flight recorder's rows commit with the states they lead to (persist before emit).
@@ -894,7 +895,7 @@ export class NodeActorRegistry {
       for (const w of waiters) w.reject(err);
       throw err;
     }
-    this.#noteRecorded(stored.heads, stored.appended, stored.firstId);
+    this.#noteRecorded(stored.heads, stored.appended, stored.rowIds);
     for (const { entry, projection } of changed) {
       const first = entry.committed === undefined;
       entry.committed = projection;

@@ -270,12 +270,13 @@ export const migrations: Record<string, Migration> = {
   },
   // docs/decisions.md "Issue 13: recorder cost, compact rows": a flight-recorder row cost +25–37 %
   // CPU per state change (its ten columns, two state-value JSON texts, and a second row per node
-  // per commit in node_transition_heads). Rows are now four columns and one compact entry: the
+  // per commit in node_transition_heads). A row now holds every transition one node made in one
+  // group commit (`count` of them, compact JSON entries; the k-th has id transition_id + k); the
   // state values are interned in node_state_values (a machine has few distinct values) and named
   // by id; the node's newest row id moves into its node_client_state row, which the same group
-  // commit already rewrites. Ids, chains and the AUTOINCREMENT counter carry over. A node's rows
-  // go when its client-state row goes (trigger; the row goes with its node by cascade), so
-  // deleting a node or a snapshot restore still clears them.
+  // commit already rewrites. Ids, chains and the AUTOINCREMENT counter carry over (one transition
+  // per migrated row). A node's rows go when its client-state row goes (trigger; the row goes
+  // with its node by cascade), so deleting a node or a snapshot restore still clears them.
   "0010_node_transition_compact": {
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     async up(db: Kysely<any>): Promise<void> {
@@ -290,12 +291,12 @@ export const migrations: Record<string, Migration> = {
         transition_id INTEGER PRIMARY KEY AUTOINCREMENT,
         node_id TEXT NOT NULL,
         prev_id INTEGER,
-        at INTEGER NOT NULL,
-        entry TEXT NOT NULL
+        count INTEGER NOT NULL CHECK (count >= 1),
+        entries TEXT NOT NULL
       ) STRICT`.execute(db);
-      await sql`INSERT INTO node_transitions_compact (transition_id, node_id, prev_id, at, entry)
-        SELECT t.transition_id, t.node_id, t.prev_id, t.at,
-               json_array(t.event, t.source, t.request_id, t.route, b.value_id, a.value_id, json(t.changes))
+      await sql`INSERT INTO node_transitions_compact (transition_id, node_id, prev_id, count, entries)
+        SELECT t.transition_id, t.node_id, t.prev_id, 1,
+               json_array(json_array(t.at, t.event, t.source, t.request_id, t.route, b.value_id, a.value_id, json(t.changes)))
           FROM node_transitions t
           JOIN node_state_values a ON a.value = t.value_after
           LEFT JOIN node_state_values b ON b.value = t.value_before

@@ -9,12 +9,15 @@ import { perConnection } from "./db.js";
  * handle (`Store.sqlite`) first, with statements prepared once per handle: the append runs inside
  * the registry's group commit.
  *
- * Storage (migration 0010): a row is `(transition_id, node_id, prev_id, at, entry)`, appended in id
- * order with no per-node index. `prev_id` names the node's previous row; the node's newest row is
- * `node_client_state.transition_head`, which the caller (the registry's group commit) writes with
- * the node's state. `entry` is the JSON array `[event, source, request_id, route, before, after,
- * changes]` where `before`/`after` are ids of `node_state_values` (each distinct state value JSON
- * stored once; `before` null for a node's first row) and `changes` the JSON object of shown fields.
+ * Storage (migration 0010): a row holds the `count` transitions one node made in one group commit,
+ * `(transition_id, node_id, prev_id, count, entries)`, appended in id order with no per-node
+ * index. The row's k-th transition (from 0) has id `transition_id + k`, so ids stay unique and
+ * increasing per node (the next row starts after them). `prev_id` names the node's previous row;
+ * the node's newest row is `node_client_state.transition_head`, which the caller (the registry's
+ * group commit) writes with the node's state. `entries` is a JSON array of `[at, event, source,
+ * request_id, route, before, after, changes]` where `before`/`after` are ids of
+ * `node_state_values` (each distinct state value JSON stored once; `before` null for a node's
+ * first state) and `changes` the JSON object of shown fields.
  *
  * Only {@link deleteNodeTransitionsBelow} opens a transaction (a savepoint inside an open one):
  * the append runs inside the caller's. Each throws the driver's error (`SqliteError`) on failure.
@@ -52,21 +55,23 @@ interface StoredRow {
   transition_id: number;
   node_id: string;
   prev_id: number | null;
-  at: number;
-  entry: string;
+  count: number;
+  entries: string;
 }
 
-/** The decoded `entry` column. */
-type Entry = [event: string, source: TransitionSource, requestId: string | null, route: string | null, before: number | null, after: number, changes: unknown];
+/** One decoded transition of the `entries` column. */
+type Entry = [at: number, event: string, source: TransitionSource, requestId: string | null, route: string | null, before: number | null, after: number, changes: unknown];
 
 /** Rows per multi-row INSERT of {@link appendNodeTransitions} (5 parameters each). */
 const CHUNK = 64;
 const PARAMS = 5;
+/** Transitions one row holds at most (a node's transitions of one commit past it take more rows). */
+const PER_ROW = 64;
 
 /** A multi-row insert of `n` rows with their ids and `prev_id`s. */
 function insertStatement(sqlite: SQLite.Database, n: number): SQLite.Statement {
   const values = Array.from({ length: n }, () => "(?, ?, ?, ?, ?)").join(", ");
-  return sqlite.prepare(`INSERT INTO node_transitions (transition_id, node_id, prev_id, at, entry) VALUES ${values}`);
+  return sqlite.prepare(`INSERT INTO node_transitions (transition_id, node_id, prev_id, count, entries) VALUES ${values}`);
 }
 
 const statements = perConnection((sqlite: SQLite.Database) => ({
@@ -79,30 +84,36 @@ const statements = perConnection((sqlite: SQLite.Database) => ({
   valueIds: new Map<string, number>(),
   /** The same, id → JSON (the reads). */
   values: new Map<number, string>(),
-  // The id the next row gets after this one (AUTOINCREMENT's counter: ids are never reused).
+  // The last transition id given (AUTOINCREMENT's counter, moved past each row's last transition:
+  // ids are never given again, even after deletes).
   lastId: sqlite.prepare<[], number | null>("SELECT seq FROM sqlite_sequence WHERE name = 'node_transitions'").pluck(),
+  setLastId: sqlite.prepare<[number]>("UPDATE sqlite_sequence SET seq = ? WHERE name = 'node_transitions'"),
   valueId: sqlite.prepare<[string], number>("SELECT value_id FROM node_state_values WHERE value = ?").pluck(),
   addValue: sqlite.prepare<[string], number>("INSERT INTO node_state_values (value) VALUES (?) RETURNING value_id").pluck(),
   valueOf: sqlite.prepare<[number], string>("SELECT value FROM node_state_values WHERE value_id = ?").pluck(),
   head: sqlite.prepare<[string], number | null>("SELECT transition_head FROM node_client_state WHERE node_id = ?").pluck(),
-  row: sqlite.prepare<[number], StoredRow>("SELECT transition_id, node_id, prev_id, at, entry FROM node_transitions WHERE transition_id = ?"),
+  row: sqlite.prepare<[number], StoredRow>("SELECT transition_id, node_id, prev_id, count, entries FROM node_transitions WHERE transition_id = ?"),
   // The newest row of each node of a config: its head (one primary-key lookup per node).
   latestOfConfig: sqlite.prepare<[string], StoredRow>(
-    `SELECT t.transition_id, t.node_id, t.prev_id, t.at, t.entry FROM nodes n
+    `SELECT t.transition_id, t.node_id, t.prev_id, t.count, t.entries FROM nodes n
        JOIN node_client_state s ON s.node_id = n.node_id
        JOIN node_transitions t ON t.transition_id = s.transition_head
      WHERE n.config_id = ?
      ORDER BY n.node_id`,
   ),
-  // The node's `keep`-th newest row, and how deep its chain goes (at most keep + 1 rows walked).
-  cutoff: sqlite.prepare<[{ node: string; keep: number }], { cutoff: number | null; depth: number | null }>(
-    `WITH RECURSIVE chain(id, n) AS (
-       SELECT transition_head, 1 FROM node_client_state WHERE node_id = @node AND transition_head IS NOT NULL
+  // The newest row at which the node's chain holds `keep` transitions (counted from the head),
+  // and the row below it, if any (walks rows until the count reaches keep).
+  cutoff: sqlite.prepare<[{ node: string; keep: number }], { id: number; prev: number | null }>(
+    `WITH RECURSIVE chain(id, total, prev) AS (
+       SELECT t.transition_id, t.count, t.prev_id FROM node_client_state s
+         JOIN node_transitions t ON t.transition_id = s.transition_head
+        WHERE s.node_id = @node
        UNION ALL
-       SELECT t.prev_id, chain.n + 1 FROM chain JOIN node_transitions t ON t.transition_id = chain.id
-        WHERE t.prev_id IS NOT NULL AND t.node_id = @node AND chain.n <= @keep
+       SELECT t.transition_id, chain.total + t.count, t.prev_id FROM chain
+         JOIN node_transitions t ON t.transition_id = chain.prev
+        WHERE chain.total < @keep AND t.node_id = @node
      )
-     SELECT max(CASE WHEN n = @keep THEN id END) AS cutoff, max(n) AS depth FROM chain`,
+     SELECT id, prev FROM chain WHERE total >= @keep LIMIT 1`,
   ),
   // Up to `limit` + 1 rows of the node's chain right below `cutoff` (the last one is kept).
   below: sqlite.prepare<[{ cutoff: number; node: string; limit: number }], number>(
@@ -153,25 +164,43 @@ export function forgetNodeStateValues(sqlite: SQLite.Database): void {
   s.values.clear();
 }
 
+/** One transition as stored in a row's `entries`. */
+function entryText(sqlite: SQLite.Database, t: NewNodeTransition): string {
+  const before = t.value_before === null ? "null" : String(valueIdOf(sqlite, t.value_before));
+  const after = valueIdOf(sqlite, t.value_after);
+  const requestId = t.request_id === null ? "null" : JSON.stringify(t.request_id);
+  const route = t.route === null ? "null" : JSON.stringify(t.route);
+  return `[${t.at},${JSON.stringify(t.event)},"${t.source}",${requestId},${route},${before},${after},${t.changes}]`;
+}
+
 /**
- * Appends transitions in order, inside the caller's transaction (the registry's group commit),
- * each linked to its node's previous row: the newest stored one (`headOf(node_id)`, the caller's
- * copy of `node_client_state.transition_head`; null for none) or the batch's previous row of that
- * node. Ids are given in AUTOINCREMENT order, {@link CHUNK} rows per statement. The caller must
- * store the returned heads in `node_client_state.transition_head` in the same transaction.
- * @returns each node's newest row id after the append, by node id, and the first row's id
- *   (`rows[i]` got `firstId + i`: ids are consecutive)
+ * Appends transitions inside the caller's transaction (the registry's group commit): each node's
+ * transitions of the batch, in their order, go into one row (more past {@link PER_ROW}) linked to
+ * its node's previous row (`headOf(node_id)`, the caller's copy of
+ * `node_client_state.transition_head`; null for none). Ids are given in AUTOINCREMENT order,
+ * {@link CHUNK} rows per statement. The caller must store the returned heads in
+ * `node_client_state.transition_head` in the same transaction.
+ * @returns each node's newest row id after the append, by node id, and the row id of each input
+ *   transition (`rowIds[i]` holds `rows[i]`)
  */
 export function appendNodeTransitions(
   sqlite: SQLite.Database,
   rows: readonly NewNodeTransition[],
   headOf: (nodeId: string) => number | null,
-): { heads: Map<string, number>; firstId: number } {
+): { heads: Map<string, number>; rowIds: number[] } {
   const heads = new Map<string, number>();
+  const rowIds = new Array<number>(rows.length);
+  if (rows.length === 0) return { heads, rowIds };
   const s = statements(sqlite);
-  let id = rows.length === 0 ? 0 : (s.lastId.get() ?? 0);
-  const firstId = id + 1;
-  if (rows.length === 0) return { heads, firstId };
+  // Each node's transitions, in order (a node's rows of one commit are adjacent in id).
+  const byNode = new Map<string, number[]>();
+  for (let i = 0; i < rows.length; i++) {
+    const nodeId = (rows[i] as NewNodeTransition).node_id;
+    const list = byNode.get(nodeId);
+    if (list === undefined) byNode.set(nodeId, [i]);
+    else list.push(i);
+  }
+  let next = (s.lastId.get() ?? 0) + 1;
   const params: unknown[] = [];
   const flush = () => {
     const n = params.length / PARAMS;
@@ -180,27 +209,42 @@ export function appendNodeTransitions(
     insert.run(params);
     params.length = 0;
   };
-  for (const t of rows) {
-    const prev = heads.get(t.node_id) ?? headOf(t.node_id);
-    const before = t.value_before === null ? "null" : String(valueIdOf(sqlite, t.value_before));
-    const after = valueIdOf(sqlite, t.value_after);
-    const entry = `[${JSON.stringify(t.event)},"${t.source}",${t.request_id === null ? "null" : JSON.stringify(t.request_id)},${t.route === null ? "null" : JSON.stringify(t.route)},${before},${after},${t.changes}]`;
-    id++;
-    params.push(id, t.node_id, prev, t.at, entry);
-    heads.set(t.node_id, id);
-    if (params.length === CHUNK * PARAMS) flush();
+  for (const [nodeId, indexes] of byNode) {
+    let prev = headOf(nodeId);
+    for (let from = 0; from < indexes.length; from += PER_ROW) {
+      const part = indexes.slice(from, from + PER_ROW);
+      const id = next;
+      let entries = "[";
+      for (let k = 0; k < part.length; k++) {
+        const i = part[k] as number;
+        entries += (k === 0 ? "" : ",") + entryText(sqlite, rows[i] as NewNodeTransition);
+        rowIds[i] = id;
+      }
+      params.push(id, nodeId, prev, part.length, `${entries}]`);
+      next += part.length;
+      prev = id;
+      if (params.length === CHUNK * PARAMS) flush();
+    }
+    heads.set(nodeId, prev as number);
   }
   if (params.length > 0) flush();
-  return { heads, firstId };
+  // The counter moves past the last row's last transition (SQLite moved it to that row's id only).
+  s.setLastId.run(next - 1);
+  return { heads, rowIds };
 }
 
-/** A stored row as callers see it (the entry decoded, state values as JSON). */
-function publicRow(sqlite: SQLite.Database, r: StoredRow): NodeTransitionRow {
-  const [event, source, requestId, route, before, after, changes] = JSON.parse(r.entry) as Entry;
+/** A row's transitions as callers see them, oldest first (state values as JSON). */
+function publicRows(sqlite: SQLite.Database, r: StoredRow): NodeTransitionRow[] {
+  return (JSON.parse(r.entries) as Entry[]).map((e, k) => publicTransition(sqlite, r, k, e));
+}
+
+/** The row's k-th transition as callers see it. */
+function publicTransition(sqlite: SQLite.Database, r: StoredRow, k: number, e: Entry): NodeTransitionRow {
+  const [at, event, source, requestId, route, before, after, changes] = e;
   return {
-    transition_id: r.transition_id,
+    transition_id: r.transition_id + k,
     node_id: r.node_id,
-    at: r.at,
+    at,
     event,
     source,
     request_id: requestId,
@@ -227,10 +271,18 @@ export function listNodeTransitions(
   const s = statements(sqlite);
   let id: number | null | undefined = s.head.get(nodeId);
   const out: NodeTransitionRow[] = [];
-  for (let walked = 0; id !== null && id !== undefined && out.length < limit && walked < keep; walked++) {
+  let walked = 0;
+  while (id !== null && id !== undefined && out.length < limit && walked < keep) {
     const row = s.row.get(id);
     if (row === undefined || row.node_id !== nodeId) break;
-    if (row.transition_id < before) out.push(publicRow(sqlite, row));
+    // Rows wholly at or above `before` are skipped unparsed.
+    if (row.transition_id >= before) walked += row.count;
+    else {
+      const entries = JSON.parse(row.entries) as Entry[];
+      for (let k = entries.length - 1; k >= 0 && out.length < limit && walked < keep; k--, walked++) {
+        if (row.transition_id + k < before) out.push(publicTransition(sqlite, row, k, entries[k] as Entry));
+      }
+    }
     id = row.prev_id;
   }
   return out;
@@ -244,7 +296,8 @@ export function listNodeTransitions(
 export function latestNodeTransitionsOfConfig(sqlite: SQLite.Database, configId: string): NodeTransitionRow[] {
   return statements(sqlite)
     .latestOfConfig.all(configId)
-    .map((r) => publicRow(sqlite, r));
+    .map((r) => publicRows(sqlite, r).at(-1))
+    .filter((r): r is NodeTransitionRow => r !== undefined);
 }
 
 /**
@@ -257,16 +310,15 @@ export function timelineSlack(keep: number): number {
 }
 
 /**
- * The retention cut-off of one node: the `transition_id` of its `keep`-th newest row, when it
- * holds more than `keep` rows (one statement walking at most `keep` + 1 rows of its chain).
- * Rows below it are past the cap.
- * @param keep rows kept per node, >= 1
- * @returns the cut-off, or undefined when the node is within the cap
+ * The retention cut-off of one node: the id of the newest row at which its chain, counted from
+ * the head, holds `keep` transitions, when rows lie below it (one statement walking the rows down
+ * to it). Rows below it are past the cap.
+ * @param keep transitions kept per node, >= 1
+ * @returns the cut-off row's id, or undefined when the node is within the cap
  */
 export function transitionCutoff(sqlite: SQLite.Database, nodeId: string, keep: number): number | undefined {
   const r = statements(sqlite).cutoff.get({ node: nodeId, keep });
-  if (r === undefined || r.depth === null || r.depth <= keep || r.cutoff === null) return undefined;
-  return r.cutoff;
+  return r === undefined || r.prev === null ? undefined : r.id;
 }
 
 /**

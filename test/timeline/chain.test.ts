@@ -197,4 +197,31 @@ test("issue 13 item 3: several rows of one node in one group commit chain in ord
     "values read back as written",
   );
   assert.equal(store.sqlite.prepare("SELECT count(*) FROM node_state_values").pluck().get(), 2, "two distinct values, stored once each");
+  // One row per node per commit, its transitions at consecutive ids after the node's previous row.
+  assert.deepEqual(store.sqlite.prepare("SELECT node_id, count FROM node_transitions ORDER BY transition_id").all(), [
+    { node_id: "n1", count: 1 },
+    { node_id: "n1", count: 3 },
+    { node_id: "n2", count: 1 },
+  ]);
+  const ids = listNodeTransitions(store.sqlite, "n1", ALL, 10).map((r) => r.transition_id);
+  assert.deepEqual(ids, [4, 3, 2, 1]);
+  assert.equal(listNodeTransitions(store.sqlite, "n2", ALL, 1)[0]?.transition_id, 5, "the next row starts after the packed ones");
+  // A cursor inside a packed row pages from the middle of it; the cap counts transitions, not rows.
+  assert.deepEqual(ats(listNodeTransitions(store.sqlite, "n1", 3, 10)), [1, 0]);
+  assert.deepEqual(ats(listNodeTransitions(store.sqlite, "n1", ALL, 10, 2)), [3, 2]);
+  assert.deepEqual(ats(listNodeTransitions(store.sqlite, "n1", 4, 1)), [2]);
+  commit(store, [row("n2", 2)]);
+  assert.equal(listNodeTransitions(store.sqlite, "n2", ALL, 1)[0]?.transition_id, 6, "the id counter moved past the packed row (not only to its first id)");
+});
+
+test("issue 13 item 3, the cap over packed rows: the cut-off is the row where the chain reaches keep transitions; nothing is cut while within the cap", async (t) => {
+  const store = await storeWith(t, ["n1"]);
+  commit(store, [0, 1, 2].map((n) => row("n1", n))); // one row of 3
+  commit(store, [3, 4].map((n) => row("n1", n))); // one row of 2
+  assert.equal(transitionCutoff(store.sqlite, "n1", 5), undefined, "5 transitions, keep 5");
+  assert.equal(transitionCutoff(store.sqlite, "n1", 3), undefined, "keep 3 is reached in the oldest row: rows are kept whole, nothing lies below it");
+  const cut = transitionCutoff(store.sqlite, "n1", 2) ?? 0;
+  assert.equal(cut, 4, "keep 2: the newest row (ids 4..5) holds them; the row below goes");
+  assert.equal(deleteNodeTransitionsBelow(store.sqlite, "n1", cut, 10), 1, "one row (of 3 transitions) deleted");
+  assert.deepEqual(ats(listNodeTransitions(store.sqlite, "n1", ALL, 10)), [4, 3]);
 });
