@@ -26,9 +26,9 @@ const SIDE_COLUMNS = [
   "staged_config_sha256",
 ] as const;
 
-/** Every node of a config as a {@link RenderSideRow} (order unspecified). O(nodes of the config). */
+/** Every node of a config as a {@link RenderSideRow}, in `listNodes` order (`created_at`, `node_id`). O(nodes of the config). */
 export async function listRenderSides(db: Db, configId: string): Promise<RenderSideRow[]> {
-  return db.selectFrom("nodes").select(SIDE_COLUMNS).where("config_id", "=", configId).execute();
+  return db.selectFrom("nodes").select(SIDE_COLUMNS).where("config_id", "=", configId).orderBy("created_at").orderBy("node_id").execute();
 }
 
 /** The nodes among `nodeIds` that belong to `configId`, as {@link RenderSideRow}s (order unspecified). */

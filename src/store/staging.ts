@@ -20,7 +20,7 @@ import type { Db } from "./db.js";
 import { listPairs, listPairsOfNode, type PairOfNode } from "./mesh-pairs.repository.js";
 import { bumpStagedVersions, findNodeById, listDynamicNodesAmong, listNodes, listNodesAmong, storeStagedRendering, updateNode } from "./nodes.repository.js";
 import { listPortForwards, listPortForwardsOfConfig } from "./port-forwards.repository.js";
-import { listPairEndsOf, listPortForwardsAmong, listRenderSides, listRenderSidesAmong } from "./render-inputs.repository.js";
+import { listPairEndsOf, listPortForwardsAmong, listRenderSides, listRenderSidesAmong, type PairEnd } from "./render-inputs.repository.js";
 import type { ConfigRow, NodeRow, PortForwardRow } from "./schema.js";
 
 /** A node whose staged config changed. */
@@ -253,12 +253,7 @@ async function renderChunk(
   const [sides, pairEnds, forwards] = await Promise.all([listRenderSides(db, configId), listPairEndsOf(db, renderIds), listPortForwardsAmong(db, renderIds)]);
   const byId = new Map(sides.map((n) => [n.node_id, n]));
   const renderer = new ConfigRenderer(renderCommon(config), sides.map(renderPeer));
-  const peerIdsOf = new Map<string, Set<string>>(renderIds.map((id) => [id, new Set<string>()]));
-  for (const [selfId, otherId, enabled] of pairEnds) {
-    const self = byId.get(selfId);
-    const other = byId.get(otherId);
-    if (self && other && isPairRendered(self, other, enabled === 1)) peerIdsOf.get(selfId)?.add(otherId);
-  }
+  const peerIdsOf = renderedPeerIdsOf(renderIds, pairEnds, byId);
   for (const row of toRender) {
     if (performance.now() - turn.start >= turn.stepMs) {
       await nextTurn();
@@ -312,21 +307,45 @@ function enabledForwards(forwards: readonly PortForwardRow[]): RenderInput["port
  * `(config_version, config_sha256, config_text)` (DESIGN §3 Config versions): the version
  * increments only for nodes whose rendered text changed. A node staged lazily (version >= 1,
  * no sha) keeps its version: its text is the rendering of the current inputs. Used by snapshot
- * restore and as the reference of the lazy path. O(n²) in a full mesh.
+ * restore (on its private copy). O(n²) peer lines in a full mesh, rendered in chunks of `chunk`
+ * nodes with one pair read per chunk and each peer checked once ({@link ConfigRenderer}),
+ * yielding to the event loop before each chunk and whenever a turn has run `stepMs` ms (issue 14
+ * item 2: a restore of a 1,000-node mesh blocks no turn for long). The reference the lazy path
+ * is proven against stays {@link renderConfigTexts} (`renderNodeConfig` per node).
  *
  * Peers of a node are the other sides of its enabled mesh pairs whose connection integrity is
  * not broken (a pair no side can initiate is left out rather than rendered half-way).
  *
  * @returns the nodes whose staged config changed, with their new version and sha
  */
-export async function restageConfig(db: Db, configId: string, now: number): Promise<StagedChange[]> {
-  const rendered = await renderConfigTexts(db, configId);
+export async function restageConfig(db: Db, configId: string, now: number, opts: { chunk?: number; stepMs?: number } = {}): Promise<StagedChange[]> {
+  const { chunk = 16, stepMs = 10 } = opts;
+  const config = await findConfig(db, configId);
+  if (!config) return [];
+  const nodes = await listRenderSides(db, configId);
+  if (nodes.length === 0) return [];
+  const byId = new Map(nodes.map((n) => [n.node_id, n]));
+  // Every node of the config is a candidate peer: each is checked and its [Peer] block built once.
+  const renderer = new ConfigRenderer(renderCommon(config), nodes.map(renderPeer));
   const changed: StagedChange[] = [];
-  for (const { node, text } of rendered) {
-    const lazy = node.staged_config_sha256 === null && node.staged_config_version >= 1;
-    const previous = node.staged_config_sha256 === null ? null : { config_version: node.staged_config_version, config_sha256: node.staged_config_sha256 };
-    const staged = lazy ? { ...stageConfig(null, text), config_version: node.staged_config_version } : stageConfig(previous, text);
-    if (staged.config_sha256 !== node.staged_config_sha256) {
+  const turn = { start: performance.now() };
+  for (let i = 0; i < nodes.length; i += chunk) {
+    await nextTurn();
+    turn.start = performance.now();
+    const part = nodes.slice(i, i + chunk);
+    const ids = part.map((n) => n.node_id);
+    const [pairEnds, forwards] = await Promise.all([listPairEndsOf(db, ids), listPortForwardsAmong(db, ids)]);
+    const peerIdsOf = renderedPeerIdsOf(ids, pairEnds, byId);
+    for (const node of part) {
+      if (performance.now() - turn.start >= stepMs) {
+        await nextTurn();
+        turn.start = performance.now();
+      }
+      const text = renderer.render(nodeInput(node), peerIdsOf.get(node.node_id) ?? new Set(), enabledForwards(forwards.get(node.node_id) ?? []));
+      const lazy = node.staged_config_sha256 === null && node.staged_config_version >= 1;
+      const previous = node.staged_config_sha256 === null ? null : { config_version: node.staged_config_version, config_sha256: node.staged_config_sha256 };
+      const staged = lazy ? { ...stageConfig(null, text), config_version: node.staged_config_version } : stageConfig(previous, text);
+      if (staged.config_sha256 === node.staged_config_sha256) continue;
       await updateNode(db, node.node_id, {
         staged_config_version: staged.config_version,
         staged_config_sha256: staged.config_sha256,
@@ -337,6 +356,17 @@ export async function restageConfig(db: Db, configId: string, now: number): Prom
     }
   }
   return changed;
+}
+
+/** node_id → ids of its peers, for the nodes `ids`: the other sides of their rendered pairs. */
+function renderedPeerIdsOf(ids: readonly string[], pairEnds: readonly PairEnd[], byId: ReadonlyMap<string, RenderSide>): Map<string, Set<string>> {
+  const out = new Map<string, Set<string>>(ids.map((id) => [id, new Set<string>()]));
+  for (const [selfId, otherId, enabled] of pairEnds) {
+    const self = byId.get(selfId);
+    const other = byId.get(otherId);
+    if (self && other && isPairRendered(self, other, enabled === 1)) out.get(selfId)?.add(otherId);
+  }
+  return out;
 }
 
 /**

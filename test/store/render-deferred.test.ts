@@ -17,7 +17,7 @@ import { createLogger } from "../../src/logger.js";
 import { MeshService } from "../../src/services/mesh.service.js";
 import { Store } from "../../src/store/db.js";
 import { listNodes } from "../../src/store/nodes.repository.js";
-import { renderConfigTexts, renderDeferred, type StagedChange } from "../../src/store/staging.js";
+import { renderConfigTexts, renderDeferred, restageConfig, type StagedChange } from "../../src/store/staging.js";
 
 const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
 
@@ -95,4 +95,28 @@ test("issue 14 item 2: rendering yields to the event loop within a chunk once a 
   await store.db.updateTable("nodes").set({ staged_config_sha256: null, staged_config_text: null }).execute();
   const unbounded = await turnsDuring(() => renderDeferred(store.db, configId, ids, () => {}, { chunk: 16, stepMs: Infinity }));
   assert.ok(unbounded < ids.length, `per chunk only: ${unbounded} turns`);
+});
+
+test("issue 14 item 2 / DESIGN §3 Config versions: restageConfig (snapshot restore) renders in chunks, yielding per node at step 0, and stores the full re-render's texts: a lazily staged node keeps its version, a rendered node whose text changed moves on by one, an unchanged one stays", async (t) => {
+  const { store, mesh, configId, ids } = await lazyMesh(t, 20);
+  const [a, b] = ids as [string, string];
+  await mesh.getStagedConfig(configId, a); // rendered on demand: a has a stored rendering
+  await mesh.getStagedConfig(configId, b);
+  // A text that is not the renderer's (a snapshot's hostile or stale text): rewritten, version + 1.
+  await store.db.updateTable("nodes").set({ staged_config_text: "[Interface]\nPostUp = evil\n", staged_config_sha256: sha256("[Interface]\nPostUp = evil\n") }).where("node_id", "=", b).execute();
+  const before = new Map((await listNodes(store.db, configId)).map((r) => [r.node_id, r]));
+  let changed: StagedChange[] = [];
+  const turns = await turnsDuring(async () => {
+    changed = await restageConfig(store.db, configId, 123, { chunk: 16, stepMs: 0 });
+  });
+  assert.ok(turns >= ids.length, `a turn per node: ${turns} turns for ${ids.length} nodes`);
+  const full = await renderConfigTexts(store.db, configId);
+  for (const { node, text } of full) {
+    assert.equal(node.staged_config_text, text, `${node.node_id}: the renderer's text`);
+    assert.equal(node.staged_config_sha256, sha256(text));
+    const prev = before.get(node.node_id);
+    const expected = node.node_id === b ? (prev?.staged_config_version ?? 0) + 1 : prev?.staged_config_version;
+    assert.equal(node.staged_config_version, expected, `${node.node_id}: version`);
+  }
+  assert.deepEqual(changed.map((s) => s.nodeId), [b], "only a rendered node whose text changed is reported");
 });
