@@ -62,8 +62,6 @@ export const LONG_FUNCTIONS: readonly LongFunction[] = [
   // Sequential procedures read top to bottom; each waits for its own change.
   { file: "src/config.ts", name: "loadSettings", reason: "one settings object built field by field from the parsed environment" },
   { file: "src/services/snapshots.ts", name: "extractSnapshotZip", reason: "the zip checks in the order the archive is read" },
-  { file: "src/services/backups.service.ts", name: "BackupsService.createBulkPackage", reason: "its queued body below" },
-  { file: "src/services/backups.service.ts", name: "BackupsService.createBulkPackage/<anonymous>", reason: "build, record and swap the bulk package in one queued step" },
   { file: "src/mqtt/broker-sync.ts", name: "BrokerSync.#run", reason: "the reconcile loop with its retry policy" },
 ];
 
