@@ -15,7 +15,7 @@ import { PAIR_PAGE_LIMIT_MAX } from "../protocol/rest.schema.js";
 import type { MeshPairView, NodeView } from "./views.js";
 
 /** Default {@link Notifier} coalescing window of rendering reports, ms. */
-export const DEFAULT_RENDERED_COALESCE_MS = 250;
+export const DEFAULT_RENDERED_COALESCE_MS = 500;
 
 /**
  * The SSE publishing points (spec §6.5 "Publishing points" and "Emission rules"). Every method

@@ -28,7 +28,8 @@ export async function listNodes(db: Db, configId: string): Promise<NodeRow[]> {
 
 /**
  * The nodes of a config in {@link listNodes} order, without `private_key` and the staged config
- * text (views and overviews: a 1,000-node full mesh's texts are ~100 MB).
+ * text (views and overviews: a 1,000-node full mesh's texts are ~100 MB). Read from the covering
+ * index `nodes_views` (migration 0012) alone: no row, so no overflow page of a text, is read.
  */
 export async function listNodesWithoutTexts(db: Db, configId: string): Promise<Array<Omit<NodeRow, "private_key" | "staged_config_text">>> {
   return db
