@@ -6,6 +6,7 @@
  *   npx tsx scripts/bench/switch.ts [--nodes 1000] [--rate 500] [--concurrency 8]
  *   npx tsx scripts/bench/switch.ts --cpu-prof   # + a CPU profile of the switch window
  *   npx tsx scripts/bench/switch.ts --console 0  # no SSE subscriber (latency not measured)
+ *   npx tsx scripts/bench/switch.ts --sql-prof   # + the service's SQLite statement calls in the switch, by SQL text
  *
  * 1. The real service in this process (`createServer`, real SQLite file, embedded aedes broker on
  *    port 0, HTTP on loopback), default settings (push debounce 2 s, detect every 2 min).
