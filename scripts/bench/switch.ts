@@ -307,6 +307,16 @@ try {
   for (const [name, w] of [["baseline (5 s before the PATCH)", b], ["switch (PATCH → all latest)", s], [`after (${SETTLE_MS / 1000} s)`, a]] as const) {
     console.log(`| ${name} | ${fmt(w.n)} | ${fmt(w.p50, 1)} | ${fmt(w.p99, 1)} | ${fmt(w.max, 1)} |`);
   }
+  if (CONSOLE && s.n > 0) {
+    // When in the switch the slow frames were: p99 per second after the PATCH.
+    const secs = Math.ceil((tSwitchEnd - tSwitchEpoch) / 1000);
+    const cells = Array.from({ length: secs }, (_, i) => summarize(totals.samples, tSwitchEpoch + i * 1000, tSwitchEpoch + (i + 1) * 1000));
+    console.log("\nHeartbeat → SSE during the switch, by second after the PATCH: p99 / max (ms)\n");
+    console.log(`| s | ${cells.map((_, i) => i + 1).join(" | ")} |`);
+    console.log(`|---|${cells.map(() => "---:").join("|")}|`);
+    console.log(`| p99 | ${cells.map((c) => fmt(c.p99)).join(" | ")} |`);
+    console.log(`| max | ${cells.map((c) => fmt(c.max)).join(" | ")} |`);
+  }
   console.log(`\nHeartbeats sent ${fmt(totals.heartbeats)}, matched ${fmt(totals.samples.length)}, unmatched ${fmt(totals.unmatched)}; status frames ${fmt(totals.statusFrames)}; agents' process CPU ${fmt(totals.cpuMs)} ms.`);
   console.log("\nEvent-loop delay of the service during the switch (PATCH → all latest; `monitorEventLoopDelay`, 1 ms resolution), ms\n");
   console.log("| p50 | p90 | p99 | max | mean | samples |");
