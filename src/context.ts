@@ -130,7 +130,7 @@ export async function createAppContext(settings: Settings, log: Logger, override
       sealBrokerPassword: sealWithVault(vault, log),
       brokerAccountBound: (account) => mqtt.putNode(account),
     });
-    const notifier = new Notifier({ hub, mesh, control, status, log: log.child({ name: "notifier" }) });
+    const notifier = new Notifier({ hub, mesh, control, status, clock, log: log.child({ name: "notifier" }) });
     const metrics = new ServiceMetrics({
       mqttEnabled: settings.mqttEnabled,
       nodes: () => registry.projections(),

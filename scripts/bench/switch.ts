@@ -6,6 +6,7 @@
  *   npx tsx scripts/bench/switch.ts [--nodes 1000] [--rate 500] [--concurrency 8]
  *   npx tsx scripts/bench/switch.ts --cpu-prof   # + a CPU profile of the switch window
  *   npx tsx scripts/bench/switch.ts --console 0  # no SSE subscriber (latency not measured)
+ *   npx tsx scripts/bench/switch.ts --sql-prof   # + the service's SQLite statement calls in the switch, by SQL text
  *
  * 1. The real service in this process (`createServer`, real SQLite file, embedded aedes broker on
  *    port 0, HTTP on loopback), default settings (push debounce 2 s, detect every 2 min).
@@ -64,6 +65,8 @@ const CONCURRENCY = arg(argv, "concurrency", 8);
 const CONSOLE = arg(argv, "console", 1) !== 0;
 const LATEST_TIMEOUT_MS = arg(argv, "timeout-s", 180) * 1000;
 const CPU_PROF = argv.includes("--cpu-prof");
+/** `--sql-prof`: time every SQLite statement call of the service during the switch, by SQL text (the CPU profile cannot: Kysely's async chain hides the caller). */
+const SQL_PROF = argv.includes("--sql-prof");
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const log = (s: string) => console.error(`[${new Date().toISOString().slice(11, 19)}] ${s}`);
 
@@ -112,6 +115,46 @@ async function stopProfile(session: Session, top = 25): Promise<string> {
   return [`\nService CPU profile, PATCH → all latest (self time, ${fmt(total)} samples of 1 ms; ${file})\n`, "| self % | function |", "|---:|---|", ...rows].join("\n");
 }
 
+/** Per SQL text: calls, total ms, the longest single call (ms), rows returned. */
+type SqlStat = { calls: number; ms: number; max: number; rows: number };
+
+/** Wraps the statement methods of better-sqlite3 to time each call by SQL text while `on()`. */
+function sqlProfiler(sqlite: { prepare(sql: string): object }): { on(): void; off(): string } {
+  const proto = Object.getPrototypeOf(sqlite.prepare("SELECT 1")) as Record<string, (...args: unknown[]) => unknown>;
+  const stats = new Map<string, SqlStat>();
+  let enabled = false;
+  for (const name of ["all", "get", "run"] as const) {
+    const original = proto[name] as (...args: unknown[]) => unknown;
+    proto[name] = function (this: { source: string }, ...args: unknown[]) {
+      if (!enabled) return original.apply(this, args);
+      const t0 = performance.now();
+      const out = original.apply(this, args);
+      const dt = performance.now() - t0;
+      const key = `${name} ${this.source.replace(/\s+/g, " ").replace(/(\?, )+\?/g, "?, …").slice(0, 160)}`;
+      const st = stats.get(key) ?? { calls: 0, ms: 0, max: 0, rows: 0 };
+      st.calls++;
+      st.ms += dt;
+      st.max = Math.max(st.max, dt);
+      st.rows += Array.isArray(out) ? out.length : 0;
+      stats.set(key, st);
+      return out;
+    };
+  }
+  return {
+    on: () => void (enabled = true),
+    off: () => {
+      enabled = false;
+      const rows = [...stats.entries()].sort((a, b) => b[1].ms - a[1].ms).slice(0, 15);
+      return [
+        "\nSQLite statement calls of the service, PATCH → all latest (by total time)\n",
+        "| total ms | calls | max ms | rows | statement |",
+        "|---:|---:|---:|---:|---|",
+        ...rows.map(([k, v]) => `| ${fmt(v.ms)} | ${fmt(v.calls)} | ${fmt(v.max, 1)} | ${fmt(v.rows)} | \`${k}\` |`),
+      ].join("\n");
+    },
+  };
+}
+
 function summarize(samples: LatencySample[], from: number, to: number): { n: number; p50: number; p99: number; max: number } {
   const xs = samples.filter(([t]) => t >= from && t < to).map(([, l]) => l).sort((a, b) => a - b);
   return { n: xs.length, p50: percentile(xs, 50), p99: percentile(xs, 99), max: xs[xs.length - 1] ?? Number.NaN };
@@ -122,6 +165,7 @@ const server = await createServer(
   testSettings({ dataDir, adminPassword: PASSWORD, httpHost: "127.0.0.1", authRateLimitMax: 100_000 }),
   createLogger("silent"),
 );
+const sqlProf = SQL_PROF ? sqlProfiler(server.store.sqlite) : undefined;
 const child = fork(AGENTS, [], { cwd: ROOT, execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
 const waiters: Array<(m: FromSwitchAgents) => boolean> = [];
 let progress = { pushes: 0, acked: 0 };
@@ -226,6 +270,7 @@ try {
   const pushes0 = progress.pushes;
   const load = loadWindow([child.pid]);
   const profiler = CPU_PROF ? await startProfile() : undefined;
+  sqlProf?.on();
   loop.enable();
   stagedBefore = new Map(ids.map((id) => [id, server.registry.projection(config.config_id, id)?.stagedVersion ?? 0]));
   const tSwitch = performance.now();
@@ -236,7 +281,7 @@ try {
   const switchCurve = curve;
   loop.disable();
   const switchLoad = load();
-  const profileTable = profiler === undefined ? "" : await stopProfile(profiler);
+  const profileTable = (profiler === undefined ? "" : await stopProfile(profiler)) + (sqlProf?.off() ?? "");
   const latestAfter = latest();
   const published = server.commands.published - published0;
   log(`${latestAfter}/${N} latest ${fmt(allLatestMs)} ms after the PATCH`);
@@ -261,6 +306,16 @@ try {
   console.log("|---|---:|---:|---:|---:|");
   for (const [name, w] of [["baseline (5 s before the PATCH)", b], ["switch (PATCH → all latest)", s], [`after (${SETTLE_MS / 1000} s)`, a]] as const) {
     console.log(`| ${name} | ${fmt(w.n)} | ${fmt(w.p50, 1)} | ${fmt(w.p99, 1)} | ${fmt(w.max, 1)} |`);
+  }
+  if (CONSOLE && s.n > 0) {
+    // When in the switch the slow frames were: p99 per second after the PATCH.
+    const secs = Math.ceil((tSwitchEnd - tSwitchEpoch) / 1000);
+    const cells = Array.from({ length: secs }, (_, i) => summarize(totals.samples, tSwitchEpoch + i * 1000, tSwitchEpoch + (i + 1) * 1000));
+    console.log("\nHeartbeat → SSE during the switch, by second after the PATCH: p99 / max (ms)\n");
+    console.log(`| s | ${cells.map((_, i) => i + 1).join(" | ")} |`);
+    console.log(`|---|${cells.map(() => "---:").join("|")}|`);
+    console.log(`| p99 | ${cells.map((c) => fmt(c.p99)).join(" | ")} |`);
+    console.log(`| max | ${cells.map((c) => fmt(c.max)).join(" | ")} |`);
   }
   console.log(`\nHeartbeats sent ${fmt(totals.heartbeats)}, matched ${fmt(totals.samples.length)}, unmatched ${fmt(totals.unmatched)}; status frames ${fmt(totals.statusFrames)}; agents' process CPU ${fmt(totals.cpuMs)} ms.`);
   console.log("\nEvent-loop delay of the service during the switch (PATCH → all latest; `monitorEventLoopDelay`, 1 ms resolution), ms\n");

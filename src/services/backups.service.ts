@@ -18,6 +18,7 @@ import { copyDatabaseTo, replaceDataFromSnapshot } from "../store/snapshots.repo
 import * as tokensRepo from "../store/tokens.repository.js";
 import { VERSION } from "../version.js";
 import {
+  collectPackageConfigs,
   packageEntries,
   packageRecordPath,
   packageZipPath,
@@ -378,21 +379,7 @@ export class BackupsService {
     const { mesh, store, clock, downloads, log } = this.deps;
     return this.#packages.add(async () => {
       const ids = configIds === undefined ? (await mesh.listConfigs()).map((c) => c.config_id) : [...new Set(configIds)];
-      const configs: PackageConfig[] = [];
-      for (const configId of ids) {
-        const config = await mesh.getConfig(configId); // NOT_FOUND for unknown ids
-        const nodes: PackageConfig["nodes"] = [];
-        for (const node of config.nodes) {
-          try {
-            const staged = await mesh.getStagedConfig(configId, node.node_id);
-            nodes.push({ nodeId: node.node_id, interfaceName: node.interface_name, configText: staged.config_text });
-          } catch (err) {
-            if (!isAppError(err, "NOT_FOUND")) throw err;
-            // Deleted meanwhile, or never staged: nothing to package for it.
-          }
-        }
-        configs.push({ configId, name: config.name, nodes });
-      }
+      const configs = await collectPackageConfigs(mesh, ids);
       const entries = packageEntries(configs);
       const dir = await this.#dir(this.packagesDir);
       const previous = await readPackageRecords(dir, log);

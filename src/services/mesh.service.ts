@@ -101,6 +101,12 @@ export interface MeshChange {
   paired?: string[];
   /** The peers of the nodes this write deleted: their pairs with them went too (spec §6.5 "affected peer endpoints"). */
   unpaired?: string[];
+  /**
+   * True when this is no write but the after-commit rendering of an earlier one reporting nodes
+   * it rendered (`staged` only): the notifier may coalesce such reports (docs/decisions.md
+   * "Issue 14: switch rendering and notifier coalescing").
+   */
+  rendered?: true;
 }
 
 /** Called after a mesh write commits: node actors, SSE (spec §6.5 rule 6: after the write). */
@@ -236,7 +242,7 @@ export class MeshService {
       await configsRepo.updateConfig(trx, configId, patch);
       // Only the protocol reaches the text (awg lines); a switch changes every node's.
       const switched = patch.tunnel_protocol !== undefined && patch.tunnel_protocol !== config.tunnel_protocol;
-      const changed = switched ? (await nodesRepo.listNodes(trx, configId)).map((n) => n.node_id) : [];
+      const changed = switched ? await nodesRepo.listNodeIds(trx, configId) : [];
       await this.#changed(trx, afterCommit, configId, now, changed);
       return configView({ ...config, ...patch });
     });
@@ -603,8 +609,9 @@ export class MeshService {
   }
 
   #renderAndReport(configId: string, nodeIds: readonly string[]): Promise<void> {
-    const empty = { configId, created: [], deleted: [], modeChanged: [], touched: [] };
-    return renderDeferred(this.#store.db, nodeIds, (staged) => this.#hooks?.afterCommit({ ...empty, staged }));
+    return renderDeferred(this.#store.db, configId, nodeIds, (staged) =>
+      this.#hooks?.afterCommit({ configId, created: [], deleted: [], modeChanged: [], touched: [], rendered: true, staged }),
+    );
   }
 
   /** Chains background work after the previous one; a failure is logged, never thrown. */
@@ -642,7 +649,7 @@ export class MeshService {
 
   async #nodeViews(db: Db, configId: string): Promise<NodeView[]> {
     const [nodes, tags, clients] = await Promise.all([
-      nodesRepo.listNodes(db, configId),
+      nodesRepo.listNodesWithoutTexts(db, configId),
       nodesRepo.listTagsByNode(db, configId),
       nodesRepo.listClientStates(db, configId),
     ]);

@@ -1,4 +1,5 @@
 import type { ControlLogView } from "../actors/commands.js";
+import type { Clock } from "../clock.js";
 import type { NodeProjection } from "../actors/projection.js";
 import type { NodeActorRegistry } from "../actors/registry.js";
 import type { EventHub } from "../events/hub.js";
@@ -9,8 +10,12 @@ import type { Store } from "../store/db.js";
 import { countRows, type CountedTable } from "../store/summary.repository.js";
 import type { ControlService } from "./control.service.js";
 import type { MeshChange, MeshService } from "./mesh.service.js";
+import type { StagedChange } from "../store/staging.js";
 import { PAIR_PAGE_LIMIT_MAX } from "../protocol/rest.schema.js";
 import type { MeshPairView, NodeView } from "./views.js";
+
+/** Default {@link Notifier} coalescing window of rendering reports, ms. */
+export const DEFAULT_RENDERED_COALESCE_MS = 500;
 
 /**
  * The SSE publishing points (spec §6.5 "Publishing points" and "Emission rules"). Every method
@@ -19,25 +24,39 @@ import type { MeshPairView, NodeView } from "./views.js";
  * schemas of `events/event-types.ts`.
  */
 export class Notifier {
-  readonly #hub: EventHub;
+  readonly #hub: Pick<EventHub, "publish" | "subscriberCount">;
   readonly #mesh: MeshService;
   readonly #control: Pick<ControlService, "endpointStatusOf">;
   readonly #status: () => Promise<SystemStatus>;
   readonly #log: Logger;
+  readonly #clock: Clock;
+  readonly #coalesceMs: number;
+  /** Rendering reports not published yet: config_id → node_id → its latest staged (version, sha). */
+  readonly #rendered = new Map<string, Map<string, StagedChange>>();
+  #flushArmed = false;
 
   constructor(deps: {
-    hub: EventHub;
+    hub: Pick<EventHub, "publish" | "subscriberCount">;
     mesh: MeshService;
     /** Builds endpoint statuses; the notifier is built after it (docs/decisions.md "Issue 11: composition root"). */
     control: Pick<ControlService, "endpointStatusOf">;
     status: () => Promise<SystemStatus>;
     log: Logger;
+    /** Times the coalescing window of rendering reports. */
+    clock: Clock;
+    /**
+     * How long (ms) reports of after-commit rendering (`MeshChange.rendered`) gather before they
+     * are published together; default {@link DEFAULT_RENDERED_COALESCE_MS}.
+     */
+    renderedCoalesceMs?: number;
   }) {
     this.#hub = deps.hub;
     this.#mesh = deps.mesh;
     this.#control = deps.control;
     this.#status = deps.status;
     this.#log = deps.log;
+    this.#clock = deps.clock;
+    this.#coalesceMs = deps.renderedCoalesceMs ?? DEFAULT_RENDERED_COALESCE_MS;
   }
 
   /**
@@ -79,40 +98,72 @@ export class Notifier {
    * A committed mesh write: the config list, the config overview, the workspace of every node it
    * touched, the apply state of every node whose staged config changed, the mesh workspace of
    * the endpoint and its affected peers, and the system status.
+   *
+   * Reports of after-commit rendering (`change.rendered`: a large write's dynamic nodes, rendered
+   * in batches of a few nodes) are not published one by one: they gather for `renderedCoalesceMs`
+   * and are then published as one report per config — one config list, one overview, one
+   * `node.apply.updated` per node rendered (its latest version and sha), one system status — so
+   * a 1,000-node protocol switch builds a few dozen overviews instead of one per batch (O(n²);
+   * docs/decisions.md "Issue 14: switch rendering and notifier coalescing").
    */
   meshChanged(change: MeshChange): void {
     if (!this.#live()) return;
-    this.#run(async () => {
-      const configs = await this.#mesh.listConfigs();
-      this.#hub.publish("config.list.updated", { configs });
-      if (!change.configDeleted) {
-        const overview = await this.#mesh.getConfig(change.configId);
-        this.#hub.publish("config.overview.updated", {
-          config_id: change.configId,
-          overview,
-          tags: overview.tags,
-        });
-        const byId = new Map(overview.nodes.map((n) => [n.node_id, n]));
-        const touched = new Set([...change.touched, ...change.created.map((n) => n.node_id), ...change.modeChanged.map((m) => m.nodeId)]);
-        for (const nodeId of touched) {
-          const workspace = byId.get(nodeId);
-          if (workspace) this.#hub.publish("node.workspace.updated", { config_id: change.configId, node_id: nodeId, workspace });
+    if (change.rendered === true) {
+      this.#gather(change);
+      return;
+    }
+    this.#run(() => this.#publishMesh(change));
+  }
+
+  #gather(change: MeshChange): void {
+    const nodes = this.#rendered.get(change.configId) ?? new Map<string, StagedChange>();
+    for (const s of change.staged) nodes.set(s.nodeId, s);
+    this.#rendered.set(change.configId, nodes);
+    if (this.#flushArmed) return;
+    this.#flushArmed = true;
+    this.#clock.setTimeout(() => {
+      this.#flushArmed = false;
+      const reports = [...this.#rendered];
+      this.#rendered.clear();
+      if (!this.#live()) return;
+      this.#run(async () => {
+        for (const [configId, nodes] of reports) {
+          await this.#publishMesh({ configId, created: [], deleted: [], modeChanged: [], touched: [], staged: [...nodes.values()], rendered: true });
         }
-        for (const s of change.staged) {
-          const node = byId.get(s.nodeId);
-          if (!node) continue;
-          this.#hub.publish("node.apply.updated", {
-            config_id: change.configId,
-            node_id: s.nodeId,
-            sync_status: node.client.config_version_state ?? "static",
-            preview: { config_version: s.version, config_sha256: s.sha },
-            applied: node.client.config_version_state === "latest",
-          });
-        }
-        await this.#meshWorkspaces(change, overview.nodes);
+      });
+    }, this.#coalesceMs);
+  }
+
+  async #publishMesh(change: MeshChange): Promise<void> {
+    const configs = await this.#mesh.listConfigs();
+    this.#hub.publish("config.list.updated", { configs });
+    if (!change.configDeleted) {
+      const overview = await this.#mesh.getConfig(change.configId);
+      this.#hub.publish("config.overview.updated", {
+        config_id: change.configId,
+        overview,
+        tags: overview.tags,
+      });
+      const byId = new Map(overview.nodes.map((n) => [n.node_id, n]));
+      const touched = new Set([...change.touched, ...change.created.map((n) => n.node_id), ...change.modeChanged.map((m) => m.nodeId)]);
+      for (const nodeId of touched) {
+        const workspace = byId.get(nodeId);
+        if (workspace) this.#hub.publish("node.workspace.updated", { config_id: change.configId, node_id: nodeId, workspace });
       }
-      this.#hub.publish("system.status.updated", await this.#status());
-    });
+      for (const s of change.staged) {
+        const node = byId.get(s.nodeId);
+        if (!node) continue;
+        this.#hub.publish("node.apply.updated", {
+          config_id: change.configId,
+          node_id: s.nodeId,
+          sync_status: node.client.config_version_state ?? "static",
+          preview: { config_version: s.version, config_sha256: s.sha },
+          applied: node.client.config_version_state === "latest",
+        });
+      }
+      await this.#meshWorkspaces(change, overview.nodes);
+    }
+    this.#hub.publish("system.status.updated", await this.#status());
   }
 
   /**

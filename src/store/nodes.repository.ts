@@ -26,6 +26,37 @@ export async function listNodes(db: Db, configId: string): Promise<NodeRow[]> {
   return db.selectFrom("nodes").selectAll().where("config_id", "=", configId).orderBy("created_at").orderBy("node_id").execute();
 }
 
+/**
+ * The nodes of a config in {@link listNodes} order, without `private_key` and the staged config
+ * text (views and overviews: a 1,000-node full mesh's texts are ~100 MB). Read from the covering
+ * index `nodes_views` (migration 0012) alone: no row, so no overflow page of a text, is read.
+ */
+export async function listNodesWithoutTexts(db: Db, configId: string): Promise<Array<Omit<NodeRow, "private_key" | "staged_config_text">>> {
+  return db
+    .selectFrom("nodes")
+    .select([
+      "node_id",
+      "config_id",
+      "name",
+      "mode",
+      "interface_name",
+      "address",
+      "public_address",
+      "listen_port",
+      "public_key",
+      "staged_config_version",
+      "staged_config_sha256",
+      "confirmed_config_version",
+      "confirmed_config_sha256",
+      "created_at",
+      "updated_at",
+    ])
+    .where("config_id", "=", configId)
+    .orderBy("created_at")
+    .orderBy("node_id")
+    .execute();
+}
+
 export async function listNodeAddresses(db: Db, configId: string): Promise<string[]> {
   const rows = await db.selectFrom("nodes").select("address").where("config_id", "=", configId).execute();
   return rows.map((r) => r.address);

@@ -1,0 +1,73 @@
+/**
+ * The inputs of rendering many nodes of one config at once (src/store/staging.ts
+ * `renderDeferred`; issue 14: a protocol switch of a 1,000-node full mesh). Each read is one
+ * statement per 500 ids and never reads a config text: the `nodes` columns read here all precede
+ * `staged_config_text` in the row, so no overflow page of a ~100 KB text is walked.
+ */
+import type { Db } from "./db.js";
+import type { NodeRow, PortForwardRow } from "./schema.js";
+
+/** What rendering and staging need of a node: its render fields, key, mode and staged version/sha. */
+export type RenderSideRow = Pick<
+  NodeRow,
+  "node_id" | "config_id" | "mode" | "address" | "public_address" | "listen_port" | "private_key" | "public_key" | "staged_config_version" | "staged_config_sha256"
+>;
+
+const SIDE_COLUMNS = [
+  "node_id",
+  "config_id",
+  "mode",
+  "address",
+  "public_address",
+  "listen_port",
+  "private_key",
+  "public_key",
+  "staged_config_version",
+  "staged_config_sha256",
+] as const;
+
+/** Every node of a config as a {@link RenderSideRow}, in `listNodes` order (`created_at`, `node_id`). O(nodes of the config). */
+export async function listRenderSides(db: Db, configId: string): Promise<RenderSideRow[]> {
+  return db.selectFrom("nodes").select(SIDE_COLUMNS).where("config_id", "=", configId).orderBy("created_at").orderBy("node_id").execute();
+}
+
+/** The nodes among `nodeIds` that belong to `configId`, as {@link RenderSideRow}s (order unspecified). */
+export async function listRenderSidesAmong(db: Db, configId: string, nodeIds: readonly string[]): Promise<RenderSideRow[]> {
+  const out: RenderSideRow[] = [];
+  for (let i = 0; i < nodeIds.length; i += 500) {
+    out.push(...(await db.selectFrom("nodes").select(SIDE_COLUMNS).where("node_id", "in", nodeIds.slice(i, i + 500)).where("config_id", "=", configId).execute()));
+  }
+  return out;
+}
+
+/** One mesh pair as `[this side, the other side, enabled]`, seen from a node of the asked set. */
+export type PairEnd = readonly [self: string, other: string, enabled: number];
+
+/**
+ * Every mesh pair a node of `nodeIds` is a side of, once per such side: a pair whose two sides
+ * are both in the set is listed twice, once from each (two index look-ups per 500 ids:
+ * `UNIQUE (node_a, node_b)` and `mesh_pairs_node_b`). O(pairs of those nodes).
+ */
+export async function listPairEndsOf(db: Db, nodeIds: readonly string[]): Promise<PairEnd[]> {
+  const out: PairEnd[] = [];
+  for (let i = 0; i < nodeIds.length; i += 500) {
+    const ids = nodeIds.slice(i, i + 500);
+    const [asA, asB] = await Promise.all([
+      db.selectFrom("mesh_pairs").select(["node_a", "node_b", "enabled"]).where("node_a", "in", ids).execute(),
+      db.selectFrom("mesh_pairs").select(["node_a", "node_b", "enabled"]).where("node_b", "in", ids).execute(),
+    ]);
+    for (const p of asA) out.push([p.node_a, p.node_b, p.enabled]);
+    for (const p of asB) out.push([p.node_b, p.node_a, p.enabled]);
+  }
+  return out;
+}
+
+/** The port forwards of the nodes among `nodeIds`: node_id → rows (nodes without any are absent). */
+export async function listPortForwardsAmong(db: Db, nodeIds: readonly string[]): Promise<Map<string, PortForwardRow[]>> {
+  const out = new Map<string, PortForwardRow[]>();
+  for (let i = 0; i < nodeIds.length; i += 500) {
+    const rows = await db.selectFrom("port_forwards").selectAll().where("node_id", "in", nodeIds.slice(i, i + 500)).orderBy("protocol").orderBy("listen_port").execute();
+    for (const r of rows) out.set(r.node_id, [...(out.get(r.node_id) ?? []), r]);
+  }
+  return out;
+}

@@ -1,0 +1,93 @@
+/**
+ * Issue 14 item 2: reports of after-commit rendering (`MeshChange.rendered`: a large write's
+ * dynamic nodes rendered in small batches) are coalesced by the notifier for its window, then
+ * published once per config — one `config.list.updated`, one `config.overview.updated`, one
+ * `node.apply.updated` per node with its latest (version, sha), one `system.status.updated` —
+ * instead of a whole overview per batch (spec §6.5: the same events and payloads; rule 6: after
+ * the commit, which the reports follow). A write is still published at once. Real SQLite, a real
+ * MeshService; the hub is a recording fake at its seam; time moves by a ManualClock.
+ */
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { ManualClock } from "../../src/clock.js";
+import { createLogger } from "../../src/logger.js";
+import { MeshService, type MeshChange } from "../../src/services/mesh.service.js";
+import { Notifier } from "../../src/services/notifier.js";
+import type { SystemStatus } from "../../src/protocol/views.schema.js";
+import { Store } from "../../src/store/db.js";
+
+type Published = { type: string; payload: unknown };
+
+async function setup(t: { after: (fn: () => unknown) => void }) {
+  const dir = mkdtempSync(join(tmpdir(), "svc-notifier-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));
+  t.after(() => store.close());
+  const clock = new ManualClock();
+  const mesh = new MeshService({ store, clock, mqttEnabled: true });
+  const published: Published[] = [];
+  let statusSeen: () => void = () => {};
+  const hub = {
+    publish: (type: string, payload: unknown) => {
+      published.push({ type, payload });
+      if (type === "system.status.updated") statusSeen();
+    },
+    subscriberCount: () => 1,
+  };
+  // The status's content is not under test here: a fixed object stands in.
+  const status = async () => ({ summary: {} }) as unknown as SystemStatus;
+  const control = { endpointStatusOf: () => assert.fail("no endpoint status in this test") };
+  const notifier = new Notifier({ hub: hub as never, mesh, control, status, clock, log: createLogger("silent"), renderedCoalesceMs: 250 });
+  const nextStatus = () => new Promise<void>((resolve) => (statusSeen = resolve));
+  const configId = (await mesh.createConfig({ name: "c", tunnel_protocol: "wireguard", network_cidr: "10.9.0.0/24" })).config_id;
+  const ids: string[] = [];
+  for (let i = 0; i < 3; i++) ids.push((await mesh.createNode(configId, { name: `n${i}`, mode: "static", public_address: "192.0.2.1", listen_port: 51820 + i })).node_id);
+  return { clock, notifier, published, nextStatus, configId, ids };
+}
+
+const rendered = (configId: string, staged: MeshChange["staged"]): MeshChange => ({ configId, created: [], deleted: [], modeChanged: [], touched: [], staged, rendered: true });
+
+test("issue 14 item 2 / spec §6.5: three rendering reports within the window publish one config list, one overview, one node.apply.updated per node (its latest version and sha) and one system status, once the window ends", async (t) => {
+  const { clock, notifier, published, nextStatus, configId, ids } = await setup(t);
+  const [a, b] = ids as [string, string];
+  notifier.meshChanged(rendered(configId, [{ nodeId: a, version: 1, sha: "a1" }]));
+  notifier.meshChanged(rendered(configId, [{ nodeId: b, version: 1, sha: "b1" }]));
+  notifier.meshChanged(rendered(configId, [{ nodeId: a, version: 2, sha: "a2" }]));
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  assert.equal(published.length, 0, "nothing is built while the window is open");
+
+  const done = nextStatus();
+  clock.advance(249);
+  assert.equal(published.length, 0);
+  clock.advance(1);
+  await done;
+  assert.deepEqual(published.map((p) => p.type).filter((type) => type !== "node.apply.updated"), ["config.list.updated", "config.overview.updated", "system.status.updated"]);
+  const applies = published.filter((p) => p.type === "node.apply.updated").map((p) => p.payload as { node_id: string; preview: { config_version: number; config_sha256: string } });
+  assert.deepEqual(
+    applies.map((p) => [p.node_id, p.preview.config_version, p.preview.config_sha256]).sort(),
+    [[a, 2, "a2"], [b, 1, "b1"]].sort(),
+    "each node once, with its latest staging",
+  );
+
+  // The next report opens a new window.
+  published.length = 0;
+  notifier.meshChanged(rendered(configId, [{ nodeId: b, version: 2, sha: "b2" }]));
+  const again = nextStatus();
+  clock.advance(250);
+  await again;
+  assert.equal(published.filter((p) => p.type === "config.overview.updated").length, 1);
+});
+
+test("issue 14 item 2 / spec §6.5 rule 6: a write (not a rendering report) is published at once, with no window", async (t) => {
+  const { notifier, published, nextStatus, configId, ids } = await setup(t);
+  const done = nextStatus();
+  notifier.meshChanged({ configId, created: [], deleted: [], modeChanged: [], touched: [ids[0] as string], staged: [] });
+  await done;
+  assert.deepEqual(
+    published.map((p) => p.type).filter((type) => type !== "mesh.workspace.updated"),
+    ["config.list.updated", "config.overview.updated", "node.workspace.updated", "system.status.updated"],
+  );
+});
