@@ -99,9 +99,29 @@ export async function listPairsOfNode(db: Db, nodeId: string): Promise<PairOfNod
   return [...asA, ...asB].map(({ pair_id, enabled, ...peer }) => ({ pair_id, enabled, peer }));
 }
 
-/** Inserts many pairs, 500 rows per statement (a node joining a full mesh of n nodes: n − 1 rows). */
-export async function insertPairs(db: Db, rows: readonly MeshPairRow[]): Promise<void> {
-  for (let i = 0; i < rows.length; i += 500) {
-    await db.insertInto("mesh_pairs").values(rows.slice(i, i + 500)).execute();
-  }
+/** The base32 alphabet of ids (`newId`): position i is the digit of value i. */
+const ID_BASE32 = "abcdefghijklmnopqrstuvwxyz234567";
+
+/**
+ * Pairs a node just inserted with every other node of its config in one `INSERT … SELECT`
+ * (issue 14, a node joining a full mesh: n − 1 rows without building, binding or compiling them
+ * in JavaScript). Rows have `node_a < node_b`, `enabled = 1` and `created_at = updated_at = now`.
+ * Their ids are `idPrefix` + 5 base32 digits of the row's number within this write (0-based,
+ * big-endian): `idPrefix` must be unique per write (see `autoPairIdPrefix` in the mesh
+ * service) and leave room for the 5 digits within the id syntax (spec: `pair_id` is an id,
+ * `^[a-z0-9][a-z0-9_-]{0,63}$`).
+ * @param nodeId the new node (already inserted into `nodes`)
+ * @returns the number of pairs inserted (the config's other nodes)
+ * @throws SqliteError `SQLITE_CONSTRAINT_PRIMARYKEY`/`_UNIQUE` if a pair with the node exists
+ *   already, or if the config had more than 32^5 other nodes (the 5 digits would repeat; no
+ *   address pool holds that many)
+ */
+export async function insertPairsWithAll(db: Db, configId: string, nodeId: string, idPrefix: string, now: number): Promise<number> {
+  const digit = (shift: number) => sql`substr(${ID_BASE32}, ((seq >> ${shift}) & 31) + 1, 1)`;
+  const res = await sql`
+    INSERT INTO mesh_pairs (pair_id, config_id, node_a, node_b, enabled, created_at, updated_at)
+    SELECT ${idPrefix} || ${digit(20)} || ${digit(15)} || ${digit(10)} || ${digit(5)} || ${digit(0)},
+           ${configId}, min(node_id, ${nodeId}), max(node_id, ${nodeId}), 1, ${now}, ${now}
+    FROM (SELECT node_id, row_number() OVER () - 1 AS seq FROM nodes WHERE config_id = ${configId} AND node_id <> ${nodeId})`.execute(db);
+  return Number(res.numAffectedRows ?? 0n);
 }
