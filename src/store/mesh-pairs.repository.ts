@@ -26,9 +26,11 @@ export interface PairPosition {
 /**
  * One page of a config's pairs in `(created_at, pair_id)` order after `after` (exclusive),
  * `limit + 1` rows at most (the extra row tells the caller another page exists). With `nodeId`
- * only that node's pairs: read through `UNIQUE (node_a, node_b)` and `mesh_pairs_node_b`
- * (O(pairs of the node)); without it through `mesh_pairs_config_created` (O(page)), never a
- * sort of the config's n²/2 rows.
+ * only that node's pairs: those it is `node_a` of through `UNIQUE (node_a, node_b)`, those it is
+ * `node_b` of by probing that index with each node of the config sorting before it (there is
+ * no index on `node_b`, migration 0011): O(nodes of the config), then a sort of the node's
+ * n − 1 pairs. Without it through `mesh_pairs_config_created` (O(page)), never a sort of the
+ * config's n²/2 rows.
  */
 export async function pairPage(
   db: Db,
@@ -36,15 +38,20 @@ export async function pairPage(
   opts: { nodeId?: string | undefined; after?: PairPosition | undefined; limit: number },
 ): Promise<MeshPairRow[]> {
   const { nodeId, after, limit } = opts;
-  let q = db.selectFrom("mesh_pairs").selectAll();
+  const keyset = after === undefined ? sql`` : sql`AND (p.created_at, p.pair_id) > (${after.created_at}, ${after.pair_id})`;
   if (nodeId !== undefined) {
-    // `+config_id`: keeps the planner on the two node indexes (≤ n − 1 rows to sort).
-    q = q.where(sql<boolean>`+config_id = ${configId}`).where((eb) => eb.or([eb("node_a", "=", nodeId), eb("node_b", "=", nodeId)]));
-  } else {
-    q = q.where("config_id", "=", configId);
+    const { rows } = await sql<MeshPairRow>`
+      SELECT p.* FROM mesh_pairs p WHERE p.node_a = ${nodeId} AND +p.config_id = ${configId} ${keyset}
+      UNION ALL
+      SELECT p.* FROM nodes o CROSS JOIN mesh_pairs p ON p.node_a = o.node_id AND p.node_b = ${nodeId}
+        WHERE o.config_id = ${configId} AND o.node_id < ${nodeId} AND +p.config_id = ${configId} ${keyset}
+      ORDER BY 6, 1 LIMIT ${limit + 1}`.execute(db);
+    return rows;
   }
-  if (after !== undefined) q = q.where(sql<boolean>`(created_at, pair_id) > (${after.created_at}, ${after.pair_id})`);
-  return q.orderBy("created_at").orderBy("pair_id").limit(limit + 1).execute();
+  const { rows } = await sql<MeshPairRow>`
+    SELECT p.* FROM mesh_pairs p WHERE p.config_id = ${configId} ${keyset}
+    ORDER BY p.created_at, p.pair_id LIMIT ${limit + 1}`.execute(db);
+  return rows;
 }
 
 /** What the connection-integrity check (spec §6.5) reads of a pair's side. */
@@ -87,16 +94,20 @@ export interface PairOfNode {
 }
 
 /**
- * Every mesh pair a node is a side of, with the other side's fields (two index lookups:
- * `UNIQUE (node_a, node_b)` and `mesh_pairs_node_b`). O(pairs of the node), never the config's.
+ * Every mesh pair a node is a side of, with the other side's fields: the pairs it is `node_a`
+ * of through `UNIQUE (node_a, node_b)`, those it is `node_b` of by probing that index with each
+ * node of its config sorting before it (no index on `node_b`, migration 0011). O(nodes of the
+ * config), never the config's pairs.
  */
 export async function listPairsOfNode(db: Db, nodeId: string): Promise<PairOfNode[]> {
-  const cols = ["p.pair_id", "p.enabled", "n.node_id", "n.public_key", "n.address", "n.public_address", "n.listen_port", "n.mode"] as const;
-  const [asA, asB] = await Promise.all([
-    db.selectFrom("mesh_pairs as p").innerJoin("nodes as n", "n.node_id", "p.node_b").select(cols).where("p.node_a", "=", nodeId).execute(),
-    db.selectFrom("mesh_pairs as p").innerJoin("nodes as n", "n.node_id", "p.node_a").select(cols).where("p.node_b", "=", nodeId).execute(),
-  ]);
-  return [...asA, ...asB].map(({ pair_id, enabled, ...peer }) => ({ pair_id, enabled, peer }));
+  const cols = sql`p.pair_id, p.enabled, n.node_id, n.public_key, n.address, n.public_address, n.listen_port, n.mode`;
+  type Row = Omit<PairOfNode, "peer"> & PairOfNode["peer"];
+  const { rows } = await sql<Row>`
+    SELECT ${cols} FROM mesh_pairs p JOIN nodes n ON n.node_id = p.node_b WHERE p.node_a = ${nodeId}
+    UNION ALL
+    SELECT ${cols} FROM nodes n CROSS JOIN mesh_pairs p ON p.node_a = n.node_id AND p.node_b = ${nodeId}
+      WHERE n.config_id = (SELECT config_id FROM nodes WHERE node_id = ${nodeId}) AND n.node_id < ${nodeId}`.execute(db);
+  return rows.map(({ pair_id, enabled, ...peer }) => ({ pair_id, enabled, peer }));
 }
 
 /** The base32 alphabet of ids (`newId`): position i is the digit of value i. */
