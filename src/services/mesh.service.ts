@@ -296,7 +296,7 @@ export class MeshService {
       const publicAddress = input.public_address ?? null;
       const keys = generateKeyPair();
       const row: NodeRow = {
-        node_id: newId("node"),
+        node_id: newNodeId(now),
         config_id: configId,
         name: input.name,
         mode: input.mode,
@@ -660,6 +660,26 @@ async function requirePair(db: Db, configId: string, pairId: string) {
 
 
 const BASE32 = "abcdefghijklmnopqrstuvwxyz234567";
+/** The same 32 characters in ASCII order: digit i sorts before digit i + 1. */
+const SORTED_BASE32 = "234567abcdefghijklmnopqrstuvwxyz";
+
+/**
+ * A new node's id: `node-` + 8 base32 characters of a countdown of the time (2^40 − 1 − ms mod
+ * 2^40, big-endian, digits in ASCII order so that the strings sort as the numbers) + 8 random
+ * ones (40 bits), the syntax of `newId`. A node created later
+ * sorts before the nodes before it, so it is `node_a` of each pair it gets when it joins a mesh
+ * and its n − 1 entries of `mesh_pairs`' `UNIQUE (node_a, node_b)` lie together, on a few
+ * pages, instead of one in each other node's range (issue 14: the 5,000-node build, ~n/2 dirty
+ * pages per write; docs/decisions.md "Issue 14: the 5,000-node build (2026-11-26)"). The
+ * countdown wraps every 34.8 years. Node ids are names, not secrets (DESIGN §3 Ids).
+ */
+function newNodeId(now: number): string {
+  const countdown = 2 ** 40 - 1 - (now % 2 ** 40);
+  let out = "node-";
+  for (let shift = 35; shift >= 0; shift -= 5) out += SORTED_BASE32[Math.floor(countdown / 2 ** shift) % 32];
+  for (const b of globalThis.crypto.getRandomValues(new Uint8Array(8))) out += BASE32[b & 31];
+  return out;
+}
 
 /**
  * The id prefix of the n − 1 pairs a node joining a mesh gets (`insertPairsWithAll` appends 5

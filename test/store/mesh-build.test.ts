@@ -109,3 +109,26 @@ test("issue 14 item 4: the store opens with a 64 MiB page cache and checkpoints 
   assert.equal(store.sqlite.pragma("cache_size", { simple: true }), -65536);
   assert.equal(store.sqlite.pragma("wal_autocheckpoint", { simple: true }), 50_000);
 });
+
+test("issue 14 item 4: a node created later sorts before the nodes created before it, so it is node_a of every pair it gets when it joins (its index entries lie together)", async (t) => {
+  const store = await open(t);
+  const clock = new ManualClock();
+  const mesh = new MeshService({ store, clock, mqttEnabled: false, eagerPeerBudget: 0 });
+  const c = (await mesh.createConfig({ name: "c", tunnel_protocol: "wireguard", network_cidr: "10.9.0.0/24" } as never)).config_id;
+  const ids: string[] = [];
+  for (let i = 0; i < 20; i++) {
+    clock.advance(1);
+    const id = (await mesh.createNode(c, { name: `n${i}`, mode: "static" } as never)).node_id;
+    assert.match(id, /^node-[a-z2-7]{16}$/, "the syntax of newId");
+    ids.push(id);
+  }
+  assert.deepEqual(ids, [...ids].sort().reverse(), "ids descend in creation order");
+  for (const [i, id] of ids.entries()) {
+    const asA = store.sqlite.prepare("SELECT count(*) AS n FROM mesh_pairs WHERE node_a = ? AND created_at = ?").get(id, Date.parse("2026-01-01T00:00:00.000Z") + i + 1) as { n: number };
+    assert.equal(asA.n, i, `the ${i + 1}th node is node_a of the ${i} pairs its create made`);
+  }
+  // A millisecond apart is enough; ids of the same millisecond differ in their random part.
+  const same = [(await mesh.createNode(c, { name: "s1", mode: "static" } as never)).node_id, (await mesh.createNode(c, { name: "s2", mode: "static" } as never)).node_id];
+  assert.notEqual(same[0], same[1]);
+  assert.equal(same[0]?.slice(0, 13), same[1]?.slice(0, 13));
+});
