@@ -45,7 +45,7 @@ export async function pairPage(
       UNION ALL
       SELECT p.* FROM nodes o CROSS JOIN mesh_pairs p ON p.node_a = o.node_id AND p.node_b = ${nodeId}
         WHERE o.config_id = ${configId} AND o.node_id < ${nodeId} AND +p.config_id = ${configId} ${keyset}
-      ORDER BY 6, 1 LIMIT ${limit + 1}`.execute(db);
+      ORDER BY created_at, pair_id LIMIT ${limit + 1}`.execute(db);
     return rows;
   }
   const { rows } = await sql<MeshPairRow>`
@@ -119,7 +119,7 @@ const ID_BASE32 = "abcdefghijklmnopqrstuvwxyz234567";
  * in JavaScript). Rows have `node_a < node_b`, `enabled = 1` and `created_at = updated_at = now`.
  * Their ids are `idPrefix` + 5 base32 digits of the row's number within this write (0-based,
  * big-endian): `idPrefix` must be unique per write (see `autoPairIdPrefix` in the mesh
- * service) and leave room for the 5 digits within the id syntax (spec: `pair_id` is an id,
+ * service) and leave room for the 5 digits within the id syntax (DESIGN §3 Ids,
  * `^[a-z0-9][a-z0-9_-]{0,63}$`).
  * @param nodeId the new node (already inserted into `nodes`)
  * @returns the number of pairs inserted (the config's other nodes)
