@@ -10,7 +10,7 @@ import { MqttRouter } from "./mqtt/router.js";
 import { ControlLogRetention } from "./services/control-log-retention.js";
 import type { Store } from "./store/db.js";
 import { currentRoute } from "./lib/request-route.js";
-import { deleteNodeTransitionsBelow, transitionCutoff } from "./store/node-transitions.repository.js";
+import { deleteNodeTransitionsBelow, timelineSlack, transitionCutoff } from "./store/node-transitions.repository.js";
 
 /** The actor system and the MQTT ingest path: what the services are built on. */
 export interface ActorParts {
@@ -44,7 +44,13 @@ function createRegistry(
     },
     onStatusChanged: (configId, nodeId, projection) => events.emit("node.status_changed", configId, nodeId, projection),
     currentRoute,
-    onRecorded: (nodeId) => timelineRetention.noteInsert(nodeId),
+    // The registry marks every timelineSlack(cap)-th row of a node and hands retention the cut-off:
+    // no chain walk per commit or per check (docs/decisions.md "Issue 13: recorder cost, compact rows").
+    timelineRetention: {
+      keep: settings.timelineMaxPerNode,
+      slack: timelineSlack(settings.timelineMaxPerNode),
+      prune: (nodeId, cutoff) => timelineRetention.noteCutoff(nodeId, cutoff),
+    },
   });
 }
 

@@ -11,6 +11,9 @@
  *     --upstream-plans 1000x1000q1sse,1000x1000q1sse-norec,10000x10000q1,10000x10000q1-noop
  *     (`-norec`: flight recorder off; `-noop`: the router only counts, aedes' own ceiling;
  *      `--rounds N` repeats the list, interleaved; a table compares the modes per plan)
+ *   npx tsx scripts/bench/ingest.ts --only upstream --upstream-plans 1000x1000q1sse-ab
+ *     (`-ab`: one 30 s window with the flight recorder switched on and off every 500 ms; CPU per
+ *      message summed per state, so both see the same machine load)
  *   npx tsx scripts/bench/ingest.ts --only latency --rates 500,2000
  *   npx tsx scripts/bench/ingest.ts --only actors --actor-sizes 10000,100000
  *
@@ -258,11 +261,17 @@ interface UpstreamParams {
    * `full`: the whole pipeline. `norec`: the same with the flight recorder off (issue 13: what
    * recording costs, measured in the same run). `noop`: the router's `handle` only counts the
    * message (aedes and the backend link alone: the ceiling issue 14 item 7 compares against).
+   * `ab`: the whole pipeline with the flight recorder switched on and off every
+   * {@link AB_SLICE_MS} inside the one measured window, CPU per message summed per state
+   * (issue 13: the on/off difference measured under the same machine load, not in separate runs).
    */
   mode: UpstreamMode;
 }
 
-type UpstreamMode = "full" | "norec" | "noop";
+type UpstreamMode = "full" | "norec" | "noop" | "ab";
+
+/** Slice of the `ab` mode's window with the recorder in one state, ms. */
+const AB_SLICE_MS = 500;
 
 interface UpstreamResult extends UpstreamParams {
   connected: number;
@@ -288,6 +297,30 @@ interface UpstreamResult extends UpstreamParams {
   timersArmedPerMsg: number;
   rssMiB: number;
   heapMiB: number;
+  /** `ab` mode: service CPU per message with the recorder on / off, µs, and the slices of each. */
+  ab?: { onUs: number; offUs: number; slices: number };
+}
+
+/**
+ * The `ab` mode's window: the recorder switched on and off every {@link AB_SLICE_MS} (on first),
+ * this process's CPU time and the router's messages summed per state.
+ */
+async function alternateRecorder(server: Server, ms: number): Promise<{ onUs: number; offUs: number; slices: number }> {
+  const sum = { on: { cpu: 0, msgs: 0 }, off: { cpu: 0, msgs: 0 } };
+  const end = performance.now() + ms;
+  let slices = 0;
+  for (let on = true; performance.now() < end; on = !on, slices++) {
+    server.registry.recording = on;
+    const cpu0 = process.cpuUsage();
+    const r0 = server.router.received;
+    await sleep(AB_SLICE_MS);
+    const cpu = process.cpuUsage(cpu0);
+    const acc = on ? sum.on : sum.off;
+    acc.cpu += cpu.user + cpu.system;
+    acc.msgs += server.router.received - r0;
+  }
+  server.registry.recording = true;
+  return { onUs: sum.on.cpu / Math.max(1, sum.on.msgs), offUs: sum.off.cpu / Math.max(1, sum.off.msgs), slices };
 }
 
 async function upstreamPhase(p: UpstreamParams): Promise<UpstreamResult> {
@@ -341,7 +374,8 @@ async function upstreamPhase(p: UpstreamParams): Promise<UpstreamResult> {
     const stopProfile = await profile(`${p.nodes}n-${p.conns}c-qos${p.qos}${p.sse ? "-sse" : ""}`);
     const load = loadWindow([agents.child.pid]);
     const t0 = performance.now();
-    await sleep(p.measureMs);
+    const ab = p.mode === "ab" ? await alternateRecorder(server, p.measureMs) : undefined;
+    if (ab === undefined) await sleep(p.measureMs);
     const dt = (performance.now() - t0) / 1000;
     const used = load();
     await stopProfile();
@@ -388,6 +422,7 @@ async function upstreamPhase(p: UpstreamParams): Promise<UpstreamResult> {
       timersArmedPerMsg: received === 0 ? 0 : armed / received,
       rssMiB: mem.rss / 2 ** 20,
       heapMiB: mem.heapUsed / 2 ** 20,
+      ...(ab === undefined ? {} : { ab }),
     };
   } finally {
     if (credit) clearInterval(credit);
@@ -711,7 +746,7 @@ function printUpstreamComparison(rows: UpstreamResult[]): void {
     g.set(r.mode, [...(g.get(r.mode) ?? []), r]);
   }
   const modes = (g: Map<UpstreamMode, UpstreamResult[]>) => [...g.keys()];
-  if (![...groups.values()].some((g) => modes(g).length > 1)) return;
+  if (![...groups.values()].some((g) => modes(g).length > 1 || g.has("ab"))) return;
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
   const runs = (rs: UpstreamResult[] | undefined, f: (r: UpstreamResult) => number) =>
     rs === undefined ? "—" : `${rs.map((r) => fmt(f(r))).join(", ")} (mean ${fmt(mean(rs.map(f)))})`;
@@ -722,6 +757,12 @@ function printUpstreamComparison(rows: UpstreamResult[]): void {
     const full = g.get("full");
     const noop = g.get("noop");
     const norec = g.get("norec");
+    for (const r of g.get("ab") ?? []) {
+      if (r.ab === undefined) continue;
+      console.log(
+        `| ${k} | recorder switched every ${AB_SLICE_MS} ms in one window (${r.ab.slices} slices): on ${fmt(r.ab.onUs, 1)} µs/msg, off ${fmt(r.ab.offUs, 1)} µs/msg | | | | | **${fmt((r.ab.onUs / r.ab.offUs - 1) * 100, 1)} %** | |`,
+      );
+    }
     const ratio = full && noop ? `**${fmt(mean(full.map((r) => r.routerPerS)) / mean(noop.map((r) => r.routerPerS)), 2)}×**` : "—";
     const rec = full && norec ? `**${fmt((mean(full.map((r) => r.cpuUsPerMsg)) / mean(norec.map((r) => r.cpuUsPerMsg)) - 1) * 100, 1)} %**` : "—";
     console.log(
@@ -803,12 +844,13 @@ async function orchestrate(): Promise<void> {
     const custom = flag("--upstream-plans");
     const plans: UpstreamParams[] = custom
       ? custom.split(",").map((spec) => {
-          // {nodes}x{conns}q{qos}[sse][-norec|-noop], e.g. 10000x10000q1, 1000x1000q1sse-norec
-          const m = /^(\d+)x(\d+)q([01])(sse)?(?:-(norec|noop))?$/.exec(spec.trim());
+          // {nodes}x{conns}q{qos}[sse][-norec|-noop|-ab], e.g. 10000x10000q1, 1000x1000q1sse-norec
+          const m = /^(\d+)x(\d+)q([01])(sse)?(?:-(norec|noop|ab))?$/.exec(spec.trim());
           if (!m) throw new Error(`bad --upstream-plans entry ${spec}`);
           const nodes = Number(m[1]);
           const mode = (m[5] ?? "full") as UpstreamMode;
-          return { nodes, conns: Number(m[2]), warmMs: quick ? 1000 : 3000, measureMs: quick ? 2000 : 10_000, window: Math.max(4000, Math.min(nodes, 10_000)), qos: Number(m[3]) as 0 | 1, sse: m[4] === "sse", mode };
+          const measureMs = quick ? 2000 : mode === "ab" ? 30_000 : 10_000;
+          return { nodes, conns: Number(m[2]), warmMs: quick ? 1000 : 3000, measureMs, window: Math.max(4000, Math.min(nodes, 10_000)), qos: Number(m[3]) as 0 | 1, sse: m[4] === "sse", mode };
         })
       : quick
       ? [

@@ -23,6 +23,7 @@ import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { createServer } from "../../src/server.js";
 import { Store } from "../../src/store/db.js";
+import { appendNodeTransitions, type NewNodeTransition } from "../../src/store/node-transitions.repository.js";
 import { benchConfigId, benchNodeId, fmt, percentile, seedStore } from "./ingest-lib.js";
 
 const argv = process.argv.slice(2);
@@ -43,30 +44,37 @@ const VALUES = [
 ].map((v) => JSON.stringify(v));
 
 /**
- * Inserts `rows` transitions per node, round by round, each linked to the node's previous row,
- * then the nodes' heads (the layout `insertNodeTransitions` writes, migration 0006); returns the
- * seconds it took.
+ * Appends `rows` transitions per node, round by round (one transaction per round, through the
+ * group commit's own `appendNodeTransitions`, so rows have the layout of migration 0010), then
+ * stores each node's newest row in its `node_client_state.transition_head`; returns the seconds
+ * it took.
  */
 function seedTransitions(store: Store): number {
   const started = performance.now();
-  const ins = store.sqlite.prepare(
-    `INSERT INTO node_transitions (node_id, prev_id, at, event, source, request_id, route, value_before, value_after, changes)
-     VALUES (?, ?, ?, ?, ?, NULL, NULL, ?, ?, '{}')`,
-  );
-  const head = store.sqlite.prepare("INSERT OR REPLACE INTO node_transition_heads (node_id, head_id, rows) VALUES (?, ?, ?)");
-  const heads: Array<number | null> = Array.from({ length: NODES }, () => null);
+  const heads = new Map<string, number>();
   const t0 = Date.now() - ROWS * 60_000;
   for (let r = 0; r < ROWS; r++) {
+    const batch: NewNodeTransition[] = [];
+    for (let i = 0; i < NODES; i++) {
+      batch.push({
+        node_id: benchNodeId(i),
+        at: t0 + r * 60_000 + i,
+        event: r % 2 ? "mqtt.will" : "mqtt.signal",
+        source: r % 2 ? "will" : "heartbeat",
+        request_id: null,
+        route: null,
+        value_before: VALUES[r % 3] ?? null,
+        value_after: VALUES[(r + 1) % 3] ?? "{}",
+        changes: "{}",
+      });
+    }
     store.sqlite.transaction(() => {
-      for (let i = 0; i < NODES; i++) {
-        const id = benchNodeId(i);
-        const res = ins.run(id, heads[i], t0 + r * 60_000 + i, r % 2 ? "mqtt.will" : "mqtt.signal", r % 2 ? "will" : "heartbeat", VALUES[r % 3], VALUES[(r + 1) % 3]);
-        heads[i] = Number(res.lastInsertRowid);
-      }
+      for (const [nodeId, head] of appendNodeTransitions(store.sqlite, batch, (id) => heads.get(id) ?? null).heads) heads.set(nodeId, head);
     })();
   }
+  const head = store.sqlite.prepare("UPDATE node_client_state SET transition_head = ? WHERE node_id = ?");
   store.sqlite.transaction(() => {
-    for (let i = 0; i < NODES; i++) head.run(benchNodeId(i), heads[i], ROWS);
+    for (const [nodeId, id] of heads) head.run(id, nodeId);
   })();
   return (performance.now() - started) / 1000;
 }

@@ -136,3 +136,51 @@ export function afterEventsOf(root: AnyStateNode): Map<string, string> {
   walk(root);
   return out;
 }
+
+/** A trie node of {@link StateValueTexts}: the next token, or {@link TEXT} for the value's JSON. */
+type Trie = Map<string | symbol, Trie | string>;
+const OPEN = Symbol("{");
+const CLOSE = Symbol("}");
+const TEXT = Symbol("text");
+
+/**
+ * The JSON text of state values, interned (the flight recorder's hot path, docs/decisions.md
+ * "Issue 13: recorder cost, compact rows"): equal values give the same string instance. A value
+ * is found by walking a trie of its keys and leaf state names (strings of the machine definition,
+ * so their hashes are cached), so a transition to a value seen before costs a few map lookups, no
+ * `JSON.stringify` and no new string; and the store's lookup of that string by value finds its
+ * hash already computed. The trie grows with the distinct values met (a machine has few).
+ */
+export class StateValueTexts {
+  readonly #root: Trie = new Map();
+
+  /** `JSON.stringify(value)`, the same instance for equal values (objects compared by their keys in order). */
+  text(value: unknown): string {
+    const node = this.#walk(this.#root, value);
+    let text = node.get(TEXT);
+    if (typeof text !== "string") {
+      text = JSON.stringify(value) ?? "null";
+      node.set(TEXT, text);
+    }
+    return text;
+  }
+
+  #walk(node: Trie, value: unknown): Trie {
+    if (typeof value === "string") return step(node, value);
+    if (value === null || typeof value !== "object") return step(step(node, OPEN), JSON.stringify(value) ?? "undefined");
+    let at = step(node, OPEN);
+    const object = value as Record<string, unknown>;
+    for (const k in object) at = this.#walk(step(at, k), object[k]);
+    return step(at, CLOSE);
+  }
+}
+
+/** The child of `node` under `token`, made when missing. */
+function step(node: Trie, token: string | symbol): Trie {
+  let next = node.get(token);
+  if (next === undefined || typeof next === "string") {
+    next = new Map();
+    node.set(token, next);
+  }
+  return next;
+}

@@ -13,9 +13,19 @@ import {
 } from "../machines/node.machine.js";
 import type { Store } from "../store/db.js";
 import { createNodeStateStatements, type NodeActorRow, type NodeStateStatements } from "../store/node-client-state.repository.js";
-import { insertNodeTransitions } from "../store/node-transitions.repository.js";
+import { appendNodeTransitions, forgetNodeStateValues } from "../store/node-transitions.repository.js";
 import { projectNode, projectionChanged, type NodeProjection } from "./projection.js";
-import { activeStateIds, afterEventsOf, originOf, shownChanges, sameStateValue, sameShownContext, type RoutedNodeEvent, type TransitionOrigin } from "./recorder.js";
+import {
+  activeStateIds,
+  afterEventsOf,
+  originOf,
+  shownChanges,
+  sameStateValue,
+  sameShownContext,
+  StateValueTexts,
+  type RoutedNodeEvent,
+  type TransitionOrigin,
+} from "./recorder.js";
 
 /** Effects the machine asks for; each runs after the state that asked for it is committed. */
 export interface RegistryEffects {
@@ -47,8 +57,15 @@ export interface RegistryDeps {
    * makes a flight-recorder row (issue 13 source `rest`); undefined outside a request.
    */
   currentRoute?: () => string | undefined;
-  /** Called after commit for each node that got flight-recorder rows (retention). */
-  onRecorded?: (nodeId: string) => void;
+  /**
+   * The flight recorder's retention (issue 13 "newest N per node kept"): once a node has
+   * appended `keep` + `slack` rows since the last cut (or since start), `prune` gets the id of a
+   * row with at least `keep` of its rows at or above it, all appended since start, so that
+   * retention deletes what is below without walking the chain to find it. Rows stored before
+   * start are cut with the first such call, or by retention's own sweeps. Absent: nothing is cut
+   * from here.
+   */
+  timelineRetention?: { keep: number; slack: number; prune(nodeId: string, cutoff: number): void };
 }
 
 /**
@@ -91,6 +108,17 @@ interface Entry {
   seen: { value: unknown; context: NodeContext } | undefined;
   /** The state value of the last row recorded and its JSON (the next row's "before", reused). */
   lastRecorded?: { value: unknown; json: string };
+  /** The node's newest committed flight-recorder row (`node_client_state.transition_head`); null when none. */
+  head: number | null;
+  /** Rows committed for this node since start (the flight recorder's retention marks count them). */
+  appended: number;
+  /**
+   * Every `slack`-th row committed for this node since the last cut: its count (`pos`, of
+   * {@link appended}) and id. Retention cuts below the newest mark with `keep` rows above it.
+   */
+  marks: Array<{ pos: number; id: number }>;
+  /** Set when the node left management (deleted, quarantined, reloaded): its queued rows are dropped. */
+  gone?: true;
 }
 
 /**
@@ -116,7 +144,18 @@ const SWEEP_BUCKET_MS = 1000;
 
 type NodeRowForActor = NodeActorRow;
 
-type NewTransition = import("../store/node-transitions.repository.js").NewNodeTransition;
+/** A flight-recorder row waiting for the group commit, with the entry of the node it belongs to. */
+type NewTransition = import("../store/node-transitions.repository.js").NewNodeTransition & { entry: Entry };
+
+/**
+ * What a group commit appended to the flight recorder: each node's new newest row (to store with
+ * its state), the rows in order, and the first one's id (the i-th got `firstId + i`).
+ */
+interface StoredRows {
+  heads: Map<Entry, number>;
+  appended: NewTransition[];
+  firstId: number;
+}
 
 /**
  * The actor system: one XState actor per node, keyed by `config_id/node_id` (design card).
@@ -159,6 +198,8 @@ export class NodeActorRegistry {
   #sending: RoutedNodeEvent | undefined = undefined;
   /** Flight-recorder rows waiting for the group commit (issue 13). */
   #recorded: NewTransition[] = [];
+  /** The recorded state values' JSON, interned (one string instance per distinct value). */
+  readonly #valueTexts = new StateValueTexts();
   /** `after` event type of each state with a timer, by state id (names a timer's transition). */
   readonly #afterEvents: Map<string, string>;
   readonly #timers: boolean;
@@ -252,6 +293,7 @@ export class NodeActorRegistry {
     const k = key(configId, nodeId);
     const entry = this.#entries.get(k);
     if (entry) {
+      entry.gone = true;
       stopActor(entry);
       this.#unbucket(entry);
       this.#dirty.delete(entry);
@@ -371,6 +413,7 @@ export class NodeActorRegistry {
     const bound: Array<[string, string]> = [];
     for (const e of this.#entries.values()) {
       if (this.#projectionOf(e)?.clientInitialized) bound.push([e.configId, e.nodeId]);
+      e.gone = true;
       stopActor(e);
     }
     this.#entries.clear();
@@ -434,6 +477,9 @@ export class NodeActorRegistry {
           written: undefined,
           deadline: null,
           seen: undefined,
+          head: row.transition_head ?? null,
+          appended: 0,
+          marks: [],
         };
         this.#entries.set(key(row.config_id, row.node_id), entry);
         this.#track(entry, presenceDeadline(snapshot));
@@ -441,7 +487,17 @@ export class NodeActorRegistry {
       }
     }
     const actor = this.#createActor(ids, snapshot);
-    const entry: Entry = { ...ids, state: { kind: "live", actor }, committed: undefined, written: undefined, deadline: null, seen: undefined };
+    const entry: Entry = {
+      ...ids,
+      state: { kind: "live", actor },
+      committed: undefined,
+      written: undefined,
+      deadline: null,
+      seen: undefined,
+      head: row.transition_head ?? null,
+      appended: 0,
+      marks: [],
+    };
     this.#entries.set(key(row.config_id, row.node_id), entry);
     this.#startActor(entry, actor, snapshot, { row, origin });
   }
@@ -578,11 +634,13 @@ export class NodeActorRegistry {
     if (this.#stopped || !this.recording) return;
     // Consecutive rows chain (this "before" is the last row's "after"): its JSON is reused.
     const last = entry.lastRecorded;
-    const valueBefore = before === undefined ? null : last !== undefined && last.value === before.value ? last.json : JSON.stringify(before.value);
-    const valueAfter = JSON.stringify(after.value);
+    const texts = this.#valueTexts;
+    const valueBefore = before === undefined ? null : last !== undefined && last.value === before.value ? last.json : texts.text(before.value);
+    const valueAfter = texts.text(after.value);
     entry.lastRecorded = { value: after.value, json: valueAfter };
     const unchanged = before !== undefined && (before.context === after.context || sameShownContext(before.context, after.context));
     this.#recorded.push({
+      entry,
       node_id: entry.nodeId,
       at,
       event,
@@ -707,11 +765,54 @@ export class NodeActorRegistry {
     }, FLUSH_RETRY_MS);
   }
 
-  /** Tells retention which nodes got flight-recorder rows in a commit. */
-  #noteRecorded(recorded: readonly NewTransition[]): void {
-    const onRecorded = this.#deps.onRecorded;
-    if (onRecorded === undefined) return;
-    for (const nodeId of new Set(recorded.map((r) => r.node_id))) onRecorded(nodeId);
+  /**
+   * After a commit: each recording node's newest row moves to what was written, and retention
+   * gets a node's cut-off once `keep` + `slack` of its rows came since the last one (marks of
+   * every `slack`-th row: no chain walk to find where to cut).
+   * @param appended the rows the commit stored, in order; the i-th got id `firstId + i`
+   */
+  #noteRecorded(heads: Map<Entry, number>, appended: readonly NewTransition[], firstId: number): void {
+    for (const [entry, head] of heads) entry.head = head;
+    const retention = this.#deps.timelineRetention;
+    if (retention === undefined) return;
+    const { keep, slack } = retention;
+    for (let i = 0; i < appended.length; i++) {
+      const entry = (appended[i] as NewTransition).entry;
+      const pos = ++entry.appended;
+      if (pos % slack !== 0) continue;
+      const marks = entry.marks;
+      marks.push({ pos, id: firstId + i });
+      // The newest mark with at least `keep` rows at or above it: everything below it goes.
+      let cut = -1;
+      for (let m = 0; m < marks.length; m++) if (pos - (marks[m] as { pos: number }).pos + 1 >= keep) cut = m;
+      if (cut < 0) continue;
+      retention.prune(entry.nodeId, (marks[cut] as { id: number }).id);
+      marks.splice(0, cut + 1);
+    }
+  }
+
+  /**
+   * Appends the queued flight-recorder rows of nodes still under management (inside the group
+   * commit's transaction), each chained to its node's newest row.
+   * @returns each recording node's newest row after the append (not yet stored in its state row)
+   */
+  #appendRecorded(recorded: readonly NewTransition[]): StoredRows {
+    const byNode = new Map<string, Entry>();
+    const rows: NewTransition[] = [];
+    for (const r of recorded) {
+      // A node deleted (or reloaded) since its row was queued: the row goes with it.
+      if (r.entry.gone === true) continue;
+      byNode.set(r.node_id, r.entry);
+      rows.push(r);
+    }
+    const heads = new Map<Entry, number>();
+    if (rows.length === 0) return { heads, appended: rows, firstId: 0 };
+    const appended = appendNodeTransitions(this.#deps.store.sqlite, rows, (nodeId) => byNode.get(nodeId)?.head ?? null);
+    for (const [nodeId, head] of appended.heads) {
+      const entry = byNode.get(nodeId);
+      if (entry !== undefined) heads.set(entry, head);
+    }
+    return { heads, appended: rows, firstId: appended.firstId };
   }
 
   /** Group commit: one transaction for every queued snapshot, then notifications and effects. */
@@ -719,7 +820,7 @@ export class NodeActorRegistry {
    * Writes one dirty entry's state inside the group commit's transaction.
    * @returns the node's new projection, or null when only its newest signal moved (or it is not live)
    */
-  #writeEntry(entry: Entry, now: number): NodeProjection | null {
+  #writeEntry(entry: Entry, now: number, heads: Map<Entry, number>): NodeProjection | null {
     // Only a live actor marks its entry dirty, and an entry never goes back to dormant.
     if (entry.state.kind !== "live") return null;
     const nodeState = this.#nodeState;
@@ -728,12 +829,23 @@ export class NodeActorRegistry {
     const w = entry.written;
     if (w !== undefined && sameStateValue(w.value, snap.value) && sameContextButSignal(w.context, snap.context)) {
       // Only the newest signal moved: nothing an operator sees, and no snapshot JSON.
-      nodeState.writeSignal(entry.nodeId, snap.context.lastSignalAt, now);
+      const head = heads.get(entry);
+      if (head === undefined) nodeState.writeSignal(entry.nodeId, snap.context.lastSignalAt, now);
+      else {
+        nodeState.writeSignalAndHead(entry.nodeId, snap.context.lastSignalAt, now, head);
+        heads.delete(entry);
+      }
       return null;
     }
     entry.written = { value: snap.value, context: snap.context };
     const p = projectNode(snap);
-    nodeState.writeState(entry.nodeId, p, JSON.stringify(actor.getPersistedSnapshot()), NODE_MACHINE_VERSION, now);
+    const head = heads.get(entry);
+    if (head === undefined) nodeState.writeState(entry.nodeId, p, JSON.stringify(actor.getPersistedSnapshot()), NODE_MACHINE_VERSION, now);
+    else {
+      // The flight recorder's newest row rides on the state row this commit writes anyway.
+      nodeState.writeStateAndHead(entry.nodeId, p, JSON.stringify(actor.getPersistedSnapshot()), NODE_MACHINE_VERSION, now, head);
+      heads.delete(entry);
+    }
     if (entry.committed?.confirmedSha !== p.confirmedSha) {
       nodeState.writeConfirmed(entry.nodeId, p.confirmedVersion, p.confirmedSha);
     }
@@ -759,24 +871,30 @@ export class NodeActorRegistry {
     const changed: Array<{ entry: Entry; projection: NodeProjection }> = [];
     // What #writeEntry believed written before this attempt: a rolled-back commit restores it.
     const writtenBefore = new Map<Entry, Entry["written"]>();
+    let stored: StoredRows = { heads: new Map(), appended: [], firstId: 0 };
     try {
       nodeState.inTransaction(() => {
         // The flight recorder's rows commit with the states they lead to (persist before emit).
-        if (recorded.length > 0) insertNodeTransitions(this.#deps.store.sqlite, recorded);
+        if (recorded.length > 0) stored = this.#appendRecorded(recorded);
+        const unwritten = new Map(stored.heads);
         for (const entry of dirty) {
           writtenBefore.set(entry, entry.written);
-          const p = this.#writeEntry(entry, now);
+          const p = this.#writeEntry(entry, now, unwritten);
           if (p !== null && projectionChanged(entry.committed, p)) changed.push({ entry, projection: p });
         }
+        // Nodes that recorded rows but whose state row this commit did not rewrite.
+        for (const [entry, head] of unwritten) nodeState.writeHead(entry.nodeId, head);
       });
     } catch (err) {
       this.#deps.log.error({ err, nodes: dirty.size }, "persisting node state failed; retrying");
       for (const [entry, written] of writtenBefore) entry.written = written;
+      // A state value first stored by the rolled-back commit is gone with it.
+      forgetNodeStateValues(this.#deps.store.sqlite);
       this.#requeue(dirty, effects, recorded);
       for (const w of waiters) w.reject(err);
       throw err;
     }
-    this.#noteRecorded(recorded);
+    this.#noteRecorded(stored.heads, stored.appended, stored.firstId);
     for (const { entry, projection } of changed) {
       const first = entry.committed === undefined;
       entry.committed = projection;

@@ -76,6 +76,8 @@ export class ControlLogRetention {
   readonly #budgetMs: number;
   /** Nodes to check, in arrival order. */
   readonly #queue = new Set<string>();
+  /** Cut-offs handed in by {@link noteCutoff}, by node (used instead of the lookup). */
+  readonly #known = new Map<string, number>();
   /** The node being pruned and its cut-off. */
   #current: { nodeId: string; cutoff: number } | null = null;
   /** Next page of the running sweep: node ids after this one; null when no sweep runs. */
@@ -117,6 +119,18 @@ export class ControlLogRetention {
     this.#schedule();
   }
 
+  /**
+   * The writer knows where to cut `nodeId`: delete its rows below `cutoff` soon, without looking
+   * the cut-off up (the flight recorder's registry marks its rows; issue 13). A later call for the
+   * same node before the work runs replaces the earlier cut-off.
+   */
+  noteCutoff(nodeId: string, cutoff: number): void {
+    if (this.#stopped) return;
+    this.#known.set(nodeId, cutoff);
+    this.#queue.add(nodeId);
+    this.#schedule();
+  }
+
   /** Resolves once no work is queued (tests, shutdown). */
   idle(): Promise<void> {
     if (!this.#busy()) return Promise.resolve();
@@ -134,6 +148,7 @@ export class ControlLogRetention {
     if (this.#timer !== null) this.#deps.clock.clearTimeout(this.#timer.handle);
     this.#timer = null;
     this.#queue.clear();
+    this.#known.clear();
     this.#current = null;
     this.#sweepAfter = null;
     this.#settle();
@@ -189,7 +204,9 @@ export class ControlLogRetention {
       } else if (this.#queue.size > 0) {
         const nodeId = this.#queue.values().next().value as string;
         this.#queue.delete(nodeId);
-        const cutoff = this.#rows.cutoff(sqlite, nodeId, this.#deps.keep);
+        const known = this.#known.get(nodeId);
+        this.#known.delete(nodeId);
+        const cutoff = known ?? this.#rows.cutoff(sqlite, nodeId, this.#deps.keep);
         if (cutoff !== undefined) this.#current = { nodeId, cutoff };
       } else if (this.#sweepAfter !== null) {
         const ids = nodeIdsAfter(sqlite, this.#sweepAfter, SWEEP_PAGE);

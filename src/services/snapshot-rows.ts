@@ -146,6 +146,8 @@ export const SNAPSHOT_ROW_SCHEMAS = {
     session_id: text(128).nullable(),
     machine_snapshot: text(64 * 1024).nullable(),
     machine_version: z.number().int().nullable(),
+    // Cleared in exports and on restore (the flight recorder is not restored): checked for shape only.
+    transition_head: z.number().int().nullable(),
     updated_at: epochMs,
   }),
   mesh_pairs: z

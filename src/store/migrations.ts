@@ -268,6 +268,63 @@ export const migrations: Record<string, Migration> = {
       await sql`DROP INDEX mesh_pairs_config`.execute(db);
     },
   },
+  // docs/decisions.md "Issue 13: recorder cost, compact rows": a flight-recorder row cost +25–37 %
+  // CPU per state change (its ten columns, two state-value JSON texts, and a second row per node
+  // per commit in node_transition_heads). Rows are now four columns and one compact entry: the
+  // state values are interned in node_state_values (a machine has few distinct values) and named
+  // by id; the node's newest row id moves into its node_client_state row, which the same group
+  // commit already rewrites. Ids, chains and the AUTOINCREMENT counter carry over. A node's rows
+  // go when its client-state row goes (trigger; the row goes with its node by cascade), so
+  // deleting a node or a snapshot restore still clears them.
+  "0010_node_transition_compact": {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    async up(db: Kysely<any>): Promise<void> {
+      await sql`CREATE TABLE node_state_values (
+        value_id INTEGER PRIMARY KEY,
+        value TEXT NOT NULL UNIQUE
+      ) STRICT`.execute(db);
+      await sql`INSERT INTO node_state_values (value)
+        SELECT value_after FROM node_transitions
+        UNION SELECT value_before FROM node_transitions WHERE value_before IS NOT NULL`.execute(db);
+      await sql`CREATE TABLE node_transitions_compact (
+        transition_id INTEGER PRIMARY KEY AUTOINCREMENT,
+        node_id TEXT NOT NULL,
+        prev_id INTEGER,
+        at INTEGER NOT NULL,
+        entry TEXT NOT NULL
+      ) STRICT`.execute(db);
+      await sql`INSERT INTO node_transitions_compact (transition_id, node_id, prev_id, at, entry)
+        SELECT t.transition_id, t.node_id, t.prev_id, t.at,
+               json_array(t.event, t.source, t.request_id, t.route, b.value_id, a.value_id, json(t.changes))
+          FROM node_transitions t
+          JOIN node_state_values a ON a.value = t.value_after
+          LEFT JOIN node_state_values b ON b.value = t.value_before
+         ORDER BY t.transition_id`.execute(db);
+      await sql`DELETE FROM sqlite_sequence WHERE name = 'node_transitions_compact'`.execute(db);
+      await sql`INSERT INTO sqlite_sequence (name, seq)
+        SELECT 'node_transitions_compact', seq FROM sqlite_sequence WHERE name = 'node_transitions'`.execute(db);
+      await sql`ALTER TABLE node_client_state ADD COLUMN transition_head INTEGER`.execute(db);
+      await sql`UPDATE node_client_state SET transition_head =
+        (SELECT h.head_id FROM node_transition_heads h WHERE h.node_id = node_client_state.node_id)`.execute(db);
+      await sql`DROP TRIGGER node_transition_heads_delete`.execute(db);
+      await sql`DROP TABLE node_transition_heads`.execute(db);
+      await sql`DROP TABLE node_transitions`.execute(db);
+      await sql`ALTER TABLE node_transitions_compact RENAME TO node_transitions`.execute(db);
+      // Rows whose node has no client-state row could never be reached or deleted: none are kept.
+      await sql`DELETE FROM node_transitions WHERE node_id NOT IN (SELECT node_id FROM node_client_state)`.execute(db);
+      await sql`CREATE TRIGGER node_client_state_transitions_delete AFTER DELETE ON node_client_state
+        WHEN OLD.transition_head IS NOT NULL BEGIN
+        DELETE FROM node_transitions WHERE transition_id IN (
+          WITH RECURSIVE chain(id) AS (
+            SELECT OLD.transition_head
+            UNION ALL
+            SELECT t.prev_id FROM node_transitions t JOIN chain ON t.transition_id = chain.id WHERE t.prev_id IS NOT NULL
+          )
+          SELECT id FROM chain
+        );
+      END`.execute(db);
+    },
+  },
   // docs/decisions.md "Issue 14: the 5,000-node build (2026-11-26)": a node joining an n-node
   // full mesh inserts n − 1 pairs, whose entries in each index keyed by a side land on ~n/2
   // different pages (one per other node). The index on node_b (the foreign key's child index)

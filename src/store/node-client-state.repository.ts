@@ -50,6 +50,8 @@ export interface NodeActorRow {
   machine_version: number | null;
   /** The narrowly persisted newest signal (may be newer than the snapshot's), ms. */
   last_signal_at?: number | null;
+  /** The node's newest flight-recorder row (`node_transitions`), null or absent when none. */
+  transition_head?: number | null;
 }
 
 /** The node-state columns a full write sets (the registry's `NodeProjection` has this shape). */
@@ -73,6 +75,15 @@ export interface NodeStateStatements {
    * its machine version; `now` (ms) goes to `updated_at`.
    */
   writeState(nodeId: string, columns: NodeStateColumns, snapshotJson: string, machineVersion: number, now: number): void;
+  /**
+   * The same full write, also moving the node's newest flight-recorder row
+   * (`transition_head`, issue 13) in the same statement.
+   */
+  writeStateAndHead(nodeId: string, columns: NodeStateColumns, snapshotJson: string, machineVersion: number, now: number, transitionHead: number): void;
+  /** Moves the node's newest flight-recorder row alone (a commit that recorded rows but wrote no state for it). */
+  writeHead(nodeId: string, transitionHead: number): void;
+  /** {@link writeSignal} that also moves the node's newest flight-recorder row, in one statement. */
+  writeSignalAndHead(nodeId: string, lastSignalAt: number | null, now: number, transitionHead: number): void;
   /** Narrow write of `last_signal_at` (ms) alone, when nothing else of the node moved; `now` (ms) to `updated_at`. */
   writeSignal(nodeId: string, lastSignalAt: number | null, now: number): void;
   /** The node's confirmed config (`nodes.confirmed_config_version`/`_sha256`); nulls clear it. */
@@ -81,6 +92,11 @@ export interface NodeStateStatements {
   inTransaction(fn: () => void): void;
   /** True while a transaction holds the connection (a request's): the group commit must wait for it. */
   busy(): boolean;
+}
+
+/** The bound values of a full state write, in the statements' column order. */
+function stateColumns(c: NodeStateColumns, snapshotJson: string, machineVersion: number, now: number) {
+  return [c.clientInitialized ? 1 : 0, c.presence, c.runtime, c.lastReachableAt, c.lastSignalAt, c.clientVersion, snapshotJson, machineVersion, now] as const;
 }
 
 /**
@@ -95,32 +111,37 @@ export function createNodeStateStatements(sqlite: SQLite.Database): NodeStateSta
        last_reachable_at = ?, last_signal_at = ?, client_version = ?, machine_snapshot = ?, machine_version = ?,
        updated_at = ? WHERE node_id = ?`,
   );
+  const stateAndHead = sqlite.prepare(
+    `UPDATE node_client_state SET client_initialized = ?, client_presence_state = ?, runtime_state = ?,
+       last_reachable_at = ?, last_signal_at = ?, client_version = ?, machine_snapshot = ?, machine_version = ?,
+       updated_at = ?, transition_head = ? WHERE node_id = ?`,
+  );
+  const head = sqlite.prepare("UPDATE node_client_state SET transition_head = ? WHERE node_id = ?");
   const signal = sqlite.prepare("UPDATE node_client_state SET last_signal_at = ?, updated_at = ? WHERE node_id = ?");
+  const signalAndHead = sqlite.prepare("UPDATE node_client_state SET last_signal_at = ?, updated_at = ?, transition_head = ? WHERE node_id = ?");
   const confirmed = sqlite.prepare("UPDATE nodes SET confirmed_config_version = ?, confirmed_config_sha256 = ? WHERE node_id = ?");
   const forActors = sqlite.prepare<[], NodeActorRow>(
     `SELECT n.node_id, n.config_id, n.mode, n.staged_config_version, n.staged_config_sha256,
-            s.machine_snapshot, s.machine_version, s.last_signal_at
+            s.machine_snapshot, s.machine_version, s.last_signal_at, s.transition_head
        FROM nodes n LEFT JOIN node_client_state s ON s.node_id = n.node_id`,
   );
   const transaction = sqlite.transaction((fn: () => void) => fn());
   return {
     nodesForActors: () => forActors.all(),
     writeState(nodeId, c, snapshotJson, machineVersion, now) {
-      state.run(
-        c.clientInitialized ? 1 : 0,
-        c.presence,
-        c.runtime,
-        c.lastReachableAt,
-        c.lastSignalAt,
-        c.clientVersion,
-        snapshotJson,
-        machineVersion,
-        now,
-        nodeId,
-      );
+      state.run(...stateColumns(c, snapshotJson, machineVersion, now), nodeId);
+    },
+    writeStateAndHead(nodeId, c, snapshotJson, machineVersion, now, transitionHead) {
+      stateAndHead.run(...stateColumns(c, snapshotJson, machineVersion, now), transitionHead, nodeId);
+    },
+    writeHead(nodeId, transitionHead) {
+      head.run(transitionHead, nodeId);
     },
     writeSignal(nodeId, lastSignalAt, now) {
       signal.run(lastSignalAt, now, nodeId);
+    },
+    writeSignalAndHead(nodeId, lastSignalAt, now, transitionHead) {
+      signalAndHead.run(lastSignalAt, now, transitionHead, nodeId);
     },
     writeConfirmed(nodeId, version, sha256) {
       confirmed.run(version, sha256, nodeId);
@@ -141,7 +162,7 @@ export function resetAllClientStates(sqlite: SQLite.Database, now: number): void
       `UPDATE node_client_state SET client_initialized = 0, client_presence_state = 'offline', runtime_state = 'unknown',
          last_reachable_at = NULL, last_signal_at = NULL, client_version = NULL, platform = NULL, hostname = NULL,
          mqtt_username = NULL, mqtt_password_hash = NULL, boot_id = NULL, session_id = NULL,
-         machine_snapshot = NULL, machine_version = NULL, updated_at = ?`,
+         machine_snapshot = NULL, machine_version = NULL, transition_head = NULL, updated_at = ?`,
     )
     .run(now);
 }

@@ -4,12 +4,20 @@ import { perConnection } from "./db.js";
 
 /**
  * Repository of `node_transitions`, the flight recorder of issue 13 (docs/decisions.md "Issue 13:
- * flight recorder"): one row per node transition that changed the state value or a field the
- * console shows. Plain functions taking the better-sqlite3 handle (`Store.sqlite`) first, with
- * statements prepared once per handle: the insert runs inside the registry's group commit.
+ * flight recorder", "Issue 13: recorder cost, compact rows"): one row per node transition that
+ * changed the state value or a field the console shows. Plain functions taking the better-sqlite3
+ * handle (`Store.sqlite`) first, with statements prepared once per handle: the append runs inside
+ * the registry's group commit.
+ *
+ * Storage (migration 0010): a row is `(transition_id, node_id, prev_id, at, entry)`, appended in id
+ * order with no per-node index. `prev_id` names the node's previous row; the node's newest row is
+ * `node_client_state.transition_head`, which the caller (the registry's group commit) writes with
+ * the node's state. `entry` is the JSON array `[event, source, request_id, route, before, after,
+ * changes]` where `before`/`after` are ids of `node_state_values` (each distinct state value JSON
+ * stored once; `before` null for a node's first row) and `changes` the JSON object of shown fields.
  *
  * Only {@link deleteNodeTransitionsBelow} opens a transaction (a savepoint inside an open one):
- * the insert runs inside the caller's. Each throws the driver's error (`SqliteError`) on failure.
+ * the append runs inside the caller's. Each throws the driver's error (`SqliteError`) on failure.
  */
 
 export type { TransitionSource };
@@ -39,99 +47,168 @@ export interface NodeTransitionRow extends NewNodeTransition {
   transition_id: number;
 }
 
-const COLUMNS = "transition_id, node_id, at, event, source, request_id, route, value_before, value_after, changes";
-
-/** Rows per multi-row INSERT of {@link insertNodeTransitions} (11 parameters each, well under SQLite's limit). */
-const CHUNK = 64;
-
-/** A multi-row insert of `n` transitions with their ids and `prev_id`s. */
-function insertStatement(sqlite: SQLite.Database, n: number): SQLite.Statement {
-  const values = Array.from({ length: n }, () => "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ");
-  return sqlite.prepare(`INSERT INTO node_transitions (${COLUMNS}, prev_id) VALUES ${values}`);
+/** A stored row as the table holds it. */
+interface StoredRow {
+  transition_id: number;
+  node_id: string;
+  prev_id: number | null;
+  at: number;
+  entry: string;
 }
 
-/** A stored row with its link to the node's previous row (null for the oldest kept). */
-type ChainRow = NodeTransitionRow & { prev_id: number | null };
+/** The decoded `entry` column. */
+type Entry = [event: string, source: TransitionSource, requestId: string | null, route: string | null, before: number | null, after: number, changes: unknown];
 
-/**
- * Storage (migration 0006, docs/decisions.md "Issue 13: recorder cost"): rows are appended in
- * `transition_id` order with no per-node index (an index entry per node per group commit dirtied
- * one page per node and cost +25–35 % CPU per state change). Each row names its node's previous
- * row (`prev_id`); `node_transition_heads` names each node's newest row and counts its rows. A
- * node's rows are read by walking the chain from its head (one primary-key lookup per row).
- */
+/** Rows per multi-row INSERT of {@link appendNodeTransitions} (5 parameters each). */
+const CHUNK = 64;
+const PARAMS = 5;
+
+/** A multi-row insert of `n` rows with their ids and `prev_id`s. */
+function insertStatement(sqlite: SQLite.Database, n: number): SQLite.Statement {
+  const values = Array.from({ length: n }, () => "(?, ?, ?, ?, ?)").join(", ");
+  return sqlite.prepare(`INSERT INTO node_transitions (transition_id, node_id, prev_id, at, entry) VALUES ${values}`);
+}
+
 const statements = perConnection((sqlite: SQLite.Database) => ({
-  /** Multi-row inserts with explicit ids by row count, prepared on first use (at most {@link CHUNK}). */
+  /** Multi-row inserts by row count, prepared on first use (at most {@link CHUNK}). */
   inserts: new Map<number, SQLite.Statement>(),
-  // The id the next row gets (AUTOINCREMENT's counter: ids are never reused, even after deletes).
+  /**
+   * Interned state values, JSON → id, as this connection has read or written them. A write that
+   * rolls back may leave an id here that the database no longer has: {@link forgetNodeStateValues}.
+   */
+  valueIds: new Map<string, number>(),
+  /** The same, id → JSON (the reads). */
+  values: new Map<number, string>(),
+  // The id the next row gets after this one (AUTOINCREMENT's counter: ids are never reused).
   lastId: sqlite.prepare<[], number | null>("SELECT seq FROM sqlite_sequence WHERE name = 'node_transitions'").pluck(),
-  // Of the nodes named (a JSON array), those that still exist, with their newest row if any.
-  heads: sqlite.prepare<[string], { node_id: string; head_id: number | null }>(
-    `SELECT n.node_id, h.head_id FROM json_each(?) j
-       JOIN nodes n ON n.node_id = j.value
-       LEFT JOIN node_transition_heads h ON h.node_id = n.node_id`,
-  ),
-  moveHead: sqlite.prepare<[string, number, number]>(
-    `INSERT INTO node_transition_heads (node_id, head_id, rows) VALUES (?, ?, ?)
-     ON CONFLICT (node_id) DO UPDATE SET head_id = excluded.head_id, rows = rows + excluded.rows`,
-  ),
-  head: sqlite.prepare<[string], { head_id: number; rows: number }>("SELECT head_id, rows FROM node_transition_heads WHERE node_id = ?"),
-  row: sqlite.prepare<[number], ChainRow>(`SELECT ${COLUMNS}, prev_id FROM node_transitions WHERE transition_id = ?`),
+  valueId: sqlite.prepare<[string], number>("SELECT value_id FROM node_state_values WHERE value = ?").pluck(),
+  addValue: sqlite.prepare<[string], number>("INSERT INTO node_state_values (value) VALUES (?) RETURNING value_id").pluck(),
+  valueOf: sqlite.prepare<[number], string>("SELECT value FROM node_state_values WHERE value_id = ?").pluck(),
+  head: sqlite.prepare<[string], number | null>("SELECT transition_head FROM node_client_state WHERE node_id = ?").pluck(),
+  row: sqlite.prepare<[number], StoredRow>("SELECT transition_id, node_id, prev_id, at, entry FROM node_transitions WHERE transition_id = ?"),
   // The newest row of each node of a config: its head (one primary-key lookup per node).
-  latestOfConfig: sqlite.prepare<[string], NodeTransitionRow>(
-    `SELECT ${COLUMNS.split(", ").map((c) => `t.${c}`).join(", ")} FROM nodes n
-       JOIN node_transition_heads h ON h.node_id = n.node_id
-       JOIN node_transitions t ON t.transition_id = h.head_id
+  latestOfConfig: sqlite.prepare<[string], StoredRow>(
+    `SELECT t.transition_id, t.node_id, t.prev_id, t.at, t.entry FROM nodes n
+       JOIN node_client_state s ON s.node_id = n.node_id
+       JOIN node_transitions t ON t.transition_id = s.transition_head
      WHERE n.config_id = ?
      ORDER BY n.node_id`,
   ),
+  // The node's `keep`-th newest row, and how deep its chain goes (at most keep + 1 rows walked).
+  cutoff: sqlite.prepare<[{ node: string; keep: number }], { cutoff: number | null; depth: number | null }>(
+    `WITH RECURSIVE chain(id, n) AS (
+       SELECT transition_head, 1 FROM node_client_state WHERE node_id = @node AND transition_head IS NOT NULL
+       UNION ALL
+       SELECT t.prev_id, chain.n + 1 FROM chain JOIN node_transitions t ON t.transition_id = chain.id
+        WHERE t.prev_id IS NOT NULL AND t.node_id = @node AND chain.n <= @keep
+     )
+     SELECT max(CASE WHEN n = @keep THEN id END) AS cutoff, max(n) AS depth FROM chain`,
+  ),
+  // Up to `limit` + 1 rows of the node's chain right below `cutoff` (the last one is kept).
+  below: sqlite.prepare<[{ cutoff: number; node: string; limit: number }], number>(
+    `WITH RECURSIVE chain(id, n) AS (
+       SELECT prev_id, 1 FROM node_transitions WHERE transition_id = @cutoff AND node_id = @node AND prev_id IS NOT NULL
+       UNION ALL
+       SELECT t.prev_id, chain.n + 1 FROM chain JOIN node_transitions t ON t.transition_id = chain.id
+        WHERE t.prev_id IS NOT NULL AND t.node_id = @node AND chain.n <= @limit
+     )
+     SELECT id FROM chain ORDER BY n`,
+  ).pluck(),
+  isOwn: sqlite.prepare<[number, string], number>("SELECT 1 FROM node_transitions WHERE transition_id = ? AND node_id = ?").pluck(),
   relink: sqlite.prepare<[number | null, number]>("UPDATE node_transitions SET prev_id = ? WHERE transition_id = ?"),
-  deleteRow: sqlite.prepare<[number]>("DELETE FROM node_transitions WHERE transition_id = ?"),
-  uncount: sqlite.prepare<[number, string]>("UPDATE node_transition_heads SET rows = rows - ? WHERE node_id = ?"),
+  deleteIds: sqlite.prepare<[string]>("DELETE FROM node_transitions WHERE transition_id IN (SELECT value FROM json_each(?))"),
 }));
 
-/**
- * Inserts transitions in order, each linked to its node's previous row, then moves each node's
- * head once (the group commit's hot path: one lookup of the batch's nodes, appends of {@link CHUNK}
- * rows per statement with ids given in order, one small head row per node; no per-node index).
- * Rows of nodes that no longer exist are skipped.
- */
-export function insertNodeTransitions(sqlite: SQLite.Database, rows: readonly NewNodeTransition[]): void {
-  if (rows.length === 0) return;
+/** The id of a state value's JSON, stored on first sight (inside the caller's transaction). */
+function valueIdOf(sqlite: SQLite.Database, json: string): number {
   const s = statements(sqlite);
-  const heads = new Map<string, { id: number | null; rows: number }>();
-  for (const t of rows) if (!heads.has(t.node_id)) heads.set(t.node_id, { id: null, rows: -1 });
-  for (const h of s.heads.all(JSON.stringify([...heads.keys()]))) heads.set(h.node_id, { id: h.head_id, rows: 0 });
-  let id = s.lastId.get() ?? 0;
+  let id = s.valueIds.get(json);
+  if (id === undefined) {
+    id = s.valueId.get(json) ?? s.addValue.get(json);
+    if (id === undefined) throw new Error("node_state_values: no id for a state value");
+    s.valueIds.set(json, id);
+    s.values.set(id, json);
+  }
+  return id;
+}
+
+/** A state value's JSON by id ("null" when the id is unknown: the row reads as having no value). */
+function valueJsonOf(sqlite: SQLite.Database, id: number): string {
+  const s = statements(sqlite);
+  let json = s.values.get(id);
+  if (json === undefined) {
+    json = s.valueOf.get(id) ?? "null";
+    s.values.set(id, json);
+  }
+  return json;
+}
+
+/**
+ * Forgets the interned state values this connection cached (call after a transaction that ran
+ * {@link appendNodeTransitions} rolled back: a value it stored first is gone with it).
+ */
+export function forgetNodeStateValues(sqlite: SQLite.Database): void {
+  const s = statements(sqlite);
+  s.valueIds.clear();
+  s.values.clear();
+}
+
+/**
+ * Appends transitions in order, inside the caller's transaction (the registry's group commit),
+ * each linked to its node's previous row: the newest stored one (`headOf(node_id)`, the caller's
+ * copy of `node_client_state.transition_head`; null for none) or the batch's previous row of that
+ * node. Ids are given in AUTOINCREMENT order, {@link CHUNK} rows per statement. The caller must
+ * store the returned heads in `node_client_state.transition_head` in the same transaction.
+ * @returns each node's newest row id after the append, by node id, and the first row's id
+ *   (`rows[i]` got `firstId + i`: ids are consecutive)
+ */
+export function appendNodeTransitions(
+  sqlite: SQLite.Database,
+  rows: readonly NewNodeTransition[],
+  headOf: (nodeId: string) => number | null,
+): { heads: Map<string, number>; firstId: number } {
+  const heads = new Map<string, number>();
+  const s = statements(sqlite);
+  let id = rows.length === 0 ? 0 : (s.lastId.get() ?? 0);
+  const firstId = id + 1;
+  if (rows.length === 0) return { heads, firstId };
   const params: unknown[] = [];
   const flush = () => {
-    const n = params.length / 11;
+    const n = params.length / PARAMS;
     let insert = s.inserts.get(n);
     if (insert === undefined) s.inserts.set(n, (insert = insertStatement(sqlite, n)));
     insert.run(params);
     params.length = 0;
   };
   for (const t of rows) {
-    const head = heads.get(t.node_id);
-    if (head === undefined || head.rows < 0) continue;
+    const prev = heads.get(t.node_id) ?? headOf(t.node_id);
+    const before = t.value_before === null ? "null" : String(valueIdOf(sqlite, t.value_before));
+    const after = valueIdOf(sqlite, t.value_after);
+    const entry = `[${JSON.stringify(t.event)},"${t.source}",${t.request_id === null ? "null" : JSON.stringify(t.request_id)},${t.route === null ? "null" : JSON.stringify(t.route)},${before},${after},${t.changes}]`;
     id++;
-    params.push(id, t.node_id, t.at, t.event, t.source, t.request_id, t.route, t.value_before, t.value_after, t.changes, head.id);
-    head.id = id;
-    head.rows++;
-    if (params.length === CHUNK * 11) flush();
+    params.push(id, t.node_id, prev, t.at, entry);
+    heads.set(t.node_id, id);
+    if (params.length === CHUNK * PARAMS) flush();
   }
   if (params.length > 0) flush();
-  for (const [nodeId, head] of heads) if (head.rows > 0 && head.id !== null) s.moveHead.run(nodeId, head.id, head.rows);
+  return { heads, firstId };
 }
 
-/** Inserts one transition (a no-op when its node no longer exists). */
-export function insertNodeTransition(sqlite: SQLite.Database, t: NewNodeTransition): void {
-  insertNodeTransitions(sqlite, [t]);
-}
-
-/** A stored row without its chain link (the shape callers see). */
-function publicRow({ prev_id: _, ...row }: ChainRow): NodeTransitionRow {
-  return row;
+/** A stored row as callers see it (the entry decoded, state values as JSON). */
+function publicRow(sqlite: SQLite.Database, r: StoredRow): NodeTransitionRow {
+  const [event, source, requestId, route, before, after, changes] = JSON.parse(r.entry) as Entry;
+  return {
+    transition_id: r.transition_id,
+    node_id: r.node_id,
+    at: r.at,
+    event,
+    source,
+    request_id: requestId,
+    route,
+    value_before: before === null ? null : valueJsonOf(sqlite, before),
+    value_after: valueJsonOf(sqlite, after),
+    changes: JSON.stringify(changes),
+  };
 }
 
 /**
@@ -148,12 +225,12 @@ export function listNodeTransitions(
   keep = Number.POSITIVE_INFINITY,
 ): NodeTransitionRow[] {
   const s = statements(sqlite);
-  let id: number | null | undefined = s.head.get(nodeId)?.head_id;
+  let id: number | null | undefined = s.head.get(nodeId);
   const out: NodeTransitionRow[] = [];
   for (let walked = 0; id !== null && id !== undefined && out.length < limit && walked < keep; walked++) {
     const row = s.row.get(id);
     if (row === undefined || row.node_id !== nodeId) break;
-    if (row.transition_id < before) out.push(publicRow(row));
+    if (row.transition_id < before) out.push(publicRow(sqlite, row));
     id = row.prev_id;
   }
   return out;
@@ -165,58 +242,48 @@ export function listNodeTransitions(
  * config that does not exist answers none (the caller checks it exists).
  */
 export function latestNodeTransitionsOfConfig(sqlite: SQLite.Database, configId: string): NodeTransitionRow[] {
-  return statements(sqlite).latestOfConfig.all(configId);
+  return statements(sqlite)
+    .latestOfConfig.all(configId)
+    .map((r) => publicRow(sqlite, r));
 }
 
 /**
- * Rows a node may hold above `keep` before retention cuts it back to `keep` (an eighth of it,
- * rounded down: 0 for a cap under 8). Finding the cut-off walks `keep` rows of the chain, so it
- * runs once per `keep / 8` new rows of a node rather than after every commit.
+ * Rows a node may gain above `keep` before the registry asks retention to cut it back (a quarter
+ * of it, rounded down, at least 1): finding the cut-off walks `keep` rows of the chain, so it
+ * runs once per that many new rows of a node rather than after every commit.
  */
 export function timelineSlack(keep: number): number {
-  return Math.floor(keep / 8);
+  return Math.max(1, Math.floor(keep / 4));
 }
 
 /**
- * The retention cut-off of one node: the `transition_id` of its `keep`-th newest row, once it holds
- * more than `keep` + {@link timelineSlack} rows. Rows below it are past the cap.
+ * The retention cut-off of one node: the `transition_id` of its `keep`-th newest row, when it
+ * holds more than `keep` rows (one statement walking at most `keep` + 1 rows of its chain).
+ * Rows below it are past the cap.
  * @param keep rows kept per node, >= 1
- * @returns the cut-off, or undefined when the node is within the cap (plus slack)
+ * @returns the cut-off, or undefined when the node is within the cap
  */
 export function transitionCutoff(sqlite: SQLite.Database, nodeId: string, keep: number): number | undefined {
-  const s = statements(sqlite);
-  const head = s.head.get(nodeId);
-  if (head === undefined || head.rows <= keep + timelineSlack(keep)) return undefined;
-  let id: number | null = head.head_id;
-  for (let n = 1; n < keep && id !== null; n++) id = s.row.get(id)?.prev_id ?? null;
-  return id ?? undefined;
+  const r = statements(sqlite).cutoff.get({ node: nodeId, keep });
+  if (r === undefined || r.depth === null || r.depth <= keep || r.cutoff === null) return undefined;
+  return r.cutoff;
 }
 
 /**
  * Deletes up to `limit` of the node's rows below `cutoff` (one bounded chunk): the ones right
  * below it on the chain, then links `cutoff` to the first row left, so the chain stays whole
- * between chunks. The head's row count goes down by as many.
+ * between chunks.
  * @returns the number of rows deleted (0 when `cutoff` is no longer one of the node's rows)
  */
 export function deleteNodeTransitionsBelow(sqlite: SQLite.Database, nodeId: string, cutoff: number, limit: number): number {
   const s = statements(sqlite);
   return sqlite.transaction(() => {
-    const top = s.row.get(cutoff);
-    if (top === undefined || top.node_id !== nodeId) return 0;
-    const ids: number[] = [];
-    let id = top.prev_id;
-    while (id !== null && ids.length < limit) {
-      const row = s.row.get(id);
-      if (row === undefined) {
-        id = null;
-        break;
-      }
-      ids.push(id);
-      id = row.prev_id;
-    }
-    for (const del of ids) s.deleteRow.run(del);
-    s.relink.run(id, cutoff);
-    if (ids.length > 0) s.uncount.run(ids.length, nodeId);
-    return ids.length;
+    if (s.isOwn.get(cutoff, nodeId) === undefined) return 0;
+    const ids = s.below.all({ cutoff, node: nodeId, limit });
+    const kept = ids.length > limit ? (ids[limit] ?? null) : null;
+    const doomed = ids.slice(0, limit);
+    if (doomed.length > 0) s.deleteIds.run(JSON.stringify(doomed));
+    s.relink.run(kept, cutoff);
+    return doomed.length;
   })();
 }

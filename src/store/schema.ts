@@ -77,6 +77,8 @@ export interface NodeClientStateTable {
   /** Persisted XState snapshot (JSON) and its machine version. */
   machine_snapshot: string | null;
   machine_version: number | null;
+  /** The node's newest flight-recorder row (`node_transitions.transition_id`, issue 13); null when none. */
+  transition_head: Generated<number | null>;
   updated_at: number;
 }
 

@@ -28,10 +28,11 @@ export const DATA_TABLES = [
 /**
  * Tables whose rows never leave the service inside a snapshot. `node_transitions` (issue 13's
  * flight recorder) is history of this service's live nodes, not data a restore brings back: it
- * is emptied in exports (with `node_transition_heads`, its per-node newest row and count; after
- * it, so its delete trigger finds nothing left to walk), and a restore clears the live rows with
- * the nodes they belong to (the heads by foreign-key cascade, their rows by the heads' trigger;
- * docs/decisions.md "Issue 13: flight recorder", "Issue 13: recorder cost").
+ * is emptied in exports with `node_state_values` (its interned state values), and each node's
+ * `node_client_state.transition_head` is cleared with it ({@link scrubDatabaseCopy}); a restore
+ * clears the live rows with the nodes they belong to (the client-state rows by foreign-key
+ * cascade, their rows by that table's delete trigger; docs/decisions.md "Issue 13: flight
+ * recorder", "Issue 13: recorder cost, compact rows").
  */
 export const SCRUBBED_TABLES = [
   "settings_kv",
@@ -40,7 +41,7 @@ export const SCRUBBED_TABLES = [
   "bind_tokens",
   "broker_credentials",
   "node_transitions",
-  "node_transition_heads",
+  "node_state_values",
 ] as const;
 
 /**
@@ -65,6 +66,8 @@ export function scrubDatabaseCopy(file: string): void {
     db.pragma("secure_delete = ON");
     db.transaction(() => {
       for (const table of SCRUBBED_TABLES) db.prepare(`DELETE FROM "${table}"`).run();
+      // The flight recorder's rows are gone: no node names a newest one.
+      db.prepare("UPDATE node_client_state SET transition_head = NULL").run();
     })();
     db.exec("VACUUM");
   } finally {

@@ -5,8 +5,8 @@ import { Kysely, Migrator, SqliteDialect } from "kysely";
 import { Store } from "../../src/store/db.js";
 import { migrations } from "../../src/store/migrations.js";
 import {
+  appendNodeTransitions,
   deleteNodeTransitionsBelow,
-  insertNodeTransitions,
   latestNodeTransitionsOfConfig,
   listNodeTransitions,
   timelineSlack,
@@ -17,8 +17,9 @@ import { CONFIG, log, seedNodes, tempDbFile } from "../actors/harness.js";
 
 /**
  * The flight recorder's storage (issue 13 item 3; docs/decisions.md "Issue 13: recorder cost",
- * migration 0006): rows appended with no per-node index, each linked to its node's previous row,
- * one head row per node. Real SQLite files; no service.
+ * "Issue 13: recorder cost, compact rows", migrations 0006 and 0010): rows appended with no
+ * per-node index, each linked to its node's previous row; the node's newest row in its
+ * `node_client_state.transition_head`; state values interned. Real SQLite files; no service.
  */
 
 const ALL = Number.MAX_SAFE_INTEGER;
@@ -44,9 +45,21 @@ async function storeWith(t: TestContext, nodes: string[]): Promise<Store> {
   return store;
 }
 
-/** Inserts `count` rows alternating between the nodes, one group commit per round; returns the ats per node. */
+/** A node's stored newest row, as the registry's group commit reads and writes it. */
+const headOf = (store: Store, nodeId: string) =>
+  (store.sqlite.prepare("SELECT transition_head FROM node_client_state WHERE node_id = ?").pluck().get(nodeId) as number | null | undefined) ?? null;
+
+/** One group commit as the registry makes it: the rows appended, then each node's head stored with its state row. */
+function commit(store: Store, rows: NewNodeTransition[]): void {
+  store.sqlite.transaction(() => {
+    const { heads } = appendNodeTransitions(store.sqlite, rows, (id) => headOf(store, id));
+    for (const [nodeId, head] of heads) store.sqlite.prepare("UPDATE node_client_state SET transition_head = ? WHERE node_id = ?").run(head, nodeId);
+  })();
+}
+
+/** Appends `count` rows alternating between the nodes, one group commit per round. */
 function insertRounds(store: Store, nodes: string[], count: number): void {
-  for (let n = 0; n < count; n++) store.sqlite.transaction(() => insertNodeTransitions(store.sqlite, nodes.map((id) => row(id, n))))();
+  for (let n = 0; n < count; n++) commit(store, nodes.map((id) => row(id, n)));
 }
 
 const ats = (rows: Array<{ at: number }>) => rows.map((r) => r.at - 1_000);
@@ -72,12 +85,15 @@ test("issue 13 item 3: pages read newest first through each node's chain, interl
   );
 });
 
-test("issue 13 item 3, the cap: retention finds the cut-off once a node holds more than cap + cap/8 rows and deletes below it in chunks, keeping the chain whole", async (t) => {
+test("issue 13 item 3, the cap: the cut-off is the keep-th newest row once a node holds more than keep; retention deletes below it in chunks, keeping the chain whole", async (t) => {
   const store = await storeWith(t, ["n1", "n2"]);
   const keep = 8;
-  assert.equal(timelineSlack(keep), 1);
-  insertRounds(store, ["n1", "n2"], keep + 1);
-  assert.equal(transitionCutoff(store.sqlite, "n1", keep), undefined, "within the slack: no walk, nothing to prune");
+  assert.equal(timelineSlack(keep), 2, "the registry asks for a check once per keep/4 new rows of a node");
+  assert.equal(timelineSlack(3), 1, "at least every row");
+  insertRounds(store, ["n1", "n2"], keep);
+  assert.equal(transitionCutoff(store.sqlite, "n1", keep), undefined, "exactly keep rows: nothing to prune");
+  insertRounds(store, ["n1", "n2"], 1);
+  assert.equal(transitionCutoff(store.sqlite, "n2", keep), listNodeTransitions(store.sqlite, "n2", ALL, keep)[keep - 1]?.transition_id, "one past keep: the keep-th row is the cut-off");
   insertRounds(store, ["n1"], 12);
   assert.equal(stored(store, "n1"), 21);
   assert.deepEqual(ats(listNodeTransitions(store.sqlite, "n1", ALL, 100, keep)), [11, 10, 9, 8, 7, 6, 5, 4], "reads answer the cap before it is pruned");
@@ -90,26 +106,26 @@ test("issue 13 item 3, the cap: retention finds the cut-off once a node holds mo
   assert.equal(stored(store, "n1"), keep);
   assert.deepEqual(ats(listNodeTransitions(store.sqlite, "n1", ALL, 100)), [11, 10, 9, 8, 7, 6, 5, 4]);
   assert.equal(stored(store, "n2"), keep + 1, "other nodes' rows stay");
-  assert.equal(transitionCutoff(store.sqlite, "n1", keep), undefined, "the head's count went down with the deletes");
+  assert.equal(transitionCutoff(store.sqlite, "n1", keep), undefined, "back at the cap");
   insertRounds(store, ["n1"], 1);
   assert.deepEqual(ats(listNodeTransitions(store.sqlite, "n1", ALL, 2)), [0, 11], "new rows chain onto the kept ones");
   assert.equal(deleteNodeTransitionsBelow(store.sqlite, "n2", cutoff ?? 0, 3), 0, "a cut-off of another node deletes nothing");
+  assert.equal(stored(store, "n1"), keep + 1);
 });
 
-test("issue 13 item 3: deleting a node deletes its rows (head by cascade, chain by trigger); rows of a node deleted before the commit are skipped", async (t) => {
+test("issue 13 item 3: deleting a node deletes its rows (client state by cascade, chain by trigger); ids are never given again", async (t) => {
   const store = await storeWith(t, ["n1", "n2"]);
   insertRounds(store, ["n2", "n1"], 5); // n1 holds the newest row of the table
   const newest = listNodeTransitions(store.sqlite, "n1", ALL, 1)[0]?.transition_id ?? Number.NaN;
   store.sqlite.prepare("DELETE FROM nodes WHERE node_id = ?").run("n1");
   assert.equal(stored(store, "n1"), 0);
   assert.equal(stored(store, "n2"), 5);
-  insertRounds(store, ["n1", "n2"], 1);
-  assert.equal(stored(store, "n1"), 0, "no row, no head for a node that is gone");
+  insertRounds(store, ["n2"], 1);
   assert.deepEqual(ats(listNodeTransitions(store.sqlite, "n2", ALL, 2)), [0, 4]);
   assert.ok((listNodeTransitions(store.sqlite, "n2", ALL, 1)[0]?.transition_id ?? 0) > newest, "ids of deleted rows are never given again");
 });
 
-test("issue 13 item 3: migration 0006 links the rows stored by 0005 into per-node chains with their ids, heads and counts", async (t) => {
+test("issue 13 item 3: migrations 0006 and 0010 carry the rows stored by 0005 (ids, chains, values, heads, the id counter)", async (t) => {
   const file = tempDbFile(t);
   const sqlite = new SQLite(file);
   sqlite.pragma("foreign_keys = ON");
@@ -120,12 +136,23 @@ test("issue 13 item 3: migration 0006 links the rows stored by 0005 into per-nod
   const node = sqlite.prepare(
     "INSERT INTO nodes (node_id, config_id, name, mode, interface_name, address, private_key, public_key, created_at, updated_at) VALUES (?, ?, ?, 'dynamic', 'svc0', ?, 'k', 'p', 0, 0)",
   );
-  node.run("n1", CONFIG, "n1", "10.9.0.1");
-  node.run("n2", CONFIG, "n2", "10.9.0.2");
+  const state = sqlite.prepare("INSERT INTO node_client_state (node_id, updated_at) VALUES (?, 0)");
+  for (const [i, id] of ["n1", "n2"].entries()) {
+    node.run(id, CONFIG, id, `10.9.0.${i + 1}`);
+    state.run(id);
+  }
   const old = sqlite.prepare(
-    "INSERT INTO node_transitions (node_id, at, event, source, value_before, value_after, changes) VALUES (?, ?, 'mqtt.signal', 'heartbeat', NULL, '{}', '{}')",
+    "INSERT INTO node_transitions (node_id, at, event, source, request_id, route, value_before, value_after, changes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
   );
-  for (let n = 0; n < 4; n++) for (const id of ["n1", "n2"]) old.run(id, 1_000 + n);
+  for (let n = 0; n < 4; n++) {
+    old.run("n1", 1_000 + n, "config.applied", "ack", `req-${n}`, null, n === 0 ? null : `{"runtime":"r${n - 1}"}`, `{"runtime":"r${n}"}`, `{"confirmed_version":[${n},${n + 1}]}`);
+    old.run("n2", 1_000 + n, "node.mode_changed", "rest", null, "PATCH /api/v1/x", null, '{"presence":"offline"}', "{}");
+  }
+  const { error: later } = await new Migrator({ db, provider: { getMigrations: async () => migrations } }).migrateTo("0009_mesh_pair_pages");
+  assert.equal(later, undefined);
+  // The table's newest row goes (0006's layout): its id stays used.
+  sqlite.prepare("DELETE FROM node_transitions WHERE transition_id = 8").run();
+  sqlite.prepare("UPDATE node_transition_heads SET head_id = 6, rows = 3 WHERE node_id = 'n2'").run();
   await db.destroy();
 
   const store = await Store.open(file, log);
@@ -133,23 +160,41 @@ test("issue 13 item 3: migration 0006 links the rows stored by 0005 into per-nod
   const n1 = listNodeTransitions(store.sqlite, "n1", ALL, 10);
   assert.deepEqual(n1.map((r) => r.transition_id), [7, 5, 3, 1]);
   assert.deepEqual(ats(n1), [3, 2, 1, 0]);
-  assert.equal(store.sqlite.prepare("SELECT count(*) AS n FROM sqlite_master WHERE name = 'node_transitions_node'").pluck().get(), 0, "no per-node index");
-  assert.deepEqual(store.sqlite.prepare("SELECT node_id, head_id, rows FROM node_transition_heads ORDER BY node_id").all(), [
-    { node_id: "n1", head_id: 7, rows: 4 },
-    { node_id: "n2", head_id: 8, rows: 4 },
+  assert.deepEqual(n1[0], {
+    transition_id: 7,
+    node_id: "n1",
+    at: 1_003,
+    event: "config.applied",
+    source: "ack",
+    request_id: "req-3",
+    route: null,
+    value_before: '{"runtime":"r2"}',
+    value_after: '{"runtime":"r3"}',
+    changes: '{"confirmed_version":[3,4]}',
+  });
+  assert.equal(n1[3]?.value_before, null, "a first row keeps no before");
+  const n2 = listNodeTransitions(store.sqlite, "n2", ALL, 10);
+  assert.deepEqual(n2.map((r) => [r.transition_id, r.route, r.value_after]), [[6, "PATCH /api/v1/x", '{"presence":"offline"}'], [4, "PATCH /api/v1/x", '{"presence":"offline"}'], [2, "PATCH /api/v1/x", '{"presence":"offline"}']]);
+  assert.equal(store.sqlite.prepare("SELECT count(*) FROM node_state_values").pluck().get(), 5, "each distinct state value stored once");
+  assert.equal(store.sqlite.prepare("SELECT count(*) FROM sqlite_master WHERE name IN ('node_transitions_node', 'node_transition_heads')").pluck().get(), 0, "no per-node index, no heads table");
+  assert.deepEqual(store.sqlite.prepare("SELECT node_id, transition_head FROM node_client_state ORDER BY node_id").all(), [
+    { node_id: "n1", transition_head: 7 },
+    { node_id: "n2", transition_head: 6 },
   ]);
-  insertNodeTransitions(store.sqlite, [row("n1", 9)]);
-  assert.deepEqual(listNodeTransitions(store.sqlite, "n1", ALL, 2).map((r) => r.transition_id), [9, 7], "ids go on after the migrated ones");
+  commit(store, [row("n1", 9)]);
+  assert.deepEqual(listNodeTransitions(store.sqlite, "n1", ALL, 2).map((r) => r.transition_id), [9, 7], "ids go on after the migrated ones, past the deleted 8");
 });
 
-test("issue 13 item 3: several rows of one node in one group commit chain in order and move its head once, counted", async (t) => {
+test("issue 13 item 3: several rows of one node in one group commit chain in order and move its head once", async (t) => {
   const store = await storeWith(t, ["n1", "n2"]);
   insertRounds(store, ["n1"], 1);
-  store.sqlite.transaction(() => insertNodeTransitions(store.sqlite, [row("n1", 1), row("n2", 1), row("n1", 2), row("gone", 1), row("n1", 3)]))();
+  commit(store, [row("n1", 1), row("n2", 1), row("n1", 2), row("n1", 3)]);
   assert.deepEqual(ats(listNodeTransitions(store.sqlite, "n1", ALL, 10)), [3, 2, 1, 0]);
   assert.deepEqual(ats(listNodeTransitions(store.sqlite, "n2", ALL, 10)), [1]);
-  assert.deepEqual(store.sqlite.prepare("SELECT node_id, rows FROM node_transition_heads ORDER BY node_id").all(), [
-    { node_id: "n1", rows: 4 },
-    { node_id: "n2", rows: 1 },
-  ]);
+  assert.deepEqual(
+    listNodeTransitions(store.sqlite, "n1", ALL, 10).map((r) => [r.value_before, r.value_after]),
+    [3, 2, 1, 0].map((n) => [row("n1", n).value_before, row("n1", n).value_after]),
+    "values read back as written",
+  );
+  assert.equal(store.sqlite.prepare("SELECT count(*) FROM node_state_values").pluck().get(), 2, "two distinct values, stored once each");
 });

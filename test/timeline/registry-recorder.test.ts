@@ -15,11 +15,15 @@ import { CONFIG, log, openStores, seedNodes, tempDbFile } from "../actors/harnes
 const TTL_MS = 45 * 60_000;
 const DETECT_MS = 20_000;
 
+/** Retention as the registry drives it in these tests: keep 4 rows per node, a mark every 2nd row. */
+const KEEP = 4;
+const SLACK = 2;
+
 async function open(t: TestContext) {
   const { store, reader, close } = await openStores(tempDbFile(t));
   const clock = new ManualClock();
   const seenAtEmit: number[] = [];
-  const recorded: string[] = [];
+  const pruned: Array<[string, number]> = [];
   const registry = new NodeActorRegistry({
     store,
     clock,
@@ -29,7 +33,7 @@ async function open(t: TestContext) {
     effects: { revokeClient: () => {}, requestConfigPush: () => {} },
     // Persist before emit: what a second connection sees when the status notification runs.
     onStatusChanged: (_c, nodeId) => seenAtEmit.push(rows(reader.sqlite, nodeId).length),
-    onRecorded: (nodeId) => recorded.push(nodeId),
+    timelineRetention: { keep: KEEP, slack: SLACK, prune: (nodeId, cutoff) => pruned.push([nodeId, cutoff]) },
   });
   t.after(async () => {
     await registry.stop();
@@ -38,7 +42,7 @@ async function open(t: TestContext) {
   await seedNodes(store, ["n1"]);
   await registry.start();
   await registry.send(CONFIG, "n1", { type: "client.bound", at: clock.now(), clientVersion: "1.0.0" });
-  return { store, reader, clock, registry, seenAtEmit, recorded };
+  return { store, reader, clock, registry, seenAtEmit, pruned };
 }
 
 function rows(sqlite: Parameters<typeof listNodeTransitions>[0], nodeId: string): NodeTransitionRow[] {
@@ -77,7 +81,31 @@ test("issue 13, spec §3.1 heartbeat timeout: the presence sweep's TTL check rec
   assert.equal(dropped?.event, "presence.ttl_check");
   assert.equal(JSON.parse(dropped?.value_after ?? "null").presence, "dropped");
   assert.equal(h.seenAtEmit.at(-1), before + 1);
-  assert.ok(h.recorded.includes("n1"), "retention hears of the node's new rows");
+});
+
+test("issue 13 item 3, the cap: once keep + slack rows came since the last cut, retention is handed a cut-off with exactly keep or more of the node's rows at or above it, all newer than the ones below", async (t) => {
+  const h = await open(t);
+  const toggle = async (i: number) => {
+    h.clock.advance(1000);
+    await h.registry.send(CONFIG, "n1", { type: "mqtt.signal", at: h.clock.now(), source: "heartbeat", wgOnline: i % 2 === 0 });
+  };
+  let i = 0;
+  while (h.pruned.length === 0 && i < 50) await toggle(i++);
+  assert.equal(h.pruned.length, 1, "one cut-off once enough rows came");
+  const [nodeId, cutoff] = h.pruned[0] ?? ["", 0];
+  assert.equal(nodeId, "n1");
+  const all = rows(h.reader.sqlite, "n1");
+  const above = all.filter((r) => r.transition_id >= cutoff).length;
+  assert.ok(above >= KEEP && above < KEEP + SLACK, `keep..keep+slack-1 rows at or above the cut-off (${above})`);
+  assert.ok(all.some((r) => r.transition_id === cutoff), "the cut-off is one of the node's rows");
+  assert.ok(all.length >= KEEP + SLACK, "not handed before keep + slack rows since start (a fresh store: every row came since)");
+  // The next cut-off comes after `slack` more rows, and moves up by exactly that many rows.
+  const count = h.pruned.length;
+  for (let k = 0; k < SLACK; k++) await toggle(i++);
+  assert.equal(h.pruned.length, count + 1);
+  const next = h.pruned.at(-1)?.[1] ?? 0;
+  const ids = rows(h.reader.sqlite, "n1").map((r) => r.transition_id);
+  assert.equal(ids.indexOf(cutoff) - ids.indexOf(next), SLACK, "the cut moved up by slack rows");
 });
 
 test("issue 13: heartbeats that change nothing record nothing, and a change of a shown context field alone (client version) records a row", async (t) => {
