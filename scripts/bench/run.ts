@@ -14,12 +14,14 @@
  * - the event loop's largest delay (`perf_hooks.monitorEventLoopDelay`, 10 ms resolution)
  *   during the build and during the single writes;
  * - downloads/s of the largest node config (N − 1 peers), 16 concurrent;
- * - the mesh page's reads: `GET /configs/{id}` (config, nodes, tags) and, up to 1,000 nodes,
- *   `GET /configs/{id}/mesh-pairs` (n²/2 pairs).
+ * - the mesh page's reads: `GET /configs/{id}` (config, nodes, tags: the mesh page's workspace)
+ *   and `GET /configs/{id}/mesh-pairs` (its first page: 10,000 pairs at most);
+ * - the database file and its WAL after the build (MB), and the machine's load average before and
+ *   after (the figures swing with it).
  */
 import Database from "better-sqlite3";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { testSettings } from "../../src/config.js";
@@ -47,7 +49,9 @@ interface Row {
   loopMaxWritesMs: number;
   downloadsPerS: number;
   configGetMs: number;
-  pairsGetMs: number | null;
+  pairsGetMs: number;
+  /** Database file + WAL after the build, MB. */
+  dbMb: number;
 }
 
 type Api = (method: string, path: string, body?: unknown) => Promise<{ ms: number; body: any }>; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -95,6 +99,14 @@ async function measure(nodes: number): Promise<Row> {
     const create100Ms = median(createMs.slice(95, 100));
     const createNthMs = median(createMs.slice(-5));
     const buildS = (performance.now() - tBuild) / 1000;
+    const size = (file: string) => {
+      try {
+        return statSync(join(dataDir, file)).size;
+      } catch {
+        return 0;
+      }
+    };
+    const dbMb = (size("svc.db") + size("svc.db-wal")) / 1e6;
     loop.disable();
     const loopMaxBuildMs = loop.max / 1e6;
     loop.reset();
@@ -120,7 +132,7 @@ async function measure(nodes: number): Promise<Row> {
     const configGets: number[] = [];
     for (let i = 0; i < 5; i++) configGets.push(await timed(api, "GET", cfg));
     const configGetMs = configGets.sort((a, b) => a - b)[2] ?? 0;
-    const pairsGetMs = nodes <= 1000 ? await timed(api, "GET", `${cfg}/mesh-pairs`) : null;
+    const pairsGetMs = await timed(api, "GET", `${cfg}/mesh-pairs`); // the first page (≤ 10,000 pairs)
 
     const token = (await api("POST", `${cfg}/nodes/${ids[0]}/download-token`)).body;
     const url = `${base}${token.download_path}`;
@@ -134,7 +146,7 @@ async function measure(nodes: number): Promise<Row> {
       }),
     );
     const downloadsPerS = (downloads / (performance.now() - t3)) * 1000;
-    return { nodes, buildS, create100Ms, createNthMs, removeMs, endpointMs, pairToggleMs, protocolMs, loopMaxBuildMs, loopMaxWritesMs, downloadsPerS, configGetMs, pairsGetMs };
+    return { nodes, buildS, create100Ms, createNthMs, removeMs, endpointMs, pairToggleMs, protocolMs, loopMaxBuildMs, loopMaxWritesMs, downloadsPerS, configGetMs, pairsGetMs, dbMb };
   } finally {
     loop.disable();
     await server.close();
@@ -147,6 +159,8 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)] ?? 0;
 }
 
+const load = () => loadavg().map((l) => l.toFixed(2)).join(", ");
+const loadBefore = load();
 const rows: Row[] = [];
 for (const n of sizesFromArgs(process.argv.slice(2))) {
   rows.push(await measure(n));
@@ -154,10 +168,11 @@ for (const n of sizesFromArgs(process.argv.slice(2))) {
 }
 const f = (n: number | null, d = 1) => (n === null ? "–" : n.toFixed(d));
 console.log("\nFull mesh of N static nodes built over REST; single writes on the N-node mesh (server in this process, loopback)\n");
-console.log("| nodes | build (s) | create 100th (ms) | create Nth (ms) | remove (ms) | endpoint change (ms) | pair toggle (ms) | protocol switch (ms) | loop max, build (ms) | loop max, writes (ms) | downloads/s, largest config | GET config (ms) | GET mesh-pairs (ms) |");
-console.log("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+console.log("| nodes | build (s) | create 100th (ms) | create Nth (ms) | remove (ms) | endpoint change (ms) | pair toggle (ms) | protocol switch (ms) | loop max, build (ms) | loop max, writes (ms) | downloads/s, largest config | GET config (ms) | GET mesh-pairs (ms) | database + WAL (MB) |");
+console.log("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
 for (const r of rows) {
   console.log(
-    `| ${r.nodes} | ${f(r.buildS)} | ${f(r.create100Ms)} | ${f(r.createNthMs)} | ${f(r.removeMs)} | ${f(r.endpointMs)} | ${f(r.pairToggleMs)} | ${f(r.protocolMs)} | ${f(r.loopMaxBuildMs)} | ${f(r.loopMaxWritesMs)} | ${f(r.downloadsPerS, 0)} | ${f(r.configGetMs)} | ${f(r.pairsGetMs)} |`,
+    `| ${r.nodes} | ${f(r.buildS)} | ${f(r.create100Ms)} | ${f(r.createNthMs)} | ${f(r.removeMs)} | ${f(r.endpointMs)} | ${f(r.pairToggleMs)} | ${f(r.protocolMs)} | ${f(r.loopMaxBuildMs)} | ${f(r.loopMaxWritesMs)} | ${f(r.downloadsPerS, 0)} | ${f(r.configGetMs)} | ${f(r.pairsGetMs)} | ${f(r.dbMb, 0)} |`,
   );
 }
+console.log(`\nLoad average (1, 5, 15 min) before: ${loadBefore}; after: ${load()} (${cpus().length} cores)`);

@@ -302,7 +302,7 @@ export class MeshService {
       const publicAddress = input.public_address ?? null;
       const keys = generateKeyPair();
       const row: NodeRow = {
-        node_id: newId("node"),
+        node_id: newNodeId(now),
         config_id: configId,
         name: input.name,
         mode: input.mode,
@@ -320,16 +320,9 @@ export class MeshService {
         created_at: now,
         updated_at: now,
       };
-      const existing = await nodesRepo.listNodeIds(trx, configId);
       await nodesRepo.insertNode(trx, row, now);
       await nodesRepo.replaceNodeTags(trx, row.node_id, dedupe(input.tags ?? []));
-      if (input.auto_pair !== false) {
-        const pairs = existing.map((other) => {
-          const [a, b] = pairsRepo.orderPair(row.node_id, other);
-          return { pair_id: localPairId(now), config_id: configId, node_a: a, node_b: b, enabled: 1, created_at: now, updated_at: now };
-        });
-        await pairsRepo.insertPairs(trx, pairs);
-      }
+      if (input.auto_pair !== false) await pairsRepo.insertPairsWithAll(trx, configId, row.node_id, autoPairIdPrefix(now), now);
       await this.#changed(trx, afterCommit, configId, now, await changedByNodeCreated(trx, row), { created: [row] });
       return this.#nodeView(trx, await requireNode(trx, configId, row.node_id));
     });
@@ -674,15 +667,37 @@ async function requirePair(db: Db, configId: string, pairId: string) {
 
 
 const BASE32 = "abcdefghijklmnopqrstuvwxyz234567";
+/** The same 32 characters in ASCII order: digit i sorts before digit i + 1. */
+const SORTED_BASE32 = "234567abcdefghijklmnopqrstuvwxyz";
 
 /**
- * A pair id for the n − 1 pairs of a node joining a mesh: `pair-` + 8 base32 characters of the
- * time (ms, 40 bits, big-endian) + 8 random ones (40 bits), the syntax of `newId`. The ids of
- * one write share their prefix, so they land on a few adjacent pages of the primary-key index
- * instead of one random page each (issue 14: the commit of a 1,000-node mesh's create wrote
- * ~1,000 dirty pages for that index alone). Pair ids are names, not secrets.
+ * A new node's id: `node-` + 8 base32 characters of a countdown of the time (2^40 − 1 − ms mod
+ * 2^40, big-endian, digits in ASCII order so that the strings sort as the numbers) + 8 random
+ * ones (40 bits), the syntax of `newId`. A node created later
+ * sorts before the nodes before it, so it is `node_a` of each pair it gets when it joins a mesh
+ * and its n − 1 entries of `mesh_pairs`' `UNIQUE (node_a, node_b)` lie together, on a few
+ * pages, instead of one in each other node's range (issue 14: the 5,000-node build, ~n/2 dirty
+ * pages per write; docs/decisions.md "Issue 14: the 5,000-node build (2026-11-26)"). The
+ * countdown wraps every 34.8 years. Node ids are names, not secrets (DESIGN §3 Ids).
  */
-function localPairId(now: number): string {
+function newNodeId(now: number): string {
+  const countdown = 2 ** 40 - 1 - (now % 2 ** 40);
+  let out = "node-";
+  for (let shift = 35; shift >= 0; shift -= 5) out += SORTED_BASE32[Math.floor(countdown / 2 ** shift) % 32];
+  for (const b of globalThis.crypto.getRandomValues(new Uint8Array(8))) out += BASE32[b & 31];
+  return out;
+}
+
+/**
+ * The id prefix of the n − 1 pairs a node joining a mesh gets (`insertPairsWithAll` appends 5
+ * base32 digits of each row's number): `pair-` + 8 base32 characters of the time (ms, 40 bits,
+ * big-endian) + 8 random ones (40 bits, one draw per write), so the ids are unique within the
+ * write by construction and across writes unless two writes of the same millisecond draw the
+ * same 40 bits. The ids of one write share their prefix, so they land on a few adjacent pages of
+ * the primary-key index instead of one random page each (issue 14). Pair ids are names, not
+ * secrets; pairs made one by one (`POST …/mesh-pairs`) keep `newId`.
+ */
+function autoPairIdPrefix(now: number): string {
   let out = "pair-";
   for (let shift = 35; shift >= 0; shift -= 5) out += BASE32[Math.floor(now / 2 ** shift) % 32];
   for (const b of globalThis.crypto.getRandomValues(new Uint8Array(8))) out += BASE32[b & 31];

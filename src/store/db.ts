@@ -42,7 +42,29 @@ class RollbackSafeSqliteDialect extends SqliteDialect {
 }
 
 /**
- * The one owner of the SQLite file: WAL, `busy_timeout`, foreign keys on, migrations at open,
+ * SQLite's page cache per connection: negative = KiB, so 64 MiB (SQLite's default is 2 MiB). A
+ * node joining an n-node full mesh inserts n − 1 pair rows whose index entries land on ~n
+ * different pages; with 2 MiB those pages are read again from the file on every write from a
+ * few hundred nodes on (docs/decisions.md "Issue 14: the 5,000-node build (2026-11-26)"). Filled on demand:
+ * a small database uses no more than its size.
+ */
+export const PAGE_CACHE_SIZE = -65536;
+
+/**
+ * Pages in the WAL after which a commit checkpoints (SQLite's default: 1,000 = 4 MiB). A write
+ * of a large full mesh dirties more pages than that, so with the default every such write
+ * checkpointed (and synced the file) on its own; 50,000 pages (~200 MiB of WAL at 4 KiB pages)
+ * lets ~10 writes of a 5,000-node mesh share one checkpoint and rewrite a page touched by several
+ * of them once. With `synchronous = NORMAL` the WAL is synced at checkpoints only, so a power cut
+ * (not a crash of the process) can lose the commits since the last one: a longer interval widens
+ * that window (the kernel still writes dirty pages back within ~30 s); it never corrupts the file.
+ * docs/decisions.md "Issue 14: the 5,000-node build (2026-11-26)".
+ */
+export const WAL_AUTOCHECKPOINT_PAGES = 50_000;
+
+/**
+ * The one owner of the SQLite file: WAL, `busy_timeout`, foreign keys on, a 64 MiB page cache,
+ * checkpoints every 50,000 WAL pages, migrations at open,
  * and {@link Store.transaction} with commit hooks.
  */
 export class Store {
@@ -73,6 +95,8 @@ export class Store {
       sqlite.pragma("busy_timeout = 5000");
       sqlite.pragma("foreign_keys = ON");
       sqlite.pragma("synchronous = NORMAL");
+      sqlite.pragma(`cache_size = ${PAGE_CACHE_SIZE}`);
+      sqlite.pragma(`wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`);
     } catch (err) {
       sqlite?.close();
       throw openError(file, err);

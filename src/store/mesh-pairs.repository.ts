@@ -26,9 +26,11 @@ export interface PairPosition {
 /**
  * One page of a config's pairs in `(created_at, pair_id)` order after `after` (exclusive),
  * `limit + 1` rows at most (the extra row tells the caller another page exists). With `nodeId`
- * only that node's pairs: read through `UNIQUE (node_a, node_b)` and `mesh_pairs_node_b`
- * (O(pairs of the node)); without it through `mesh_pairs_config_created` (O(page)), never a
- * sort of the config's n²/2 rows.
+ * only that node's pairs: those it is `node_a` of through `UNIQUE (node_a, node_b)`, those it is
+ * `node_b` of by probing that index with each node of the config sorting before it (there is
+ * no index on `node_b`, migration 0011): O(nodes of the config), then a sort of the node's
+ * n − 1 pairs. Without it through `mesh_pairs_config_created` (O(page)), never a sort of the
+ * config's n²/2 rows.
  */
 export async function pairPage(
   db: Db,
@@ -36,15 +38,20 @@ export async function pairPage(
   opts: { nodeId?: string | undefined; after?: PairPosition | undefined; limit: number },
 ): Promise<MeshPairRow[]> {
   const { nodeId, after, limit } = opts;
-  let q = db.selectFrom("mesh_pairs").selectAll();
+  const keyset = after === undefined ? sql`` : sql`AND (p.created_at, p.pair_id) > (${after.created_at}, ${after.pair_id})`;
   if (nodeId !== undefined) {
-    // `+config_id`: keeps the planner on the two node indexes (≤ n − 1 rows to sort).
-    q = q.where(sql<boolean>`+config_id = ${configId}`).where((eb) => eb.or([eb("node_a", "=", nodeId), eb("node_b", "=", nodeId)]));
-  } else {
-    q = q.where("config_id", "=", configId);
+    const { rows } = await sql<MeshPairRow>`
+      SELECT p.* FROM mesh_pairs p WHERE p.node_a = ${nodeId} AND +p.config_id = ${configId} ${keyset}
+      UNION ALL
+      SELECT p.* FROM nodes o CROSS JOIN mesh_pairs p ON p.node_a = o.node_id AND p.node_b = ${nodeId}
+        WHERE o.config_id = ${configId} AND o.node_id < ${nodeId} AND +p.config_id = ${configId} ${keyset}
+      ORDER BY created_at, pair_id LIMIT ${limit + 1}`.execute(db);
+    return rows;
   }
-  if (after !== undefined) q = q.where(sql<boolean>`(created_at, pair_id) > (${after.created_at}, ${after.pair_id})`);
-  return q.orderBy("created_at").orderBy("pair_id").limit(limit + 1).execute();
+  const { rows } = await sql<MeshPairRow>`
+    SELECT p.* FROM mesh_pairs p WHERE p.config_id = ${configId} ${keyset}
+    ORDER BY p.created_at, p.pair_id LIMIT ${limit + 1}`.execute(db);
+  return rows;
 }
 
 /** What the connection-integrity check (spec §6.5) reads of a pair's side. */
@@ -87,21 +94,45 @@ export interface PairOfNode {
 }
 
 /**
- * Every mesh pair a node is a side of, with the other side's fields (two index lookups:
- * `UNIQUE (node_a, node_b)` and `mesh_pairs_node_b`). O(pairs of the node), never the config's.
+ * Every mesh pair a node is a side of, with the other side's fields: the pairs it is `node_a`
+ * of through `UNIQUE (node_a, node_b)`, those it is `node_b` of by probing that index with each
+ * node of its config sorting before it (no index on `node_b`, migration 0011). O(nodes of the
+ * config), never the config's pairs.
  */
 export async function listPairsOfNode(db: Db, nodeId: string): Promise<PairOfNode[]> {
-  const cols = ["p.pair_id", "p.enabled", "n.node_id", "n.public_key", "n.address", "n.public_address", "n.listen_port", "n.mode"] as const;
-  const [asA, asB] = await Promise.all([
-    db.selectFrom("mesh_pairs as p").innerJoin("nodes as n", "n.node_id", "p.node_b").select(cols).where("p.node_a", "=", nodeId).execute(),
-    db.selectFrom("mesh_pairs as p").innerJoin("nodes as n", "n.node_id", "p.node_a").select(cols).where("p.node_b", "=", nodeId).execute(),
-  ]);
-  return [...asA, ...asB].map(({ pair_id, enabled, ...peer }) => ({ pair_id, enabled, peer }));
+  const cols = sql`p.pair_id, p.enabled, n.node_id, n.public_key, n.address, n.public_address, n.listen_port, n.mode`;
+  type Row = Omit<PairOfNode, "peer"> & PairOfNode["peer"];
+  const { rows } = await sql<Row>`
+    SELECT ${cols} FROM mesh_pairs p JOIN nodes n ON n.node_id = p.node_b WHERE p.node_a = ${nodeId}
+    UNION ALL
+    SELECT ${cols} FROM nodes n CROSS JOIN mesh_pairs p ON p.node_a = n.node_id AND p.node_b = ${nodeId}
+      WHERE n.config_id = (SELECT config_id FROM nodes WHERE node_id = ${nodeId}) AND n.node_id < ${nodeId}`.execute(db);
+  return rows.map(({ pair_id, enabled, ...peer }) => ({ pair_id, enabled, peer }));
 }
 
-/** Inserts many pairs, 500 rows per statement (a node joining a full mesh of n nodes: n − 1 rows). */
-export async function insertPairs(db: Db, rows: readonly MeshPairRow[]): Promise<void> {
-  for (let i = 0; i < rows.length; i += 500) {
-    await db.insertInto("mesh_pairs").values(rows.slice(i, i + 500)).execute();
-  }
+/** The base32 alphabet of ids (`newId`): position i is the digit of value i. */
+const ID_BASE32 = "abcdefghijklmnopqrstuvwxyz234567";
+
+/**
+ * Pairs a node just inserted with every other node of its config in one `INSERT … SELECT`
+ * (issue 14, a node joining a full mesh: n − 1 rows without building, binding or compiling them
+ * in JavaScript). Rows have `node_a < node_b`, `enabled = 1` and `created_at = updated_at = now`.
+ * Their ids are `idPrefix` + 5 base32 digits of the row's number within this write (0-based,
+ * big-endian): `idPrefix` must be unique per write (see `autoPairIdPrefix` in the mesh
+ * service) and leave room for the 5 digits within the id syntax (DESIGN §3 Ids,
+ * `^[a-z0-9][a-z0-9_-]{0,63}$`).
+ * @param nodeId the new node (already inserted into `nodes`)
+ * @returns the number of pairs inserted (the config's other nodes)
+ * @throws SqliteError `SQLITE_CONSTRAINT_PRIMARYKEY`/`_UNIQUE` if a pair with the node exists
+ *   already, or if the config had more than 32^5 other nodes (the 5 digits would repeat; no
+ *   address pool holds that many)
+ */
+export async function insertPairsWithAll(db: Db, configId: string, nodeId: string, idPrefix: string, now: number): Promise<number> {
+  const digit = (shift: number) => sql`substr(${ID_BASE32}, ((seq >> ${shift}) & 31) + 1, 1)`;
+  const res = await sql`
+    INSERT INTO mesh_pairs (pair_id, config_id, node_a, node_b, enabled, created_at, updated_at)
+    SELECT ${idPrefix} || ${digit(20)} || ${digit(15)} || ${digit(10)} || ${digit(5)} || ${digit(0)},
+           ${configId}, min(node_id, ${nodeId}), max(node_id, ${nodeId}), 1, ${now}, ${now}
+    FROM (SELECT node_id, row_number() OVER () - 1 AS seq FROM nodes WHERE config_id = ${configId} AND node_id <> ${nodeId})`.execute(db);
+  return Number(res.numAffectedRows ?? 0n);
 }

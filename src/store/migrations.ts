@@ -326,6 +326,49 @@ export const migrations: Record<string, Migration> = {
       END`.execute(db);
     },
   },
+  // docs/decisions.md "Issue 14: the 5,000-node build (2026-11-26)": a node joining an n-node
+  // full mesh inserts n − 1 pairs, whose entries in each index keyed by a side land on ~n/2
+  // different pages (one per other node). The index on node_b (the foreign key's child index)
+  // is dropped; with it goes the foreign key on node_b, which without an index would scan the
+  // whole table on every node delete. Triggers keep what the key did: a pair's node_b names a
+  // node (insert, update) and deleting a node deletes the pairs it is node_b of. Those are found
+  // from the node's config (a pair's two nodes are in its config: the mesh service and the
+  // snapshot import check it) through UNIQUE (node_a, node_b): O(nodes of the config).
+  // SQLite cannot drop a foreign key in place: the table is rebuilt, rows (and rowids) copied.
+  "0011_mesh_pair_sides": {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    async up(db: Kysely<any>): Promise<void> {
+      const t = (strings: TemplateStringsArray) => sql.raw(strings.join("")).execute(db);
+      await t`CREATE TABLE mesh_pairs_0011 (
+        pair_id TEXT PRIMARY KEY NOT NULL,
+        config_id TEXT NOT NULL REFERENCES configs(config_id) ON DELETE CASCADE,
+        node_a TEXT NOT NULL REFERENCES nodes(node_id) ON DELETE CASCADE,
+        node_b TEXT NOT NULL,
+        enabled INTEGER NOT NULL DEFAULT 1 CHECK (enabled IN (0, 1)),
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        CHECK (node_a < node_b),
+        UNIQUE (node_a, node_b)
+      ) STRICT`;
+      await t`INSERT INTO mesh_pairs_0011 (rowid, pair_id, config_id, node_a, node_b, enabled, created_at, updated_at)
+        SELECT rowid, pair_id, config_id, node_a, node_b, enabled, created_at, updated_at FROM mesh_pairs ORDER BY rowid`;
+      await t`DROP TABLE mesh_pairs`;
+      await t`ALTER TABLE mesh_pairs_0011 RENAME TO mesh_pairs`;
+      await t`CREATE INDEX mesh_pairs_config_created ON mesh_pairs (config_id, created_at, pair_id)`;
+      await t`CREATE TRIGGER mesh_pairs_node_b_insert BEFORE INSERT ON mesh_pairs
+        WHEN NOT EXISTS (SELECT 1 FROM nodes WHERE node_id = NEW.node_b)
+        BEGIN SELECT RAISE(ABORT, 'FOREIGN KEY constraint failed: mesh_pairs.node_b names no node'); END`;
+      await t`CREATE TRIGGER mesh_pairs_node_b_update BEFORE UPDATE OF node_b ON mesh_pairs
+        WHEN NOT EXISTS (SELECT 1 FROM nodes WHERE node_id = NEW.node_b)
+        BEGIN SELECT RAISE(ABORT, 'FOREIGN KEY constraint failed: mesh_pairs.node_b names no node'); END`;
+      // The WHEN skips the probes when the config has no pairs left (a config delete or a
+      // restore empties mesh_pairs before the nodes go).
+      await t`CREATE TRIGGER nodes_delete_mesh_pairs_b AFTER DELETE ON nodes
+        WHEN EXISTS (SELECT 1 FROM mesh_pairs WHERE config_id = OLD.config_id)
+        BEGIN
+          DELETE FROM mesh_pairs WHERE node_b = OLD.node_id
+            AND node_a IN (SELECT node_id FROM nodes WHERE config_id = OLD.config_id AND node_id < OLD.node_id);
+        END`;
   // docs/decisions.md "Issue 14: switch rendering and notifier coalescing": the node views of a
   // config (overviews, node lists of the mesh service) need columns that sit after
   // staged_config_text in each row (confirmed_config_*, created_at, updated_at), so reading them
