@@ -369,6 +369,8 @@ export const migrations: Record<string, Migration> = {
           DELETE FROM mesh_pairs WHERE node_b = OLD.node_id
             AND node_a IN (SELECT node_id FROM nodes WHERE config_id = OLD.config_id AND node_id < OLD.node_id);
         END`;
+    },
+  },
   // docs/decisions.md "Issue 14: switch rendering and notifier coalescing": the node views of a
   // config (overviews, node lists of the mesh service) need columns that sit after
   // staged_config_text in each row (confirmed_config_*, created_at, updated_at), so reading them
