@@ -69,7 +69,7 @@ function seedTransitions(store: Store): number {
       });
     }
     store.sqlite.transaction(() => {
-      for (const [nodeId, head] of appendNodeTransitions(store.sqlite, batch, (id) => heads.get(id) ?? null).heads) heads.set(nodeId, head);
+      for (const [first, head] of appendNodeTransitions(store.sqlite, batch, (t) => heads.get(t.node_id) ?? null).heads) heads.set(first.node_id, head);
     })();
   }
   const head = store.sqlite.prepare("UPDATE node_client_state SET transition_head = ? WHERE node_id = ?");

@@ -19,6 +19,15 @@ export interface TransitionOrigin {
   route?: string | null;
 }
 
+/** The origins that carry nothing but their source, shared (one allocation each, not one per event). */
+const HEARTBEAT: TransitionOrigin = Object.freeze({ source: "heartbeat" });
+const CLIENT_EVENT: TransitionOrigin = Object.freeze({ source: "event" });
+const WILL: TransitionOrigin = Object.freeze({ source: "will" });
+const DETECT: TransitionOrigin = Object.freeze({ source: "detect" });
+/** The origin of a machine timer's transition (shared). */
+export const TIMER: TransitionOrigin = Object.freeze({ source: "timer" });
+const RESTORE: TransitionOrigin = Object.freeze({ source: "restore" });
+
 /**
  * The origin of an event delivered to a node's actor (issue 13 item 3): heartbeats, client events
  * and wills from MQTT, ACKs with their `request_id`, detects, the presence sweep (`timer`), the
@@ -29,21 +38,21 @@ export function originOf(event: RoutedNodeEvent, currentRoute?: () => string | u
   switch (event.type) {
     case "mqtt.signal":
       if (event.source === "ack") return { source: "ack", requestId: event.requestId ?? null };
-      return { source: event.source === "heartbeat" ? "heartbeat" : "event" };
+      return event.source === "heartbeat" ? HEARTBEAT : CLIENT_EVENT;
     case "mqtt.will":
-      return { source: "will" };
+      return WILL;
     case "detect.sent":
-      return { source: "detect" };
+      return DETECT;
     case "detect.failed":
-      return event.ack === true ? { source: "ack", requestId: event.requestId ?? null } : { source: "detect" };
+      return event.ack === true ? { source: "ack", requestId: event.requestId ?? null } : DETECT;
     case "config.applied":
       return { source: "ack", requestId: event.requestId ?? null };
     case "presence.ttl_check":
     case "detect.timed_out":
     case "presence.lost":
-      return { source: "timer" };
+      return TIMER;
     case "system.restored":
-      return { source: "restore" };
+      return RESTORE;
     default:
       return { source: "rest", route: currentRoute?.() ?? null };
   }

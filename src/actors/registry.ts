@@ -23,6 +23,7 @@ import {
   sameStateValue,
   sameShownContext,
   StateValueTexts,
+  TIMER,
   type RoutedNodeEvent,
   type TransitionOrigin,
 } from "./recorder.js";
@@ -106,8 +107,9 @@ interface Entry {
   deadline: number | null;
   /** The actor's snapshot as last observed: the "before" of its next flight-recorder row. */
   seen: { value: unknown; context: NodeContext } | undefined;
-  /** The state value of the last row recorded and its JSON (the next row's "before", reused). */
-  lastRecorded?: { value: unknown; json: string };
+  /** The state value of the last row recorded (the next row's "before") and its JSON, reused. */
+  lastValue?: unknown;
+  lastJson?: string;
   /** The node's newest committed flight-recorder row (`node_client_state.transition_head`); null when none. */
   head: number | null;
   /** Rows committed for this node since start (the flight recorder's retention marks count them). */
@@ -620,7 +622,7 @@ export class NodeActorRegistry {
     const now = new Set(activeStateIds(snap.value));
     const timer = left.find((id) => this.#afterEvents.has(id) && !now.has(id));
     const event = (timer === undefined ? undefined : this.#afterEvents.get(timer)) ?? "xstate.after";
-    this.#record(entry, seen, snap, event, { source: "timer" }, this.#deps.clock.now());
+    this.#record(entry, seen, snap, event, TIMER, this.#deps.clock.now());
   }
 
   /** Queues one flight-recorder row for the next group commit. */
@@ -634,11 +636,12 @@ export class NodeActorRegistry {
   ): void {
     if (this.#stopped || !this.recording) return;
     // Consecutive rows chain (this "before" is the last row's "after"): its JSON is reused.
-    const last = entry.lastRecorded;
     const texts = this.#valueTexts;
-    const valueBefore = before === undefined ? null : last !== undefined && last.value === before.value ? last.json : texts.text(before.value);
+    const lastJson = entry.lastJson;
+    const valueBefore = before === undefined ? null : lastJson !== undefined && entry.lastValue === before.value ? lastJson : texts.text(before.value);
     const valueAfter = texts.text(after.value);
-    entry.lastRecorded = { value: after.value, json: valueAfter };
+    entry.lastValue = after.value;
+    entry.lastJson = valueAfter;
     const unchanged = before !== undefined && (before.context === after.context || sameShownContext(before.context, after.context));
     this.#recorded.push({
       entry,
@@ -797,22 +800,13 @@ export class NodeActorRegistry {
    * commit's transaction), each chained to its node's newest row.
    * @returns each recording node's newest row after the append (not yet stored in its state row)
    */
-  #appendRecorded(recorded: readonly NewTransition[]): StoredRows {
-    const byNode = new Map<string, Entry>();
-    const rows: NewTransition[] = [];
-    for (const r of recorded) {
-      // A node deleted (or reloaded) since its row was queued: the row goes with it.
-      if (r.entry.gone === true) continue;
-      byNode.set(r.node_id, r.entry);
-      rows.push(r);
-    }
+  #appendRecorded(recorded: NewTransition[]): StoredRows {
+    // A node deleted (or reloaded) since its row was queued: the row goes with it.
+    const rows = recorded.some((r) => r.entry.gone === true) ? recorded.filter((r) => r.entry.gone !== true) : recorded;
     const heads = new Map<Entry, number>();
     if (rows.length === 0) return { heads, appended: rows, rowIds: [] };
-    const appended = appendNodeTransitions(this.#deps.store.sqlite, rows, (nodeId) => byNode.get(nodeId)?.head ?? null);
-    for (const [nodeId, head] of appended.heads) {
-      const entry = byNode.get(nodeId);
-      if (entry !== undefined) heads.set(entry, head);
-    }
+    const appended = appendNodeTransitions(this.#deps.store.sqlite, rows, (first) => first.entry.head);
+    for (const [first, head] of appended.heads) heads.set(first.entry, head);
     return { heads, appended: rows, rowIds: appended.rowIds };
   }
 

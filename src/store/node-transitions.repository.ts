@@ -84,6 +84,8 @@ const statements = perConnection((sqlite: SQLite.Database) => ({
   valueIds: new Map<string, number>(),
   /** The same, id → JSON (the reads). */
   values: new Map<number, string>(),
+  /** Event types as JSON strings ({@link eventJson}). */
+  eventTexts: new Map<string, string>(),
   // The last transition id given (AUTOINCREMENT's counter, moved past each row's last transition:
   // ids are never given again, even after deletes).
   lastId: sqlite.prepare<[], number | null>("SELECT seq FROM sqlite_sequence WHERE name = 'node_transitions'").pluck(),
@@ -170,7 +172,18 @@ function entryText(sqlite: SQLite.Database, t: NewNodeTransition): string {
   const after = valueIdOf(sqlite, t.value_after);
   const requestId = t.request_id === null ? "null" : JSON.stringify(t.request_id);
   const route = t.route === null ? "null" : JSON.stringify(t.route);
-  return `[${t.at},${JSON.stringify(t.event)},"${t.source}",${requestId},${route},${before},${after},${t.changes}]`;
+  return `[${t.at},${eventJson(sqlite, t.event)},"${t.source}",${requestId},${route},${before},${after},${t.changes}]`;
+}
+
+/** `JSON.stringify(event)`, remembered per event type (a machine has few). */
+function eventJson(sqlite: SQLite.Database, event: string): string {
+  const cache = statements(sqlite).eventTexts;
+  let text = cache.get(event);
+  if (text === undefined) {
+    text = JSON.stringify(event);
+    if (cache.size < 1024) cache.set(event, text);
+  }
+  return text;
 }
 
 /**
@@ -180,15 +193,16 @@ function entryText(sqlite: SQLite.Database, t: NewNodeTransition): string {
  * `node_client_state.transition_head`; null for none). Ids are given in AUTOINCREMENT order,
  * {@link CHUNK} rows per statement. The caller must store the returned heads in
  * `node_client_state.transition_head` in the same transaction.
- * @returns each node's newest row id after the append, by node id, and the row id of each input
- *   transition (`rowIds[i]` holds `rows[i]`)
+ * @param headOf the node's newest stored row, asked with the node's first transition of the batch
+ * @returns each node's newest row id after the append, keyed by the node's first transition of
+ *   the batch, and the row id of each input transition (`rowIds[i]` holds `rows[i]`)
  */
-export function appendNodeTransitions(
+export function appendNodeTransitions<T extends NewNodeTransition>(
   sqlite: SQLite.Database,
-  rows: readonly NewNodeTransition[],
-  headOf: (nodeId: string) => number | null,
-): { heads: Map<string, number>; rowIds: number[] } {
-  const heads = new Map<string, number>();
+  rows: readonly T[],
+  headOf: (first: T) => number | null,
+): { heads: Map<T, number>; rowIds: number[] } {
+  const heads = new Map<T, number>();
   const rowIds = new Array<number>(rows.length);
   if (rows.length === 0) return { heads, rowIds };
   const s = statements(sqlite);
@@ -210,7 +224,8 @@ export function appendNodeTransitions(
     params.length = 0;
   };
   for (const [nodeId, indexes] of byNode) {
-    let prev = headOf(nodeId);
+    const first = rows[indexes[0] as number] as T;
+    let prev = headOf(first);
     for (let from = 0; from < indexes.length; from += PER_ROW) {
       const part = indexes.slice(from, from + PER_ROW);
       const id = next;
@@ -225,7 +240,7 @@ export function appendNodeTransitions(
       prev = id;
       if (params.length === CHUNK * PARAMS) flush();
     }
-    heads.set(nodeId, prev as number);
+    heads.set(first, prev as number);
   }
   if (params.length > 0) flush();
   // The counter moves past the last row's last transition (SQLite moved it to that row's id only).

@@ -52,8 +52,8 @@ const headOf = (store: Store, nodeId: string) =>
 /** One group commit as the registry makes it: the rows appended, then each node's head stored with its state row. */
 function commit(store: Store, rows: NewNodeTransition[]): void {
   store.sqlite.transaction(() => {
-    const { heads } = appendNodeTransitions(store.sqlite, rows, (id) => headOf(store, id));
-    for (const [nodeId, head] of heads) store.sqlite.prepare("UPDATE node_client_state SET transition_head = ? WHERE node_id = ?").run(head, nodeId);
+    const { heads } = appendNodeTransitions(store.sqlite, rows, (first) => headOf(store, first.node_id));
+    for (const [first, head] of heads) store.sqlite.prepare("UPDATE node_client_state SET transition_head = ? WHERE node_id = ?").run(head, first.node_id);
   })();
 }
 
