@@ -473,34 +473,14 @@ export class NodeActorRegistry {
         // Dormant: no XState actor until the node's first event (cold start creates ~nothing
         // per node). Its projection is the stored one; its TTL deadline goes under the sweep.
         const projection = projectNode(snapshot);
-        const entry: Entry = {
-          ...ids,
-          state: { kind: "dormant", snapshot: stored, lastSignalAt: ctx.lastSignalAt, projection },
-          committed: projection,
-          written: undefined,
-          deadline: null,
-          seen: undefined,
-          head: row.transition_head ?? null,
-          appended: 0,
-          marks: [],
-        };
+        const entry = newEntry(ids, row, { kind: "dormant", snapshot: stored, lastSignalAt: ctx.lastSignalAt, projection }, projection);
         this.#entries.set(key(row.config_id, row.node_id), entry);
         this.#track(entry, presenceDeadline(snapshot));
         return;
       }
     }
     const actor = this.#createActor(ids, snapshot);
-    const entry: Entry = {
-      ...ids,
-      state: { kind: "live", actor },
-      committed: undefined,
-      written: undefined,
-      deadline: null,
-      seen: undefined,
-      head: row.transition_head ?? null,
-      appended: 0,
-      marks: [],
-    };
+    const entry = newEntry(ids, row, { kind: "live", actor }, undefined);
     this.#entries.set(key(row.config_id, row.node_id), entry);
     this.#startActor(entry, actor, snapshot, { row, origin });
   }
@@ -920,6 +900,11 @@ function coalesced(defer: (cb: () => void) => unknown, run: () => void): () => v
 }
 
 /** Stops a node's actor, if it has one (a dormant node has none). */
+/** A node's registry entry as {@link NodeActorRegistry} makes it at start, reload or create. */
+function newEntry(ids: Pick<Entry, "configId" | "nodeId" | "mode">, row: NodeRowForActor, state: EntryState, committed: NodeProjection | undefined): Entry {
+  return { ...ids, state, committed, written: undefined, deadline: null, seen: undefined, head: row.transition_head ?? null, appended: 0, marks: [] };
+}
+
 function stopActor(entry: Entry): void {
   if (entry.state.kind === "live") entry.state.actor.stop();
 }

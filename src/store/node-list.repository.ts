@@ -1,6 +1,7 @@
 import type SQLite from "better-sqlite3";
 import { likePattern } from "./configs.repository.js";
 import { perConnection } from "./db.js";
+import { NODE_VIEW_COLUMNS } from "./nodes.repository.js";
 import type { NodeClientStateRow, NodeRow } from "./schema.js";
 
 /**
@@ -41,23 +42,7 @@ export interface NodeListPosition {
 /** The columns of a node that its view shows: never its private key or config text. */
 export type NodeListRow = Omit<NodeRow, "private_key" | "staged_config_text">;
 
-const NODE_COLUMNS = [
-  "node_id",
-  "config_id",
-  "name",
-  "mode",
-  "interface_name",
-  "address",
-  "public_address",
-  "listen_port",
-  "public_key",
-  "staged_config_version",
-  "staged_config_sha256",
-  "confirmed_config_version",
-  "confirmed_config_sha256",
-  "created_at",
-  "updated_at",
-] as const satisfies ReadonlyArray<keyof NodeListRow>;
+const NODE_COLUMNS = NODE_VIEW_COLUMNS;
 
 /** One node row of a page with its client state (absent when the node has no client row). */
 export interface NodePageRow {

@@ -2,6 +2,28 @@ import type { Db } from "./db.js";
 import { insertClientState } from "./node-client-state.repository.js";
 import type { ConfigRow, NewNodeRow, NodeClientStateRow, NodeRow, NodeUpdate } from "./schema.js";
 
+/**
+ * The columns of a node that its views show, in the order of the covering index `nodes_views`
+ * (migration 0012): never its private key or config text.
+ */
+export const NODE_VIEW_COLUMNS = [
+  "node_id",
+  "config_id",
+  "name",
+  "mode",
+  "interface_name",
+  "address",
+  "public_address",
+  "listen_port",
+  "public_key",
+  "staged_config_version",
+  "staged_config_sha256",
+  "confirmed_config_version",
+  "confirmed_config_sha256",
+  "created_at",
+  "updated_at",
+] as const satisfies ReadonlyArray<Exclude<keyof NodeRow, "private_key" | "staged_config_text">>;
+
 /** Repository of `nodes` and `node_tags`, and the client-state reads of node views (writes: `node-client-state.repository.ts`). */
 
 export async function insertNode(db: Db, row: NewNodeRow, now: number): Promise<void> {
@@ -34,23 +56,7 @@ export async function listNodes(db: Db, configId: string): Promise<NodeRow[]> {
 export async function listNodesWithoutTexts(db: Db, configId: string): Promise<Array<Omit<NodeRow, "private_key" | "staged_config_text">>> {
   return db
     .selectFrom("nodes")
-    .select([
-      "node_id",
-      "config_id",
-      "name",
-      "mode",
-      "interface_name",
-      "address",
-      "public_address",
-      "listen_port",
-      "public_key",
-      "staged_config_version",
-      "staged_config_sha256",
-      "confirmed_config_version",
-      "confirmed_config_sha256",
-      "created_at",
-      "updated_at",
-    ])
+    .select(NODE_VIEW_COLUMNS)
     .where("config_id", "=", configId)
     .orderBy("created_at")
     .orderBy("node_id")

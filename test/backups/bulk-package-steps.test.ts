@@ -15,19 +15,7 @@ import { collectPackageConfigs, packageEntries, writePackageZip } from "../../sr
 import { MeshService } from "../../src/services/mesh.service.js";
 import { Store } from "../../src/store/db.js";
 import { unzip } from "./harness.js";
-
-async function turnsDuring(work: () => Promise<void>): Promise<number> {
-  let turns = 0;
-  let running = true;
-  const tick = () => {
-    turns++;
-    if (running) setImmediate(tick);
-  };
-  setImmediate(tick);
-  await work();
-  running = false;
-  return turns;
-}
+import { turnsDuring } from "../helpers/turns.js";
 
 test("issue 14 item 2 / spec §2.3: collecting a package's texts (rendered on demand) and writing its zip yield a turn per node at step 0, and only a few with an unbounded step; the zip holds every node's staged text", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "svc-pkg-steps-"));

@@ -18,6 +18,7 @@ import { MeshService } from "../../src/services/mesh.service.js";
 import { Store } from "../../src/store/db.js";
 import { listNodes } from "../../src/store/nodes.repository.js";
 import { renderConfigTexts, renderDeferred, restageConfig, type StagedChange } from "../../src/store/staging.js";
+import { turnsDuring } from "../helpers/turns.js";
 
 const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
 
@@ -71,19 +72,6 @@ test("issue 14 / DESIGN §3 Config versions: a write landing while a chunk rende
   assert.ok(own);
   assert.ok(own.node.staged_config_sha256 === null || own.node.staged_config_sha256 === sha256(own.text), "the written node: re-staged lazily, or rendered from its new inputs");
 });
-
-async function turnsDuring(work: () => Promise<void>): Promise<number> {
-  let turns = 0;
-  let running = true;
-  const tick = () => {
-    turns++;
-    if (running) setImmediate(tick);
-  };
-  setImmediate(tick);
-  await work();
-  running = false;
-  return turns;
-}
 
 test("issue 14 item 2: rendering yields to the event loop within a chunk once a turn has used its step (step 0: a turn per node), and only per chunk with an unbounded step", async (t) => {
   const { store, configId, ids } = await lazyMesh(t, 20);
