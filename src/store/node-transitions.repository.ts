@@ -189,8 +189,8 @@ function eventJson(sqlite: SQLite.Database, event: string): string {
 /**
  * Appends transitions inside the caller's transaction (the registry's group commit): each node's
  * transitions of the batch, in their order, go into one row (more past {@link PER_ROW}) linked to
- * its node's previous row (`headOf(node_id)`, the caller's copy of
- * `node_client_state.transition_head`; null for none). Ids are given in AUTOINCREMENT order,
+ * its node's previous row (`headOf(first)` with the node's first transition of the batch: the
+ * caller's copy of `node_client_state.transition_head`; null for none). Ids are given in AUTOINCREMENT order,
  * {@link CHUNK} rows per statement. The caller must store the returned heads in
  * `node_client_state.transition_head` in the same transaction.
  * @param headOf the node's newest stored row, asked with the node's first transition of the batch
