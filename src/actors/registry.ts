@@ -804,23 +804,15 @@ export class NodeActorRegistry {
     const w = entry.written;
     if (w !== undefined && sameStateValue(w.value, snap.value) && sameContextButSignal(w.context, snap.context)) {
       // Only the newest signal moved: nothing an operator sees, and no snapshot JSON.
-      const head = heads.get(entry);
-      if (head === undefined) nodeState.writeSignal(entry.nodeId, snap.context.lastSignalAt, now);
-      else {
-        nodeState.writeSignalAndHead(entry.nodeId, snap.context.lastSignalAt, now, head);
-        heads.delete(entry);
-      }
+      // The flight recorder's newest row rides on the write this commit makes anyway.
+      nodeState.writeSignal(entry.nodeId, snap.context.lastSignalAt, now, heads.get(entry) ?? null);
+      heads.delete(entry);
       return null;
     }
     entry.written = { value: snap.value, context: snap.context };
     const p = projectNode(snap);
-    const head = heads.get(entry);
-    if (head === undefined) nodeState.writeState(entry.nodeId, p, JSON.stringify(actor.getPersistedSnapshot()), NODE_MACHINE_VERSION, now);
-    else {
-      // The flight recorder's newest row rides on the state row this commit writes anyway.
-      nodeState.writeStateAndHead(entry.nodeId, p, JSON.stringify(actor.getPersistedSnapshot()), NODE_MACHINE_VERSION, now, head);
-      heads.delete(entry);
-    }
+    nodeState.writeState(entry.nodeId, p, JSON.stringify(actor.getPersistedSnapshot()), NODE_MACHINE_VERSION, now, heads.get(entry) ?? null);
+    heads.delete(entry);
     if (entry.committed?.confirmedSha !== p.confirmedSha) {
       nodeState.writeConfirmed(entry.nodeId, p.confirmedVersion, p.confirmedSha);
     }

@@ -72,31 +72,24 @@ export interface NodeStateStatements {
   nodesForActors(): NodeActorRow[];
   /**
    * Full write of a node's client state: the projected columns, the machine snapshot JSON and
-   * its machine version; `now` (ms) goes to `updated_at`.
+   * its machine version; `now` (ms) goes to `updated_at`. A non-null `transitionHead` moves the
+   * node's newest flight-recorder row (`transition_head`, issue 13) in the same statement; null
+   * leaves it.
    */
-  writeState(nodeId: string, columns: NodeStateColumns, snapshotJson: string, machineVersion: number, now: number): void;
-  /**
-   * The same full write, also moving the node's newest flight-recorder row
-   * (`transition_head`, issue 13) in the same statement.
-   */
-  writeStateAndHead(nodeId: string, columns: NodeStateColumns, snapshotJson: string, machineVersion: number, now: number, transitionHead: number): void;
+  writeState(nodeId: string, columns: NodeStateColumns, snapshotJson: string, machineVersion: number, now: number, transitionHead: number | null): void;
   /** Moves the node's newest flight-recorder row alone (a commit that recorded rows but wrote no state for it). */
   writeHead(nodeId: string, transitionHead: number): void;
-  /** {@link writeSignal} that also moves the node's newest flight-recorder row, in one statement. */
-  writeSignalAndHead(nodeId: string, lastSignalAt: number | null, now: number, transitionHead: number): void;
-  /** Narrow write of `last_signal_at` (ms) alone, when nothing else of the node moved; `now` (ms) to `updated_at`. */
-  writeSignal(nodeId: string, lastSignalAt: number | null, now: number): void;
+  /**
+   * Narrow write of `last_signal_at` (ms) alone, when nothing else of the node moved; `now` (ms)
+   * to `updated_at`; a non-null `transitionHead` as in {@link writeState}.
+   */
+  writeSignal(nodeId: string, lastSignalAt: number | null, now: number, transitionHead: number | null): void;
   /** The node's confirmed config (`nodes.confirmed_config_version`/`_sha256`); nulls clear it. */
   writeConfirmed(nodeId: string, version: number | null, sha256: string | null): void;
   /** Runs `fn` in one write transaction (the group commit); rethrows what `fn` throws after rolling back. */
   inTransaction(fn: () => void): void;
   /** True while a transaction holds the connection (a request's): the group commit must wait for it. */
   busy(): boolean;
-}
-
-/** The bound values of a full state write, in the statements' column order. */
-function stateColumns(c: NodeStateColumns, snapshotJson: string, machineVersion: number, now: number) {
-  return [c.clientInitialized ? 1 : 0, c.presence, c.runtime, c.lastReachableAt, c.lastSignalAt, c.clientVersion, snapshotJson, machineVersion, now] as const;
 }
 
 /**
@@ -109,16 +102,12 @@ export function createNodeStateStatements(sqlite: SQLite.Database): NodeStateSta
   const state = sqlite.prepare(
     `UPDATE node_client_state SET client_initialized = ?, client_presence_state = ?, runtime_state = ?,
        last_reachable_at = ?, last_signal_at = ?, client_version = ?, machine_snapshot = ?, machine_version = ?,
-       updated_at = ? WHERE node_id = ?`,
-  );
-  const stateAndHead = sqlite.prepare(
-    `UPDATE node_client_state SET client_initialized = ?, client_presence_state = ?, runtime_state = ?,
-       last_reachable_at = ?, last_signal_at = ?, client_version = ?, machine_snapshot = ?, machine_version = ?,
-       updated_at = ?, transition_head = ? WHERE node_id = ?`,
+       updated_at = ?, transition_head = coalesce(?, transition_head) WHERE node_id = ?`,
   );
   const head = sqlite.prepare("UPDATE node_client_state SET transition_head = ? WHERE node_id = ?");
-  const signal = sqlite.prepare("UPDATE node_client_state SET last_signal_at = ?, updated_at = ? WHERE node_id = ?");
-  const signalAndHead = sqlite.prepare("UPDATE node_client_state SET last_signal_at = ?, updated_at = ?, transition_head = ? WHERE node_id = ?");
+  const signal = sqlite.prepare(
+    "UPDATE node_client_state SET last_signal_at = ?, updated_at = ?, transition_head = coalesce(?, transition_head) WHERE node_id = ?",
+  );
   const confirmed = sqlite.prepare("UPDATE nodes SET confirmed_config_version = ?, confirmed_config_sha256 = ? WHERE node_id = ?");
   const forActors = sqlite.prepare<[], NodeActorRow>(
     `SELECT n.node_id, n.config_id, n.mode, n.staged_config_version, n.staged_config_sha256,
@@ -128,20 +117,26 @@ export function createNodeStateStatements(sqlite: SQLite.Database): NodeStateSta
   const transaction = sqlite.transaction((fn: () => void) => fn());
   return {
     nodesForActors: () => forActors.all(),
-    writeState(nodeId, c, snapshotJson, machineVersion, now) {
-      state.run(...stateColumns(c, snapshotJson, machineVersion, now), nodeId);
-    },
-    writeStateAndHead(nodeId, c, snapshotJson, machineVersion, now, transitionHead) {
-      stateAndHead.run(...stateColumns(c, snapshotJson, machineVersion, now), transitionHead, nodeId);
+    writeState(nodeId, c, snapshotJson, machineVersion, now, transitionHead) {
+      state.run(
+        c.clientInitialized ? 1 : 0,
+        c.presence,
+        c.runtime,
+        c.lastReachableAt,
+        c.lastSignalAt,
+        c.clientVersion,
+        snapshotJson,
+        machineVersion,
+        now,
+        transitionHead,
+        nodeId,
+      );
     },
     writeHead(nodeId, transitionHead) {
       head.run(transitionHead, nodeId);
     },
-    writeSignal(nodeId, lastSignalAt, now) {
-      signal.run(lastSignalAt, now, nodeId);
-    },
-    writeSignalAndHead(nodeId, lastSignalAt, now, transitionHead) {
-      signalAndHead.run(lastSignalAt, now, transitionHead, nodeId);
+    writeSignal(nodeId, lastSignalAt, now, transitionHead) {
+      signal.run(lastSignalAt, now, transitionHead, nodeId);
     },
     writeConfirmed(nodeId, version, sha256) {
       confirmed.run(version, sha256, nodeId);

@@ -42,7 +42,6 @@ export interface NodeListPosition {
 /** The columns of a node that its view shows: never its private key or config text. */
 export type NodeListRow = Omit<NodeRow, "private_key" | "staged_config_text">;
 
-const NODE_COLUMNS = NODE_VIEW_COLUMNS;
 
 /** One node row of a page with its client state (absent when the node has no client row). */
 export interface NodePageRow {
@@ -151,7 +150,7 @@ export function nodePage(
   const where = ["n.config_id = @config_id", ...filterSql(filter)];
   if (after !== undefined) where.push("(n.created_at, n.node_id) > (@after_at, @after_id)");
   if (until !== undefined) where.push("(n.created_at, n.node_id) <= (@until_at, @until_id)");
-  const text = `SELECT ${NODE_COLUMNS.map((c) => `n.${c}`).join(", ")}, ${CLIENT_COLUMNS.map((c) => `cs.${c} AS cs_${c}`).join(", ")}, cs.node_id AS cs_node_id
+  const text = `SELECT ${NODE_VIEW_COLUMNS.map((c) => `n.${c}`).join(", ")}, ${CLIENT_COLUMNS.map((c) => `cs.${c} AS cs_${c}`).join(", ")}, cs.node_id AS cs_node_id
     FROM nodes n INDEXED BY nodes_config_created LEFT JOIN node_client_state cs ON cs.node_id = n.node_id
     WHERE ${where.join(" AND ")} ORDER BY n.created_at, n.node_id LIMIT @limit`;
   const params = { ...filterParams(filter, mqttEnabled), config_id: configId, limit: limit + 1 };

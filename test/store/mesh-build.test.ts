@@ -16,6 +16,7 @@ import { pairIdSchema } from "../../src/protocol/ids.js";
 import { MeshService } from "../../src/services/mesh.service.js";
 import { PAGE_CACHE_SIZE, Store, WAL_AUTOCHECKPOINT_PAGES } from "../../src/store/db.js";
 import { insertPairsWithAll } from "../../src/store/mesh-pairs.repository.js";
+import type { MeshPairRow } from "../../src/store/schema.js";
 
 const BASE32 = "abcdefghijklmnopqrstuvwxyz234567";
 /** Row number `i` as the 5 base32 digits the ids end with. */
@@ -31,15 +32,6 @@ async function open(t: { after(fn: () => void | Promise<void>): void }): Promise
   return store;
 }
 
-interface PairRow {
-  pair_id: string;
-  config_id: string;
-  node_a: string;
-  node_b: string;
-  enabled: number;
-  created_at: number;
-  updated_at: number;
-}
 
 test("issue 14 item 4: a node joining a full mesh gets one pair with each other node of its config, ids = one prefix per write + the row's number, distinct across writes of the same millisecond", async (t) => {
   const store = await open(t);
@@ -56,7 +48,7 @@ test("issue 14 item 4: a node joining a full mesh gets one pair with each other 
     // Nodes of another config in between: never paired with a's.
     if (i % 10 === 0) await mesh.createNode(b, { name: `b${i}`, mode: "static" } as never);
   }
-  const rows = store.sqlite.prepare("SELECT * FROM mesh_pairs WHERE config_id = ?").all(a) as PairRow[];
+  const rows = store.sqlite.prepare("SELECT * FROM mesh_pairs WHERE config_id = ?").all(a) as MeshPairRow[];
   assert.equal(rows.length, (40 * 39) / 2, "n(n − 1)/2 pairs");
   const sides = new Set(rows.map((r) => `${r.node_a}|${r.node_b}`));
   for (const [i, x] of inA.entries()) {
