@@ -22,6 +22,12 @@ const KEY_BYTES = 32;
 const PKCS8_X25519_PREFIX = Buffer.from("302e020100300506032b656e04220420", "hex");
 
 /**
+ * DER of an X25519 `SubjectPublicKeyInfo` (RFC 8410 §4) up to the raw key: SEQUENCE,
+ * AlgorithmIdentifier id-X25519, BIT STRING of 33 bytes (no unused bits, then the 32-byte key).
+ */
+const SPKI_X25519_PREFIX = Buffer.from("302a300506032b656e032100", "hex");
+
+/**
  * A canonical base64 encoding of 32 bytes: 43 characters and one `=`. The 43rd character carries
  * only 4 bits of key, so its 2 low bits must be zero; `wg` itself rejects keys whose trailing bits
  * are set, and so do we.
@@ -43,7 +49,14 @@ export function isWireGuardKey(s: string): boolean {
 }
 
 /**
- * Generates a fresh Curve25519 key pair with `generateKeyPairSync("x25519")`.
+ * Generates a fresh Curve25519 key pair with `generateKeyPairSync("x25519")`, encoded to DER
+ * inside the call (PKCS#8 and SPKI), from which the raw 32-byte halves are cut.
+ *
+ * Never export a generated key as JWK on Node 20: `KeyObject.export({ format: "jwk" })` holds the
+ * key's mutex while it allocates the result, and a garbage collection in that allocation runs the
+ * finished key-generation job's destructor, which takes the same mutex: the process deadlocks in
+ * a futex, for good (seen within 500 keys in a tight loop; test/domain/keys.test.ts). Encoding in
+ * the call leaves no `KeyObject` and no job alive to meet that way.
  *
  * The private key is clamped as RFC 7748 and `wg genkey` do (a no-op for OpenSSL-generated keys,
  * done here so the stored key is byte-identical to what `wg genkey` could have printed).
@@ -52,16 +65,13 @@ export function isWireGuardKey(s: string): boolean {
  *   prints `publicKey`.
  */
 export function generateKeyPair(): WireGuardKeyPair {
-  const { privateKey, publicKey } = generateKeyPairSync("x25519");
-  const d = privateKey.export({ format: "jwk" }).d;
-  const x = publicKey.export({ format: "jwk" }).x;
-  if (d === undefined || x === undefined) {
-    // Unreachable with Node's X25519 JWK export; guards the type.
-    throw new Error("x25519 JWK export did not contain the key bytes");
-  }
-  const raw = Buffer.from(d, "base64url");
+  const { privateKey, publicKey } = generateKeyPairSync("x25519", {
+    privateKeyEncoding: { type: "pkcs8", format: "der" },
+    publicKeyEncoding: { type: "spki", format: "der" },
+  });
+  const raw = Buffer.from(rawKeyOf(privateKey, PKCS8_X25519_PREFIX));
   clamp(raw);
-  return { privateKey: raw.toString("base64"), publicKey: Buffer.from(x, "base64url").toString("base64") };
+  return { privateKey: raw.toString("base64"), publicKey: rawKeyOf(publicKey, SPKI_X25519_PREFIX).toString("base64") };
 }
 
 /**
@@ -78,19 +88,29 @@ export function publicKeyFromPrivate(privateKey: string): string {
     throw new AppError("VALIDATION_FAILED", "private key must be 44 characters of base64 encoding 32 bytes");
   }
   const der = Buffer.concat([PKCS8_X25519_PREFIX, Buffer.from(privateKey, "base64")]);
-  let x: string | undefined;
+  let x: string;
   try {
     const keyObject = createPrivateKey({ key: der, format: "der", type: "pkcs8" });
-    x = createPublicKey(keyObject).export({ format: "jwk" }).x;
+    // DER, not JWK: see generateKeyPair.
+    x = rawKeyOf(createPublicKey(keyObject).export({ format: "der", type: "spki" }), SPKI_X25519_PREFIX).toString("base64");
   } catch (err) {
     throw new AppError("VALIDATION_FAILED", "private key is not a valid Curve25519 key", {
       reason: err instanceof Error ? err.message : String(err),
     });
   }
-  if (x === undefined) {
-    throw new AppError("VALIDATION_FAILED", "private key is not a valid Curve25519 key");
+  return x;
+}
+
+/**
+ * The raw 32-byte key at the end of an X25519 DER encoding whose fixed head is `prefix`.
+ * @throws Error when `der` is not `prefix` followed by 32 bytes (unreachable with Node's X25519
+ *   encodings; guards the slicing).
+ */
+function rawKeyOf(der: Buffer, prefix: Buffer): Buffer {
+  if (der.length !== prefix.length + KEY_BYTES || !der.subarray(0, prefix.length).equals(prefix)) {
+    throw new Error("x25519 DER encoding is not the RFC 8410 layout");
   }
-  return Buffer.from(x, "base64url").toString("base64");
+  return der.subarray(prefix.length);
 }
 
 /** RFC 7748 §5 scalar clamping, in place, as `wg genkey` applies it. */

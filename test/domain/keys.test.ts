@@ -1,4 +1,5 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { isAppError } from "../../src/errors.js";
@@ -6,6 +7,10 @@ import { generateKeyPair, isWireGuardKey, publicKeyFromPrivate } from "../../src
 import { requireBinary } from "./system.js";
 
 // DESIGN §3 Keys: Curve25519 via node:crypto, raw 32 bytes in base64; `wg pubkey` must agree.
+
+/** A `wg` call that has not answered in this long is stuck: fail rather than hang the run. */
+const WG_TIMEOUT_MS = 10_000;
+const KEYS_MODULE = fileURLToPath(new URL("../../src/domain/keys.ts", import.meta.url));
 
 test("DESIGN §3 Keys: generated keys are 44-char base64 of 32 bytes, private key clamped like wg genkey", () => {
   for (let i = 0; i < 50; i++) {
@@ -31,7 +36,7 @@ test("DESIGN §3 Keys: our public key equals `wg pubkey` for 100 random keys", (
   if (!requireBinary(t, "wg")) return;
   for (let i = 0; i < 100; i++) {
     const { privateKey, publicKey } = generateKeyPair();
-    const fromWg = execFileSync("wg", ["pubkey"], { input: `${privateKey}\n`, encoding: "utf8" }).trim();
+    const fromWg = execFileSync("wg", ["pubkey"], { input: `${privateKey}\n`, encoding: "utf8", timeout: WG_TIMEOUT_MS }).trim();
     assert.equal(publicKey, fromWg, `private key ${i}`);
     assert.equal(publicKeyFromPrivate(privateKey), fromWg);
   }
@@ -40,8 +45,8 @@ test("DESIGN §3 Keys: our public key equals `wg pubkey` for 100 random keys", (
 test("DESIGN §3 Keys: keys printed by `wg genkey` derive to `wg pubkey`'s public key", (t) => {
   if (!requireBinary(t, "wg")) return;
   for (let i = 0; i < 10; i++) {
-    const privateKey = execFileSync("wg", ["genkey"], { encoding: "utf8" }).trim();
-    const fromWg = execFileSync("wg", ["pubkey"], { input: `${privateKey}\n`, encoding: "utf8" }).trim();
+    const privateKey = execFileSync("wg", ["genkey"], { encoding: "utf8", timeout: WG_TIMEOUT_MS }).trim();
+    const fromWg = execFileSync("wg", ["pubkey"], { input: `${privateKey}\n`, encoding: "utf8", timeout: WG_TIMEOUT_MS }).trim();
     assert.ok(isWireGuardKey(privateKey));
     assert.equal(publicKeyFromPrivate(privateKey), fromWg);
   }
@@ -51,7 +56,7 @@ test("publicKeyFromPrivate derives from an unclamped key exactly as wg pubkey do
   if (!requireBinary(t, "wg")) return;
   const unclamped = Buffer.alloc(32, 0xff).toString("base64"); // "/////...8=" — every bit set
   assert.ok(isWireGuardKey(unclamped));
-  const fromWg = execFileSync("wg", ["pubkey"], { input: `${unclamped}\n`, encoding: "utf8" }).trim();
+  const fromWg = execFileSync("wg", ["pubkey"], { input: `${unclamped}\n`, encoding: "utf8", timeout: WG_TIMEOUT_MS }).trim();
   assert.equal(publicKeyFromPrivate(unclamped), fromWg);
 });
 
@@ -82,4 +87,15 @@ test("publicKeyFromPrivate throws VALIDATION_FAILED on a malformed key", () => {
       JSON.stringify(bad),
     );
   }
+});
+
+test("DESIGN §3 Keys: generating 5,000 key pairs in a row never deadlocks (Node 20's JWK export of a generated key did: a garbage collection inside the export deadlocked the process in a futex)", () => {
+  // In a child process, so that a deadlock is a timed-out child here, not a hung test file; with a
+  // 1 MiB young generation, so that collections fall inside exports often (the JWK export hung
+  // 5 runs of 5 so, within 5,000 keys).
+  const script = `import { generateKeyPair } from ${JSON.stringify(KEYS_MODULE)};\nlet n = 0;\nfor (let i = 0; i < 5000; i++) n += generateKeyPair().publicKey.length;\nconsole.log(n);`;
+  const res = spawnSync(process.execPath, ["--max-semi-space-size=1", "--import", "tsx", "--input-type=module", "-e", script], { encoding: "utf8", timeout: 30_000 });
+  assert.equal(res.error, undefined, `the child finished (${res.error?.message ?? ""})`);
+  assert.equal(res.status, 0, res.stderr);
+  assert.equal(res.stdout.trim(), String(5000 * 44));
 });
