@@ -1,5 +1,6 @@
-import { readFile, writeFile } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { z } from "zod";
+import { writeFileAtomic } from "../lib/atomic-write.js";
 import { interfaceNameSchema, tunnelProtocolSchema, type ConfigPushPayload, type TunnelProtocol } from "../protocol/envelope.schema.js";
 
 /** The config push the agent last applied: what a bare control `push_config` re-applies. */
@@ -27,6 +28,8 @@ export class AgentStateFile {
   readonly #path: string;
   readonly #state: AgentState;
   readonly #log: (line: Record<string, unknown>) => void;
+  /** The last write queued: writes run one at a time, in the order their states were made. */
+  #writing: Promise<void> = Promise.resolve();
 
   private constructor(path: string, state: AgentState, log: (line: Record<string, unknown>) => void) {
     this.#path = path;
@@ -49,8 +52,10 @@ export class AgentStateFile {
 
   /**
    * Remembers the interface and protocol operated, and with `push` the config applied (else
-   * the last push stays); writes the file only when something changed. A failed write is not
-   * fatal: heartbeats then report the interface only until the next restart.
+   * the last push stays); writes the file only when something changed, atomically (temp file,
+   * fsync, rename: a crash leaves the old state or the new, never a torn file that would read as
+   * empty) and after any write still in flight, so the newest state is the one left. A failed
+   * write is not fatal: heartbeats then report the interface only until the next restart.
    */
   async remember(interfaceName: string, protocol: TunnelProtocol, push?: ConfigPushPayload): Promise<void> {
     const state = this.#state;
@@ -68,9 +73,13 @@ export class AgentStateFile {
     state.interface_name = interfaceName;
     state.tunnel_protocol = protocol;
     state.last_push = lastPush;
-    await writeFile(this.#path, JSON.stringify(state), { mode: 0o600 }).catch((err: unknown) =>
-      this.#log({ level: "warn", msg: "could not write the agent state file", path: this.#path, err: String(err) }),
+    const text = JSON.stringify(state);
+    this.#writing = this.#writing.then(() =>
+      writeFileAtomic(this.#path, text, { mode: 0o600 }).catch((err: unknown) =>
+        this.#log({ level: "warn", msg: "could not write the agent state file", path: this.#path, err: String(err) }),
+      ),
     );
+    await this.#writing;
   }
 }
 
