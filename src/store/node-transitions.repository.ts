@@ -206,13 +206,18 @@ export function appendNodeTransitions<T extends NewNodeTransition>(
   const rowIds = new Array<number>(rows.length);
   if (rows.length === 0) return { heads, rowIds };
   const s = statements(sqlite);
-  // Each node's transitions, in order (a node's rows of one commit are adjacent in id).
-  const byNode = new Map<string, number[]>();
+  // Each node's transitions, in order (a node's rows of one commit are adjacent in id): the
+  // node's first transition of the batch, and from each the node's next (-1: none). No array per
+  // node: a commit of a large fleet touches hundreds of nodes once each.
+  const firsts: number[] = [];
+  const nextOf = new Int32Array(rows.length).fill(-1);
+  const lastOf = new Map<string, number>();
   for (let i = 0; i < rows.length; i++) {
     const nodeId = (rows[i] as NewNodeTransition).node_id;
-    const list = byNode.get(nodeId);
-    if (list === undefined) byNode.set(nodeId, [i]);
-    else list.push(i);
+    const last = lastOf.get(nodeId);
+    if (last === undefined) firsts.push(i);
+    else nextOf[last] = i;
+    lastOf.set(nodeId, i);
   }
   let next = (s.lastId.get() ?? 0) + 1;
   const params: unknown[] = [];
@@ -223,20 +228,19 @@ export function appendNodeTransitions<T extends NewNodeTransition>(
     insert.run(params);
     params.length = 0;
   };
-  for (const [nodeId, indexes] of byNode) {
-    const first = rows[indexes[0] as number] as T;
+  for (const firstIndex of firsts) {
+    const first = rows[firstIndex] as T;
     let prev = headOf(first);
-    for (let from = 0; from < indexes.length; from += PER_ROW) {
-      const part = indexes.slice(from, from + PER_ROW);
+    for (let i = firstIndex; i !== -1; ) {
       const id = next;
       let entries = "[";
-      for (let k = 0; k < part.length; k++) {
-        const i = part[k] as number;
-        entries += (k === 0 ? "" : ",") + entryText(sqlite, rows[i] as NewNodeTransition);
+      let count = 0;
+      for (; i !== -1 && count < PER_ROW; i = nextOf[i] as number, count++) {
+        entries += (count === 0 ? "" : ",") + entryText(sqlite, rows[i] as NewNodeTransition);
         rowIds[i] = id;
       }
-      params.push(id, nodeId, prev, part.length, `${entries}]`);
-      next += part.length;
+      params.push(id, first.node_id, prev, count, `${entries}]`);
+      next += count;
       prev = id;
       if (params.length === CHUNK * PARAMS) flush();
     }

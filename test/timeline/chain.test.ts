@@ -214,6 +214,22 @@ test("issue 13 item 3: several rows of one node in one group commit chain in ord
   assert.equal(listNodeTransitions(store.sqlite, "n2", ALL, 1)[0]?.transition_id, 6, "the id counter moved past the packed row (not only to its first id)");
 });
 
+test("issue 13 item 3: a node with more transitions in one group commit than a row packs (64) gets several rows, chained in order, ids consecutive; another node's rows in between keep theirs", async (t) => {
+  const store = await storeWith(t, ["n1", "n2"]);
+  const rows: NewNodeTransition[] = [];
+  for (let n = 0; n < 150; n++) rows.push(row("n1", n), ...(n % 50 === 0 ? [row("n2", n)] : []));
+  commit(store, rows);
+  assert.deepEqual(
+    store.sqlite.prepare("SELECT node_id, count FROM node_transitions ORDER BY transition_id").all(),
+    [{ node_id: "n1", count: 64 }, { node_id: "n1", count: 64 }, { node_id: "n1", count: 22 }, { node_id: "n2", count: 3 }],
+  );
+  const n1 = listNodeTransitions(store.sqlite, "n1", ALL, 500);
+  assert.deepEqual(ats(n1), Array.from({ length: 150 }, (_, n) => 149 - n), "all 150, newest first");
+  assert.deepEqual(n1.map((r) => r.transition_id), Array.from({ length: 150 }, (_, n) => 150 - n));
+  assert.deepEqual(ats(listNodeTransitions(store.sqlite, "n2", ALL, 10)), [100, 50, 0]);
+  assert.equal(headOf(store, "n1"), 129, "n1's head is its third row (ids 129..150)");
+});
+
 test("issue 13 item 3, the cap over packed rows: the cut-off is the row where the chain reaches keep transitions; nothing is cut while within the cap", async (t) => {
   const store = await storeWith(t, ["n1"]);
   commit(store, [0, 1, 2].map((n) => row("n1", n))); // one row of 3
