@@ -1,7 +1,7 @@
 import { accessSync, constants, mkdirSync, statfsSync } from "node:fs";
 import { dirname } from "node:path";
 import SQLite from "better-sqlite3";
-import { Kysely, Migrator, SqliteDialect, type Driver, type MigrationProvider, type Transaction } from "kysely";
+import { Kysely, Migrator, SqliteDialect, type Driver, type MigrationProvider, type SqliteDatabase, type Transaction } from "kysely";
 import type { Logger } from "../logger.js";
 import { migrations } from "./migrations.js";
 import type { Database } from "./schema.js";
@@ -26,8 +26,8 @@ export type AfterCommit = (fn: () => void | Promise<unknown>) => void;
 class RollbackSafeSqliteDialect extends SqliteDialect {
   readonly #sqlite: SQLite.Database;
 
-  constructor(sqlite: SQLite.Database) {
-    super({ database: sqlite });
+  constructor(sqlite: SQLite.Database, statements: StatementCache) {
+    super({ database: statements });
     this.#sqlite = sqlite;
   }
 
@@ -38,6 +38,62 @@ class RollbackSafeSqliteDialect extends SqliteDialect {
       if (this.#sqlite.inTransaction) await rollback(connection);
     };
     return driver;
+  }
+}
+
+/** Statements {@link StatementCache} keeps for Kysely's queries (docs/decisions.md "Issue 14: prepared-statement cache (2026-11-26)"). */
+export const STATEMENT_CACHE_SIZE = 500;
+
+/**
+ * The better-sqlite3 handle as Kysely's SQLite driver sees it, with `prepare` answered from a
+ * bounded LRU keyed by SQL text: the driver prepares on every query, which was ~12 % of the
+ * service's CPU at 1,000 nodes (docs/decisions.md "Issue 14: prepared-statement cache
+ * (2026-11-26)"). Only Kysely's path goes through it; statements prepared on `Store.sqlite` by
+ * repositories are theirs (they may set `raw`/`pluck`/`expand`, which Kysely never does).
+ * - A cached statement that is still being iterated (`busy`: a `stream()` in progress) is not
+ *   handed out again: that query gets a fresh, uncached statement.
+ * - Past `capacity` texts (dynamic IN lists) the least recently used statement is dropped;
+ *   better-sqlite3 finalizes it when it is collected.
+ * - A schema change needs nothing: SQLite re-prepares a statement whose schema changed.
+ */
+export class StatementCache implements SqliteDatabase {
+  readonly #sqlite: SQLite.Database;
+  readonly #capacity: number;
+  /** In use order, least recent first: a hit is deleted and set again. */
+  readonly #statements = new Map<string, SQLite.Statement>();
+
+  constructor(sqlite: SQLite.Database, capacity = STATEMENT_CACHE_SIZE) {
+    this.#sqlite = sqlite;
+    this.#capacity = capacity;
+  }
+
+  /** Statements held. */
+  get size(): number {
+    return this.#statements.size;
+  }
+
+  /** The cached statement for `sql`, or a new one. @throws SqliteError when `sql` does not prepare */
+  prepare(sql: string): SQLite.Statement {
+    const cached = this.#statements.get(sql);
+    if (cached !== undefined) {
+      if (cached.busy) return this.#sqlite.prepare(sql);
+      this.#statements.delete(sql);
+      this.#statements.set(sql, cached);
+      return cached;
+    }
+    const made = this.#sqlite.prepare(sql);
+    this.#statements.set(sql, made);
+    if (this.#statements.size > this.#capacity) {
+      const oldest = this.#statements.keys().next();
+      if (oldest.done !== true) this.#statements.delete(oldest.value);
+    }
+    return made;
+  }
+
+  /** Drops the statements and closes the database (Kysely's `destroy`). */
+  close(): void {
+    this.#statements.clear();
+    this.#sqlite.close();
   }
 }
 
@@ -64,18 +120,21 @@ export const WAL_AUTOCHECKPOINT_PAGES = 50_000;
 
 /**
  * The one owner of the SQLite file: WAL, `busy_timeout`, foreign keys on, a 64 MiB page cache,
- * checkpoints every 50,000 WAL pages, migrations at open,
- * and {@link Store.transaction} with commit hooks.
+ * checkpoints every 50,000 WAL pages, Kysely's statements kept in a {@link StatementCache},
+ * migrations at open, and {@link Store.transaction} with commit hooks.
  */
 export class Store {
   readonly sqlite: SQLite.Database;
   readonly db: Db;
+  /** Kysely's prepared statements, by SQL text. */
+  readonly statements: StatementCache;
   readonly #log: Logger;
 
   private constructor(sqlite: SQLite.Database, log: Logger) {
     this.sqlite = sqlite;
     this.#log = log;
-    this.db = new Kysely<Database>({ dialect: new RollbackSafeSqliteDialect(sqlite) });
+    this.statements = new StatementCache(sqlite);
+    this.db = new Kysely<Database>({ dialect: new RollbackSafeSqliteDialect(sqlite, this.statements) });
   }
 
   /**
