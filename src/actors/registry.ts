@@ -891,12 +891,12 @@ function coalesced(defer: (cb: () => void) => unknown, run: () => void): () => v
   };
 }
 
-/** Stops a node's actor, if it has one (a dormant node has none). */
 /** A node's registry entry as {@link NodeActorRegistry} makes it at start, reload or create. */
 function newEntry(ids: Pick<Entry, "configId" | "nodeId" | "mode">, row: NodeRowForActor, state: EntryState, committed: NodeProjection | undefined): Entry {
   return { ...ids, state, committed, written: undefined, deadline: null, seen: undefined, head: row.transition_head ?? null, appended: 0, marks: [] };
 }
 
+/** Stops a node's actor, if it has one (a dormant node has none). */
 function stopActor(entry: Entry): void {
   if (entry.state.kind === "live") entry.state.actor.stop();
 }

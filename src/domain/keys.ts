@@ -88,17 +88,15 @@ export function publicKeyFromPrivate(privateKey: string): string {
     throw new AppError("VALIDATION_FAILED", "private key must be 44 characters of base64 encoding 32 bytes");
   }
   const der = Buffer.concat([PKCS8_X25519_PREFIX, Buffer.from(privateKey, "base64")]);
-  let x: string;
   try {
     const keyObject = createPrivateKey({ key: der, format: "der", type: "pkcs8" });
     // DER, not JWK: see generateKeyPair.
-    x = rawKeyOf(createPublicKey(keyObject).export({ format: "der", type: "spki" }), SPKI_X25519_PREFIX).toString("base64");
+    return rawKeyOf(createPublicKey(keyObject).export({ format: "der", type: "spki" }), SPKI_X25519_PREFIX).toString("base64");
   } catch (err) {
     throw new AppError("VALIDATION_FAILED", "private key is not a valid Curve25519 key", {
       reason: err instanceof Error ? err.message : String(err),
     });
   }
-  return x;
 }
 
 /**

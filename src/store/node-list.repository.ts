@@ -42,7 +42,6 @@ export interface NodeListPosition {
 /** The columns of a node that its view shows: never its private key or config text. */
 export type NodeListRow = Omit<NodeRow, "private_key" | "staged_config_text">;
 
-
 /** One node row of a page with its client state (absent when the node has no client row). */
 export interface NodePageRow {
   node: NodeListRow;

@@ -2,6 +2,8 @@ import type { Db } from "./db.js";
 import { insertClientState } from "./node-client-state.repository.js";
 import type { ConfigRow, NewNodeRow, NodeClientStateRow, NodeRow, NodeUpdate } from "./schema.js";
 
+/** Repository of `nodes` and `node_tags`, and the client-state reads of node views (writes: `node-client-state.repository.ts`). */
+
 /**
  * The columns of a node that its views show, in the order of the covering index `nodes_views`
  * (migration 0012): never its private key or config text.
@@ -23,8 +25,6 @@ export const NODE_VIEW_COLUMNS = [
   "created_at",
   "updated_at",
 ] as const satisfies ReadonlyArray<Exclude<keyof NodeRow, "private_key" | "staged_config_text">>;
-
-/** Repository of `nodes` and `node_tags`, and the client-state reads of node views (writes: `node-client-state.repository.ts`). */
 
 export async function insertNode(db: Db, row: NewNodeRow, now: number): Promise<void> {
   await db.insertInto("nodes").values(row).execute();

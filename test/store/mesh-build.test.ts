@@ -32,7 +32,6 @@ async function open(t: { after(fn: () => void | Promise<void>): void }): Promise
   return store;
 }
 
-
 test("issue 14 item 4: a node joining a full mesh gets one pair with each other node of its config, ids = one prefix per write + the row's number, distinct across writes of the same millisecond", async (t) => {
   const store = await open(t);
   // A clock that does not move: every write has the same millisecond, so only the per-write
