@@ -593,8 +593,8 @@ export class MeshService {
   }
 
   /**
-   * Renders a large write's dynamic nodes after its commit, one node per event-loop turn, and
-   * hands them to the hooks in batches (node actors: `config.staged`, then the debounced push).
+   * Renders a large write's dynamic nodes after its commit, on the store's render worker (in
+   * this thread for an in-memory store), and hands them to the hooks in batches (node actors: `config.staged`, then the debounced push).
    * Runs one after another across writes; {@link settled} resolves when all are done.
    */
   #renderAfterCommit(configId: string, nodeIds: string[]): void {
@@ -602,8 +602,13 @@ export class MeshService {
   }
 
   #renderAndReport(configId: string, nodeIds: readonly string[]): Promise<void> {
-    return renderDeferred(this.#store.db, configId, nodeIds, (staged) =>
-      this.#hooks?.afterCommit({ configId, created: [], deleted: [], modeChanged: [], touched: [], rendered: true, staged }),
+    const source = this.#store.renderPool() ?? undefined;
+    return renderDeferred(
+      this.#store.db,
+      configId,
+      nodeIds,
+      (staged) => this.#hooks?.afterCommit({ configId, created: [], deleted: [], modeChanged: [], touched: [], rendered: true, staged }),
+      source === undefined ? {} : { source },
     );
   }
 

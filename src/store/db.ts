@@ -4,6 +4,7 @@ import SQLite from "better-sqlite3";
 import { Kysely, Migrator, SqliteDialect, type Driver, type MigrationProvider, type SqliteDatabase, type Transaction } from "kysely";
 import type { Logger } from "../logger.js";
 import { migrations } from "./migrations.js";
+import { RenderPool } from "./render-pool.js";
 import type { Database } from "./schema.js";
 
 /** A Kysely handle usable both outside and inside a transaction. */
@@ -129,9 +130,12 @@ export class Store {
   /** Kysely's prepared statements, by SQL text. */
   readonly statements: StatementCache;
   readonly #log: Logger;
+  readonly #file: string;
+  #renderPool: RenderPool | null = null;
 
-  private constructor(sqlite: SQLite.Database, log: Logger) {
+  private constructor(sqlite: SQLite.Database, file: string, log: Logger) {
     this.sqlite = sqlite;
+    this.#file = file;
     this.#log = log;
     this.statements = new StatementCache(sqlite);
     this.db = new Kysely<Database>({ dialect: new RollbackSafeSqliteDialect(sqlite, this.statements) });
@@ -160,7 +164,7 @@ export class Store {
       sqlite?.close();
       throw openError(file, err);
     }
-    const store = new Store(sqlite, log);
+    const store = new Store(sqlite, file, log);
     try {
       await store.migrate();
     } catch (err) {
@@ -204,8 +208,19 @@ export class Store {
     return result;
   }
 
-  /** Closes the database. */
+  /**
+   * The render worker of this store's file (src/store/render-pool.ts), made on first use; null
+   * for ":memory:" (another thread cannot open it), where callers render in this thread.
+   */
+  renderPool(): RenderPool | null {
+    if (this.#file === ":memory:") return null;
+    this.#renderPool ??= new RenderPool(this.#file, this.db, this.#log.child({ name: "render-pool" }));
+    return this.#renderPool;
+  }
+
+  /** Stops the render worker, then closes the database. */
   async close(): Promise<void> {
+    await this.#renderPool?.close();
     await this.db.destroy();
   }
 }

@@ -181,17 +181,65 @@ function nextTurn(): Promise<void> {
   return new Promise<void>((resolve) => setImmediate(resolve));
 }
 
+/** A stretch of the event loop: when it started (`performance.now()`, ms) and how long it may run (ms). */
+export interface Turn {
+  start: number;
+  stepMs: number;
+}
+
+/** Yields to the event loop when the turn has run its step, and starts a new turn. */
+async function yieldIfSpent(turn: Turn): Promise<void> {
+  if (performance.now() - turn.start < turn.stepMs) return;
+  await nextTurn();
+  turn.start = performance.now();
+}
+
+/** One node's rendering of a chunk, not stored yet: the text of `version`'s inputs and its SHA-256. */
+export interface ChunkRendering extends StagedChange {
+  text: string;
+}
+
+/** What {@link readAndRenderChunk} gives for one chunk of nodes of a config. */
+export interface RenderedChunk {
+  /** False when the config is gone (nothing left to render). */
+  found: boolean;
+  /** Nodes already rendered at their staged version, with their stored sha. */
+  stored: StagedChange[];
+  /** Nodes staged but not rendered, each rendered at the version read before its inputs. */
+  rendered: ChunkRendering[];
+}
+
+/**
+ * Where {@link renderDeferred} gets its chunks from: in this thread ({@link inThreadChunks}) or
+ * from the render worker (src/store/render-pool.ts), which reads and renders on its own
+ * connection while this thread stores the previous chunk.
+ */
+export interface ChunkSource {
+  /** Chunks read and rendered ahead of the one being stored (0: one at a time). */
+  readonly ahead: number;
+  /**
+   * The chunk's renderings ({@link readAndRenderChunk}).
+   * @throws AppError `VALIDATION_FAILED` from the renderer on bad stored input
+   */
+  renderChunk(configId: string, ids: readonly string[]): Promise<RenderedChunk>;
+}
+
+/** Chunks read and rendered in this thread, yielding whenever a turn has run `stepMs` ms. */
+export function inThreadChunks(db: Db, stepMs = 10): ChunkSource {
+  return { ahead: 0, renderChunk: (configId, ids) => readAndRenderChunk(db, configId, ids, { start: performance.now(), stepMs }) };
+}
+
 /**
  * Renders the staged configs of nodes of one config outside any transaction, in chunks, and
- * reports them in batches of up to `batch` nodes (or every `sliceMs` ms) to `onStaged`. For each
- * chunk of `chunk` nodes it reads the nodes' staged versions first, then the config, every node's
- * render fields (no texts), the chunk's pair ends and port forwards: one statement each instead
- * of a 999-row pair join per node, and each peer validated and its `[Peer]` block built once per
- * chunk ({@link ConfigRenderer}) instead of once per node listing it. A rendering is stored only
- * if its node is still at the version read before its inputs (`storeStagedRendering`); a node a
- * write bumped meanwhile is rendered again from fresh inputs ({@link materializeStaged}).
- * Yields to the event loop before each chunk and whenever a turn has run `stepMs` ms (issue 14
- * item 2: no turn blocks long; one node of a 1,000-node full mesh renders in about 1 ms).
+ * reports them in batches of up to `batch` nodes (or every `sliceMs` ms) to `onStaged`. Each
+ * chunk of `chunk` nodes is read and rendered by `opts.source` ({@link readAndRenderChunk}: one
+ * statement per input instead of a 999-row pair join per node, each peer checked once per chunk);
+ * this function then stores the renderings and reports them. With the render worker as source
+ * the next chunk is read and rendered on another thread while this one stores (issue 14 items
+ * 2–3). A rendering is stored only if its node is still at the version read before its inputs
+ * (`storeStagedRendering`); a node a write bumped meanwhile is rendered again from fresh inputs
+ * ({@link materializeStaged}). Yields to the event loop before each chunk and whenever a turn
+ * has run `stepMs` ms (issue 14 item 2: no turn blocks long).
  * A node deleted, of another config or never staged is skipped; one already rendered is reported
  * with its stored rendering.
  * @throws AppError `VALIDATION_FAILED` from the renderer on bad stored input (the rest of the
@@ -202,9 +250,10 @@ export async function renderDeferred(
   configId: string,
   nodeIds: readonly string[],
   onStaged: (batch: StagedChange[]) => Promise<unknown> | void,
-  opts: { batch?: number; sliceMs?: number; chunk?: number; stepMs?: number } = {},
+  opts: { batch?: number; sliceMs?: number; chunk?: number; stepMs?: number; source?: ChunkSource } = {},
 ): Promise<void> {
   const { batch = 50, sliceMs = 20, chunk = 16, stepMs = 10 } = opts;
+  const source = opts.source ?? inThreadChunks(db, stepMs);
   let pending: StagedChange[] = [];
   let since = performance.now();
   const report = async (force: boolean): Promise<void> => {
@@ -214,64 +263,86 @@ export async function renderDeferred(
     await onStaged(out);
     since = performance.now();
   };
-  const turn = { start: performance.now(), stepMs };
-  for (let i = 0; i < nodeIds.length; i += chunk) {
-    await nextTurn();
-    turn.start = performance.now();
-    const more = await renderChunk(db, configId, nodeIds.slice(i, i + chunk), turn, async (s) => {
-      pending.push(s);
-      await report(false);
-    });
-    if (!more) break;
+  const onNode = async (s: StagedChange): Promise<void> => {
+    pending.push(s);
+    await report(false);
+  };
+  const chunks: string[][] = [];
+  for (let i = 0; i < nodeIds.length; i += chunk) chunks.push(nodeIds.slice(i, i + chunk));
+  // Chunks asked for and not yet stored, in order: up to `source.ahead` beyond the current one.
+  const inFlight: Array<Promise<RenderedChunk>> = [];
+  const ask = (k: number) => {
+    const ids = chunks[k];
+    if (ids !== undefined) inFlight.push(source.renderChunk(configId, ids));
+  };
+  let asked = 0;
+  const turn: Turn = { start: performance.now(), stepMs };
+  try {
+    while (inFlight.length > 0 || asked < chunks.length) {
+      while (asked < chunks.length && inFlight.length <= source.ahead) ask(asked++);
+      await nextTurn();
+      turn.start = performance.now();
+      const rendered = await inFlight.shift();
+      if (!rendered?.found) break;
+      await storeChunk(db, rendered, turn, onNode);
+    }
+  } finally {
+    // A chunk asked ahead of a failure or of a deleted config is dropped, never left unhandled.
+    for (const p of inFlight) p.catch(() => undefined);
   }
   await report(true);
 }
 
 /**
- * One chunk of {@link renderDeferred}: reads the chunk's staged versions, then the inputs, and
- * renders and stores each node, yielding whenever the turn has run `turn.stepMs` ms.
- * @returns false when the config is gone (nothing left to render)
+ * Stores one chunk's renderings and reports each node, yielding whenever the turn has run its
+ * step. A node a write bumped after its version was read is rendered again from fresh inputs.
  */
-async function renderChunk(
-  db: Db,
-  configId: string,
-  ids: readonly string[],
-  turn: { start: number; stepMs: number },
-  onNode: (s: StagedChange) => Promise<void>,
-): Promise<boolean> {
-  // Versions first: inputs read after them are at least as new, so a stored rendering whose
-  // version still matches is the rendering of that version's inputs.
+async function storeChunk(db: Db, chunk: RenderedChunk, turn: Turn, onNode: (s: StagedChange) => Promise<void>): Promise<void> {
+  for (const s of chunk.stored) await onNode(s);
+  for (const r of chunk.rendered) {
+    await yieldIfSpent(turn);
+    if (await storeStagedRendering(db, r.nodeId, r.version, r.sha, r.text)) {
+      await onNode({ nodeId: r.nodeId, version: r.version, sha: r.sha });
+      continue;
+    }
+    const fresh = await findNodeById(db, r.nodeId);
+    const s = fresh ? await materializeStaged(db, fresh) : null;
+    if (s) await onNode({ nodeId: r.nodeId, version: s.config_version, sha: s.config_sha256 });
+  }
+}
+
+/**
+ * Reads and renders one chunk of nodes of a config, writing nothing: the nodes' staged versions
+ * first, then the config, every node's render fields (no texts), the chunk's pair ends and port
+ * forwards, and renders each staged-but-unrendered node with one {@link ConfigRenderer} (each
+ * peer validated and its `[Peer]` block built once per chunk). Reading versions before inputs
+ * makes every rendering at least as new as its version, so a conditional store of it is exact.
+ * Yields whenever the turn has run `turn.stepMs` ms (pass `Infinity` on a thread of its own).
+ * @throws AppError `VALIDATION_FAILED` from the renderer on bad stored input
+ */
+export async function readAndRenderChunk(db: Db, configId: string, ids: readonly string[], turn: Turn): Promise<RenderedChunk> {
   const rows = await listRenderSidesAmong(db, configId, ids);
   const config = await findConfig(db, configId);
-  if (!config) return false;
+  if (!config) return { found: false, stored: [], rendered: [] };
+  const stored: StagedChange[] = [];
   for (const r of rows) {
-    if (r.staged_config_version >= 1 && r.staged_config_sha256 !== null) await onNode({ nodeId: r.node_id, version: r.staged_config_version, sha: r.staged_config_sha256 });
+    if (r.staged_config_version >= 1 && r.staged_config_sha256 !== null) stored.push({ nodeId: r.node_id, version: r.staged_config_version, sha: r.staged_config_sha256 });
   }
   const toRender = rows.filter((r) => r.staged_config_version >= 1 && r.staged_config_sha256 === null);
-  if (toRender.length === 0) return true;
+  if (toRender.length === 0) return { found: true, stored, rendered: [] };
   const renderIds = toRender.map((r) => r.node_id);
   const [sides, forwards] = await Promise.all([listRenderSides(db, configId), listPortForwardsAmong(db, renderIds)]);
   const pairEnds = await readPairEnds(db, renderIds, turn);
   const byId = new Map(sides.map((n) => [n.node_id, n]));
   const renderer = new ConfigRenderer(renderCommon(config), sides.map(renderPeer));
   const peerIdsOf = renderedPeerIdsOf(renderIds, pairEnds, byId);
+  const rendered: ChunkRendering[] = [];
   for (const row of toRender) {
-    if (performance.now() - turn.start >= turn.stepMs) {
-      await nextTurn();
-      turn.start = performance.now();
-    }
+    await yieldIfSpent(turn);
     const text = renderer.render(nodeInput(row), peerIdsOf.get(row.node_id) ?? new Set(), enabledForwards(forwards.get(row.node_id) ?? []));
-    const sha = stageConfig(null, text).config_sha256;
-    if (await storeStagedRendering(db, row.node_id, row.staged_config_version, sha, text)) {
-      await onNode({ nodeId: row.node_id, version: row.staged_config_version, sha });
-      continue;
-    }
-    // A write bumped it after its version was read: render it again from fresh inputs.
-    const fresh = await findNodeById(db, row.node_id);
-    const s = fresh ? await materializeStaged(db, fresh) : null;
-    if (s) await onNode({ nodeId: row.node_id, version: s.config_version, sha: s.config_sha256 });
+    rendered.push({ nodeId: row.node_id, version: row.staged_config_version, sha: stageConfig(null, text).config_sha256, text });
   }
-  return true;
+  return { found: true, stored, rendered };
 }
 
 /** The config-wide render inputs of a config row. */
@@ -329,7 +400,7 @@ export async function restageConfig(db: Db, configId: string, now: number, opts:
   // Every node of the config is a candidate peer: each is checked and its [Peer] block built once.
   const renderer = new ConfigRenderer(renderCommon(config), nodes.map(renderPeer));
   const changed: StagedChange[] = [];
-  const turn = { start: performance.now(), stepMs };
+  const turn: Turn = { start: performance.now(), stepMs };
   for (let i = 0; i < nodes.length; i += chunk) {
     await nextTurn();
     turn.start = performance.now();
@@ -339,10 +410,7 @@ export async function restageConfig(db: Db, configId: string, now: number, opts:
     const pairEnds = await readPairEnds(db, ids, turn);
     const peerIdsOf = renderedPeerIdsOf(ids, pairEnds, byId);
     for (const node of part) {
-      if (performance.now() - turn.start >= stepMs) {
-        await nextTurn();
-        turn.start = performance.now();
-      }
+      await yieldIfSpent(turn);
       const text = renderer.render(nodeInput(node), peerIdsOf.get(node.node_id) ?? new Set(), enabledForwards(forwards.get(node.node_id) ?? []));
       const lazy = node.staged_config_sha256 === null && node.staged_config_version >= 1;
       const previous = node.staged_config_sha256 === null ? null : { config_version: node.staged_config_version, config_sha256: node.staged_config_sha256 };
@@ -370,13 +438,10 @@ const PAIR_READ_NODES = 4;
  * The pair ends of `ids` ({@link listPairEndsOf}), {@link PAIR_READ_NODES} nodes per statement,
  * yielding between statements once the turn has run `turn.stepMs` ms.
  */
-async function readPairEnds(db: Db, ids: readonly string[], turn: { start: number; stepMs: number }): Promise<PairEnd[]> {
+async function readPairEnds(db: Db, ids: readonly string[], turn: Turn): Promise<PairEnd[]> {
   const out: PairEnd[] = [];
   for (let i = 0; i < ids.length; i += PAIR_READ_NODES) {
-    if (i > 0 && performance.now() - turn.start >= turn.stepMs) {
-      await nextTurn();
-      turn.start = performance.now();
-    }
+    if (i > 0) await yieldIfSpent(turn);
     out.push(...(await listPairEndsOf(db, ids.slice(i, i + PAIR_READ_NODES))));
   }
   return out;

@@ -1,0 +1,107 @@
+/**
+ * Issue 14 items 2–3: the render worker (src/store/render-pool.ts, src/store/render-worker.ts)
+ * reads and renders a large write's chunks on a thread of its own while the main thread stores
+ * the previous chunk. Its renderings must be the full re-render's byte for byte, writes racing it
+ * must never leave a stale text stored (DESIGN §3 Config versions; spec §3.5, §3.8: the agent's
+ * text hashes to the staged sha), and a worker that cannot answer must not lose a rendering or
+ * hide the renderer's error. Real SQLite file, a real worker thread, a real MeshService.
+ */
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { ManualClock } from "../../src/clock.js";
+import { isAppError } from "../../src/errors.js";
+import { createLogger } from "../../src/logger.js";
+import { MeshService } from "../../src/services/mesh.service.js";
+import { Store } from "../../src/store/db.js";
+import { listNodes } from "../../src/store/nodes.repository.js";
+import { MAX_WORKER_STARTS, RenderPool } from "../../src/store/render-pool.js";
+import { renderConfigTexts, renderDeferred, type StagedChange } from "../../src/store/staging.js";
+
+const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
+
+/** A full mesh of `n` static nodes, all staged lazily (unrendered) by a protocol switch. */
+async function lazyMesh(t: { after: (fn: () => unknown) => void }, n: number) {
+  const dir = mkdtempSync(join(tmpdir(), "svc-render-pool-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));
+  t.after(() => store.close());
+  const mesh = new MeshService({ store, clock: new ManualClock(), mqttEnabled: true, eagerPeerBudget: 0 });
+  const configId = (await mesh.createConfig({ name: "c", tunnel_protocol: "wireguard", network_cidr: "10.9.0.0/24" })).config_id;
+  for (let i = 0; i < n; i++) await mesh.createNode(configId, { name: `n${i}`, mode: "static", public_address: `192.0.2.${i + 1}`, listen_port: 51820 });
+  await mesh.updateConfig(configId, { tunnel_protocol: "awg_2" });
+  await mesh.settled();
+  const ids = (await listNodes(store.db, configId)).map((r) => r.node_id);
+  assert.ok((await listNodes(store.db, configId)).every((r) => r.staged_config_sha256 === null), "all staged, none rendered");
+  return { store, mesh, configId, ids, dir };
+}
+
+/** Every node's stored rendering is the full re-render's, or it is staged lazily (no sha yet). */
+async function assertFullRender(store: Store, configId: string, reported: ReadonlyMap<string, StagedChange>) {
+  for (const { node, text } of await renderConfigTexts(store.db, configId)) {
+    if (node.staged_config_sha256 === null) continue;
+    assert.equal(node.staged_config_text, text, `${node.node_id}: the stored text is the full re-render's`);
+    assert.equal(node.staged_config_sha256, sha256(text), `${node.node_id}: sha of the text`);
+    const last = reported.get(node.node_id);
+    if (last) assert.ok(last.version <= node.staged_config_version, `${node.node_id}: reported at a version it had`);
+  }
+}
+
+test("issue 14 items 2–3 / DESIGN §3 Config versions: the render worker renders a deferred write's nodes byte for byte as the full re-render, while writes race it (random nodes bumped between chunks), and reports every node", async (t) => {
+  const { store, mesh, configId, ids } = await lazyMesh(t, 40);
+  const pool = store.renderPool();
+  assert.ok(pool instanceof RenderPool);
+  const reported = new Map<string, StagedChange>();
+  let writes = 0;
+  await renderDeferred(
+    store.db,
+    configId,
+    ids,
+    async (batch) => {
+      for (const s of batch) reported.set(s.nodeId, s);
+      // Every 7th report moves one node: chunks the worker read before it hold stale inputs.
+      if (reported.size % 7 !== 0 || writes >= 5) return;
+      writes++;
+      const target = ids[(writes * 11) % ids.length] ?? "";
+      await mesh.updateNode(configId, target, { public_address: `198.51.100.${writes}` });
+    },
+    { batch: 1, chunk: 8, source: pool },
+  );
+  await mesh.settled();
+  assert.equal(writes, 5, "the writes raced the rendering");
+  assert.ok(pool.answered >= 5, `the worker answered the chunks (${pool.answered})`);
+  assert.equal(pool.starts, 1, "one worker thread");
+  assert.deepEqual([...reported.keys()].sort(), [...ids].sort(), "every node reported");
+  await assertFullRender(store, configId, reported);
+  // The writes (endpoint changes) re-staged every peer lazily; a second pass, unraced, renders all.
+  await renderDeferred(store.db, configId, ids, (batch) => void batch.forEach((s) => reported.set(s.nodeId, s)), { chunk: 8, source: pool });
+  assert.ok((await listNodes(store.db, configId)).every((r) => r.staged_config_sha256 !== null), "every node rendered");
+  await assertFullRender(store, configId, reported);
+});
+
+test("issue 14 items 2–3: a worker that cannot start (its database cannot be opened) loses no rendering: every chunk is rendered in the main thread, and the pool stops starting workers after MAX_WORKER_STARTS", async (t) => {
+  const { store, configId, ids, dir } = await lazyMesh(t, 20);
+  const pool = new RenderPool(join(dir, "missing.db"), store.db, createLogger("silent"));
+  t.after(() => pool.close());
+  const reported = new Map<string, StagedChange>();
+  await renderDeferred(store.db, configId, ids, (batch) => void batch.forEach((s) => reported.set(s.nodeId, s)), { chunk: 4, source: pool });
+  assert.equal(pool.answered, 0, "the worker answered nothing");
+  assert.equal(pool.starts, MAX_WORKER_STARTS, "started again after each death, up to the limit");
+  assert.equal(reported.size, ids.length, "every node reported");
+  await assertFullRender(store, configId, reported);
+  assert.ok((await listNodes(store.db, configId)).every((r) => r.staged_config_sha256 !== null), "every node rendered");
+});
+
+test("issue 14 items 2–3: a node whose stored input the renderer refuses fails the deferred rendering with the renderer's own VALIDATION_FAILED, as in the main thread", async (t) => {
+  const { store, configId, ids } = await lazyMesh(t, 6);
+  const pool = store.renderPool();
+  assert.ok(pool);
+  await store.db.updateTable("nodes").set({ public_key: "not-a-key" }).where("node_id", "=", ids[2] ?? "").execute();
+  await assert.rejects(
+    renderDeferred(store.db, configId, ids, () => {}, { source: pool }),
+    (err: unknown) => isAppError(err, "VALIDATION_FAILED"),
+  );
+});
