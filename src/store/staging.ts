@@ -332,7 +332,7 @@ export async function readAndRenderChunk(db: Db, configId: string, ids: readonly
   if (toRender.length === 0) return { found: true, stored, rendered: [] };
   const renderIds = toRender.map((r) => r.node_id);
   const [sides, forwards] = await Promise.all([listRenderSides(db, configId), listPortForwardsAmong(db, renderIds)]);
-  const pairEnds = await readPairEnds(db, renderIds, turn);
+  const pairEnds = await readPairEnds(db, configId, renderIds, turn);
   const byId = new Map(sides.map((n) => [n.node_id, n]));
   const renderer = new ConfigRenderer(renderCommon(config), sides.map(renderPeer));
   const peerIdsOf = renderedPeerIdsOf(renderIds, pairEnds, byId);
@@ -407,7 +407,7 @@ export async function restageConfig(db: Db, configId: string, now: number, opts:
     const part = nodes.slice(i, i + chunk);
     const ids = part.map((n) => n.node_id);
     const forwards = await listPortForwardsAmong(db, ids);
-    const pairEnds = await readPairEnds(db, ids, turn);
+    const pairEnds = await readPairEnds(db, configId, ids, turn);
     const peerIdsOf = renderedPeerIdsOf(ids, pairEnds, byId);
     for (const node of part) {
       await yieldIfSpent(turn);
@@ -438,11 +438,11 @@ const PAIR_READ_NODES = 4;
  * The pair ends of `ids` ({@link listPairEndsOf}), {@link PAIR_READ_NODES} nodes per statement,
  * yielding between statements once the turn has run `turn.stepMs` ms.
  */
-async function readPairEnds(db: Db, ids: readonly string[], turn: Turn): Promise<PairEnd[]> {
+async function readPairEnds(db: Db, configId: string, ids: readonly string[], turn: Turn): Promise<PairEnd[]> {
   const out: PairEnd[] = [];
   for (let i = 0; i < ids.length; i += PAIR_READ_NODES) {
     if (i > 0) await yieldIfSpent(turn);
-    out.push(...(await listPairEndsOf(db, ids.slice(i, i + PAIR_READ_NODES))));
+    out.push(...(await listPairEndsOf(db, configId, ids.slice(i, i + PAIR_READ_NODES))));
   }
   return out;
 }

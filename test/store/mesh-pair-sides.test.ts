@@ -14,6 +14,8 @@ import { createLogger } from "../../src/logger.js";
 import { Store } from "../../src/store/db.js";
 import { listPairsOfNode, pairPage } from "../../src/store/mesh-pairs.repository.js";
 import { migrations } from "../../src/store/migrations.js";
+import { listPairEndsOf } from "../../src/store/render-inputs.repository.js";
+import type { Database } from "../../src/store/schema.js";
 
 const log = createLogger("silent");
 
@@ -131,4 +133,35 @@ test("a node's pairs are read without scanning mesh_pairs: through UNIQUE (node_
   const plan = (q: string, ...args: string[]) => (store.sqlite.prepare(`EXPLAIN QUERY PLAN ${q}`).all(...args) as Array<{ detail: string }>).map((r) => r.detail).join(" | ");
   const deleting = plan("DELETE FROM nodes WHERE node_id = ?", "n05");
   assert.doesNotMatch(deleting, /SCAN mesh_pairs/, deleting);
+});
+
+test("issue 14 items 2–3: listPairEndsOf (the chunked renderer's pair read) lists every pair of the asked nodes from each asked side, and its statements look pairs up by node_a only: no scan of mesh_pairs, no range of the config's pairs (no node_b index since migration 0011)", async (t) => {
+  const store = await Store.open(tempFile(t), log);
+  t.after(() => store.close());
+  const ids = seed(store.sqlite, 12);
+  fullMesh(store.sqlite, ids);
+  const statements: Array<{ sql: string; parameters: readonly unknown[] }> = [];
+  const logged = new Kysely<Database>({
+    dialect: new SqliteDialect({ database: store.sqlite }),
+    log: (e) => void statements.push({ sql: e.query.sql, parameters: e.query.parameters }),
+  });
+  const asked = ["n03", "n07", "n11"];
+  const ends = await listPairEndsOf(logged, "c", asked);
+  const rows = store.sqlite.prepare("SELECT node_a, node_b, enabled FROM mesh_pairs").all() as Array<{ node_a: string; node_b: string; enabled: number }>;
+  const expected = rows.flatMap((p) => [
+    ...(asked.includes(p.node_a) ? [[p.node_a, p.node_b, p.enabled]] : []),
+    ...(asked.includes(p.node_b) ? [[p.node_b, p.node_a, p.enabled]] : []),
+  ]);
+  const key = (e: readonly unknown[]) => e.join(" ");
+  assert.deepEqual(ends.map(key).sort(), expected.map(key).sort(), "every end of the asked nodes, once per asked side");
+  assert.equal(ends.length, 3 * 11, "11 pairs per asked node; another config's pair is not listed");
+  assert.ok(statements.length >= 2);
+  // Each read of mesh_pairs looks up the asked nodes by node_a: a scan, or a range of the config's
+  // pairs (mesh_pairs_config_created), reads n²/2 rows at scale.
+  for (const s of statements) {
+    const plan = (store.sqlite.prepare(`EXPLAIN QUERY PLAN ${s.sql}`).all(...s.parameters) as Array<{ detail: string }>).map((r) => r.detail);
+    const pairReads = plan.filter((d) => /^(SCAN|SEARCH) (mesh_pairs|p)\b/.test(d));
+    assert.ok(pairReads.length > 0, plan.join(" | "));
+    for (const d of pairReads) assert.match(d, /INDEX sqlite_autoindex_mesh_pairs_\d \(node_a=\?/, `${s.sql}: ${d}`);
+  }
 });
