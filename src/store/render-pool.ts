@@ -1,32 +1,36 @@
 /**
  * The render worker as a {@link ChunkSource} for `renderDeferred` (issue 14 items 2–3;
  * docs/decisions.md "Issue 14: rendering on a worker thread"). One worker thread
- * (src/store/render-worker.ts) reads and renders chunks on its own SQLite connection while the
- * main thread stores the previous chunk and keeps serving MQTT, HTTP and SSE. The main thread
+ * (src/store/render-worker.ts) reads a job's inputs once and renders its steps on its own SQLite
+ * connection while the main thread stores the previous step and keeps serving MQTT, HTTP and SSE. The main thread
  * keeps every write: a rendering is stored only if its node is still at the version the worker
  * read (src/store/staging.ts), so a rendering raced by a write is never stored.
  *
- * Failure handling: a chunk the worker cannot answer (its thread died, or the renderer threw) is
- * read and rendered again in this thread, which throws the renderer's own `AppError` if the
- * input is bad. A worker that dies is started again on the next chunk, at most
- * {@link MAX_WORKER_STARTS} times per pool; after that every chunk renders in this thread.
+ * Failure handling: when the worker cannot answer a step (its thread died, or the renderer
+ * threw), the job's remaining nodes are read and rendered again in this thread, which throws the
+ * renderer's own `AppError` if an input is bad. A worker that dies is started again for the next
+ * job, at most {@link MAX_WORKER_STARTS} times per pool; after that every job renders in this
+ * thread.
  */
 import { performance } from "node:perf_hooks";
 import type { Worker } from "node:worker_threads";
+import PQueue from "p-queue";
 import { moduleExtension, startWorker } from "../lib/worker.js";
 import type { Logger } from "../logger.js";
 import type { Db } from "./db.js";
-import { readAndRenderChunk, type ChunkSource, type RenderedChunk } from "./staging.js";
+import { openRenderJob, type ChunkSource, type RenderedChunk, type RenderJob } from "./staging.js";
 
-/** A request to the render worker: read and render these nodes of this config. */
-export interface RenderRequest {
-  id: number;
-  configId: string;
-  ids: readonly string[];
-}
+/**
+ * A request to the render worker: start a job over these nodes of this config (no answer), give
+ * its next step (answered by a {@link RenderResponse} of the same `id`), or drop it (no answer).
+ */
+export type RenderRequest =
+  | { op: "open"; job: number; configId: string; ids: readonly string[] }
+  | { op: "next"; id: number; job: number; n: number }
+  | { op: "close"; job: number };
 
-/** The render worker's answer to the {@link RenderRequest} of the same `id`. */
-export type RenderResponse = { id: number; ok: true; chunk: RenderedChunk } | { id: number; ok: false; message: string };
+/** The render worker's answer to the `next` request of the same `id`. */
+export type RenderResponse = { id: number; ok: true; step: RenderedChunk | null } | { id: number; ok: false; message: string };
 
 /** Worker threads a pool starts in its life before it renders in the main thread only. */
 export const MAX_WORKER_STARTS = 3;
@@ -35,7 +39,7 @@ export const MAX_WORKER_STARTS = 3;
 const FALLBACK_STEP_MS = 10;
 
 /**
- * Reads and renders chunks on a worker thread, one chunk ahead of the one the main thread stores.
+ * Renders jobs on a worker thread, one step ahead of the one the main thread stores.
  * `file` is the store's SQLite file (not ":memory:": a worker cannot share an in-memory database).
  */
 export class RenderPool implements ChunkSource {
@@ -43,7 +47,7 @@ export class RenderPool implements ChunkSource {
   readonly #file: string;
   readonly #db: Db;
   readonly #log: Logger;
-  readonly #pending = new Map<number, { resolve: (c: RenderedChunk) => void; reject: (e: Error) => void }>();
+  readonly #pending = new Map<number, { resolve: (c: RenderedChunk | null) => void; reject: (e: Error) => void }>();
   #worker: Worker | null = null;
   #starts = 0;
   #answered = 0;
@@ -65,7 +69,7 @@ export class RenderPool implements ChunkSource {
     return this.#starts;
   }
 
-  /** Chunks the worker answered with renderings (tests, benchmarks). */
+  /** Steps the worker answered with renderings (tests, benchmarks). */
   get answered(): number {
     return this.#answered;
   }
@@ -76,22 +80,44 @@ export class RenderPool implements ChunkSource {
   }
 
   /**
-   * One chunk read and rendered by the worker, or in this thread when the worker cannot answer.
-   * @throws AppError `VALIDATION_FAILED` from the renderer on bad stored input
+   * A job whose steps the worker renders. When the worker cannot answer a step (its thread
+   * died, or the renderer threw), the nodes it has not given yet are rendered by a job in this
+   * thread from then on, which throws the renderer's own `AppError` if an input is bad.
    */
-  async renderChunk(configId: string, ids: readonly string[]): Promise<RenderedChunk> {
+  open(configId: string, ids: readonly string[]): RenderJob {
     const worker = this.#running();
-    if (worker !== null) {
-      try {
-        return await this.#ask(worker, configId, ids);
-      } catch (err) {
-        this.#log.warn({ err, configId }, "the render worker did not render a chunk; rendering it in the main thread");
+    const inThread = (rest: readonly string[]) => openRenderJob(this.#db, configId, rest, { start: performance.now(), stepMs: FALLBACK_STEP_MS });
+    if (worker === null) return inThread(ids);
+    const job = this.#nextId++;
+    worker.postMessage({ op: "open", job, configId, ids } satisfies RenderRequest);
+    const given = new Set<string>();
+    let fallback: RenderJob | null = null;
+    const step = async (n: number): Promise<RenderedChunk | null> => {
+      if (fallback === null) {
+        try {
+          const answer = await this.#ask(worker, job, n);
+          for (const s of [...(answer?.stored ?? []), ...(answer?.rendered ?? [])]) given.add(s.nodeId);
+          return answer;
+        } catch (err) {
+          this.#log.warn({ err, configId }, "the render worker did not render a step; rendering the rest in the main thread");
+          fallback = inThread(ids.filter((id) => !given.has(id)));
+        }
       }
-    }
-    return readAndRenderChunk(this.#db, configId, ids, { start: performance.now(), stepMs: FALLBACK_STEP_MS });
+      return fallback.next(n);
+    };
+    // One step at a time, in the order asked: the next step is asked of the worker as soon as the
+    // previous one is answered, and is rendered there while this thread stores the previous one.
+    const steps = new PQueue({ concurrency: 1 });
+    return {
+      next: (n) => steps.add(() => step(n)),
+      close: () => {
+        if (this.#worker === worker) worker.postMessage({ op: "close", job } satisfies RenderRequest);
+        fallback?.close();
+      },
+    };
   }
 
-  /** Stops the worker thread; chunks still asked are rendered in this thread. */
+  /** Stops the worker thread; jobs still running continue in this thread. */
   async close(): Promise<void> {
     this.#closed = true;
     const worker = this.#worker;
@@ -99,13 +125,17 @@ export class RenderPool implements ChunkSource {
     if (worker !== null) await worker.terminate();
   }
 
-  #ask(worker: Worker, configId: string, ids: readonly string[]): Promise<RenderedChunk> {
+  #ask(worker: Worker, job: number, n: number): Promise<RenderedChunk | null> {
     const id = this.#nextId++;
-    return new Promise<RenderedChunk>((resolve, reject) => {
+    return new Promise<RenderedChunk | null>((resolve, reject) => {
+      if (this.#worker !== worker) {
+        reject(new Error("the render worker is gone"));
+        return;
+      }
       this.#pending.set(id, { resolve, reject });
       // Held while a request is open (the answer must reach this thread), let go when idle.
       worker.ref();
-      worker.postMessage({ id, configId, ids } satisfies RenderRequest);
+      worker.postMessage({ op: "next", id, job, n } satisfies RenderRequest);
     });
   }
 
@@ -135,7 +165,7 @@ export class RenderPool implements ChunkSource {
     if (this.#pending.size === 0) this.#worker?.unref();
     if (res.ok) {
       this.#answered++;
-      waiting.resolve(res.chunk);
+      waiting.resolve(res.step);
     }
     else waiting.reject(new Error(res.message));
   }

@@ -13,6 +13,7 @@
  * byte-for-byte the versions, texts and shas of {@link restageConfig} after every write.
  */
 import { performance } from "node:perf_hooks";
+import PQueue from "p-queue";
 import type { AwgParams } from "../domain/awg.js";
 import { checkPairIntegrity, ConfigRenderer, renderNodeConfig, stageConfig, type RenderCommon, type RenderInput, type RenderPeer } from "../domain/render.js";
 import { findConfig } from "./configs.repository.js";
@@ -20,7 +21,7 @@ import type { Db } from "./db.js";
 import { listPairs, listPairsOfNode, type PairOfNode } from "./mesh-pairs.repository.js";
 import { bumpStagedVersions, findNodeById, listDynamicNodesAmong, listNodes, listNodesAmong, storeStagedRendering, updateNode } from "./nodes.repository.js";
 import { listPortForwards, listPortForwardsOfConfig } from "./port-forwards.repository.js";
-import { listPairEndsOf, listPortForwardsAmong, listRenderSides, listRenderSidesAmong, type PairEnd } from "./render-inputs.repository.js";
+import { listPairEndsOf, listPairsWithNodeA, listPortForwardsAmong, listRenderSides, listRenderSidesAmong, type PairEnd, type RenderSideRow } from "./render-inputs.repository.js";
 import type { ConfigRow, NodeRow, PortForwardRow } from "./schema.js";
 
 /** A node whose staged config changed. */
@@ -194,52 +195,58 @@ async function yieldIfSpent(turn: Turn): Promise<void> {
   turn.start = performance.now();
 }
 
-/** One node's rendering of a chunk, not stored yet: the text of `version`'s inputs and its SHA-256. */
+/** One node's rendering, not stored yet: the text of `version`'s inputs and its SHA-256. */
 export interface ChunkRendering extends StagedChange {
   text: string;
 }
 
-/** What {@link readAndRenderChunk} gives for one chunk of nodes of a config. */
+/** One step of a {@link RenderJob}. */
 export interface RenderedChunk {
-  /** False when the config is gone (nothing left to render). */
-  found: boolean;
-  /** Nodes already rendered at their staged version, with their stored sha. */
+  /** Nodes already rendered at their staged version, with their stored sha (first step only). */
   stored: StagedChange[];
-  /** Nodes staged but not rendered, each rendered at the version read before its inputs. */
+  /** Nodes staged but not rendered, each rendered at the version read before the job's inputs. */
   rendered: ChunkRendering[];
 }
 
-/**
- * Where {@link renderDeferred} gets its chunks from: in this thread ({@link inThreadChunks}) or
- * from the render worker (src/store/render-pool.ts), which reads and renders on its own
- * connection while this thread stores the previous chunk.
- */
-export interface ChunkSource {
-  /** Chunks read and rendered ahead of the one being stored (0: one at a time). */
-  readonly ahead: number;
+/** A running deferred rendering: its steps, in order, until `next` answers null. */
+export interface RenderJob {
   /**
-   * The chunk's renderings ({@link readAndRenderChunk}).
+   * The next up to `n` renderings (and, the first time, the nodes found already rendered);
+   * null when none is left or the config is gone.
    * @throws AppError `VALIDATION_FAILED` from the renderer on bad stored input
    */
-  renderChunk(configId: string, ids: readonly string[]): Promise<RenderedChunk>;
-}
-
-/** Chunks read and rendered in this thread, yielding whenever a turn has run `stepMs` ms. */
-export function inThreadChunks(db: Db, stepMs = 10): ChunkSource {
-  return { ahead: 0, renderChunk: (configId, ids) => readAndRenderChunk(db, configId, ids, { start: performance.now(), stepMs }) };
+  next(n: number): Promise<RenderedChunk | null>;
+  /** Drops the job's inputs (also when it ends early). */
+  close(): void;
 }
 
 /**
- * Renders the staged configs of nodes of one config outside any transaction, in chunks, and
- * reports them in batches of up to `batch` nodes (or every `sliceMs` ms) to `onStaged`. Each
- * chunk of `chunk` nodes is read and rendered by `opts.source` ({@link readAndRenderChunk}: one
- * statement per input instead of a 999-row pair join per node, each peer checked once per chunk);
- * this function then stores the renderings and reports them. With the render worker as source
- * the next chunk is read and rendered on another thread while this one stores (issue 14 items
- * 2–3). A rendering is stored only if its node is still at the version read before its inputs
- * (`storeStagedRendering`); a node a write bumped meanwhile is rendered again from fresh inputs
- * ({@link materializeStaged}). Yields to the event loop before each chunk and whenever a turn
- * has run `stepMs` ms (issue 14 item 2: no turn blocks long).
+ * Where {@link renderDeferred} gets its renderings from: in this thread ({@link inThreadJobs}) or
+ * from the render worker (src/store/render-pool.ts), which reads and renders on its own
+ * connection while this thread stores the previous step.
+ */
+export interface ChunkSource {
+  /** Steps asked ahead of the one being stored (0: one at a time). */
+  readonly ahead: number;
+  /** Starts rendering the staged configs of `ids` (nodes of `configId`). */
+  open(configId: string, ids: readonly string[]): RenderJob;
+}
+
+/** Render jobs run in this thread ({@link openRenderJob}), yielding whenever a turn has run `stepMs` ms. */
+export function inThreadJobs(db: Db, stepMs = 10): ChunkSource {
+  return { ahead: 0, open: (configId, ids) => openRenderJob(db, configId, ids, { start: performance.now(), stepMs }) };
+}
+
+/**
+ * Renders the staged configs of nodes of one config outside any transaction, in steps of `chunk`
+ * nodes, and reports them in batches of up to `batch` nodes (or every `sliceMs` ms) to
+ * `onStaged`. The renderings come from a {@link RenderJob} of `opts.source` (inputs read once
+ * per job, each peer checked once: {@link openRenderJob}); this function stores them and reports
+ * them. With the render worker as source, the next step is rendered on another thread while this
+ * one stores (issue 14 items 2–3). A rendering is stored only if its node is still at the
+ * version read before the inputs (`storeStagedRendering`); a node a write bumped meanwhile is
+ * rendered again from fresh inputs ({@link materializeStaged}). Yields to the event loop before
+ * each step and whenever a turn has run `stepMs` ms (issue 14 item 2: no turn blocks long).
  * A node deleted, of another config or never staged is skipped; one already rendered is reported
  * with its stored rendering.
  * @throws AppError `VALIDATION_FAILED` from the renderer on bad stored input (the rest of the
@@ -253,7 +260,7 @@ export async function renderDeferred(
   opts: { batch?: number; sliceMs?: number; chunk?: number; stepMs?: number; source?: ChunkSource } = {},
 ): Promise<void> {
   const { batch = 50, sliceMs = 20, chunk = 16, stepMs = 10 } = opts;
-  const source = opts.source ?? inThreadChunks(db, stepMs);
+  const source = opts.source ?? inThreadJobs(db, stepMs);
   let pending: StagedChange[] = [];
   let since = performance.now();
   const report = async (force: boolean): Promise<void> => {
@@ -267,34 +274,29 @@ export async function renderDeferred(
     pending.push(s);
     await report(false);
   };
-  const chunks: string[][] = [];
-  for (let i = 0; i < nodeIds.length; i += chunk) chunks.push(nodeIds.slice(i, i + chunk));
-  // Chunks asked for and not yet stored, in order: up to `source.ahead` beyond the current one.
-  const inFlight: Array<Promise<RenderedChunk>> = [];
-  const ask = (k: number) => {
-    const ids = chunks[k];
-    if (ids !== undefined) inFlight.push(source.renderChunk(configId, ids));
-  };
-  let asked = 0;
+  const job = source.open(configId, nodeIds);
+  // Steps asked and not yet stored, in order: up to `source.ahead` beyond the current one.
+  const inFlight: Array<Promise<RenderedChunk | null>> = [];
   const turn: Turn = { start: performance.now(), stepMs };
   try {
-    while (inFlight.length > 0 || asked < chunks.length) {
-      while (asked < chunks.length && inFlight.length <= source.ahead) ask(asked++);
+    for (;;) {
+      while (inFlight.length <= source.ahead) inFlight.push(job.next(chunk));
       await nextTurn();
       turn.start = performance.now();
-      const rendered = await inFlight.shift();
-      if (!rendered?.found) break;
-      await storeChunk(db, rendered, turn, onNode);
+      const step = await inFlight.shift();
+      if (!step) break;
+      await storeChunk(db, step, turn, onNode);
     }
   } finally {
-    // A chunk asked ahead of a failure or of a deleted config is dropped, never left unhandled.
+    // A step asked ahead of the end or of a failure is dropped, never left unhandled.
     for (const p of inFlight) p.catch(() => undefined);
+    job.close();
   }
   await report(true);
 }
 
 /**
- * Stores one chunk's renderings and reports each node, yielding whenever the turn has run its
+ * Stores one step's renderings and reports each node, yielding whenever the turn has run its
  * step. A node a write bumped after its version was read is rendered again from fresh inputs.
  */
 async function storeChunk(db: Db, chunk: RenderedChunk, turn: Turn, onNode: (s: StagedChange) => Promise<void>): Promise<void> {
@@ -312,37 +314,96 @@ async function storeChunk(db: Db, chunk: RenderedChunk, turn: Turn, onNode: (s: 
 }
 
 /**
- * Reads and renders one chunk of nodes of a config, writing nothing: the nodes' staged versions
- * first, then the config, every node's render fields (no texts), the chunk's pair ends and port
- * forwards, and renders each staged-but-unrendered node with one {@link ConfigRenderer} (each
- * peer validated and its `[Peer]` block built once per chunk). Reading versions before inputs
- * makes every rendering at least as new as its version, so a conditional store of it is exact.
- * Yields whenever the turn has run `turn.stepMs` ms (pass `Infinity` on a thread of its own).
- * @throws AppError `VALIDATION_FAILED` from the renderer on bad stored input
+ * A render job over the stored inputs, writing nothing. On its first step it reads, in this
+ * order, the staged versions of `ids`, then the config, every node's render fields (no texts),
+ * the port forwards of the nodes to render and every pair of the config (once, grouped by
+ * `node_a`: {@link PAIR_READ_NODES} nodes per statement); each step then renders the next nodes
+ * with one {@link ConfigRenderer} (each peer validated and its `[Peer]` block built once per
+ * job). Reading versions before inputs makes every rendering at least as new as its version, so
+ * a store conditional on that version is exact. Yields whenever the turn has run `turn.stepMs`
+ * ms (pass `Infinity` on a thread of its own). Memory: the config's pair ends as numbers, two per
+ * pair (~16 MB for a 1,000-node full mesh).
  */
-export async function readAndRenderChunk(db: Db, configId: string, ids: readonly string[], turn: Turn): Promise<RenderedChunk> {
+export function openRenderJob(db: Db, configId: string, ids: readonly string[], turn: Turn): RenderJob {
+  let inputs: Promise<JobInputs | null> | null = null;
+  let pos = 0;
+  let first = true;
+  // Steps run one after another, in the order asked: a step asked ahead never overtakes one before it.
+  const steps = new PQueue({ concurrency: 1 });
+  const step = async (n: number): Promise<RenderedChunk | null> => {
+    inputs ??= readJobInputs(db, configId, ids, turn);
+    const job = await inputs;
+    if (job === null) return null;
+    const stored = first ? job.stored : [];
+    first = false;
+    const rendered: ChunkRendering[] = [];
+    for (const end = Math.min(pos + n, job.toRender.length); pos < end; pos++) {
+      await yieldIfSpent(turn);
+      const row = job.toRender[pos];
+      if (row !== undefined) rendered.push(renderJobNode(job, row));
+    }
+    return stored.length === 0 && rendered.length === 0 ? null : { stored, rendered };
+  };
+  return {
+    next: (n) => steps.add(() => step(n)),
+    close() {
+      inputs = Promise.resolve(null);
+    },
+  };
+}
+
+/** What a render job reads once. */
+interface JobInputs {
+  stored: StagedChange[];
+  toRender: RenderSideRow[];
+  sides: RenderSideRow[];
+  renderer: ConfigRenderer;
+  forwards: Map<string, PortForwardRow[]>;
+  /** node index (in `sides`) → indexes of the other sides of its rendered pairs. */
+  peers: number[][];
+  indexOf: Map<string, number>;
+}
+
+async function readJobInputs(db: Db, configId: string, ids: readonly string[], turn: Turn): Promise<JobInputs | null> {
   const rows = await listRenderSidesAmong(db, configId, ids);
   const config = await findConfig(db, configId);
-  if (!config) return { found: false, stored: [], rendered: [] };
+  if (!config) return null;
   const stored: StagedChange[] = [];
   for (const r of rows) {
     if (r.staged_config_version >= 1 && r.staged_config_sha256 !== null) stored.push({ nodeId: r.node_id, version: r.staged_config_version, sha: r.staged_config_sha256 });
   }
   const toRender = rows.filter((r) => r.staged_config_version >= 1 && r.staged_config_sha256 === null);
-  if (toRender.length === 0) return { found: true, stored, rendered: [] };
-  const renderIds = toRender.map((r) => r.node_id);
-  const [sides, forwards] = await Promise.all([listRenderSides(db, configId), listPortForwardsAmong(db, renderIds)]);
-  const pairEnds = await readPairEnds(db, configId, renderIds, turn);
-  const byId = new Map(sides.map((n) => [n.node_id, n]));
-  const renderer = new ConfigRenderer(renderCommon(config), sides.map(renderPeer));
-  const peerIdsOf = renderedPeerIdsOf(renderIds, pairEnds, byId);
-  const rendered: ChunkRendering[] = [];
-  for (const row of toRender) {
-    await yieldIfSpent(turn);
-    const text = renderer.render(nodeInput(row), peerIdsOf.get(row.node_id) ?? new Set(), enabledForwards(forwards.get(row.node_id) ?? []));
-    rendered.push({ nodeId: row.node_id, version: row.staged_config_version, sha: stageConfig(null, text).config_sha256, text });
+  const sides = await listRenderSides(db, configId);
+  const forwards = toRender.length === 0 ? new Map<string, PortForwardRow[]>() : await listPortForwardsAmong(db, toRender.map((r) => r.node_id));
+  const indexOf = new Map(sides.map((n, i) => [n.node_id, i]));
+  const peers: number[][] = sides.map(() => []);
+  if (toRender.length > 0) {
+    for (let i = 0; i < sides.length; i += PAIR_READ_NODES) {
+      await yieldIfSpent(turn);
+      for (const [aId, bId, enabled] of await listPairsWithNodeA(db, sides.slice(i, i + PAIR_READ_NODES).map((n) => n.node_id))) {
+        const a = indexOf.get(aId);
+        const b = indexOf.get(bId);
+        if (a === undefined || b === undefined) continue;
+        const [sa, sb] = [sides[a], sides[b]];
+        if (sa === undefined || sb === undefined || !isPairRendered(sa, sb, enabled === 1)) continue;
+        peers[a]?.push(b);
+        peers[b]?.push(a);
+      }
+    }
   }
-  return { found: true, stored, rendered };
+  return { stored, toRender, sides, renderer: new ConfigRenderer(renderCommon(config), sides.map(renderPeer)), forwards, peers, indexOf };
+}
+
+/** One node of a job rendered and hashed. */
+function renderJobNode(job: JobInputs, row: RenderSideRow): ChunkRendering {
+  const own = job.indexOf.get(row.node_id);
+  const peerIds = new Set<string>();
+  for (const i of own === undefined ? [] : (job.peers[own] ?? [])) {
+    const side = job.sides[i];
+    if (side !== undefined) peerIds.add(side.node_id);
+  }
+  const text = job.renderer.render(nodeInput(row), peerIds, enabledForwards(job.forwards.get(row.node_id) ?? []));
+  return { nodeId: row.node_id, version: row.staged_config_version, sha: stageConfig(null, text).config_sha256, text };
 }
 
 /** The config-wide render inputs of a config row. */

@@ -82,17 +82,46 @@ test("issue 14 items 2–3 / DESIGN §3 Config versions: the render worker rende
   await assertFullRender(store, configId, reported);
 });
 
-test("issue 14 items 2–3: a worker that cannot start (its database cannot be opened) loses no rendering: every chunk is rendered in the main thread, and the pool stops starting workers after MAX_WORKER_STARTS", async (t) => {
+test("issue 14 items 2–3: a worker that cannot start (its database cannot be opened) loses no rendering: each job's nodes are rendered in the main thread, and the pool stops starting workers after MAX_WORKER_STARTS jobs", async (t) => {
   const { store, configId, ids, dir } = await lazyMesh(t, 20);
   const pool = new RenderPool(join(dir, "missing.db"), store.db, createLogger("silent"));
   t.after(() => pool.close());
-  const reported = new Map<string, StagedChange>();
-  await renderDeferred(store.db, configId, ids, (batch) => void batch.forEach((s) => reported.set(s.nodeId, s)), { chunk: 4, source: pool });
+  for (let job = 1; job <= MAX_WORKER_STARTS + 1; job++) {
+    await store.db.updateTable("nodes").set({ staged_config_sha256: null, staged_config_text: null }).execute();
+    const reported = new Map<string, StagedChange>();
+    await renderDeferred(store.db, configId, ids, (batch) => void batch.forEach((s) => reported.set(s.nodeId, s)), { chunk: 4, source: pool });
+    assert.equal(reported.size, ids.length, `job ${job}: every node reported`);
+    assert.ok((await listNodes(store.db, configId)).every((r) => r.staged_config_sha256 !== null), `job ${job}: every node rendered`);
+    await assertFullRender(store, configId, reported);
+    assert.equal(pool.starts, Math.min(job, MAX_WORKER_STARTS), `job ${job}: a worker started per job, up to the limit`);
+  }
   assert.equal(pool.answered, 0, "the worker answered nothing");
-  assert.equal(pool.starts, MAX_WORKER_STARTS, "started again after each death, up to the limit");
-  assert.equal(reported.size, ids.length, "every node reported");
-  await assertFullRender(store, configId, reported);
+});
+
+test("issue 14 items 2–3: a worker that goes away in the middle of a job (here: the pool is closed after the first batch) loses no rendering and repeats none: the nodes it had not given are rendered in the main thread, each reported once", async (t) => {
+  const { store, configId, ids } = await lazyMesh(t, 30);
+  const pool = store.renderPool();
+  assert.ok(pool);
+  const reports = new Map<string, number>();
+  let closed = false;
+  await renderDeferred(
+    store.db,
+    configId,
+    ids,
+    async (batch) => {
+      for (const s of batch) reports.set(s.nodeId, (reports.get(s.nodeId) ?? 0) + 1);
+      if (closed) return;
+      closed = true;
+      await pool.close();
+    },
+    { batch: 4, chunk: 4, source: pool },
+  );
+  assert.ok(closed);
+  assert.ok(pool.answered >= 1 && pool.answered < Math.ceil(ids.length / 4), `the worker gave some steps, not all (${pool.answered})`);
+  assert.deepEqual([...reports.keys()].sort(), [...ids].sort(), "every node reported");
+  assert.ok([...reports.values()].every((n) => n === 1), "none twice");
   assert.ok((await listNodes(store.db, configId)).every((r) => r.staged_config_sha256 !== null), "every node rendered");
+  await assertFullRender(store, configId, new Map());
 });
 
 test("issue 14 items 2–3: a node whose stored input the renderer refuses fails the deferred rendering with the renderer's own VALIDATION_FAILED, as in the main thread", async (t) => {
