@@ -32,6 +32,13 @@ export type RenderRequest =
 /** The render worker's answer to the `next` request of the same `id`. */
 export type RenderResponse = { id: number; ok: true; step: RenderedChunk | null } | { id: number; ok: false; message: string };
 
+/**
+ * Steps the worker renders ahead of the one the main thread stores: it keeps rendering while the
+ * main thread is busy with pushes and heartbeats. A step of a 1,000-node full mesh is ~1.6 MB of
+ * text (16 nodes), so this bounds the renderings waiting in memory to ~6.4 MB.
+ */
+export const RENDER_STEPS_AHEAD = 4;
+
 /** Worker threads a pool starts in its life before it renders in the main thread only. */
 export const MAX_WORKER_STARTS = 3;
 
@@ -39,11 +46,12 @@ export const MAX_WORKER_STARTS = 3;
 const FALLBACK_STEP_MS = 10;
 
 /**
- * Renders jobs on a worker thread, one step ahead of the one the main thread stores.
+ * Renders jobs on a worker thread, up to {@link RENDER_STEPS_AHEAD} steps ahead of the one the
+ * main thread stores.
  * `file` is the store's SQLite file (not ":memory:": a worker cannot share an in-memory database).
  */
 export class RenderPool implements ChunkSource {
-  readonly ahead = 1;
+  readonly ahead = RENDER_STEPS_AHEAD;
   readonly #file: string;
   readonly #db: Db;
   readonly #log: Logger;
@@ -92,10 +100,14 @@ export class RenderPool implements ChunkSource {
     worker.postMessage({ op: "open", job, configId, ids } satisfies RenderRequest);
     const given = new Set<string>();
     let fallback: RenderJob | null = null;
-    const step = async (n: number): Promise<RenderedChunk | null> => {
-      if (fallback === null) {
+    // Steps are asked of the worker at once (it renders them in order, up to `ahead` beyond the
+    // one this thread stores) and handed out one at a time, in the order asked: once one fails,
+    // the nodes not given yet go to a job in this thread and later answers are dropped.
+    const steps = new PQueue({ concurrency: 1 });
+    const step = async (n: number, asked: Promise<RenderedChunk | null> | null): Promise<RenderedChunk | null> => {
+      if (fallback === null && asked !== null) {
         try {
-          const answer = await this.#ask(worker, job, n);
+          const answer = await asked;
           for (const s of [...(answer?.stored ?? []), ...(answer?.rendered ?? [])]) given.add(s.nodeId);
           return answer;
         } catch (err) {
@@ -103,13 +115,15 @@ export class RenderPool implements ChunkSource {
           fallback = inThread(ids.filter((id) => !given.has(id)));
         }
       }
+      fallback ??= inThread(ids.filter((id) => !given.has(id)));
       return fallback.next(n);
     };
-    // One step at a time, in the order asked: the next step is asked of the worker as soon as the
-    // previous one is answered, and is rendered there while this thread stores the previous one.
-    const steps = new PQueue({ concurrency: 1 });
     return {
-      next: (n) => steps.add(() => step(n)),
+      next: (n) => {
+        const asked = fallback === null ? this.#ask(worker, job, n) : null;
+        asked?.catch(() => undefined); // handled in its step, or dropped once a fallback runs
+        return steps.add(() => step(n, asked));
+      },
       close: () => {
         if (this.#worker === worker) worker.postMessage({ op: "close", job } satisfies RenderRequest);
         fallback?.close();
