@@ -84,7 +84,7 @@ export async function createAppContext(settings: Settings, log: Logger, override
     const generatedAdminPassword = await auth.ensureAdminPassword(settings.adminPassword);
     const mesh = new MeshService({ store, clock, mqttEnabled: settings.mqttEnabled, log });
     lifecycle.defer(() => mesh.settled()); // a large write's after-commit rendering ends before the store closes
-    if (settings.mqttEnabled) store.renderPool()?.start(); // large writes render dynamic nodes on it: load it now
+    store.worker()?.start(); // renders large writes' dynamic nodes and checkpoints the WAL: load it now
     const downloads = new DownloadsService({ store, clock, tokenTtlMs: settings.downloadTokenTtlMs });
     const backendPassword = settings.mqttBackendPassword ?? (await storedSecret(store, clock, "mqtt_backend_password"));
     const authzKey = settings.brokerAuthzSharedKey ?? (await storedSecret(store, clock, "broker_authz_shared_key"));

@@ -9,7 +9,7 @@ import { Worker, type WorkerOptions } from "node:worker_threads";
  * through `tsx`'s loader, registered inside the worker first: Node 20 does not carry the
  * parent's `--import tsx` hooks into a worker's entry point (it fails with
  * `ERR_UNKNOWN_FILE_EXTENSION`).
- * @param entry e.g. `new URL("./render-worker.ts", import.meta.url)`; pick the extension of the
+ * @param entry e.g. `new URL("./store-worker.thread.ts", import.meta.url)`; pick the extension of the
  *   calling module (`import.meta.url.endsWith(".ts")`)
  * @throws Error when `tsx` cannot be resolved for a `.ts` entry
  */

@@ -602,7 +602,7 @@ export class MeshService {
   }
 
   #renderAndReport(configId: string, nodeIds: readonly string[]): Promise<void> {
-    const source = this.#store.renderPool() ?? undefined;
+    const source = this.#store.worker() ?? undefined;
     return renderDeferred(
       this.#store.db,
       configId,

@@ -4,7 +4,7 @@ import SQLite from "better-sqlite3";
 import { Kysely, Migrator, SqliteDialect, type Driver, type MigrationProvider, type SqliteDatabase, type Transaction } from "kysely";
 import type { Logger } from "../logger.js";
 import { migrations } from "./migrations.js";
-import { RenderPool } from "./render-pool.js";
+import { StoreWorker } from "./store-worker.js";
 import type { Database } from "./schema.js";
 
 /** A Kysely handle usable both outside and inside a transaction. */
@@ -131,7 +131,7 @@ export class Store {
   readonly statements: StatementCache;
   readonly #log: Logger;
   readonly #file: string;
-  #renderPool: RenderPool | null = null;
+  #worker: StoreWorker | null = null;
 
   private constructor(sqlite: SQLite.Database, file: string, log: Logger) {
     this.sqlite = sqlite;
@@ -209,18 +209,19 @@ export class Store {
   }
 
   /**
-   * The render worker of this store's file (src/store/render-pool.ts), made on first use; null
-   * for ":memory:" (another thread cannot open it), where callers render in this thread.
+   * The worker thread of this store's file (src/store/store-worker.ts: renders large writes'
+   * nodes, checkpoints the WAL), made on first use; null for ":memory:" (another thread cannot
+   * open it), where callers render in this thread and commits checkpoint as before.
    */
-  renderPool(): RenderPool | null {
+  worker(): StoreWorker | null {
     if (this.#file === ":memory:") return null;
-    this.#renderPool ??= new RenderPool(this.#file, this.db, this.#log.child({ name: "render-pool" }));
-    return this.#renderPool;
+    this.#worker ??= new StoreWorker(this.#file, this.db, this.#log.child({ name: "store-worker" }));
+    return this.#worker;
   }
 
-  /** Stops the render worker, then closes the database. */
+  /** Stops the store worker, then closes the database. */
   async close(): Promise<void> {
-    await this.#renderPool?.close();
+    await this.#worker?.close();
     await this.db.destroy();
   }
 }

@@ -222,7 +222,7 @@ export interface RenderJob {
 
 /**
  * Where {@link renderDeferred} gets its renderings from: in this thread ({@link inThreadJobs}) or
- * from the render worker (src/store/render-pool.ts), which reads and renders on its own
+ * from the render worker (src/store/store-worker.ts), which reads and renders on its own
  * connection while this thread stores the previous step.
  */
 export interface ChunkSource {

@@ -1,7 +1,7 @@
 /**
- * Issue 14 items 2–3: the render worker (src/store/render-pool.ts, src/store/render-worker.ts)
- * reads and renders a large write's chunks on a thread of its own while the main thread stores
- * the previous chunk. Its renderings must be the full re-render's byte for byte, writes racing it
+ * Issue 14 items 2–3: the store worker (src/store/store-worker.ts, src/store/store-worker.thread.ts)
+ * reads and renders a large write's nodes on a thread of its own while the main thread stores
+ * the previous step, and checkpoints the WAL so that the main thread's commits rarely do. Its renderings must be the full re-render's byte for byte, writes racing it
  * must never leave a stale text stored (DESIGN §3 Config versions; spec §3.5, §3.8: the agent's
  * text hashes to the staged sha), and a worker that cannot answer must not lose a rendering or
  * hide the renderer's error. Real SQLite file, a real worker thread, a real MeshService.
@@ -18,7 +18,7 @@ import { createLogger } from "../../src/logger.js";
 import { MeshService } from "../../src/services/mesh.service.js";
 import { Store } from "../../src/store/db.js";
 import { listNodes } from "../../src/store/nodes.repository.js";
-import { MAX_WORKER_STARTS, RenderPool } from "../../src/store/render-pool.js";
+import { MAX_WORKER_STARTS, StoreWorker, type WalCheckpoint } from "../../src/store/store-worker.js";
 import { renderConfigTexts, renderDeferred, type StagedChange } from "../../src/store/staging.js";
 
 const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
@@ -52,8 +52,8 @@ async function assertFullRender(store: Store, configId: string, reported: Readon
 
 test("issue 14 items 2–3 / DESIGN §3 Config versions: the render worker renders a deferred write's nodes byte for byte as the full re-render, while writes race it (random nodes bumped between chunks), and reports every node", async (t) => {
   const { store, mesh, configId, ids } = await lazyMesh(t, 40);
-  const pool = store.renderPool();
-  assert.ok(pool instanceof RenderPool);
+  const pool = store.worker();
+  assert.ok(pool instanceof StoreWorker);
   const reported = new Map<string, StagedChange>();
   let writes = 0;
   await renderDeferred(
@@ -84,7 +84,7 @@ test("issue 14 items 2–3 / DESIGN §3 Config versions: the render worker rende
 
 test("issue 14 items 2–3: a worker that cannot start (its database cannot be opened) loses no rendering: each job's nodes are rendered in the main thread, and the pool stops starting workers after MAX_WORKER_STARTS jobs", async (t) => {
   const { store, configId, ids, dir } = await lazyMesh(t, 20);
-  const pool = new RenderPool(join(dir, "missing.db"), store.db, createLogger("silent"));
+  const pool = new StoreWorker(join(dir, "missing.db"), store.db, createLogger("silent"));
   t.after(() => pool.close());
   for (let job = 1; job <= MAX_WORKER_STARTS + 1; job++) {
     await store.db.updateTable("nodes").set({ staged_config_sha256: null, staged_config_text: null }).execute();
@@ -100,7 +100,7 @@ test("issue 14 items 2–3: a worker that cannot start (its database cannot be o
 
 test("issue 14 items 2–3: a worker that goes away in the middle of a job (here: the pool is closed after the first batch) loses no rendering and repeats none: the nodes it had not given are rendered in the main thread, each reported once", async (t) => {
   const { store, configId, ids } = await lazyMesh(t, 30);
-  const pool = store.renderPool();
+  const pool = store.worker();
   assert.ok(pool);
   const reports = new Map<string, number>();
   let closed = false;
@@ -126,11 +126,50 @@ test("issue 14 items 2–3: a worker that goes away in the middle of a job (here
 
 test("issue 14 items 2–3: a node whose stored input the renderer refuses fails the deferred rendering with the renderer's own VALIDATION_FAILED, as in the main thread", async (t) => {
   const { store, configId, ids } = await lazyMesh(t, 6);
-  const pool = store.renderPool();
+  const pool = store.worker();
   assert.ok(pool);
   await store.db.updateTable("nodes").set({ public_key: "not-a-key" }).where("node_id", "=", ids[2] ?? "").execute();
   await assert.rejects(
     renderDeferred(store.db, configId, ids, () => {}, { source: pool }),
     (err: unknown) => isAppError(err, "VALIDATION_FAILED"),
   );
+});
+
+/** A store with `rows` settings_kv rows of ~4 KB written through the main connection (WAL frames to checkpoint). */
+async function writtenStore(t: { after: (fn: () => unknown) => void }, rows: number) {
+  const dir = mkdtempSync(join(tmpdir(), "svc-checkpoint-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));
+  t.after(() => store.close());
+  const write = () => {
+    for (let i = 0; i < rows; i++) store.sqlite.prepare("INSERT OR REPLACE INTO settings_kv (key, value, updated_at) VALUES (?, ?, 0)").run(`k${i}`, "x".repeat(4000) + Math.random());
+  };
+  return { store, dir, write };
+}
+
+test("issue 14 item 2: the store worker checkpoints the WAL on its own connection: every frame the main connection wrote is copied into the database (PASSIVE, no reader or writer waited for)", async (t) => {
+  const { store, write } = await writtenStore(t, 50);
+  const worker = store.worker();
+  assert.ok(worker);
+  write();
+  const done = await worker.checkpoint();
+  assert.equal(done.busy, 0);
+  assert.ok(done.log >= 50, `the WAL held the writes (${done.log} frames)`);
+  assert.equal(done.checkpointed, done.log, "every frame copied");
+  // The next commit on the main connection starts the WAL over: it holds only that commit's frames.
+  write();
+  const again = await worker.checkpoint();
+  assert.ok(again.log < done.log * 2, `the WAL was restarted (${again.log} frames after ${done.log})`);
+});
+
+test("issue 14 item 2: the store worker checkpoints by itself, every checkpointIntervalMs, once the main connection wrote frames", { timeout: 30_000 }, async (t) => {
+  const { store, dir, write } = await writtenStore(t, 30);
+  let reported!: (c: WalCheckpoint) => void;
+  const first = new Promise<WalCheckpoint>((resolve) => (reported = resolve));
+  const worker = new StoreWorker(join(dir, "svc.db"), store.db, createLogger("silent"), { checkpointIntervalMs: 20, onCheckpoint: (c) => reported(c) });
+  t.after(() => worker.close());
+  worker.start();
+  write();
+  const done = await first;
+  assert.ok(done.checkpointed >= 30, `frames copied without being asked (${done.checkpointed})`);
 });

@@ -1,16 +1,19 @@
 /**
- * The render worker as a {@link ChunkSource} for `renderDeferred` (issue 14 items 2–3;
- * docs/decisions.md "Issue 14: rendering on a worker thread"). One worker thread
- * (src/store/render-worker.ts) reads a job's inputs once and renders its steps on its own SQLite
- * connection while the main thread stores the previous step and keeps serving MQTT, HTTP and SSE. The main thread
- * keeps every write: a rendering is stored only if its node is still at the version the worker
- * read (src/store/staging.ts), so a rendering raced by a write is never stored.
+ * The store's worker thread (src/store/store-worker.thread.ts; docs/decisions.md "Issue 14: the
+ * store worker"), on its own connection to the SQLite file (WAL: its reads never block the main
+ * thread's writer). Two duties, both taken off the main thread's event loop (issue 14 item 2):
+ * - **Render jobs** for `renderDeferred` (a {@link ChunkSource}; issue 14 items 2–3): it reads a
+ *   job's inputs once and renders its steps while the main thread stores the previous step and
+ *   keeps serving MQTT, HTTP and SSE. The main thread keeps every write: a rendering is stored
+ *   only if its node is still at the version the worker read (src/store/staging.ts), so a
+ *   rendering raced by a write is never stored.
+ * - **WAL checkpoints** every {@link CHECKPOINT_INTERVAL_MS}.
  *
  * Failure handling: when the worker cannot answer a step (its thread died, or the renderer
  * threw), the job's remaining nodes are read and rendered again in this thread, which throws the
  * renderer's own `AppError` if an input is bad. A worker that dies is started again for the next
- * job, at most {@link MAX_WORKER_STARTS} times per pool; after that every job renders in this
- * thread.
+ * job, at most {@link MAX_WORKER_STARTS} times per store; after that every job renders in this
+ * thread and the main thread's automatic checkpoint does all the checkpointing.
  */
 import { performance } from "node:perf_hooks";
 import type { Worker } from "node:worker_threads";
@@ -27,10 +30,35 @@ import { openRenderJob, type ChunkSource, type RenderedChunk, type RenderJob } f
 export type RenderRequest =
   | { op: "open"; job: number; configId: string; ids: readonly string[] }
   | { op: "next"; id: number; job: number; n: number }
-  | { op: "close"; job: number };
+  | { op: "close"; job: number }
+  | { op: "checkpoint"; id: number };
 
-/** The render worker's answer to the `next` request of the same `id`. */
-export type RenderResponse = { id: number; ok: true; step: RenderedChunk | null } | { id: number; ok: false; message: string };
+/** What `PRAGMA wal_checkpoint(PASSIVE)` answered: WAL frames in the log, and of them copied into the database. */
+export interface WalCheckpoint {
+  busy: number;
+  log: number;
+  checkpointed: number;
+}
+
+/**
+ * The worker's answer to the `next` or `checkpoint` request of the same `id`, or (no `id`) the
+ * report of a periodic checkpoint that copied frames.
+ */
+export type RenderResponse =
+  | { id: number; ok: true; step: RenderedChunk | null }
+  | { id: number; ok: true; checkpoint: WalCheckpoint }
+  | { id: number; ok: false; message: string }
+  | { id: null; checkpoint: WalCheckpoint };
+
+/**
+ * How often the worker checkpoints the WAL (ms): a commit on the main thread then rarely crosses
+ * `WAL_AUTOCHECKPOINT_PAGES` (src/store/db.ts), which made that commit copy up to ~200 MB of WAL
+ * into the database inside one event-loop turn (hundreds of ms at 1,000–5,000 nodes; issue 14
+ * item 2). The main thread's automatic checkpoint stays as the backstop when the worker is gone
+ * or behind. With `synchronous = NORMAL` the WAL is synced at checkpoints, so this also bounds
+ * what a power cut can lose to about a second of commits.
+ */
+export const CHECKPOINT_INTERVAL_MS = 1000;
 
 /**
  * Steps the worker renders ahead of the one the main thread stores: it keeps rendering while the
@@ -39,7 +67,7 @@ export type RenderResponse = { id: number; ok: true; step: RenderedChunk | null 
  */
 export const RENDER_STEPS_AHEAD = 4;
 
-/** Worker threads a pool starts in its life before it renders in the main thread only. */
+/** Worker threads a store starts in its life before it renders in the main thread only. */
 export const MAX_WORKER_STARTS = 3;
 
 /** Step of the main-thread fallback (ms), as `renderDeferred`'s default. */
@@ -50,12 +78,14 @@ const FALLBACK_STEP_MS = 10;
  * main thread stores.
  * `file` is the store's SQLite file (not ":memory:": a worker cannot share an in-memory database).
  */
-export class RenderPool implements ChunkSource {
+export class StoreWorker implements ChunkSource {
   readonly ahead = RENDER_STEPS_AHEAD;
   readonly #file: string;
   readonly #db: Db;
   readonly #log: Logger;
-  readonly #pending = new Map<number, { resolve: (c: RenderedChunk | null) => void; reject: (e: Error) => void }>();
+  readonly #checkpointIntervalMs: number;
+  readonly #onCheckpoint: ((c: WalCheckpoint) => void) | undefined;
+  readonly #pending = new Map<number, { resolve: (answer: RenderedChunk | null | WalCheckpoint) => void; reject: (e: Error) => void }>();
   #worker: Worker | null = null;
   #starts = 0;
   #answered = 0;
@@ -65,11 +95,15 @@ export class RenderPool implements ChunkSource {
   /**
    * @param file the store's SQLite file
    * @param db the store's own connection: the fallback renders on it
+   * @param opts.checkpointIntervalMs how often the worker checkpoints (default {@link CHECKPOINT_INTERVAL_MS})
+   * @param opts.onCheckpoint called with each periodic checkpoint that copied frames (tests, metrics)
    */
-  constructor(file: string, db: Db, log: Logger) {
+  constructor(file: string, db: Db, log: Logger, opts: { checkpointIntervalMs?: number; onCheckpoint?: (c: WalCheckpoint) => void } = {}) {
     this.#file = file;
     this.#db = db;
     this.#log = log;
+    this.#checkpointIntervalMs = opts.checkpointIntervalMs ?? CHECKPOINT_INTERVAL_MS;
+    this.#onCheckpoint = opts.onCheckpoint;
   }
 
   /** Worker threads started so far (tests). */
@@ -139,9 +173,23 @@ export class RenderPool implements ChunkSource {
     if (worker !== null) await worker.terminate();
   }
 
-  #ask(worker: Worker, job: number, n: number): Promise<RenderedChunk | null> {
+  /**
+   * Checkpoints the WAL now, on the worker's connection (PASSIVE: waits for no reader or writer).
+   * @throws Error when the worker is not running or exits first
+   */
+  async checkpoint(): Promise<WalCheckpoint> {
+    const worker = this.#running();
+    if (worker === null) throw new Error("the store worker is not running");
+    return (await this.#request(worker, (id) => ({ op: "checkpoint", id }))) as WalCheckpoint;
+  }
+
+  async #ask(worker: Worker, job: number, n: number): Promise<RenderedChunk | null> {
+    return (await this.#request(worker, (id) => ({ op: "next", id, job, n }))) as RenderedChunk | null;
+  }
+
+  #request(worker: Worker, build: (id: number) => RenderRequest): Promise<RenderedChunk | null | WalCheckpoint> {
     const id = this.#nextId++;
-    return new Promise<RenderedChunk | null>((resolve, reject) => {
+    return new Promise((resolve, reject) => {
       if (this.#worker !== worker) {
         reject(new Error("the render worker is gone"));
         return;
@@ -149,7 +197,7 @@ export class RenderPool implements ChunkSource {
       this.#pending.set(id, { resolve, reject });
       // Held while a request is open (the answer must reach this thread), let go when idle.
       worker.ref();
-      worker.postMessage({ op: "next", id, job, n } satisfies RenderRequest);
+      worker.postMessage(build(id));
     });
   }
 
@@ -159,7 +207,7 @@ export class RenderPool implements ChunkSource {
     this.#starts++;
     let worker: Worker;
     try {
-      worker = startWorker(new URL(`./render-worker${moduleExtension(import.meta.url)}`, import.meta.url), { workerData: { file: this.#file } });
+      worker = startWorker(new URL(`./store-worker.thread${moduleExtension(import.meta.url)}`, import.meta.url), { workerData: { file: this.#file, checkpointIntervalMs: this.#checkpointIntervalMs } });
     } catch (err) {
       this.#log.error({ err }, "the render worker did not start; rendering in the main thread");
       return null;
@@ -173,15 +221,20 @@ export class RenderPool implements ChunkSource {
   }
 
   #onAnswer(res: RenderResponse): void {
+    if (res.id === null) {
+      this.#onCheckpoint?.(res.checkpoint);
+      return;
+    }
     const waiting = this.#pending.get(res.id);
     if (waiting === undefined) return;
     this.#pending.delete(res.id);
     if (this.#pending.size === 0) this.#worker?.unref();
-    if (res.ok) {
+    if (!res.ok) waiting.reject(new Error(res.message));
+    else if ("checkpoint" in res) waiting.resolve(res.checkpoint);
+    else {
       this.#answered++;
       waiting.resolve(res.step);
     }
-    else waiting.reject(new Error(res.message));
   }
 
   #exited(worker: Worker, code: number): void {

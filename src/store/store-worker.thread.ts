@@ -1,0 +1,72 @@
+/**
+ * The render worker's thread (started by src/store/store-worker.ts; docs/decisions.md "Issue 14:
+ * rendering on a worker thread"). It opens its own connection to the store's SQLite file (WAL:
+ * its reads never block the main thread's writer) and runs render jobs ({@link openRenderJob}):
+ * a job reads the nodes' staged versions and the config's render inputs once, and each step
+ * renders and hashes the next texts. It writes no rows: the main thread stores the renderings
+ * (conditionally on the version read) and reports them to the node actors. It also checkpoints
+ * the WAL every `checkpointIntervalMs` (PASSIVE), so that the main thread's commits rarely have
+ * to (`CHECKPOINT_INTERVAL_MS` in src/store/store-worker.ts).
+ */
+import { parentPort, workerData } from "node:worker_threads";
+import SQLite from "better-sqlite3";
+import { Kysely, SqliteDialect } from "kysely";
+import { StatementCache, type Db } from "./db.js";
+import type { RenderRequest, RenderResponse, WalCheckpoint } from "./store-worker.js";
+import type { Database } from "./schema.js";
+import { openRenderJob, type RenderJob } from "./staging.js";
+
+const port = parentPort;
+const { file, checkpointIntervalMs } = workerData as { file: string; checkpointIntervalMs: number };
+if (port === null) throw new Error("store-worker.thread.ts runs in a worker thread only");
+
+const sqlite = new SQLite(file, { fileMustExist: true });
+sqlite.pragma("busy_timeout = 5000");
+const db: Db = new Kysely<Database>({ dialect: new SqliteDialect({ database: new StatementCache(sqlite) }) });
+
+/** One PASSIVE checkpoint of the WAL (copies what no reader still needs; blocks no writer). */
+function checkpoint(): WalCheckpoint {
+  const [row] = sqlite.pragma("wal_checkpoint(PASSIVE)") as WalCheckpoint[];
+  return row ?? { busy: 0, log: 0, checkpointed: 0 };
+}
+
+// Periodic checkpoints (CHECKPOINT_INTERVAL_MS): between two requests' statements, never inside one.
+setInterval(() => {
+  try {
+    const done = checkpoint();
+    if (done.checkpointed > 0) port?.postMessage({ id: null, checkpoint: done } satisfies RenderResponse);
+  } catch {
+    // SQLITE_BUSY and the like: the next interval tries again; the main thread's automatic checkpoint is the backstop
+  }
+}, checkpointIntervalMs).unref();
+
+const jobs = new Map<number, RenderJob>();
+/** Requests are handled one at a time, in order (a step's reads and renderings are one stretch of this thread). */
+let queue: Promise<void> = Promise.resolve();
+
+port.on("message", (req: RenderRequest) => {
+  queue = queue.then(() => handle(req));
+});
+
+async function handle(req: RenderRequest): Promise<void> {
+  if (req.op === "open") {
+    jobs.set(req.job, openRenderJob(db, req.configId, req.ids, { start: 0, stepMs: Infinity }));
+    return;
+  }
+  if (req.op === "close") {
+    jobs.get(req.job)?.close();
+    jobs.delete(req.job);
+    return;
+  }
+  let res: RenderResponse;
+  try {
+    if (req.op === "checkpoint") res = { id: req.id, ok: true, checkpoint: checkpoint() };
+    else {
+      const job = jobs.get(req.job);
+      res = { id: req.id, ok: true, step: job === undefined ? null : await job.next(req.n) };
+    }
+  } catch (err) {
+    res = { id: req.id, ok: false, message: err instanceof Error ? err.message : String(err) };
+  }
+  port?.postMessage(res);
+}
