@@ -3,7 +3,7 @@ import mqtt, { type IClientOptions, type MqttClient } from "mqtt";
 import { z } from "zod";
 import type { Logger } from "../logger.js";
 import { DOWNSTREAM, TOPIC_ROOT, backendSubscriptions } from "../protocol/topics.js";
-import { nodeGrants, parseNodeUsername } from "./authz.policy.js";
+import { nodeClientId, nodeGrants, parseNodeUsername } from "./authz.policy.js";
 import { BrokerUnavailableError, type BackendBrokerAccount, type BrokerAdmin, type NodeBrokerAccount, type ReconcileReport } from "./broker-admin.js";
 import { redactUrl } from "./backend-client.js";
 
@@ -35,6 +35,8 @@ import { redactUrl } from "./backend-client.js";
  *   {@link BrokerUnavailableError}; the broker sync retries.
  * - Mosquitto 2.0.11 corrupts a client's role list when a role it still holds is deleted: roles
  *   are deleted only after every client holding them.
+ * - Deleting an account kicks its connected client but keeps a disconnected client's durable
+ *   session (2.0.11): every node account removal ends that session too (`#removeAccounts`).
  */
 
 export const CONTROL_TOPIC = "$CONTROL/dynamic-security/v1";
@@ -232,6 +234,8 @@ function listPage<T>(res: DynsecResponse, key: "clients" | "roles", item: z.ZodT
 export class MosquittoAdmin implements BrokerAdmin {
   readonly kind = "mosquitto" as const;
   readonly #client: MqttClient;
+  readonly #url: string;
+  readonly #ca: MosquittoAdminOptions["ca"];
   readonly #log: Logger;
   readonly #timeoutMs: number;
   readonly #batchSize: number;
@@ -246,6 +250,8 @@ export class MosquittoAdmin implements BrokerAdmin {
 
   private constructor(client: MqttClient, opts: MosquittoAdminOptions) {
     this.#client = client;
+    this.#url = opts.url;
+    this.#ca = opts.ca;
     this.#log = opts.log;
     this.#timeoutMs = opts.requestTimeoutMs ?? 10_000;
     this.#batchSize = opts.batchSize ?? 200;
@@ -315,10 +321,13 @@ export class MosquittoAdmin implements BrokerAdmin {
   async removeNode(username: string, clientId: string): Promise<void> {
     this.#usernames.delete(clientId);
     // The client first: deleting a role a client still holds corrupts 2.0.11's role list.
-    await this.#apply([
-      { command: "deleteClient", username },
-      { command: "deleteRole", rolename: username },
-    ]);
+    await this.#removeAccounts(
+      [
+        { command: "deleteClient", username },
+        { command: "deleteRole", rolename: username },
+      ],
+      [{ username, clientId }],
+    );
   }
 
   async kick(clientId: string): Promise<void> {
@@ -348,10 +357,13 @@ export class MosquittoAdmin implements BrokerAdmin {
     //    once no remaining client holds them.
     const removals: Command[] = [];
     const removedClients = new Set<string>();
+    const removedAccounts: Array<{ username: string; clientId: string }> = [];
     for (const c of clients) {
-      if (parseNodeUsername(c.username) !== null && !wanted.has(c.username)) {
+      const ids = parseNodeUsername(c.username);
+      if (ids !== null && !wanted.has(c.username)) {
         removals.push({ command: "deleteClient", username: c.username });
         removedClients.add(c.username);
+        removedAccounts.push({ username: c.username, clientId: c.clientid ?? nodeClientId(ids.configId, ids.nodeId) });
       }
     }
     const held = new Set(clients.filter((c) => !removedClients.has(c.username)).flatMap((c) => c.roles.map((r) => r.rolename)));
@@ -360,7 +372,7 @@ export class MosquittoAdmin implements BrokerAdmin {
         removals.push({ command: "deleteRole", rolename: r.rolename });
       }
     }
-    await this.#apply(removals);
+    await this.#removeAccounts(removals, removedAccounts);
 
     // 2. The backend user and every node account, touching only what differs.
     const upserts: Command[] = [];
@@ -385,6 +397,39 @@ export class MosquittoAdmin implements BrokerAdmin {
     await this.#apply(upserts);
     // Mosquitto has no authorization cache: ACL changes apply to the next packet.
     return { upserted, removed: removedClients.size };
+  }
+
+  /**
+   * Runs `removals` (which delete the node `accounts`) and ends the durable sessions those
+   * accounts' clients may have left (spec §4 rule 12; docs/decisions.md "Issue 15: a deleted
+   * Mosquitto account's durable session"). Mosquitto 2.0.11's `deleteClient` kicks connected
+   * clients only: a disconnected client's session (its subscriptions and queued messages) stays,
+   * and whoever next connects with that client id and clean start 0 resumes it, so after a reset
+   * and rebind the new agent got what was queued for the revoked one and what was published to
+   * its topics before it connected. No dynamic-security command deletes a session: in the same
+   * batch as the removals each account is created again, with a random password, no role and its
+   * client id; a clean-start connection as it (no session expiry) makes Mosquitto discard the old
+   * session; then the account is deleted. An account whose connection failed stays, so the next
+   * reconciliation removes it and tries again.
+   * @throws BrokerUnavailableError
+   */
+  async #removeAccounts(removals: Command[], accounts: Array<{ username: string; clientId: string }>): Promise<void> {
+    const password = randomBytes(32).toString("base64url");
+    await this.#apply([...removals, ...accounts.map((a) => ({ command: "createClient", username: a.username, password, clientid: a.clientId, textdescription: "svc-session-end" }))]);
+    const ended: string[] = [];
+    let failure: unknown;
+    for (const a of accounts) {
+      try {
+        await this.#connectClean(a.username, password, a.clientId);
+        ended.push(a.username);
+      } catch (err) {
+        failure ??= err;
+      }
+    }
+    await this.#apply(ended.map((username) => ({ command: "deleteClient", username })));
+    if (failure !== undefined) {
+      throw new BrokerUnavailableError(`mosquitto: ${accounts.length - ended.length} durable session(s) not ended; the next reconciliation retries`, { cause: failure });
+    }
   }
 
   async close(): Promise<void> {
@@ -417,6 +462,31 @@ export class MosquittoAdmin implements BrokerAdmin {
       }
     }
     return { clients: [...clients.values()], roles: [...roles.values()] };
+  }
+
+  /** Connects once with clean start (no session expiry) and disconnects. @throws BrokerUnavailableError when refused or unanswered */
+  async #connectClean(username: string, password: string, clientId: string): Promise<void> {
+    const client = mqtt.connect(this.#url, {
+      protocolVersion: 4,
+      clientId,
+      username,
+      password,
+      clean: true,
+      reconnectPeriod: 0,
+      connectTimeout: this.#timeoutMs,
+      ...(this.#ca === undefined ? {} : { ca: this.#ca }),
+    });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        client.once("connect", () => resolve());
+        client.once("error", (err) => reject(new BrokerUnavailableError(`mosquitto refused the session-ending connection: ${err.message}`, { cause: err })));
+        client.once("close", () => reject(new BrokerUnavailableError("mosquitto closed the session-ending connection before CONNACK")));
+      });
+    } catch (err) {
+      client.end(true);
+      throw err;
+    }
+    await client.endAsync();
   }
 
   /** The current client and role, undefined where absent. */

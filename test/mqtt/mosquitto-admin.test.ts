@@ -32,6 +32,8 @@ interface Msg {
 /** A connected MQTT.js client and everything it received. */
 class Peer {
   readonly received: Msg[] = [];
+  /** CONNACK's session present flag. */
+  sessionPresent = false;
   readonly closed: Promise<void>;
   constructor(readonly client: MqttClient) {
     client.on("message", (topic, payload, packet) => this.received.push({ topic, payload: payload.toString(), retain: packet.retain }));
@@ -61,7 +63,10 @@ function connect(t: TestContext, m: MosquittoBroker, username: string | undefine
   t.after(() => new Promise<void>((resolve) => client.end(true, {}, () => resolve())));
   const peer = new Peer(client);
   return new Promise((resolve, reject) => {
-    client.once("connect", () => resolve(peer));
+    client.once("connect", (connack) => {
+      peer.sessionPresent = connack.sessionPresent;
+      resolve(peer);
+    });
     client.once("error", reject);
     client.once("close", () => reject(new Error("closed before CONNACK")));
   });
@@ -295,4 +300,52 @@ test("reconcile reads the broker's accounts in pages: with 2 per page it still s
   const listed = await dynsec(t, m, [{ command: "listClients" }, { command: "listRoles" }]);
   assert.deepEqual((listed[0]?.data.clients as string[]).sort(), [m.adminUser, backend.username, ...nodes.map((n) => n.username)].sort());
   assert.deepEqual((listed[1]?.data.roles as string[]).sort(), ["admin", BACKEND_ROLE, ...nodes.map((n) => n.username)].sort());
+});
+
+test("a removed node account leaves no durable session: after removeNode, and after a reconciliation that removes the account, its client id finds no session at its next clean-session-0 CONNECT (session present 0) and gets nothing published before it came back (spec §4 rule 12; CVE-2021-34434; docs/decisions.md \"Issue 15: a deleted Mosquitto account's durable session\")", async (t) => {
+  const m = await mosquitto(t);
+  if (m === undefined) return;
+  const admin = MosquittoAdmin.start({ url: m.url, username: m.adminUser, password: m.adminPassword, log: createLogger("silent"), reconnectMinMs: 50, reconnectMaxMs: 400 });
+  t.after(() => admin.close());
+  await until("the admin connection", () => admin.connected);
+  const backend = { username: "svc-backend", password: pw() };
+  await admin.reconcile({ backend, nodes: [] });
+  const sender = await connect(t, m, backend.username, backend.password, "svc-backend-sender");
+  /** The accounts the store would hold: the nodes rebound by the earlier rounds. */
+  const bound: NodeBrokerAccount[] = [];
+  for (const how of ["removeNode", "reconcile"] as const) {
+    await t.test(how, async (tt) => {
+      const X = account("cfg-d", `node-${how.toLowerCase()}`);
+      await admin.putNode(X);
+      const down = nodeTopic(X.configId, X.nodeId, "control");
+      const durable = { clean: false };
+      const first = await connect(tt, m, X.username, X.password, X.clientId, durable);
+      assert.deepEqual(await first.subscribe([down]), [1]);
+      await first.client.endAsync();
+      // The control: while the account stands, the session is kept and delivers its queue.
+      await sender.client.publishAsync(down, "queued-1", { qos: 1 });
+      const back = await connect(tt, m, X.username, X.password, X.clientId, durable);
+      assert.equal(back.sessionPresent, true, "a durable session was made");
+      await back.waitFor((x) => x.payload === "queued-1", "the queued message, delivered while the account stands");
+      await back.client.endAsync();
+      await sender.client.publishAsync(down, "queued-for-the-revoked-session", { qos: 1 });
+
+      if (how === "removeNode") await admin.removeNode(X.username, X.clientId);
+      else assert.deepEqual(await admin.reconcile({ backend, nodes: bound }), { upserted: 0, removed: 1 });
+      await sender.client.publishAsync(down, "published-while-revoked", { qos: 1 });
+      const rebound = { ...X, password: pw() };
+      await admin.putNode(rebound);
+      bound.push(rebound);
+      await sender.client.publishAsync(down, "published-before-reconnect", { qos: 1 });
+
+      const again = await connect(tt, m, X.username, rebound.password, X.clientId, durable);
+      assert.equal(again.sessionPresent, false, "the old session is gone");
+      assert.deepEqual(await again.subscribe([down]), [1]);
+      await sender.client.publishAsync(down, "sentinel", { qos: 1 });
+      await again.waitFor((x) => x.payload === "sentinel", "the sentinel");
+      assert.deepEqual(again.received.map((x) => x.payload), ["sentinel"]);
+    });
+  }
+  const listed = await dynsec(t, m, [{ command: "listClients" }]);
+  assert.deepEqual((listed[0]?.data.clients as string[]).sort(), [m.adminUser, backend.username, nodeUsername("cfg-d", "node-removenode"), nodeUsername("cfg-d", "node-reconcile")].sort(), "no account was left behind by ending the sessions");
 });

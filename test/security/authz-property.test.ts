@@ -502,9 +502,16 @@ test(`spec §5 rules 1-3, §6.4 rule 5 on a real Mosquitto: ${MOSQUITTO_CASES} g
 // ---------------------------------------------------------------------------------------------
 // Regression cases named by the issue (Mosquitto CVEs, EMQX's authz suite).
 
-/** Connects over the wire; resolves the client, or the refusal. */
-async function connectWire(url: string, opts: mqtt.IClientOptions): Promise<MqttClient | Error> {
+type Inbox = Array<{ topic: string; retain: boolean; payload: string }>;
+
+/**
+ * Connects over the wire; resolves the client, or the refusal. `got`, when given, collects every
+ * message from the CONNACK on: a resumed session's queued messages follow the CONNACK at once,
+ * often before the caller's next line runs.
+ */
+async function connectWire(url: string, opts: mqtt.IClientOptions, got?: Inbox): Promise<MqttClient | Error> {
   const c = mqtt.connect(url, { reconnectPeriod: 0, connectTimeout: 5000, ...opts });
+  if (got !== undefined) inbox(c, got);
   return new Promise((resolve) => {
     c.once("connect", () => resolve(c));
     c.once("error", (err) => {
@@ -515,9 +522,8 @@ async function connectWire(url: string, opts: mqtt.IClientOptions): Promise<Mqtt
   });
 }
 
-/** Every message `c` receives, with its retain flag, from now on. */
-function inbox(c: MqttClient): Array<{ topic: string; retain: boolean; payload: string }> {
-  const got: Array<{ topic: string; retain: boolean; payload: string }> = [];
+/** Every message `c` receives, with its retain flag, from now on (into `got`). */
+function inbox(c: MqttClient, got: Inbox = []): Inbox {
   c.on("message", (topic, payload, packet) => got.push({ topic, retain: packet.retain, payload: payload.toString() }));
   return got;
 }
@@ -597,11 +603,11 @@ test("CVE-2018-12546: nothing is retained, so nothing outlives a revocation: ret
   assert.deepEqual(got.map((g) => g.payload), ["sentinel"], "no retained message was delivered before the sentinel");
 });
 
-test("CVE-2021-34434: a durable session does not outlive a revocation: a node that subscribed with a persistent session, was reset and rebound receives nothing the backend published to it while revoked (spec §4 rule 12), on the embedded broker and on Mosquitto", async (t) => {
+test("CVE-2021-34434: a durable session does not outlive a revocation: a node that subscribed with a persistent session, was reset and rebound receives nothing the backend published to it before it came back: queued before the reset, while revoked, or after the rebind (spec §4 rule 12), on the embedded broker and on Mosquitto", async (t) => {
   const { s, w } = await embeddedWorld(t);
   const m = await mosquitto(t);
   const control = (x: World) => `svc/${x.A.c}/${x.A.n}/control`;
-  const runs: Array<{ name: string; url: string; v: 4 | 5; w: World; reset: () => Promise<string>; publish: (topic: string, payload: string) => Promise<void> }> = [
+  const runs: Array<{ name: string; url: string; v: 4 | 5; w: World; reset: () => Promise<void>; rebind: () => Promise<string>; publish: (topic: string, payload: string) => Promise<void> }> = [
     {
       name: "embedded",
       url: `mqtt://127.0.0.1:${s.server.broker?.port}`,
@@ -609,8 +615,8 @@ test("CVE-2021-34434: a durable session does not outlive a revocation: a node th
       w,
       reset: async () => {
         assert.equal((await api(s, "POST", `/api/v1/configs/${w.A.c}/nodes/${w.A.n}/reset-client`)).status, 200);
-        return (await bindEmbedded(s, w.A.c, w.A.n)).password;
       },
+      rebind: async () => (await bindEmbedded(s, w.A.c, w.A.n)).password,
       // The backend's in-process path: straight into aedes.
       publish: (topic, payload) =>
         new Promise((resolve, reject) => aedesOf(s).publish({ cmd: "publish", topic, payload: Buffer.from(payload), qos: 1, retain: false, dup: false } as PublishPacket, (err) => (err ? reject(err) : resolve()))),
@@ -629,6 +635,8 @@ test("CVE-2021-34434: a durable session does not outlive a revocation: a node th
       reset: async () => {
         assert.equal((await ms.api("POST", `/api/v1/configs/${mw.A.c}/nodes/${mw.A.n}/reset-client`)).status, 200);
         await ms.server.brokerSync?.idle();
+      },
+      rebind: async () => {
         const pw = (await bindNode(ms, mw.A.c, mw.A.n)).mqtt.password;
         await ms.server.brokerSync?.idle();
         return pw;
@@ -645,16 +653,20 @@ test("CVE-2021-34434: a durable session does not outlive a revocation: a node th
     assert.ok(!(first instanceof Error), `${r.name}: ${String(first)}`);
     await first.subscribeAsync(control(r.w), { qos: 1 });
     await first.endAsync();
-    const password = await r.reset();
+    await r.publish(control(r.w), "queued-before-reset");
+    await r.reset();
     await r.publish(control(r.w), "published-while-revoked");
-    const again = await connectWire(r.url, { ...durable, password });
+    const password = await r.rebind();
+    await r.publish(control(r.w), "published-before-reconnect");
+    // Collected from the CONNACK on: a resumed session delivers its queue right behind it.
+    const got: Inbox = [];
+    const again = await connectWire(r.url, { ...durable, password }, got);
     assert.ok(!(again instanceof Error), `${r.name}: ${String(again)}`);
     t.after(() => again.end(true));
-    const got = inbox(again);
     await again.subscribeAsync(control(r.w), { qos: 1 });
     await r.publish(control(r.w), "sentinel");
     await until(`${r.name}: the sentinel arrived`, () => got.some((g) => g.payload === "sentinel"));
-    assert.deepEqual(got.map((g) => g.payload), ["sentinel"], `${r.name}: nothing queued for the revoked session was delivered`);
+    assert.deepEqual(got.map((g) => g.payload), ["sentinel"], `${r.name}: nothing published before the node came back was delivered`);
   }
 });
 
