@@ -37,6 +37,12 @@ export interface ContextOverrides {
   brokerAdapters?: Partial<BrokerAdapterFactories>;
   /** The built web console to serve; default `dist/web` of this installation (issue 12). */
   consoleDir?: string;
+  /**
+   * false: the store worker (src/store/store-worker.ts) does not start when the WAL grows, only
+   * with the first large write. For tests that measure the process's CPU time, which counts
+   * every thread's.
+   */
+  storeWorker?: boolean;
 }
 
 /** Every long-lived part of the service, each built once with what it needs. */
@@ -84,7 +90,7 @@ export async function createAppContext(settings: Settings, log: Logger, override
     const generatedAdminPassword = await auth.ensureAdminPassword(settings.adminPassword);
     const mesh = new MeshService({ store, clock, mqttEnabled: settings.mqttEnabled, log });
     lifecycle.defer(() => mesh.settled()); // a large write's after-commit rendering ends before the store closes
-    store.worker()?.start(); // renders large writes' dynamic nodes and checkpoints the WAL: load it now
+    if (overrides.storeWorker !== false) store.worker()?.startWhenWalGrows(); // renders large writes, checkpoints the WAL
     const downloads = new DownloadsService({ store, clock, tokenTtlMs: settings.downloadTokenTtlMs });
     const backendPassword = settings.mqttBackendPassword ?? (await storedSecret(store, clock, "mqtt_backend_password"));
     const authzKey = settings.brokerAuthzSharedKey ?? (await storedSecret(store, clock, "broker_authz_shared_key"));

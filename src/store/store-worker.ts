@@ -15,6 +15,7 @@
  * job, at most {@link MAX_WORKER_STARTS} times per store; after that every job renders in this
  * thread and the main thread's automatic checkpoint does all the checkpointing.
  */
+import { stat } from "node:fs/promises";
 import { performance } from "node:perf_hooks";
 import type { Worker } from "node:worker_threads";
 import PQueue from "p-queue";
@@ -67,6 +68,12 @@ export const CHECKPOINT_INTERVAL_MS = 1000;
  */
 export const RENDER_STEPS_AHEAD = 4;
 
+/**
+ * WAL size (bytes) at which the worker starts by itself ({@link StoreWorker.startWhenWalGrows}):
+ * 16 MiB, 4,096 pages, a twelfth of the main thread's automatic checkpoint.
+ */
+export const WAL_START_BYTES = 16 * 1024 * 1024;
+
 /** Worker threads a store starts in its life before it renders in the main thread only. */
 export const MAX_WORKER_STARTS = 3;
 
@@ -86,6 +93,8 @@ export class StoreWorker implements ChunkSource {
   readonly #checkpointIntervalMs: number;
   readonly #onCheckpoint: ((c: WalCheckpoint) => void) | undefined;
   readonly #pending = new Map<number, { resolve: (answer: RenderedChunk | null | WalCheckpoint) => void; reject: (e: Error) => void }>();
+  readonly #walStartBytes: number;
+  #walWatch: NodeJS.Timeout | null = null;
   #worker: Worker | null = null;
   #starts = 0;
   #answered = 0;
@@ -97,13 +106,21 @@ export class StoreWorker implements ChunkSource {
    * @param db the store's own connection: the fallback renders on it
    * @param opts.checkpointIntervalMs how often the worker checkpoints (default {@link CHECKPOINT_INTERVAL_MS})
    * @param opts.onCheckpoint called with each periodic checkpoint that copied frames (tests, metrics)
+   * @param opts.walStartBytes WAL size at which {@link startWhenWalGrows} starts the worker
+   *   (default {@link WAL_START_BYTES})
    */
-  constructor(file: string, db: Db, log: Logger, opts: { checkpointIntervalMs?: number; onCheckpoint?: (c: WalCheckpoint) => void } = {}) {
+  constructor(
+    file: string,
+    db: Db,
+    log: Logger,
+    opts: { checkpointIntervalMs?: number; onCheckpoint?: (c: WalCheckpoint) => void; walStartBytes?: number } = {},
+  ) {
     this.#file = file;
     this.#db = db;
     this.#log = log;
     this.#checkpointIntervalMs = opts.checkpointIntervalMs ?? CHECKPOINT_INTERVAL_MS;
     this.#onCheckpoint = opts.onCheckpoint;
+    this.#walStartBytes = opts.walStartBytes ?? WAL_START_BYTES;
   }
 
   /** Worker threads started so far (tests). */
@@ -116,9 +133,28 @@ export class StoreWorker implements ChunkSource {
     return this.#answered;
   }
 
-  /** Starts the worker thread now if it is not running (it loads while the service starts). */
+  /** Starts the worker thread now if it is not running. */
   start(): void {
     this.#running();
+  }
+
+  /**
+   * Starts the worker thread once the WAL file reaches `walStartBytes` (checked every
+   * `checkpointIntervalMs`, off the event loop: an asynchronous `stat`), or with the first render
+   * job, whichever comes first. A small deployment never pays for the thread (~0.3–1 s of CPU to
+   * load); until it runs, commits checkpoint as before.
+   */
+  startWhenWalGrows(): void {
+    if (this.#walWatch !== null || this.#worker !== null) return;
+    this.#walWatch = setInterval(() => {
+      stat(`${this.#file}-wal`).then(
+        (st) => {
+          if (st.size >= this.#walStartBytes) this.#running();
+        },
+        () => undefined, // no WAL file yet
+      );
+    }, this.#checkpointIntervalMs);
+    this.#walWatch.unref();
   }
 
   /**
@@ -168,6 +204,7 @@ export class StoreWorker implements ChunkSource {
   /** Stops the worker thread; jobs still running continue in this thread. */
   async close(): Promise<void> {
     this.#closed = true;
+    this.#stopWalWatch();
     const worker = this.#worker;
     this.#worker = null;
     if (worker !== null) await worker.terminate();
@@ -212,12 +249,18 @@ export class StoreWorker implements ChunkSource {
       this.#log.error({ err }, "the render worker did not start; rendering in the main thread");
       return null;
     }
+    this.#stopWalWatch();
     worker.unref();
     worker.on("message", (res: RenderResponse) => this.#onAnswer(res));
     worker.on("error", (err) => this.#log.error({ err }, "the render worker failed"));
     worker.on("exit", (code) => this.#exited(worker, code));
     this.#worker = worker;
     return worker;
+  }
+
+  #stopWalWatch(): void {
+    if (this.#walWatch !== null) clearInterval(this.#walWatch);
+    this.#walWatch = null;
   }
 
   #onAnswer(res: RenderResponse): void {

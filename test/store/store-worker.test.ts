@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -162,14 +162,21 @@ test("issue 14 item 2: the store worker checkpoints the WAL on its own connectio
   assert.ok(again.log < done.log * 2, `the WAL was restarted (${again.log} frames after ${done.log})`);
 });
 
-test("issue 14 item 2: the store worker checkpoints by itself, every checkpointIntervalMs, once the main connection wrote frames", { timeout: 30_000 }, async (t) => {
+test("issue 14 item 2: the store worker starts by itself once the WAL file reaches walStartBytes, and then checkpoints unasked every checkpointIntervalMs", { timeout: 30_000 }, async (t) => {
   const { store, dir, write } = await writtenStore(t, 30);
+  const file = join(dir, "svc.db");
   let reported!: (c: WalCheckpoint) => void;
   const first = new Promise<WalCheckpoint>((resolve) => (reported = resolve));
-  const worker = new StoreWorker(join(dir, "svc.db"), store.db, createLogger("silent"), { checkpointIntervalMs: 20, onCheckpoint: (c) => reported(c) });
+  const walStartBytes = statSync(`${file}-wal`).size + 30 * 4096;
+  const worker = new StoreWorker(file, store.db, createLogger("silent"), { checkpointIntervalMs: 20, walStartBytes, onCheckpoint: (c) => reported(c) });
   t.after(() => worker.close());
-  worker.start();
-  write();
+  // The watch's timer does not hold the process (unref): this test holds it while it waits.
+  const hold = setInterval(() => undefined, 1000);
+  t.after(() => clearInterval(hold));
+  worker.startWhenWalGrows();
+  assert.equal(worker.starts, 0, "not before the WAL grows");
+  write(); // 30 rows of ~4 KB: past the threshold
   const done = await first;
+  assert.equal(worker.starts, 1);
   assert.ok(done.checkpointed >= 30, `frames copied without being asked (${done.checkpointed})`);
 });
