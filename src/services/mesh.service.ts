@@ -11,6 +11,7 @@ import type { configDetailViewSchema, tagViewSchema } from "../protocol/views.sc
 import * as configsRepo from "../store/configs.repository.js";
 import type { AfterCommit, Db, Store } from "../store/db.js";
 import * as pairsRepo from "../store/mesh-pairs.repository.js";
+import * as nodeListRepo from "../store/node-list.repository.js";
 import * as nodesRepo from "../store/nodes.repository.js";
 import * as forwardsRepo from "../store/port-forwards.repository.js";
 import type { ConfigRow, MeshPairRow, NodeRow } from "../store/schema.js";
@@ -187,7 +188,7 @@ export class MeshService {
   async getConfig(configId: string): Promise<ConfigDetailView> {
     const db = this.#store.db;
     const config = await requireConfig(db, configId);
-    const nodes = await this.#nodeViews(db, configId);
+    const nodes = await this.#nodeViews(configId);
     return { ...configView(config), nodes, tags: tagViews(nodes) };
   }
 
@@ -267,7 +268,7 @@ export class MeshService {
 
   async listNodes(configId: string): Promise<NodeView[]> {
     await requireConfig(this.#store.db, configId);
-    return this.#nodeViews(this.#store.db, configId);
+    return this.#nodeViews(configId);
   }
 
   async getNode(configId: string, nodeId: string): Promise<NodeView> {
@@ -552,7 +553,7 @@ export class MeshService {
 
   async listTags(configId: string): Promise<TagView[]> {
     await requireConfig(this.#store.db, configId);
-    return tagViews(await this.#nodeViews(this.#store.db, configId));
+    return tagViews(await this.#nodeViews(configId));
   }
 
   // ---- helpers -------------------------------------------------------------------------
@@ -645,13 +646,18 @@ export class MeshService {
     return changedByPair(a, b, pair.enabled === 1, enabled);
   }
 
-  async #nodeViews(db: Db, configId: string): Promise<NodeView[]> {
-    const [nodes, tags, clients] = await Promise.all([
-      nodesRepo.listNodesWithoutTexts(db, configId),
-      nodesRepo.listTagsByNode(db, configId),
-      nodesRepo.listClientStates(db, configId),
-    ]);
-    return nodes.map((n) => nodeView(n, tags.get(n.node_id) ?? [], clients.get(n.node_id), this.#mqttEnabled));
+  /**
+   * Every node's view of a config, in list order (the workspace read, issue 14 item 4: two raw
+   * statements). They run while this holds Kysely's one connection, as the Kysely reads they
+   * replace did: never in the middle of another caller's open transaction, whose uncommitted
+   * rows the handle would show.
+   */
+  async #nodeViews(configId: string): Promise<NodeView[]> {
+    return this.#store.db.connection().execute(async () => {
+      const sqlite = this.#store.sqlite;
+      const tags = nodeListRepo.configTagsByNode(sqlite, configId);
+      return nodeListRepo.mapConfigNodes(sqlite, configId, (node, client) => nodeView(node, tags.get(node.node_id) ?? [], client, this.#mqttEnabled));
+    });
   }
 
   /** One node's view: reads that node's tags and client state only (O(1) in the config's size). */
@@ -720,6 +726,12 @@ function dedupe(tags: readonly string[]): string[] {
 
 function tagViews(nodes: readonly NodeView[]): TagView[] {
   const out = new Map<string, string[]>();
-  for (const n of nodes) for (const t of n.tags) out.set(t, [...(out.get(t) ?? []), n.node_id]);
+  for (const n of nodes) {
+    for (const t of n.tags) {
+      const ids = out.get(t);
+      if (ids === undefined) out.set(t, [n.node_id]);
+      else ids.push(n.node_id);
+    }
+  }
   return [...out.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([tag, node_ids]) => ({ tag, node_ids }));
 }

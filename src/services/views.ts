@@ -9,7 +9,8 @@ import type {
   nodeViewSchema,
   portForwardViewSchema,
 } from "../protocol/views.schema.js";
-import type { ConfigRow, MeshPairRow, NodeClientStateRow, NodeRow, PortForwardRow } from "../store/schema.js";
+import type { NodeClientViewRow } from "../store/node-list.repository.js";
+import type { ConfigRow, MeshPairRow, NodeRow, PortForwardRow } from "../store/schema.js";
 
 /**
  * Wire shapes of the REST resources (DESIGN §5), built from store rows. Times are ISO 8601 UTC
@@ -94,7 +95,7 @@ export function clientView(
 export function nodeView(
   row: Omit<NodeRow, "private_key" | "staged_config_text">,
   tags: readonly string[],
-  client: NodeClientStateRow | undefined,
+  client: NodeClientViewRow | undefined,
   mqttEnabled: boolean,
 ): NodeView {
   const { effective_mode, ...clientState } = clientView(

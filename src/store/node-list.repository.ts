@@ -48,6 +48,9 @@ export interface NodePageRow {
   client: NodeClientStateRow | undefined;
 }
 
+/** The columns of a node's client state that its view shows (`nodeView`, src/services/views.ts). */
+export type NodeClientViewRow = Pick<NodeClientStateRow, "client_initialized" | "client_presence_state" | "runtime_state" | "last_reachable_at" | "client_version">;
+
 /** How many nodes of a config are in each state, and how many match the filter. */
 export interface NodeStateCounts {
   total: number;
@@ -186,6 +189,88 @@ export function tagsOfNodes(sqlite: SQLite.Database, nodeIds: readonly string[])
     const list = out.get(r.node_id) ?? [];
     list.push(r.tag);
     out.set(r.node_id, list);
+  }
+  return out;
+}
+
+/**
+ * Every node of a config in list order with the client-state columns its view shows, each
+ * passed to `f` as it is read: the mesh page's workspace (`GET /api/v1/configs/{id}`, issue 14
+ * item 4). One statement over the covering index `nodes_views` (migration 0012) and the
+ * client-state rows by key; never a node's private key or config text, nor a client's machine
+ * snapshot or credentials. Read in raw mode (arrays, not objects keyed by column name): at 5,000
+ * nodes better-sqlite3's per-column object building was the largest part of the read
+ * (docs/decisions.md "Issue 14: the workspace read"); each row object lives only while `f` runs.
+ * @returns what `f` returned for each node, in list order
+ */
+export function mapConfigNodes<T>(sqlite: SQLite.Database, configId: string, f: (node: NodeListRow, client: NodeClientViewRow | undefined) => T): T[] {
+  // config_id is the parameter's (one string fewer per row).
+  const text = `SELECT n.node_id, n.name, n.mode, n.interface_name, n.address, n.public_address, n.listen_port, n.public_key,
+      n.staged_config_version, n.staged_config_sha256, n.confirmed_config_version, n.confirmed_config_sha256, n.created_at, n.updated_at,
+      cs.node_id IS NOT NULL, cs.client_initialized, cs.client_presence_state, cs.runtime_state, cs.last_reachable_at, cs.client_version
+    FROM nodes n INDEXED BY nodes_views LEFT JOIN node_client_state cs ON cs.node_id = n.node_id
+    WHERE n.config_id = ? ORDER BY n.created_at, n.node_id`;
+  const rows = statement(sqlite, text).raw(true).all(configId) as ConfigNodeTuple[];
+  return rows.map((r) => {
+    const node: NodeListRow = {
+      node_id: r[0],
+      config_id: configId,
+      name: r[1],
+      mode: r[2],
+      interface_name: r[3],
+      address: r[4],
+      public_address: r[5],
+      listen_port: r[6],
+      public_key: r[7],
+      staged_config_version: r[8],
+      staged_config_sha256: r[9],
+      confirmed_config_version: r[10],
+      confirmed_config_sha256: r[11],
+      created_at: r[12],
+      updated_at: r[13],
+    };
+    const client: NodeClientViewRow | undefined =
+      r[14] === 0
+        ? undefined
+        : { client_initialized: r[15], client_presence_state: r[16], runtime_state: r[17], last_reachable_at: r[18], client_version: r[19] };
+    return f(node, client);
+  });
+}
+
+/** A row of {@link mapConfigNodes}' statement in raw mode, its columns in SELECT order. */
+type ConfigNodeTuple = [
+  node_id: string,
+  name: string,
+  mode: NodeListRow["mode"],
+  interface_name: string,
+  address: string,
+  public_address: string | null,
+  listen_port: number | null,
+  public_key: string,
+  staged_config_version: number,
+  staged_config_sha256: string | null,
+  confirmed_config_version: number | null,
+  confirmed_config_sha256: string | null,
+  created_at: number,
+  updated_at: number,
+  /** 1 when the node has a client-state row, else 0 (the LEFT JOIN found none). */
+  has_client: 0 | 1,
+  client_initialized: NodeClientViewRow["client_initialized"],
+  client_presence_state: NodeClientViewRow["client_presence_state"],
+  runtime_state: NodeClientViewRow["runtime_state"],
+  last_reachable_at: number | null,
+  client_version: string | null,
+];
+
+/** Tags of every node of a config: node_id → tags sorted by name (raw mode, as {@link mapConfigNodes}). */
+export function configTagsByNode(sqlite: SQLite.Database, configId: string): Map<string, string[]> {
+  const text = `SELECT t.node_id, t.tag FROM node_tags t JOIN nodes n ON n.node_id = t.node_id WHERE n.config_id = ? ORDER BY t.tag`;
+  const rows = statement(sqlite, text).raw(true).all(configId) as Array<[string, string]>;
+  const out = new Map<string, string[]>();
+  for (const [nodeId, tag] of rows) {
+    const list = out.get(nodeId);
+    if (list === undefined) out.set(nodeId, [tag]);
+    else list.push(tag);
   }
   return out;
 }

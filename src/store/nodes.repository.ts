@@ -6,7 +6,8 @@ import type { ConfigRow, NewNodeRow, NodeClientStateRow, NodeRow, NodeUpdate } f
 
 /**
  * The columns of a node that its views show, in the order of the covering index `nodes_views`
- * (migration 0012): never its private key or config text.
+ * (migration 0012): never its private key or config text. A whole config's are read from that
+ * index alone (`mapConfigNodes`, node-list.repository.ts).
  */
 export const NODE_VIEW_COLUMNS = [
   "node_id",
@@ -48,21 +49,6 @@ export async function listNodes(db: Db, configId: string): Promise<NodeRow[]> {
   return db.selectFrom("nodes").selectAll().where("config_id", "=", configId).orderBy("created_at").orderBy("node_id").execute();
 }
 
-/**
- * The nodes of a config in {@link listNodes} order, without `private_key` and the staged config
- * text (views and overviews: a 1,000-node full mesh's texts are ~100 MB). Read from the covering
- * index `nodes_views` (migration 0012) alone: no row, so no overflow page of a text, is read.
- */
-export async function listNodesWithoutTexts(db: Db, configId: string): Promise<Array<Omit<NodeRow, "private_key" | "staged_config_text">>> {
-  return db
-    .selectFrom("nodes")
-    .select(NODE_VIEW_COLUMNS)
-    .where("config_id", "=", configId)
-    .orderBy("created_at")
-    .orderBy("node_id")
-    .execute();
-}
-
 export async function listNodeAddresses(db: Db, configId: string): Promise<string[]> {
   const rows = await db.selectFrom("nodes").select("address").where("config_id", "=", configId).execute();
   return rows.map((r) => r.address);
@@ -93,24 +79,6 @@ export async function replaceNodeTags(db: Db, nodeId: string, tags: readonly str
       .values(tags.map((tag) => ({ node_id: nodeId, tag })))
       .execute();
   }
-}
-
-/** Tags of every node of a config: node_id → sorted tags. */
-export async function listTagsByNode(db: Db, configId: string): Promise<Map<string, string[]>> {
-  const rows = await db
-    .selectFrom("node_tags")
-    .innerJoin("nodes", "nodes.node_id", "node_tags.node_id")
-    .select(["node_tags.node_id", "node_tags.tag"])
-    .where("nodes.config_id", "=", configId)
-    .orderBy("node_tags.tag")
-    .execute();
-  const out = new Map<string, string[]>();
-  for (const r of rows) {
-    const list = out.get(r.node_id) ?? [];
-    list.push(r.tag);
-    out.set(r.node_id, list);
-  }
-  return out;
 }
 
 /** Client state of every node of a config: node_id → row. */
@@ -215,7 +183,7 @@ export async function listNodeIds(db: Db, configId: string): Promise<string[]> {
   return rows.map((r) => r.node_id);
 }
 
-/** One node's tags, sorted (the per-node form of {@link listTagsByNode}). */
+/** One node's tags, sorted (the per-node form of `configTagsByNode`, node-list.repository.ts). */
 export async function listTagsOfNode(db: Db, nodeId: string): Promise<string[]> {
   const rows = await db.selectFrom("node_tags").select("tag").where("node_id", "=", nodeId).orderBy("tag").execute();
   return rows.map((r) => r.tag);
