@@ -23,8 +23,9 @@ const sqlite = new SQLite(file, { fileMustExist: true });
 sqlite.pragma("busy_timeout = 5000");
 
 /**
- * The renderer and a Kysely handle on this thread's connection, loaded with the first job: a
- * worker that only checkpoints starts in a third of the time (no Kysely, migrations or renderer).
+ * The renderer and a Kysely handle on this thread's connection, loaded after the thread has
+ * started (below): its periodic checkpoints begin at once, and the first job (a protocol switch)
+ * does not wait ~0.7 s for the modules under tsx.
  */
 let rendering: Promise<{ db: Db; open: typeof openRenderJob }> | null = null;
 function loadRendering(): Promise<{ db: Db; open: typeof openRenderJob }> {
@@ -50,6 +51,8 @@ setInterval(() => {
     // SQLITE_BUSY and the like: the next interval tries again; the main thread's automatic checkpoint is the backstop
   }
 }, checkpointIntervalMs).unref();
+
+setImmediate(() => void loadRendering().catch(() => undefined)); // a failure is answered to the first job's steps
 
 /** Open jobs; a job whose loading failed answers its steps with the failure. */
 const jobs = new Map<number, Promise<RenderJob>>();
