@@ -222,7 +222,7 @@ export interface RenderJob {
 
 /**
  * Where {@link renderDeferred} gets its renderings from: in this thread ({@link inThreadJobs}) or
- * from the render worker (src/store/store-worker.ts), which reads and renders on its own
+ * from the store worker (src/store/store-worker.ts), which reads and renders on its own
  * connection while this thread stores the previous step.
  */
 export interface ChunkSource {
@@ -242,7 +242,7 @@ export function inThreadJobs(db: Db, stepMs = 10): ChunkSource {
  * nodes, and reports them in batches of up to `batch` nodes (or every `sliceMs` ms) to
  * `onStaged`. The renderings come from a {@link RenderJob} of `opts.source` (inputs read once
  * per job, each peer checked once: {@link openRenderJob}); this function stores them and reports
- * them. With the render worker as source, the next step is rendered on another thread while this
+ * them. With the store worker as source, the next step is rendered on another thread while this
  * one stores (issue 14 items 2–3). A rendering is stored only if its node is still at the
  * version read before the inputs (`storeStagedRendering`); a node a write bumped meanwhile is
  * rendered again from fresh inputs ({@link materializeStaged}). Yields to the event loop before

@@ -25,8 +25,9 @@ import type { Db } from "./db.js";
 import { openRenderJob, type ChunkSource, type RenderedChunk, type RenderJob } from "./staging.js";
 
 /**
- * A request to the render worker: start a job over these nodes of this config (no answer), give
- * its next step (answered by a {@link RenderResponse} of the same `id`), or drop it (no answer).
+ * A request to the store worker: start a job over these nodes of this config (no answer), give
+ * its next step, checkpoint now (both answered by a {@link RenderResponse} of the same `id`), or
+ * drop a job (no answer).
  */
 export type RenderRequest =
   | { op: "open"; job: number; configId: string; ids: readonly string[] }
@@ -181,7 +182,7 @@ export class StoreWorker implements ChunkSource {
           for (const s of [...(answer?.stored ?? []), ...(answer?.rendered ?? [])]) given.add(s.nodeId);
           return answer;
         } catch (err) {
-          this.#log.warn({ err, configId }, "the render worker did not render a step; rendering the rest in the main thread");
+          this.#log.warn({ err, configId }, "the store worker did not render a step; rendering the rest in the main thread");
           fallback = inThread(ids.filter((id) => !given.has(id)));
         }
       }
@@ -228,7 +229,7 @@ export class StoreWorker implements ChunkSource {
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
       if (this.#worker !== worker) {
-        reject(new Error("the render worker is gone"));
+        reject(new Error("the store worker is gone"));
         return;
       }
       this.#pending.set(id, { resolve, reject });
@@ -246,13 +247,13 @@ export class StoreWorker implements ChunkSource {
     try {
       worker = startWorker(new URL(`./store-worker.thread${moduleExtension(import.meta.url)}`, import.meta.url), { workerData: { file: this.#file, checkpointIntervalMs: this.#checkpointIntervalMs } });
     } catch (err) {
-      this.#log.error({ err }, "the render worker did not start; rendering in the main thread");
+      this.#log.error({ err }, "the store worker did not start; rendering in the main thread");
       return null;
     }
     this.#stopWalWatch();
     worker.unref();
     worker.on("message", (res: RenderResponse) => this.#onAnswer(res));
-    worker.on("error", (err) => this.#log.error({ err }, "the render worker failed"));
+    worker.on("error", (err) => this.#log.error({ err }, "the store worker failed"));
     worker.on("exit", (code) => this.#exited(worker, code));
     this.#worker = worker;
     return worker;
@@ -282,9 +283,9 @@ export class StoreWorker implements ChunkSource {
 
   #exited(worker: Worker, code: number): void {
     if (this.#worker === worker) this.#worker = null;
-    if (!this.#closed) this.#log.warn({ code }, "the render worker exited");
+    if (!this.#closed) this.#log.warn({ code }, "the store worker exited");
     const waiting = [...this.#pending.values()];
     this.#pending.clear();
-    for (const w of waiting) w.reject(new Error(`the render worker exited with code ${code}`));
+    for (const w of waiting) w.reject(new Error(`the store worker exited with code ${code}`));
   }
 }

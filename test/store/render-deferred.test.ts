@@ -8,36 +8,13 @@
  */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { test } from "node:test";
-import { ManualClock } from "../../src/clock.js";
-import { createLogger } from "../../src/logger.js";
-import { MeshService } from "../../src/services/mesh.service.js";
-import { Store } from "../../src/store/db.js";
 import { listNodes } from "../../src/store/nodes.repository.js";
 import { renderConfigTexts, renderDeferred, restageConfig, type StagedChange } from "../../src/store/staging.js";
+import { lazyMesh } from "../helpers/lazy-mesh.js";
 import { turnsDuring } from "../helpers/turns.js";
 
 const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
-
-/** A full mesh of `n` static nodes, all staged lazily (unrendered) by a protocol switch. */
-async function lazyMesh(t: { after: (fn: () => unknown) => void }, n: number) {
-  const dir = mkdtempSync(join(tmpdir(), "svc-deferred-"));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));
-  t.after(() => store.close());
-  // Budget 0: nothing is rendered in a write; static nodes are left for renderDeferred here.
-  const mesh = new MeshService({ store, clock: new ManualClock(), mqttEnabled: true, eagerPeerBudget: 0 });
-  const configId = (await mesh.createConfig({ name: "c", tunnel_protocol: "wireguard", network_cidr: "10.9.0.0/24" })).config_id;
-  for (let i = 0; i < n; i++) await mesh.createNode(configId, { name: `n${i}`, mode: "static", public_address: `192.0.2.${i + 1}`, listen_port: 51820 });
-  await mesh.updateConfig(configId, { tunnel_protocol: "awg_2" });
-  await mesh.settled();
-  const ids = (await listNodes(store.db, configId)).map((r) => r.node_id);
-  assert.ok((await listNodes(store.db, configId)).every((r) => r.staged_config_sha256 === null), "all staged, none rendered");
-  return { store, mesh, configId, ids };
-}
 
 test("issue 14 / DESIGN §3 Config versions: a write landing while a chunk renders (after its inputs were read) leaves no stale text: the nodes it bumped are rendered again from fresh inputs and reported with the new version", async (t) => {
   const { store, mesh, configId, ids } = await lazyMesh(t, 6);

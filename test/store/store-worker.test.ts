@@ -12,32 +12,15 @@ import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { ManualClock } from "../../src/clock.js";
 import { isAppError } from "../../src/errors.js";
 import { createLogger } from "../../src/logger.js";
-import { MeshService } from "../../src/services/mesh.service.js";
 import { Store } from "../../src/store/db.js";
 import { listNodes } from "../../src/store/nodes.repository.js";
 import { MAX_WORKER_STARTS, StoreWorker, type WalCheckpoint } from "../../src/store/store-worker.js";
 import { renderConfigTexts, renderDeferred, type StagedChange } from "../../src/store/staging.js";
+import { lazyMesh } from "../helpers/lazy-mesh.js";
 
 const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
-
-/** A full mesh of `n` static nodes, all staged lazily (unrendered) by a protocol switch. */
-async function lazyMesh(t: { after: (fn: () => unknown) => void }, n: number) {
-  const dir = mkdtempSync(join(tmpdir(), "svc-render-pool-"));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));
-  t.after(() => store.close());
-  const mesh = new MeshService({ store, clock: new ManualClock(), mqttEnabled: true, eagerPeerBudget: 0 });
-  const configId = (await mesh.createConfig({ name: "c", tunnel_protocol: "wireguard", network_cidr: "10.9.0.0/24" })).config_id;
-  for (let i = 0; i < n; i++) await mesh.createNode(configId, { name: `n${i}`, mode: "static", public_address: `192.0.2.${i + 1}`, listen_port: 51820 });
-  await mesh.updateConfig(configId, { tunnel_protocol: "awg_2" });
-  await mesh.settled();
-  const ids = (await listNodes(store.db, configId)).map((r) => r.node_id);
-  assert.ok((await listNodes(store.db, configId)).every((r) => r.staged_config_sha256 === null), "all staged, none rendered");
-  return { store, mesh, configId, ids, dir };
-}
 
 /** Every node's stored rendering is the full re-render's, or it is staged lazily (no sha yet). */
 async function assertFullRender(store: Store, configId: string, reported: ReadonlyMap<string, StagedChange>) {
@@ -52,8 +35,8 @@ async function assertFullRender(store: Store, configId: string, reported: Readon
 
 test("issue 14 items 2–3 / DESIGN §3 Config versions: the render worker renders a deferred write's nodes byte for byte as the full re-render, while writes race it (random nodes bumped between chunks), and reports every node", async (t) => {
   const { store, mesh, configId, ids } = await lazyMesh(t, 40);
-  const pool = store.worker();
-  assert.ok(pool instanceof StoreWorker);
+  const worker = store.worker();
+  assert.ok(worker instanceof StoreWorker);
   const reported = new Map<string, StagedChange>();
   let writes = 0;
   await renderDeferred(
@@ -68,40 +51,40 @@ test("issue 14 items 2–3 / DESIGN §3 Config versions: the render worker rende
       const target = ids[(writes * 11) % ids.length] ?? "";
       await mesh.updateNode(configId, target, { public_address: `198.51.100.${writes}` });
     },
-    { batch: 1, chunk: 8, source: pool },
+    { batch: 1, chunk: 8, source: worker },
   );
   await mesh.settled();
   assert.equal(writes, 5, "the writes raced the rendering");
-  assert.ok(pool.answered >= 5, `the worker answered the chunks (${pool.answered})`);
-  assert.equal(pool.starts, 1, "one worker thread");
+  assert.ok(worker.answered >= 5, `the worker answered the chunks (${worker.answered})`);
+  assert.equal(worker.starts, 1, "one worker thread");
   assert.deepEqual([...reported.keys()].sort(), [...ids].sort(), "every node reported");
   await assertFullRender(store, configId, reported);
   // The writes (endpoint changes) re-staged every peer lazily; a second pass, unraced, renders all.
-  await renderDeferred(store.db, configId, ids, (batch) => void batch.forEach((s) => reported.set(s.nodeId, s)), { chunk: 8, source: pool });
+  await renderDeferred(store.db, configId, ids, (batch) => void batch.forEach((s) => reported.set(s.nodeId, s)), { chunk: 8, source: worker });
   assert.ok((await listNodes(store.db, configId)).every((r) => r.staged_config_sha256 !== null), "every node rendered");
   await assertFullRender(store, configId, reported);
 });
 
-test("issue 14 items 2–3: a worker that cannot start (its database cannot be opened) loses no rendering: each job's nodes are rendered in the main thread, and the pool stops starting workers after MAX_WORKER_STARTS jobs", async (t) => {
+test("issue 14 items 2–3: a worker that cannot start (its database cannot be opened) loses no rendering: each job's nodes are rendered in the main thread, and the store stops starting worker threads after MAX_WORKER_STARTS jobs", async (t) => {
   const { store, configId, ids, dir } = await lazyMesh(t, 20);
-  const pool = new StoreWorker(join(dir, "missing.db"), store.db, createLogger("silent"));
-  t.after(() => pool.close());
+  const worker = new StoreWorker(join(dir, "missing.db"), store.db, createLogger("silent"));
+  t.after(() => worker.close());
   for (let job = 1; job <= MAX_WORKER_STARTS + 1; job++) {
     await store.db.updateTable("nodes").set({ staged_config_sha256: null, staged_config_text: null }).execute();
     const reported = new Map<string, StagedChange>();
-    await renderDeferred(store.db, configId, ids, (batch) => void batch.forEach((s) => reported.set(s.nodeId, s)), { chunk: 4, source: pool });
+    await renderDeferred(store.db, configId, ids, (batch) => void batch.forEach((s) => reported.set(s.nodeId, s)), { chunk: 4, source: worker });
     assert.equal(reported.size, ids.length, `job ${job}: every node reported`);
     assert.ok((await listNodes(store.db, configId)).every((r) => r.staged_config_sha256 !== null), `job ${job}: every node rendered`);
     await assertFullRender(store, configId, reported);
-    assert.equal(pool.starts, Math.min(job, MAX_WORKER_STARTS), `job ${job}: a worker started per job, up to the limit`);
+    assert.equal(worker.starts, Math.min(job, MAX_WORKER_STARTS), `job ${job}: a worker started per job, up to the limit`);
   }
-  assert.equal(pool.answered, 0, "the worker answered nothing");
+  assert.equal(worker.answered, 0, "the worker answered nothing");
 });
 
-test("issue 14 items 2–3: a worker that goes away in the middle of a job (here: the pool is closed after the first batch) loses no rendering and repeats none: the nodes it had not given are rendered in the main thread, each reported once", async (t) => {
+test("issue 14 items 2–3: a worker that goes away in the middle of a job (here: it is closed after the first batch) loses no rendering and repeats none: the nodes it had not given are rendered in the main thread, each reported once", async (t) => {
   const { store, configId, ids } = await lazyMesh(t, 30);
-  const pool = store.worker();
-  assert.ok(pool);
+  const worker = store.worker();
+  assert.ok(worker);
   const reports = new Map<string, number>();
   let closed = false;
   await renderDeferred(
@@ -112,12 +95,12 @@ test("issue 14 items 2–3: a worker that goes away in the middle of a job (here
       for (const s of batch) reports.set(s.nodeId, (reports.get(s.nodeId) ?? 0) + 1);
       if (closed) return;
       closed = true;
-      await pool.close();
+      await worker.close();
     },
-    { batch: 4, chunk: 4, source: pool },
+    { batch: 4, chunk: 4, source: worker },
   );
   assert.ok(closed);
-  assert.ok(pool.answered >= 1 && pool.answered < Math.ceil(ids.length / 4), `the worker gave some steps, not all (${pool.answered})`);
+  assert.ok(worker.answered >= 1 && worker.answered < Math.ceil(ids.length / 4), `the worker gave some steps, not all (${worker.answered})`);
   assert.deepEqual([...reports.keys()].sort(), [...ids].sort(), "every node reported");
   assert.ok([...reports.values()].every((n) => n === 1), "none twice");
   assert.ok((await listNodes(store.db, configId)).every((r) => r.staged_config_sha256 !== null), "every node rendered");
@@ -126,11 +109,11 @@ test("issue 14 items 2–3: a worker that goes away in the middle of a job (here
 
 test("issue 14 items 2–3: a node whose stored input the renderer refuses fails the deferred rendering with the renderer's own VALIDATION_FAILED, as in the main thread", async (t) => {
   const { store, configId, ids } = await lazyMesh(t, 6);
-  const pool = store.worker();
-  assert.ok(pool);
+  const worker = store.worker();
+  assert.ok(worker);
   await store.db.updateTable("nodes").set({ public_key: "not-a-key" }).where("node_id", "=", ids[2] ?? "").execute();
   await assert.rejects(
-    renderDeferred(store.db, configId, ids, () => {}, { source: pool }),
+    renderDeferred(store.db, configId, ids, () => {}, { source: worker }),
     (err: unknown) => isAppError(err, "VALIDATION_FAILED"),
   );
 });
