@@ -96,6 +96,8 @@ export class StoreWorker implements ChunkSource {
   readonly #pending = new Map<number, { resolve: (answer: RenderedChunk | null | WalCheckpoint) => void; reject: (e: Error) => void }>();
   readonly #walStartBytes: number;
   #walWatch: NodeJS.Timeout | null = null;
+  /** {@link startWhenWalGrows} was asked for: watched again when a worker exits. */
+  #watchWal = false;
   #worker: Worker | null = null;
   #starts = 0;
   #answered = 0;
@@ -142,11 +144,12 @@ export class StoreWorker implements ChunkSource {
   /**
    * Starts the worker thread once the WAL file reaches `walStartBytes` (checked every
    * `checkpointIntervalMs`, off the event loop: an asynchronous `stat`), or with the first render
-   * job, whichever comes first. A small deployment never pays for the thread (~0.3–1 s of CPU to
-   * load); until it runs, commits checkpoint as before.
+   * job, whichever comes first; again after a worker exits. A small deployment never pays for the
+   * thread (~0.3–1 s of CPU to load); until it runs, commits checkpoint as before.
    */
   startWhenWalGrows(): void {
-    if (this.#walWatch !== null || this.#worker !== null) return;
+    this.#watchWal = true;
+    if (this.#walWatch !== null || this.#worker !== null || this.#closed) return;
     this.#walWatch = setInterval(() => {
       stat(`${this.#file}-wal`).then(
         (st) => {
@@ -284,6 +287,8 @@ export class StoreWorker implements ChunkSource {
   #exited(worker: Worker, code: number): void {
     if (this.#worker === worker) this.#worker = null;
     if (!this.#closed) this.#log.warn({ code }, "the store worker exited");
+    // Checkpoints resume with a new worker once the WAL is large again (up to MAX_WORKER_STARTS).
+    if (this.#watchWal && !this.#closed && this.#starts < MAX_WORKER_STARTS) this.startWhenWalGrows();
     const waiting = [...this.#pending.values()];
     this.#pending.clear();
     for (const w of waiting) w.reject(new Error(`the store worker exited with code ${code}`));

@@ -8,13 +8,14 @@
  */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { isAppError } from "../../src/errors.js";
 import { createLogger } from "../../src/logger.js";
-import { Store } from "../../src/store/db.js";
+import type { Logger } from "../../src/logger.js";
+import { Store, type Db } from "../../src/store/db.js";
 import { listNodes } from "../../src/store/nodes.repository.js";
 import { MAX_WORKER_STARTS, StoreWorker, type WalCheckpoint } from "../../src/store/store-worker.js";
 import { renderConfigTexts, renderDeferred, type StagedChange } from "../../src/store/staging.js";
@@ -162,4 +163,29 @@ test("issue 14 item 2: the store worker starts by itself once the WAL file reach
   const done = await first;
   assert.equal(worker.starts, 1);
   assert.ok(done.checkpointed >= 30, `frames copied without being asked (${done.checkpointed})`);
+});
+
+test("issue 14 item 2: a worker started by the WAL watch that exits is started again while the WAL stays large, up to MAX_WORKER_STARTS in all (here every start fails: the database file is missing beside a large WAL)", { timeout: 30_000 }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "svc-rewatch-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, "gone.db");
+  writeFileSync(`${file}-wal`, Buffer.alloc(8192));
+  let exits = 0;
+  let allExited!: () => void;
+  const exited = new Promise<void>((resolve) => (allExited = resolve));
+  const log = {
+    warn: (_: unknown, msg: string) => {
+      if (msg === "the store worker exited" && ++exits === MAX_WORKER_STARTS) allExited();
+    },
+    error: () => undefined,
+    info: () => undefined,
+    debug: () => undefined,
+  } as unknown as Logger;
+  const hold = setInterval(() => undefined, 1000);
+  t.after(() => clearInterval(hold));
+  const worker = new StoreWorker(file, {} as Db, log, { checkpointIntervalMs: 10, walStartBytes: 4096 });
+  t.after(() => worker.close());
+  worker.startWhenWalGrows();
+  await exited;
+  assert.equal(worker.starts, MAX_WORKER_STARTS, "started again after each exit, then no more");
 });
