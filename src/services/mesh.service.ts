@@ -594,8 +594,9 @@ export class MeshService {
   }
 
   /**
-   * Renders a large write's dynamic nodes after its commit, on the store's render worker (in
-   * this thread for an in-memory store), and hands them to the hooks in batches (node actors: `config.staged`, then the debounced push).
+   * Renders a large write's dynamic nodes after its commit, on the store worker (in this thread
+   * for an in-memory store), and hands them to the hooks in batches (node actors:
+   * `config.staged`, then the debounced push).
    * Runs one after another across writes; {@link settled} resolves when all are done.
    */
   #renderAfterCommit(configId: string, nodeIds: string[]): void {
