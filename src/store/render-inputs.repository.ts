@@ -40,45 +40,17 @@ export async function listRenderSidesAmong(db: Db, configId: string, nodeIds: re
   return out;
 }
 
-/** One mesh pair as `[this side, the other side, enabled]`, seen from a node of the asked set. */
-export type PairEnd = readonly [self: string, other: string, enabled: number];
-
-/**
- * Every mesh pair a node of `nodeIds` (nodes of `configId`) is a side of, once per such side: a
- * pair whose two sides are both in the set is listed twice, once from each. Per 500 ids: the
- * pairs they are `node_a` of through `UNIQUE (node_a, node_b)`, and those they are `node_b` of
- * by probing that index with each node of the config (there is no index on `node_b`, migration
- * 0011: a plain `node_b IN (…)` scans every pair of the database). O(pairs of those nodes +
- * nodes of the config × ids).
- */
-export async function listPairEndsOf(db: Db, configId: string, nodeIds: readonly string[]): Promise<PairEnd[]> {
-  const out: PairEnd[] = [];
-  for (let i = 0; i < nodeIds.length; i += 500) {
-    const ids = nodeIds.slice(i, i + 500);
-    const [asA, asB] = await Promise.all([
-      db.selectFrom("mesh_pairs").select(["node_a", "node_b", "enabled"]).where("node_a", "in", ids).execute(),
-      db
-        .selectFrom("nodes as o")
-        .crossJoin("mesh_pairs as p")
-        .select(["p.node_a", "p.node_b", "p.enabled"])
-        .whereRef("p.node_a", "=", "o.node_id")
-        .where("p.node_b", "in", ids)
-        .where("o.config_id", "=", configId)
-        .execute(),
-    ]);
-    for (const p of asA) out.push([p.node_a, p.node_b, p.enabled]);
-    for (const p of asB) out.push([p.node_b, p.node_a, p.enabled]);
-  }
-  return out;
-}
+/** One mesh pair as `[node_a, node_b, enabled]`. */
+export type PairRow = readonly [nodeA: string, nodeB: string, enabled: number];
 
 /**
  * The mesh pairs whose `node_a` is one of `nodeIds`, as `[node_a, node_b, enabled]`, through
  * `UNIQUE (node_a, node_b)`: asked with every node of a config in turn, it lists each pair of
- * the config exactly once. O(pairs of those nodes as node_a).
+ * the config exactly once (there is no index on `node_b`, migration 0011: asking by `node_b`
+ * would scan every pair of the database). O(pairs of those nodes as node_a).
  */
-export async function listPairsWithNodeA(db: Db, nodeIds: readonly string[]): Promise<PairEnd[]> {
-  const out: PairEnd[] = [];
+export async function listPairsWithNodeA(db: Db, nodeIds: readonly string[]): Promise<PairRow[]> {
+  const out: PairRow[] = [];
   for (let i = 0; i < nodeIds.length; i += 500) {
     for (const p of await db.selectFrom("mesh_pairs").select(["node_a", "node_b", "enabled"]).where("node_a", "in", nodeIds.slice(i, i + 500)).execute()) {
       out.push([p.node_a, p.node_b, p.enabled]);

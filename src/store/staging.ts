@@ -21,7 +21,7 @@ import type { Db } from "./db.js";
 import { listPairs, listPairsOfNode, type PairOfNode } from "./mesh-pairs.repository.js";
 import { bumpStagedVersions, findNodeById, listDynamicNodesAmong, listNodes, listNodesAmong, storeStagedRendering, updateNode } from "./nodes.repository.js";
 import { listPortForwards, listPortForwardsOfConfig } from "./port-forwards.repository.js";
-import { listPairEndsOf, listPairsWithNodeA, listPortForwardsAmong, listRenderSides, listRenderSidesAmong, type PairEnd, type RenderSideRow } from "./render-inputs.repository.js";
+import { listPairsWithNodeA, listPortForwardsAmong, listRenderSides, listRenderSidesAmong, type RenderSideRow } from "./render-inputs.repository.js";
 import type { ConfigRow, NodeRow, PortForwardRow } from "./schema.js";
 
 /** A node whose staged config changed. */
@@ -321,8 +321,8 @@ async function storeChunk(db: Db, chunk: RenderedChunk, turn: Turn, onNode: (s: 
  * with one {@link ConfigRenderer} (each peer validated and its `[Peer]` block built once per
  * job). Reading versions before inputs makes every rendering at least as new as its version, so
  * a store conditional on that version is exact. Yields whenever the turn has run `turn.stepMs`
- * ms (pass `Infinity` on a thread of its own). Memory: the config's pair ends as numbers, two per
- * pair (~16 MB for a 1,000-node full mesh).
+ * ms (pass `Infinity` on a thread of its own). Memory: the config's rendered pairs as numbers
+ * ({@link readRenderedPeers}).
  */
 export function openRenderJob(db: Db, configId: string, ids: readonly string[], turn: Turn): RenderJob {
   let inputs: Promise<JobInputs | null> | null = null;
@@ -356,12 +356,9 @@ export function openRenderJob(db: Db, configId: string, ids: readonly string[], 
 interface JobInputs {
   stored: StagedChange[];
   toRender: RenderSideRow[];
-  sides: RenderSideRow[];
   renderer: ConfigRenderer;
   forwards: Map<string, PortForwardRow[]>;
-  /** node index (in `sides`) → indexes of the other sides of its rendered pairs. */
-  peers: number[][];
-  indexOf: Map<string, number>;
+  peers: RenderedPeers;
 }
 
 async function readJobInputs(db: Db, configId: string, ids: readonly string[], turn: Turn): Promise<JobInputs | null> {
@@ -375,35 +372,66 @@ async function readJobInputs(db: Db, configId: string, ids: readonly string[], t
   const toRender = rows.filter((r) => r.staged_config_version >= 1 && r.staged_config_sha256 === null);
   const sides = await listRenderSides(db, configId);
   const forwards = toRender.length === 0 ? new Map<string, PortForwardRow[]>() : await listPortForwardsAmong(db, toRender.map((r) => r.node_id));
-  const indexOf = new Map(sides.map((n, i) => [n.node_id, i]));
-  const peers: number[][] = sides.map(() => []);
-  if (toRender.length > 0) {
-    for (let i = 0; i < sides.length; i += PAIR_READ_NODES) {
-      await yieldIfSpent(turn);
-      for (const [aId, bId, enabled] of await listPairsWithNodeA(db, sides.slice(i, i + PAIR_READ_NODES).map((n) => n.node_id))) {
-        const a = indexOf.get(aId);
-        const b = indexOf.get(bId);
-        if (a === undefined || b === undefined) continue;
-        const [sa, sb] = [sides[a], sides[b]];
-        if (sa === undefined || sb === undefined || !isPairRendered(sa, sb, enabled === 1)) continue;
-        peers[a]?.push(b);
-        peers[b]?.push(a);
-      }
-    }
-  }
-  return { stored, toRender, sides, renderer: new ConfigRenderer(renderCommon(config), sides.map(renderPeer)), forwards, peers, indexOf };
+  // Nothing to render: the pairs are not read (the job gives its stored nodes only).
+  const peers = await readRenderedPeers(db, toRender.length === 0 ? [] : sides, turn);
+  return { stored, toRender, renderer: new ConfigRenderer(renderCommon(config), sides.map(renderPeer)), forwards, peers };
 }
 
 /** One node of a job rendered and hashed. */
 function renderJobNode(job: JobInputs, row: RenderSideRow): ChunkRendering {
-  const own = job.indexOf.get(row.node_id);
-  const peerIds = new Set<string>();
-  for (const i of own === undefined ? [] : (job.peers[own] ?? [])) {
-    const side = job.sides[i];
-    if (side !== undefined) peerIds.add(side.node_id);
-  }
-  const text = job.renderer.render(nodeInput(row), peerIds, enabledForwards(job.forwards.get(row.node_id) ?? []));
+  const text = job.renderer.render(nodeInput(row), peerIdsOf(job.peers, row.node_id), enabledForwards(job.forwards.get(row.node_id) ?? []));
   return { nodeId: row.node_id, version: row.staged_config_version, sha: stageConfig(null, text).config_sha256, text };
+}
+
+/** The rendered pairs among some nodes of a config, as indexes into `sides`. */
+interface RenderedPeers {
+  sides: readonly RenderSide[];
+  indexOf: ReadonlyMap<string, number>;
+  /** node index → indexes of the other sides of its rendered pairs. */
+  peers: number[][];
+}
+
+/**
+ * Nodes whose pairs (as `node_a`) one statement reads: a 1,000-node full mesh's node is `node_a`
+ * of ~500 pairs on average, and one statement is one uninterrupted stretch of the event loop
+ * (~1–3 µs a row).
+ */
+const PAIR_READ_NODES = 4;
+
+/**
+ * The rendered pairs among `sides` (every node of a config): each pair read once, asked by its
+ * `node_a` ({@link listPairsWithNodeA}, {@link PAIR_READ_NODES} nodes per statement), yielding
+ * between statements once the turn has run its step. A pair is rendered when it is enabled and
+ * its connection integrity is not broken ({@link isPairRendered}). Memory: two numbers per
+ * rendered pair (~16 MB for a 1,000-node full mesh).
+ */
+async function readRenderedPeers(db: Db, sides: readonly RenderSide[], turn: Turn): Promise<RenderedPeers> {
+  const indexOf = new Map(sides.map((n, i) => [n.node_id, i]));
+  const peers: number[][] = sides.map(() => []);
+  for (let i = 0; i < sides.length; i += PAIR_READ_NODES) {
+    await yieldIfSpent(turn);
+    for (const [aId, bId, enabled] of await listPairsWithNodeA(db, sides.slice(i, i + PAIR_READ_NODES).map((n) => n.node_id))) {
+      const a = indexOf.get(aId);
+      const b = indexOf.get(bId);
+      if (a === undefined || b === undefined) continue;
+      const [sa, sb] = [sides[a], sides[b]];
+      if (sa === undefined || sb === undefined || !isPairRendered(sa, sb, enabled === 1)) continue;
+      peers[a]?.push(b);
+      peers[b]?.push(a);
+    }
+  }
+  return { sides, indexOf, peers };
+}
+
+/** The node_ids of a node's peers (empty for a node not among the sides). */
+function peerIdsOf(graph: RenderedPeers, nodeId: string): Set<string> {
+  const own = graph.indexOf.get(nodeId);
+  const ids = new Set<string>();
+  for (const i of own === undefined ? [] : (graph.peers[own] ?? [])) {
+    const side = graph.sides[i];
+    if (side !== undefined) ids.add(side.node_id);
+  }
+  return ids;
 }
 
 /** The config-wide render inputs of a config row. */
@@ -441,7 +469,8 @@ function enabledForwards(forwards: readonly PortForwardRow[]): RenderInput["port
  * increments only for nodes whose rendered text changed. A node staged lazily (version >= 1,
  * no sha) keeps its version: its text is the rendering of the current inputs. Used by snapshot
  * restore (on its private copy). O(n²) peer lines in a full mesh, rendered in chunks of `chunk`
- * nodes with one pair read per chunk and each peer checked once ({@link ConfigRenderer}),
+ * nodes after one read of the config's pairs ({@link readRenderedPeers}), each peer checked once
+ * ({@link ConfigRenderer}),
  * yielding to the event loop before each chunk and whenever a turn has run `stepMs` ms (issue 14
  * item 2: a restore of a 1,000-node mesh blocks no turn for long). The reference the lazy path
  * is proven against stays {@link renderConfigTexts} (`renderNodeConfig` per node).
@@ -457,22 +486,19 @@ export async function restageConfig(db: Db, configId: string, now: number, opts:
   if (!config) return [];
   const nodes = await listRenderSides(db, configId);
   if (nodes.length === 0) return [];
-  const byId = new Map(nodes.map((n) => [n.node_id, n]));
   // Every node of the config is a candidate peer: each is checked and its [Peer] block built once.
   const renderer = new ConfigRenderer(renderCommon(config), nodes.map(renderPeer));
   const changed: StagedChange[] = [];
   const turn: Turn = { start: performance.now(), stepMs };
+  const peers = await readRenderedPeers(db, nodes, turn);
   for (let i = 0; i < nodes.length; i += chunk) {
     await nextTurn();
     turn.start = performance.now();
     const part = nodes.slice(i, i + chunk);
-    const ids = part.map((n) => n.node_id);
-    const forwards = await listPortForwardsAmong(db, ids);
-    const pairEnds = await readPairEnds(db, configId, ids, turn);
-    const peerIdsOf = renderedPeerIdsOf(ids, pairEnds, byId);
+    const forwards = await listPortForwardsAmong(db, part.map((n) => n.node_id));
     for (const node of part) {
       await yieldIfSpent(turn);
-      const text = renderer.render(nodeInput(node), peerIdsOf.get(node.node_id) ?? new Set(), enabledForwards(forwards.get(node.node_id) ?? []));
+      const text = renderer.render(nodeInput(node), peerIdsOf(peers, node.node_id), enabledForwards(forwards.get(node.node_id) ?? []));
       const lazy = node.staged_config_sha256 === null && node.staged_config_version >= 1;
       const previous = node.staged_config_sha256 === null ? null : { config_version: node.staged_config_version, config_sha256: node.staged_config_sha256 };
       const staged = lazy ? { ...stageConfig(null, text), config_version: node.staged_config_version } : stageConfig(previous, text);
@@ -487,36 +513,6 @@ export async function restageConfig(db: Db, configId: string, now: number, opts:
     }
   }
   return changed;
-}
-
-/**
- * Nodes whose pair ends one statement reads: a 1,000-node full mesh's node has 999 pairs, and one
- * statement is one uninterrupted stretch of the event loop (~1–3 µs a row).
- */
-const PAIR_READ_NODES = 4;
-
-/**
- * The pair ends of `ids` ({@link listPairEndsOf}), {@link PAIR_READ_NODES} nodes per statement,
- * yielding between statements once the turn has run `turn.stepMs` ms.
- */
-async function readPairEnds(db: Db, configId: string, ids: readonly string[], turn: Turn): Promise<PairEnd[]> {
-  const out: PairEnd[] = [];
-  for (let i = 0; i < ids.length; i += PAIR_READ_NODES) {
-    if (i > 0) await yieldIfSpent(turn);
-    out.push(...(await listPairEndsOf(db, configId, ids.slice(i, i + PAIR_READ_NODES))));
-  }
-  return out;
-}
-
-/** node_id → ids of its peers, for the nodes `ids`: the other sides of their rendered pairs. */
-function renderedPeerIdsOf(ids: readonly string[], pairEnds: readonly PairEnd[], byId: ReadonlyMap<string, RenderSide>): Map<string, Set<string>> {
-  const out = new Map<string, Set<string>>(ids.map((id) => [id, new Set<string>()]));
-  for (const [selfId, otherId, enabled] of pairEnds) {
-    const self = byId.get(selfId);
-    const other = byId.get(otherId);
-    if (self && other && isPairRendered(self, other, enabled === 1)) out.get(selfId)?.add(otherId);
-  }
-  return out;
 }
 
 /**

@@ -14,7 +14,7 @@ import { createLogger } from "../../src/logger.js";
 import { Store } from "../../src/store/db.js";
 import { listPairsOfNode, pairPage } from "../../src/store/mesh-pairs.repository.js";
 import { migrations } from "../../src/store/migrations.js";
-import { listPairEndsOf } from "../../src/store/render-inputs.repository.js";
+import { listPairsWithNodeA } from "../../src/store/render-inputs.repository.js";
 import type { Database } from "../../src/store/schema.js";
 
 const log = createLogger("silent");
@@ -135,7 +135,7 @@ test("a node's pairs are read without scanning mesh_pairs: through UNIQUE (node_
   assert.doesNotMatch(deleting, /SCAN mesh_pairs/, deleting);
 });
 
-test("issue 14 items 2–3: listPairEndsOf (the chunked renderer's pair read) lists every pair of the asked nodes from each asked side, and its statements look pairs up by node_a only: no scan of mesh_pairs, no range of the config's pairs (no node_b index since migration 0011)", async (t) => {
+test("issue 14 items 2–3: listPairsWithNodeA (the renderer's pair read), asked with every node of a config in groups, lists each of its pairs exactly once, and its statements look pairs up by node_a only: no scan of mesh_pairs, no range of the config's pairs (no node_b index since migration 0011)", async (t) => {
   const store = await Store.open(tempFile(t), log);
   t.after(() => store.close());
   const ids = seed(store.sqlite, 12);
@@ -145,17 +145,13 @@ test("issue 14 items 2–3: listPairEndsOf (the chunked renderer's pair read) li
     dialect: new SqliteDialect({ database: store.sqlite }),
     log: (e) => void statements.push({ sql: e.query.sql, parameters: e.query.parameters }),
   });
-  const asked = ["n03", "n07", "n11"];
-  const ends = await listPairEndsOf(logged, "c", asked);
-  const rows = store.sqlite.prepare("SELECT node_a, node_b, enabled FROM mesh_pairs").all() as Array<{ node_a: string; node_b: string; enabled: number }>;
-  const expected = rows.flatMap((p) => [
-    ...(asked.includes(p.node_a) ? [[p.node_a, p.node_b, p.enabled]] : []),
-    ...(asked.includes(p.node_b) ? [[p.node_b, p.node_a, p.enabled]] : []),
-  ]);
+  const rows: Array<readonly unknown[]> = [];
+  for (let i = 0; i < ids.length; i += 4) rows.push(...(await listPairsWithNodeA(logged, ids.slice(i, i + 4))));
+  const expected = (store.sqlite.prepare("SELECT node_a, node_b, enabled FROM mesh_pairs WHERE config_id = 'c'").all() as Array<{ node_a: string; node_b: string; enabled: number }>).map((p) => [p.node_a, p.node_b, p.enabled]);
   const key = (e: readonly unknown[]) => e.join(" ");
-  assert.deepEqual(ends.map(key).sort(), expected.map(key).sort(), "every end of the asked nodes, once per asked side");
-  assert.equal(ends.length, 3 * 11, "11 pairs per asked node; another config's pair is not listed");
-  assert.ok(statements.length >= 2);
+  assert.deepEqual(rows.map(key).sort(), expected.map(key).sort(), "every pair of the config once; another config's pair is not listed");
+  assert.equal(rows.length, (12 * 11) / 2);
+  assert.ok(statements.length >= 3);
   // Each read of mesh_pairs looks up the asked nodes by node_a: a scan, or a range of the config's
   // pairs (mesh_pairs_config_created), reads n²/2 rows at scale.
   for (const s of statements) {
