@@ -100,7 +100,6 @@ async function main(): Promise<void> {
           public_key: keys.publicKey,
           staged_config_version: 0,
           staged_config_sha256: null,
-          staged_config_text: null,
           confirmed_config_version: null,
           confirmed_config_sha256: null,
           created_at: now,

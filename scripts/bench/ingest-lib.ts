@@ -103,10 +103,11 @@ export async function seedStore(opts: SeedOptions): Promise<AgentSpec[]> {
   );
   const insNode = db.prepare(
     `INSERT INTO nodes (node_id, config_id, name, mode, interface_name, address, public_address, listen_port,
-       private_key, public_key, staged_config_version, staged_config_sha256, staged_config_text,
+       private_key, public_key, staged_config_version, staged_config_sha256,
        confirmed_config_version, confirmed_config_sha256, created_at, updated_at)
-     VALUES (?, ?, ?, 'dynamic', 'svc0', ?, NULL, NULL, ?, ?, 1, ?, ?, 1, ?, ?, ?)`,
+     VALUES (?, ?, ?, 'dynamic', 'svc0', ?, NULL, NULL, ?, ?, 1, ?, 1, ?, ?, ?)`,
   );
+  const insText = db.prepare("INSERT INTO node_staged_texts (node_id, config_version, config_sha256, config_text) VALUES (?, 1, ?, ?)");
   const insState = db.prepare(
     `INSERT INTO node_client_state (node_id, client_initialized, client_presence_state, runtime_state,
        last_reachable_at, last_signal_at, client_version, platform, hostname, mqtt_username, mqtt_password_hash,
@@ -123,7 +124,8 @@ export async function seedStore(opts: SeedOptions): Promise<AgentSpec[]> {
       if (i % perConfig === 0) insConfig.run(configId, `bench-${c}`, now, now);
       const nodeId = benchNodeId(i);
       const j = i % perConfig;
-      insNode.run(nodeId, configId, `n${j}`, `10.${(j >> 16) & 255}.${(j >> 8) & 255}.${j & 255}`, key, key, SHA, configText, SHA, now, now);
+      insNode.run(nodeId, configId, `n${j}`, `10.${(j >> 16) & 255}.${(j >> 8) & 255}.${j & 255}`, key, key, SHA, SHA, now, now);
+      insText.run(nodeId, SHA, configText);
       const password = benchPassword(nodeId);
       const username = nodeUsername(configId, nodeId);
       let snapshot: string | null = null;

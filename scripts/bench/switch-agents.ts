@@ -22,6 +22,7 @@ import { get } from "node:http";
 import { connect as netConnect, type Socket } from "node:net";
 import { performance } from "node:perf_hooks";
 import { framer, packet, str, u16 } from "./raw-mqtt.js";
+import { recordStalls, type Stall } from "./stalls.js";
 
 /** One bound node's connection data (from its bind answer). */
 export interface SwitchAgentSpec {
@@ -55,6 +56,8 @@ export interface SwitchAgentTotals {
   detects: number;
   statusFrames: number;
   cpuMs: number;
+  /** This process's event-loop stalls from the start of the heartbeats (`stalls.ts`). */
+  stalls: Stall[];
 }
 
 /** Child → parent. */
@@ -100,7 +103,8 @@ interface Conn {
 
 const conns: Conn[] = [];
 const byNode = new Map<string, Conn>();
-const totals: SwitchAgentTotals = { heartbeats: 0, samples: [], unmatched: 0, pushes: 0, shaMismatches: 0, pushesPerNode: {}, detects: 0, statusFrames: 0, cpuMs: 0 };
+const totals: SwitchAgentTotals = { heartbeats: 0, samples: [], unmatched: 0, pushes: 0, shaMismatches: 0, pushesPerNode: {}, detects: 0, statusFrames: 0, cpuMs: 0, stalls: [] };
+let stallRecorder: { stop(): Stall[] } | null = null;
 let acked = 0;
 const cpu0 = process.cpuUsage();
 
@@ -267,7 +271,10 @@ process.on("message", (raw) => {
   const msg = raw as ToSwitchAgents;
   if (msg.op === "connect") void connectAll(msg.port, msg.agents);
   else if (msg.op === "sse") openSse(msg.url, msg.token);
-  else if (msg.op === "rate") startRate(msg.rate);
+  else if (msg.op === "rate") {
+    stallRecorder = recordStalls();
+    startRate(msg.rate);
+  }
   else if (msg.op === "stop") {
     if (rateTimer !== null) clearInterval(rateTimer);
     // Let the last frames arrive, then count what never came.
@@ -275,6 +282,7 @@ process.on("message", (raw) => {
       for (const c of conns) totals.unmatched += c.pending.length;
       const cpu = process.cpuUsage(cpu0);
       totals.cpuMs = (cpu.user + cpu.system) / 1000;
+      totals.stalls = stallRecorder?.stop() ?? [];
       for (const c of conns) c.socket.destroy();
       // Exit only once the (large) message is written: a busy parent reads the pipe late.
       process.send?.({ op: "stopped", totals } satisfies FromSwitchAgents, () => process.exit(0));

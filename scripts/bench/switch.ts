@@ -43,6 +43,7 @@ import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { createServer } from "../../src/server.js";
 import { fmt, loadWindow, percentile } from "./ingest-lib.js";
+import { maxStall, recordStalls, type Stall } from "./stalls.js";
 import type { FromSwitchAgents, LatencySample, SwitchAgentSpec, SwitchAgentTotals, ToSwitchAgents } from "./switch-agents.js";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -97,11 +98,15 @@ async function startProfile(): Promise<Session> {
 }
 
 /** Stops the profile, writes it, and returns the table of the top self times (share of all samples). */
-async function stopProfile(session: Session, top = 25): Promise<string> {
+async function stopProfile(session: Session, stalls: readonly Stall[], top = 25): Promise<string> {
   const { profile } = (await session.post("Profiler.stop")) as unknown as { profile: { nodes: ProfileNode[]; samples: number[] } };
   session.disconnect();
   const file = join(tmpdir(), `switch-${Date.now()}.cpuprofile`);
   writeFileSync(file, JSON.stringify(profile));
+  // The service's stalls on the profile's clock (µs, monotonic like process.hrtime), for a look
+  // at what ran in each: [start, end] of the late tick's wait.
+  const offsetUs = Number(process.hrtime.bigint() / 1000n) - (performance.timeOrigin + performance.now()) * 1000;
+  writeFileSync(`${file}.stalls.json`, JSON.stringify(stalls.map(([at, late]) => [(at - late - 5) * 1000 + offsetUs, at * 1000 + offsetUs])));
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const self = new Map<string, number>();
   for (const id of profile.samples) {
@@ -262,6 +267,7 @@ try {
 
   // ---- baseline, then the switch ----
   tell({ op: "rate", rate: RATE });
+  const serviceStalls = recordStalls();
   await sleep(1000);
   const tBaseline = performance.timeOrigin + performance.now();
   await sleep(BASELINE_MS);
@@ -281,13 +287,14 @@ try {
   const switchCurve = curve;
   loop.disable();
   const switchLoad = load();
-  const profileTable = (profiler === undefined ? "" : await stopProfile(profiler)) + (sqlProf?.off() ?? "");
+  const profileTable = (profiler === undefined ? "" : await stopProfile(profiler, serviceStalls.stalls)) + (sqlProf?.off() ?? "");
   const latestAfter = latest();
   const published = server.commands.published - published0;
   log(`${latestAfter}/${N} latest ${fmt(allLatestMs)} ms after the PATCH`);
   const tSwitchEnd = performance.timeOrigin + performance.now();
   await sleep(SETTLE_MS);
   const tEnd = performance.timeOrigin + performance.now();
+  const stalls = serviceStalls.stop();
   tell({ op: "stop" });
   const totals: SwitchAgentTotals = (await next("stopped")).totals;
   const switchPushes = totals.pushes - pushes0;
@@ -308,14 +315,20 @@ try {
     console.log(`| ${name} | ${fmt(w.n)} | ${fmt(w.p50, 1)} | ${fmt(w.p99, 1)} | ${fmt(w.max, 1)} |`);
   }
   if (CONSOLE && s.n > 0) {
-    // When in the switch the slow frames were: p99 per second after the PATCH.
-    const secs = Math.ceil((tSwitchEnd - tSwitchEpoch) / 1000);
-    const cells = Array.from({ length: secs }, (_, i) => summarize(totals.samples, tSwitchEpoch + i * 1000, tSwitchEpoch + (i + 1) * 1000));
-    console.log("\nHeartbeat → SSE during the switch, by second after the PATCH: p99 / max (ms)\n");
-    console.log(`| s | ${cells.map((_, i) => i + 1).join(" | ")} |`);
-    console.log(`|---|${cells.map(() => "---:").join("|")}|`);
+    // When the slow frames were, and which process held its event loop then: per second, from
+    // the baseline (negative) through the switch.
+    const first = -Math.floor((tSwitchEpoch - tBaseline) / 1000);
+    const last = Math.ceil((tSwitchEnd - tSwitchEpoch) / 1000);
+    const secs = Array.from({ length: last - first }, (_, i) => first + i);
+    const at = (k: number) => [tSwitchEpoch + k * 1000, tSwitchEpoch + (k + 1) * 1000] as const;
+    const cells = secs.map((k) => summarize(totals.samples, ...at(k)));
+    console.log("\nBy second around the PATCH (0 = the PATCH's second): heartbeat → SSE p99 and max, and the longest event-loop stall of each process (ms; `stalls.ts`, 5 ms ticks)\n");
+    console.log(`| s | ${secs.join(" | ")} |`);
+    console.log(`|---|${secs.map(() => "---:").join("|")}|`);
     console.log(`| p99 | ${cells.map((c) => fmt(c.p99)).join(" | ")} |`);
     console.log(`| max | ${cells.map((c) => fmt(c.max)).join(" | ")} |`);
+    console.log(`| service stall | ${secs.map((k) => fmt(maxStall(stalls, ...at(k)))).join(" | ")} |`);
+    console.log(`| agents' stall | ${secs.map((k) => fmt(maxStall(totals.stalls, ...at(k)))).join(" | ")} |`);
   }
   console.log(`\nHeartbeats sent ${fmt(totals.heartbeats)}, matched ${fmt(totals.samples.length)}, unmatched ${fmt(totals.unmatched)}; status frames ${fmt(totals.statusFrames)}; agents' process CPU ${fmt(totals.cpuMs)} ms.`);
   console.log("\nEvent-loop delay of the service during the switch (PATCH → all latest; `monitorEventLoopDelay`, 1 ms resolution), ms\n");

@@ -1,4 +1,6 @@
 import { randomBytes } from "node:crypto";
+import { setImmediate as nextTurn } from "node:timers/promises";
+import PQueue from "p-queue";
 import type { z } from "zod";
 import { isoTime, type Clock } from "../clock.js";
 import { controlLogView, type CommandTracker, type ControlLogView } from "../actors/commands.js";
@@ -18,7 +20,7 @@ import { getConfigTunnelProtocol } from "../store/configs.repository.js";
 import { listControlLogs } from "../store/control-logs.repository.js";
 import type { Db, Store } from "../store/db.js";
 import { clearClientState, recordClientBound } from "../store/node-client-state.repository.js";
-import { getNodeById } from "../store/nodes.repository.js";
+import { findStagedText, getNodeById } from "../store/nodes.repository.js";
 import type { NodeRow } from "../store/schema.js";
 import { listControlLogPage } from "./lists.js";
 import { requireNode } from "./node-lookup.js";
@@ -71,6 +73,9 @@ export interface ControlServiceDeps {
   brokerAccountBound(account: NodeBrokerAccount): Promise<void>;
 }
 
+/** Automatic config pushes started per turn of the event loop at most (see `ControlService#autoPushes`). */
+export const AUTO_PUSH_CONCURRENCY = 4;
+
 /**
  * The MQTT write APIs (spec §4 rules 10–12, 14; DESIGN §5 control): bind-command, bind, reset,
  * control and config push, plus the endpoint status read. Every write API answers
@@ -79,6 +84,13 @@ export interface ControlServiceDeps {
 export class ControlService {
   readonly #d: ControlServiceDeps;
   readonly #pushTimers = new Map<string, unknown>();
+  /**
+   * Automatic pushes whose debounce ran out. A re-stage of 1,000 nodes makes their timers run out
+   * in batches of ~50 in one timers phase; each push reads its node and text, logs a row and
+   * sends an SSE frame, so they are started at most {@link AUTO_PUSH_CONCURRENCY} per turn of the
+   * event loop, each after a yield (issue 14 item 2: ingest is not held back for their batch).
+   */
+  readonly #autoPushes = new PQueue({ concurrency: AUTO_PUSH_CONCURRENCY });
 
   constructor(deps: ControlServiceDeps) {
     this.#d = deps;
@@ -239,19 +251,30 @@ export class ControlService {
       k,
       this.#d.clock.setTimeout(() => {
         this.#pushTimers.delete(k);
-        const p = this.#d.registry.projection(configId, nodeId);
-        if (!p || p.presence !== "online" || p.sync !== "pending" || !p.clientInitialized) return;
-        this.#boundNode(configId, nodeId)
-          .then(({ node, protocol }) => this.#push(node, protocol))
-          .catch((err: unknown) => this.#automaticPushFailed(configId, nodeId, err));
+        void this.#autoPushes.add(() => this.#automaticPush(configId, nodeId));
       }, this.#d.configPushDebounceMs),
     );
+  }
+
+  /** One automatic push, after a turn of the event loop; never rejects (failures are recorded). */
+  async #automaticPush(configId: string, nodeId: string): Promise<void> {
+    await nextTurn();
+    // Checked after the wait: the node may have confirmed, gone offline or been reset meanwhile.
+    const p = this.#d.registry.projection(configId, nodeId);
+    if (!p || p.presence !== "online" || p.sync !== "pending" || !p.clientInitialized) return;
+    try {
+      const { node, protocol } = await this.#boundNode(configId, nodeId);
+      await this.#push(node, protocol);
+    } catch (err) {
+      this.#automaticPushFailed(configId, nodeId, err);
+    }
   }
 
   /** Cancels pending automatic pushes (shutdown). */
   stop(): void {
     for (const t of this.#pushTimers.values()) this.#d.clock.clearTimeout(t);
     this.#pushTimers.clear();
+    this.#autoPushes.clear();
   }
 
   /** The endpoint status of a node (the `endpoint.status.updated` payload). @throws AppError NOT_FOUND */
@@ -292,7 +315,8 @@ export class ControlService {
   }
 
   async #push(node: NodeRow, protocol: TunnelProtocol) {
-    if (node.staged_config_text === null || node.staged_config_sha256 === null) {
+    const text = node.staged_config_sha256 === null ? undefined : await findStagedText(this.#d.store.db, node.node_id, node.staged_config_version, node.staged_config_sha256);
+    if (text === undefined || node.staged_config_sha256 === null) {
       throw new AppError("CONFLICT", "the node has no staged config");
     }
     const p = this.#d.registry.projection(node.config_id, node.node_id);
@@ -308,7 +332,7 @@ export class ControlService {
         interface_name: node.interface_name,
         config_version: node.staged_config_version,
         config_sha256: node.staged_config_sha256,
-        config_text: node.staged_config_text,
+        config_text: text,
       },
       pushed: { version: node.staged_config_version, sha: node.staged_config_sha256, protocol },
     });

@@ -113,8 +113,6 @@ export const SNAPSHOT_ROW_SCHEMAS = {
       public_key: wireGuardKey,
       staged_config_version: z.number().int().min(0),
       staged_config_sha256: sha256Hex.nullable(),
-      // Never served: re-rendered (sanitizeSnapshotDatabase). Bounded so reading stays cheap.
-      staged_config_text: text(1024 * 1024).nullable(),
       confirmed_config_version: z.number().int().min(0).nullable(),
       confirmed_config_sha256: sha256Hex.nullable(),
       created_at: epochMs,
@@ -128,6 +126,13 @@ export const SNAPSHOT_ROW_SCHEMAS = {
         ctx.addIssue({ code: "custom", path: ["staged_config_version"], message: "must be at least 1 once a config is staged" });
       }
     }),
+  node_staged_texts: z.strictObject({
+    node_id: nodeIdSchema,
+    config_version: z.number().int().min(1),
+    config_sha256: sha256Hex,
+    // Never served: re-rendered (sanitizeSnapshotDatabase). Bounded so reading stays cheap.
+    config_text: text(1024 * 1024),
+  }),
   node_tags: z.strictObject({ node_id: nodeIdSchema, tag: tagSchema }),
   node_client_state: z.strictObject({
     node_id: nodeIdSchema,
@@ -210,6 +215,7 @@ const MAX_TURN_MS = 10;
 const ROW_KEYS: Record<SnapshotTable, string[]> = {
   configs: ["config_id"],
   nodes: ["node_id"],
+  node_staged_texts: ["node_id"],
   node_tags: ["node_id", "tag"],
   node_client_state: ["node_id"],
   mesh_pairs: ["pair_id"],

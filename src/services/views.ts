@@ -91,9 +91,9 @@ export function clientView(
   };
 }
 
-/** A node's view from its stored row (without its private key or config text), tags and client state. */
+/** A node's view from its stored row (without its private key), tags and client state. */
 export function nodeView(
-  row: Omit<NodeRow, "private_key" | "staged_config_text">,
+  row: Omit<NodeRow, "private_key">,
   tags: readonly string[],
   client: NodeClientViewRow | undefined,
   mqttEnabled: boolean,

@@ -383,4 +383,26 @@ export const migrations: Record<string, Migration> = {
       await sql`CREATE INDEX nodes_views ON nodes (config_id, created_at, node_id, name, mode, interface_name, address, public_address, listen_port, public_key, staged_config_version, staged_config_sha256, confirmed_config_version, confirmed_config_sha256, updated_at)`.execute(db);
     },
   },
+  // docs/decisions.md "Issue 14: staged texts in their own table": with each ~100 KB staged text
+  // in its node's row, marking 1,000 nodes changed (a protocol switch) set 1,000 texts NULL in
+  // the request's transaction, walking and freeing ~100 MB of overflow pages (90–110 ms of the
+  // event loop), and every read of a whole node row dragged its text along. The text moves to a
+  // table of its own, labelled with the version and sha it was rendered for.
+  "0013_node_staged_texts": {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    async up(db: Kysely<any>): Promise<void> {
+      const t = (strings: TemplateStringsArray) => sql.raw(strings.join("")).execute(db);
+      await t`CREATE TABLE node_staged_texts (
+        node_id TEXT PRIMARY KEY NOT NULL REFERENCES nodes(node_id) ON DELETE CASCADE,
+        config_version INTEGER NOT NULL CHECK (config_version >= 1),
+        config_sha256 TEXT NOT NULL,
+        config_text TEXT NOT NULL
+      ) STRICT`;
+      await t`INSERT INTO node_staged_texts (node_id, config_version, config_sha256, config_text)
+        SELECT node_id, staged_config_version, staged_config_sha256, staged_config_text FROM nodes
+        WHERE staged_config_text IS NOT NULL AND staged_config_sha256 IS NOT NULL AND staged_config_version >= 1
+        ORDER BY rowid`;
+      await t`ALTER TABLE nodes DROP COLUMN staged_config_text`;
+    },
+  },
 };

@@ -39,8 +39,8 @@ export interface NodeListPosition {
   node_id: string;
 }
 
-/** The columns of a node that its view shows: never its private key or config text. */
-export type NodeListRow = Omit<NodeRow, "private_key" | "staged_config_text">;
+/** The columns of a node that its view shows: never its private key (its config text is not in the row). */
+export type NodeListRow = Omit<NodeRow, "private_key">;
 
 /** One node row of a page with its client state (absent when the node has no client row). */
 export interface NodePageRow {

@@ -6,7 +6,7 @@ import type { ConfigRow, NewNodeRow, NodeClientStateRow, NodeRow, NodeUpdate } f
 
 /**
  * The columns of a node that its views show, in the order of the covering index `nodes_views`
- * (migration 0012): never its private key or config text. A whole config's are read from that
+ * (migration 0012): never its private key (its config text is in `node_staged_texts`). A whole config's are read from that
  * index alone (`mapConfigNodes`, node-list.repository.ts).
  */
 export const NODE_VIEW_COLUMNS = [
@@ -25,7 +25,7 @@ export const NODE_VIEW_COLUMNS = [
   "confirmed_config_sha256",
   "created_at",
   "updated_at",
-] as const satisfies ReadonlyArray<Exclude<keyof NodeRow, "private_key" | "staged_config_text">>;
+] as const satisfies ReadonlyArray<Exclude<keyof NodeRow, "private_key">>;
 
 export async function insertNode(db: Db, row: NewNodeRow, now: number): Promise<void> {
   await db.insertInto("nodes").values(row).execute();
@@ -115,14 +115,16 @@ export async function getNodeById(db: Db, nodeId: string): Promise<NodeRow> {
 
 /**
  * Marks nodes' staged configs as changed without rendering them (issue 14, lazy staging):
- * `staged_config_version + 1`, `staged_config_sha256`/`_text` NULL until rendered on demand
- * (`materializeStaged`). One UPDATE per 500 ids.
+ * `staged_config_version + 1`, `staged_config_sha256` NULL until rendered on demand
+ * (`materializeStaged`). The old text stays in `node_staged_texts`, stale, until the next
+ * rendering replaces it: freeing ~100 KB of pages per node here would hold the writer's
+ * transaction (migration 0013). One UPDATE per 500 ids.
  */
 export async function bumpStagedVersions(db: Db, nodeIds: readonly string[], now: number): Promise<void> {
   for (let i = 0; i < nodeIds.length; i += 500) {
     await db
       .updateTable("nodes")
-      .set((eb) => ({ staged_config_version: eb("staged_config_version", "+", 1), staged_config_sha256: null, staged_config_text: null, updated_at: now }))
+      .set((eb) => ({ staged_config_version: eb("staged_config_version", "+", 1), staged_config_sha256: null, updated_at: now }))
       .where("node_id", "in", nodeIds.slice(i, i + 500))
       .execute();
   }
@@ -132,7 +134,7 @@ export async function bumpStagedVersions(db: Db, nodeIds: readonly string[], now
 export async function bumpStagedVersionsOfConfig(db: Db, configId: string, now: number): Promise<string[]> {
   const rows = await db
     .updateTable("nodes")
-    .set((eb) => ({ staged_config_version: eb("staged_config_version", "+", 1), staged_config_sha256: null, staged_config_text: null, updated_at: now }))
+    .set((eb) => ({ staged_config_version: eb("staged_config_version", "+", 1), staged_config_sha256: null, updated_at: now }))
     .where("config_id", "=", configId)
     .returning("node_id")
     .execute();
@@ -163,18 +165,54 @@ export async function listNodesAmong(db: Db, nodeIds: readonly string[]): Promis
 
 /**
  * Stores the rendering of a node's staged config, only if the node is still at `version` with
- * no rendering (a write that bumped it meanwhile wins: the text would be stale).
+ * no rendering or with this one (a write that bumped it meanwhile wins: the text would be
+ * stale). The text goes first, so a node's sha is never set before its text is there
+ * ({@link putStagedText}).
  * @returns true when stored
  */
 export async function storeStagedRendering(db: Db, nodeId: string, version: number, sha: string, text: string): Promise<boolean> {
+  await putStagedText(db, nodeId, version, sha, text);
   const res = await db
     .updateTable("nodes")
-    .set({ staged_config_sha256: sha, staged_config_text: text })
+    .set({ staged_config_sha256: sha })
     .where("node_id", "=", nodeId)
     .where("staged_config_version", "=", version)
-    .where("staged_config_sha256", "is", null)
+    .where((eb) => eb.or([eb("staged_config_sha256", "is", null), eb("staged_config_sha256", "=", sha)]))
     .executeTakeFirst();
   return Number(res.numUpdatedRows) === 1;
+}
+
+/**
+ * Writes a node's rendered text labelled with the version and sha it was rendered for
+ * (migration 0013), replacing its older one; a text of an older version than the stored one is
+ * dropped (versions only move forward). Write it before the node's sha.
+ */
+export async function putStagedText(db: Db, nodeId: string, version: number, sha: string, text: string): Promise<void> {
+  await db
+    .insertInto("node_staged_texts")
+    .values({ node_id: nodeId, config_version: version, config_sha256: sha, config_text: text })
+    .onConflict((oc) =>
+      oc
+        .column("node_id")
+        .doUpdateSet((eb) => ({ config_version: eb.ref("excluded.config_version"), config_sha256: eb.ref("excluded.config_sha256"), config_text: eb.ref("excluded.config_text") }))
+        .where("excluded.config_version", ">=", (eb) => eb.ref("node_staged_texts.config_version")),
+    )
+    .execute();
+}
+
+/**
+ * A node's staged text, if the stored one is the rendering of this version and sha (a stale or
+ * missing text answers undefined: render it again).
+ */
+export async function findStagedText(db: Db, nodeId: string, version: number, sha: string): Promise<string | undefined> {
+  const row = await db
+    .selectFrom("node_staged_texts")
+    .select("config_text")
+    .where("node_id", "=", nodeId)
+    .where("config_version", "=", version)
+    .where("config_sha256", "=", sha)
+    .executeTakeFirst();
+  return row?.config_text;
 }
 
 /** The node ids of a config, in `listNodes` order. */

@@ -1,8 +1,8 @@
 /**
  * The inputs of rendering many nodes of one config at once (src/store/staging.ts
  * `renderDeferred`; issue 14: a protocol switch of a 1,000-node full mesh). Each read is one
- * statement per 500 ids and never reads a config text: the `nodes` columns read here all precede
- * `staged_config_text` in the row, so no overflow page of a ~100 KB text is walked.
+ * statement per 500 ids and never reads a config text (texts are in `node_staged_texts`,
+ * migration 0013).
  */
 import type { Db } from "./db.js";
 import type { NodeRow, PortForwardRow } from "./schema.js";

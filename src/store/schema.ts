@@ -46,13 +46,27 @@ export interface NodesTable {
   public_key: string;
   /** Staged config (DESIGN §3 Config versions): 0 before the first render. */
   staged_config_version: number;
+  /** SHA-256 of the staged text once rendered (its text is in `node_staged_texts`); NULL until then. */
   staged_config_sha256: string | null;
-  staged_config_text: string | null;
   /** What the agent last confirmed with an `applied` push ACK (spec §3.5). */
   confirmed_config_version: number | null;
   confirmed_config_sha256: string | null;
   created_at: number;
   updated_at: number;
+}
+
+/**
+ * A node's rendered staged config text (migration 0013): the text whose SHA-256 is
+ * `config_sha256`, rendered at `config_version`. It is the node's staged text only while the
+ * node's `staged_config_version` and `staged_config_sha256` are these; a write that bumps the
+ * node leaves it stale until the next rendering replaces it (docs/decisions.md "Issue 14: staged
+ * texts in their own table").
+ */
+export interface NodeStagedTextsTable {
+  node_id: string;
+  config_version: number;
+  config_sha256: string;
+  config_text: string;
 }
 
 export interface NodeTagsTable {
@@ -165,6 +179,7 @@ export interface Database {
   admin_sessions: AdminSessionsTable;
   configs: ConfigsTable;
   nodes: NodesTable;
+  node_staged_texts: NodeStagedTextsTable;
   node_tags: NodeTagsTable;
   node_client_state: NodeClientStateTable;
   mesh_pairs: MeshPairsTable;

@@ -18,6 +18,7 @@ import type { Store } from "./db.js";
 export const DATA_TABLES = [
   "configs",
   "nodes",
+  "node_staged_texts",
   "node_tags",
   "node_client_state",
   "mesh_pairs",
@@ -134,12 +135,19 @@ export function openSnapshotReader(file: string): SnapshotReader {
 /** A node's staged config text of a snapshot copy, for nodes with a stored sha. */
 export interface StagedConfigText {
   node_id: string;
+  /** The text stored for the node's staged version (whatever sha it is labelled with), or null. */
   staged_config_text: string | null;
 }
 
 /** Nodes of a database whose staged config has a stored sha256, with their staged text. */
 export function listStagedConfigTexts(sqlite: SQLite.Database): StagedConfigText[] {
-  return sqlite.prepare("SELECT node_id, staged_config_text FROM nodes WHERE staged_config_sha256 IS NOT NULL").all() as StagedConfigText[];
+  return sqlite
+    .prepare(
+      `SELECT n.node_id, t.config_text AS staged_config_text FROM nodes n
+       LEFT JOIN node_staged_texts t ON t.node_id = n.node_id AND t.config_version = n.staged_config_version
+       WHERE n.staged_config_sha256 IS NOT NULL`,
+    )
+    .all() as StagedConfigText[];
 }
 
 /** Every config id of a database, sorted. */
@@ -152,19 +160,29 @@ export function clearConfirmedConfigs(sqlite: SQLite.Database): void {
   sqlite.prepare("UPDATE nodes SET confirmed_config_version = NULL, confirmed_config_sha256 = NULL").run();
 }
 
-/** Sets the stored staged-config sha256 of nodes, one `[nodeId, sha256]` pair each. */
+/**
+ * Sets the stored staged-config sha256 of nodes, one `[nodeId, sha256]` pair each, and labels
+ * the text stored for each node's staged version with the same sha.
+ */
 export function setStagedConfigShas(sqlite: SQLite.Database, shas: Iterable<readonly [nodeId: string, sha256: string]>): void {
   const setSha = sqlite.prepare("UPDATE nodes SET staged_config_sha256 = ? WHERE node_id = ?");
-  for (const [nodeId, sha] of shas) setSha.run(sha, nodeId);
+  const label = sqlite.prepare(
+    "UPDATE node_staged_texts SET config_sha256 = ? WHERE node_id = ? AND config_version = (SELECT staged_config_version FROM nodes WHERE node_id = ?)",
+  );
+  for (const [nodeId, sha] of shas) {
+    setSha.run(sha, nodeId);
+    label.run(sha, nodeId, nodeId);
+  }
 }
 
-/** Every node's staged config text (`t`) and stored sha256 (`s`). */
+/** Every node's served staged config text (`t`: the text of its staged version and sha, or null) and stored sha256 (`s`). */
 export function listStagedConfigs(sqlite: SQLite.Database): Array<{ node_id: string; t: string | null; s: string | null }> {
-  return sqlite.prepare("SELECT node_id, staged_config_text AS t, staged_config_sha256 AS s FROM nodes").all() as Array<{
-    node_id: string;
-    t: string | null;
-    s: string | null;
-  }>;
+  return sqlite
+    .prepare(
+      `SELECT n.node_id, t.config_text AS t, n.staged_config_sha256 AS s FROM nodes n
+       LEFT JOIN node_staged_texts t ON t.node_id = n.node_id AND t.config_version = n.staged_config_version AND t.config_sha256 = n.staged_config_sha256`,
+    )
+    .all() as Array<{ node_id: string; t: string | null; s: string | null }>;
 }
 
 /**

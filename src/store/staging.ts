@@ -19,7 +19,17 @@ import { checkPairIntegrity, ConfigRenderer, renderNodeConfig, stageConfig, type
 import { findConfig } from "./configs.repository.js";
 import type { Db } from "./db.js";
 import { listPairs, listPairsOfNode, type PairOfNode } from "./mesh-pairs.repository.js";
-import { bumpStagedVersions, findNodeById, listDynamicNodesAmong, listNodes, listNodesAmong, storeStagedRendering, updateNode } from "./nodes.repository.js";
+import {
+  bumpStagedVersions,
+  findNodeById,
+  findStagedText,
+  listDynamicNodesAmong,
+  listNodes,
+  listNodesAmong,
+  putStagedText,
+  storeStagedRendering,
+  updateNode,
+} from "./nodes.repository.js";
 import { listPortForwards, listPortForwardsOfConfig } from "./port-forwards.repository.js";
 import { listPairsWithNodeA, listPortForwardsAmong, listRenderSides, listRenderSidesAmong, type RenderSideRow } from "./render-inputs.repository.js";
 import type { ConfigRow, NodeRow, PortForwardRow } from "./schema.js";
@@ -73,8 +83,9 @@ export async function renderCurrentConfig(db: Db, node: NodeRow): Promise<string
 }
 
 /**
- * The staged config of a node, rendered and stored on demand (the row is the cache, keyed by
- * `staged_config_version`: a write that changes the text clears it).
+ * The staged config of a node, rendered and stored on demand (`node_staged_texts` is the cache,
+ * keyed by the node's `staged_config_version` and sha: a write that changes the text clears the
+ * sha, and the stale text is not served).
  * @returns null when the node was never staged (`staged_config_version` 0) or its config is gone
  */
 export async function materializeStaged(
@@ -83,8 +94,9 @@ export async function materializeStaged(
 ): Promise<{ config_version: number; config_sha256: string; config_text: string } | null> {
   let row: NodeRow | undefined = node;
   for (let attempt = 0; row !== undefined && attempt < 3; attempt++) {
-    if (row.staged_config_sha256 !== null && row.staged_config_text !== null) {
-      return { config_version: row.staged_config_version, config_sha256: row.staged_config_sha256, config_text: row.staged_config_text };
+    if (row.staged_config_sha256 !== null) {
+      const stored = await findStagedText(db, row.node_id, row.staged_config_version, row.staged_config_sha256);
+      if (stored !== undefined) return { config_version: row.staged_config_version, config_sha256: row.staged_config_sha256, config_text: stored };
     }
     if (row.staged_config_version < 1) return null;
     const text = await renderCurrentConfig(db, row);
@@ -503,10 +515,10 @@ export async function restageConfig(db: Db, configId: string, now: number, opts:
       const previous = node.staged_config_sha256 === null ? null : { config_version: node.staged_config_version, config_sha256: node.staged_config_sha256 };
       const staged = lazy ? { ...stageConfig(null, text), config_version: node.staged_config_version } : stageConfig(previous, text);
       if (staged.config_sha256 === node.staged_config_sha256) continue;
+      await putStagedText(db, node.node_id, staged.config_version, staged.config_sha256, staged.config_text);
       await updateNode(db, node.node_id, {
         staged_config_version: staged.config_version,
         staged_config_sha256: staged.config_sha256,
-        staged_config_text: staged.config_text,
         ...(lazy ? {} : { updated_at: now }),
       });
       if (!lazy) changed.push({ nodeId: node.node_id, version: staged.config_version, sha: staged.config_sha256 });

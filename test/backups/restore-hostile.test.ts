@@ -123,7 +123,7 @@ test("issue 10 HIGH 1, spec §2.4: a crafted machine_snapshot cannot break resto
   await again.close();
 });
 
-test("issue 10 HIGH 2, spec §2.4/§6.3: a staged_config_text with PostUp from a snapshot is never served; every config is re-rendered from the restored inputs", async (t) => {
+test("issue 10 HIGH 2, spec §2.4/§6.3: a staged config text with PostUp from a snapshot is never served; every config is re-rendered from the restored inputs", async (t) => {
   const h = await startBackupsHarness(t);
   const config = await createConfig(h, { network_cidr: "10.40.0.0/24" });
   const a = await createNode(h, config.config_id, { public_address: "192.0.2.1" });
@@ -132,10 +132,12 @@ test("issue 10 HIGH 2, spec §2.4/§6.3: a staged_config_text with PostUp from a
   const before = { a: (await h.req("GET", url(a))).json, b: (await h.req("GET", url(b))).json };
   const evil = "PostUp = touch /tmp/svc-pwned";
   const db = tamper(await snapshotDb(h), (d) => {
-    // a: the text and its sha both updated (what the issue found); b: the text alone.
+    // a: the text and its sha both updated, in the node and on the text (what the issue found);
+    // b: the text alone (its labels still name the renderer's sha).
     const textA = `${before.a.config_text}${evil}\n`;
-    d.prepare("UPDATE nodes SET staged_config_text = ?, staged_config_sha256 = ? WHERE node_id = ?").run(textA, sha256(textA), a.node_id);
-    d.prepare("UPDATE nodes SET staged_config_text = ? WHERE node_id = ?").run(`${before.b.config_text}${evil}\n`, b.node_id);
+    d.prepare("UPDATE node_staged_texts SET config_text = ?, config_sha256 = ? WHERE node_id = ?").run(textA, sha256(textA), a.node_id);
+    d.prepare("UPDATE nodes SET staged_config_sha256 = ? WHERE node_id = ?").run(sha256(textA), a.node_id);
+    d.prepare("UPDATE node_staged_texts SET config_text = ? WHERE node_id = ?").run(`${before.b.config_text}${evil}\n`, b.node_id);
   });
 
   await importAndRestore(h, db);

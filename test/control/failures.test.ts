@@ -181,7 +181,7 @@ test("an automatic config push that cannot be built (no staged config text) is l
   const r = await rig(t);
   const pending = (await r.controlLogs()).length;
   assert.equal(pending, 0, "the automatic push waits for its debounce");
-  r.server.store.sqlite.prepare("UPDATE nodes SET staged_config_text = NULL WHERE node_id = ?").run(r.nodeId);
+  r.server.store.sqlite.prepare("DELETE FROM node_staged_texts WHERE node_id = ?").run(r.nodeId);
   r.clock.advance(2000); // DESIGN §3: push debounce 2 s
   const row = await eventually("failed push row", async () => (await r.controlLogs()).find((l) => l.action === "push_config"));
   assert.equal(row.status, "failed");

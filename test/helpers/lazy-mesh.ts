@@ -10,7 +10,15 @@ import { ManualClock } from "../../src/clock.js";
 import { createLogger } from "../../src/logger.js";
 import { MeshService } from "../../src/services/mesh.service.js";
 import { Store } from "../../src/store/db.js";
-import { listNodes } from "../../src/store/nodes.repository.js";
+import type { Db } from "../../src/store/db.js";
+import { findStagedText, listNodes } from "../../src/store/nodes.repository.js";
+import type { NodeRow } from "../../src/store/schema.js";
+
+/** The staged text a node's row serves (`node_staged_texts` at its version and sha), or null when it has none. */
+export async function servedText(db: Db, node: Pick<NodeRow, "node_id" | "staged_config_version" | "staged_config_sha256">): Promise<string | null> {
+  if (node.staged_config_sha256 === null) return null;
+  return (await findStagedText(db, node.node_id, node.staged_config_version, node.staged_config_sha256)) ?? null;
+}
 
 /**
  * `n` static nodes (n ≤ 250) in config "c" (wireguard, then switched to awg_2), with an eager

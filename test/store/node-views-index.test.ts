@@ -63,7 +63,7 @@ test("issue 14 items 2 and 4: mapConfigNodes reads the covering index nodes_view
 
   assert.deepEqual(
     rows.map((r) => r.node),
-    nodes.map(({ private_key: _k, staged_config_text: _t, ...view }) => view),
+    nodes.map(({ private_key: _k, ...view }) => view),
   );
   for (const [i, r] of rows.entries()) {
     const stored = await findClientState(store.db, r.node.node_id);

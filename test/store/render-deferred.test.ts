@@ -11,7 +11,7 @@ import { createHash } from "node:crypto";
 import { test } from "node:test";
 import { listNodes } from "../../src/store/nodes.repository.js";
 import { renderConfigTexts, renderDeferred, restageConfig, type StagedChange } from "../../src/store/staging.js";
-import { lazyMesh } from "../helpers/lazy-mesh.js";
+import { lazyMesh, servedText } from "../helpers/lazy-mesh.js";
 import { turnsDuring } from "../helpers/turns.js";
 
 const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
@@ -40,7 +40,7 @@ test("issue 14 / DESIGN §3 Config versions: a write landing while a chunk rende
   for (const id of rest) {
     const ref = full.get(id);
     assert.ok(ref);
-    assert.equal(ref.node.staged_config_text, ref.text, `${id}: the stored text is the full re-render's`);
+    assert.equal(await servedText(store.db, ref.node), ref.text, `${id}: the stored text is the full re-render's`);
     assert.equal(ref.node.staged_config_sha256, sha256(ref.text));
     assert.deepEqual(reported.get(id), { nodeId: id, version: ref.node.staged_config_version, sha: ref.node.staged_config_sha256 }, `${id}: reported with the version it is stored at`);
     assert.ok(ref.text.includes("198.51.100.9"), `${id}: sees the write`);
@@ -55,9 +55,9 @@ test("issue 14 item 2: rendering yields to the event loop within a chunk once a 
   const bounded = await turnsDuring(() => renderDeferred(store.db, configId, ids, () => {}, { chunk: 16, stepMs: 0 }));
   assert.ok(bounded >= ids.length, `a turn per node: ${bounded} turns for ${ids.length} nodes`);
   const rows = await listNodes(store.db, configId);
-  assert.ok(rows.every((r) => r.staged_config_sha256 === sha256(r.staged_config_text ?? "")), "every node rendered");
+  for (const r of rows) assert.equal(r.staged_config_sha256, sha256((await servedText(store.db, r)) ?? ""), `${r.node_id}: rendered`);
 
-  await store.db.updateTable("nodes").set({ staged_config_sha256: null, staged_config_text: null }).execute();
+  await store.db.updateTable("nodes").set({ staged_config_sha256: null }).execute();
   const unbounded = await turnsDuring(() => renderDeferred(store.db, configId, ids, () => {}, { chunk: 16, stepMs: Infinity }));
   assert.ok(unbounded < ids.length, `per chunk only: ${unbounded} turns`);
 });
@@ -68,7 +68,9 @@ test("issue 14 item 2 / DESIGN §3 Config versions: restageConfig (snapshot rest
   await mesh.getStagedConfig(configId, a); // rendered on demand: a has a stored rendering
   await mesh.getStagedConfig(configId, b);
   // A text that is not the renderer's (a snapshot's hostile or stale text): rewritten, version + 1.
-  await store.db.updateTable("nodes").set({ staged_config_text: "[Interface]\nPostUp = evil\n", staged_config_sha256: sha256("[Interface]\nPostUp = evil\n") }).where("node_id", "=", b).execute();
+  const evil = "[Interface]\nPostUp = evil\n";
+  await store.db.updateTable("node_staged_texts").set({ config_text: evil, config_sha256: sha256(evil) }).where("node_id", "=", b).execute();
+  await store.db.updateTable("nodes").set({ staged_config_sha256: sha256(evil) }).where("node_id", "=", b).execute();
   const before = new Map((await listNodes(store.db, configId)).map((r) => [r.node_id, r]));
   let changed: StagedChange[] = [];
   const turns = await turnsDuring(async () => {
@@ -77,7 +79,7 @@ test("issue 14 item 2 / DESIGN §3 Config versions: restageConfig (snapshot rest
   assert.ok(turns >= ids.length, `a turn per node: ${turns} turns for ${ids.length} nodes`);
   const full = await renderConfigTexts(store.db, configId);
   for (const { node, text } of full) {
-    assert.equal(node.staged_config_text, text, `${node.node_id}: the renderer's text`);
+    assert.equal(await servedText(store.db, node), text, `${node.node_id}: the renderer's text`);
     assert.equal(node.staged_config_sha256, sha256(text));
     const prev = before.get(node.node_id);
     const expected = node.node_id === b ? (prev?.staged_config_version ?? 0) + 1 : prev?.staged_config_version;
