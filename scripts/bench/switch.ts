@@ -37,7 +37,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
@@ -120,8 +120,22 @@ async function stopProfile(session: Session, stalls: readonly Stall[], top = 25)
   return [`\nService CPU profile, PATCH → all latest (self time, ${fmt(total)} samples of 1 ms; ${file})\n`, "| self % | function |", "|---:|---|", ...rows].join("\n");
 }
 
-/** Per SQL text: calls, total ms, the longest single call (ms), rows returned. */
-type SqlStat = { calls: number; ms: number; max: number; rows: number };
+/**
+ * Per SQL text: calls, total ms, the longest single call (ms), rows returned, and of the calls
+ * of 20 ms or more: how many, and their time on the CPU, waiting for a CPU (runnable) and
+ * blocked (neither: I/O, locks), ms, from this thread's `/proc/thread-self/schedstat`.
+ */
+type SqlStat = { calls: number; ms: number; max: number; rows: number; slow: number; slowCpu: number; slowRunq: number; slowBlocked: number };
+
+/** This thread's scheduler times (ns): on a CPU, and runnable but waiting for one; zeros where /proc is missing. */
+function schedstat(): [number, number] {
+  try {
+    const [run, wait] = readFileSync("/proc/thread-self/schedstat", "utf8").split(" ").map(Number);
+    return [run ?? 0, wait ?? 0];
+  } catch {
+    return [0, 0];
+  }
+}
 
 /** Wraps the statement methods of better-sqlite3 to time each call by SQL text while `on()`. */
 function sqlProfiler(sqlite: { prepare(sql: string): object }): { on(): void; off(): string } {
@@ -132,15 +146,25 @@ function sqlProfiler(sqlite: { prepare(sql: string): object }): { on(): void; of
     const original = proto[name] as (...args: unknown[]) => unknown;
     proto[name] = function (this: { source: string }, ...args: unknown[]) {
       if (!enabled) return original.apply(this, args);
+      const s0 = schedstat();
       const t0 = performance.now();
       const out = original.apply(this, args);
       const dt = performance.now() - t0;
+      const s1 = schedstat();
       const key = `${name} ${this.source.replace(/\s+/g, " ").replace(/(\?, )+\?/g, "?, …").slice(0, 160)}`;
-      const st = stats.get(key) ?? { calls: 0, ms: 0, max: 0, rows: 0 };
+      const st = stats.get(key) ?? { calls: 0, ms: 0, max: 0, rows: 0, slow: 0, slowCpu: 0, slowRunq: 0, slowBlocked: 0 };
       st.calls++;
       st.ms += dt;
       st.max = Math.max(st.max, dt);
       st.rows += Array.isArray(out) ? out.length : 0;
+      if (dt >= 20) {
+        const cpu = (s1[0] - s0[0]) / 1e6;
+        const runq = (s1[1] - s0[1]) / 1e6;
+        st.slow++;
+        st.slowCpu += cpu;
+        st.slowRunq += runq;
+        st.slowBlocked += Math.max(0, dt - cpu - runq);
+      }
       stats.set(key, st);
       return out;
     };
@@ -152,9 +176,12 @@ function sqlProfiler(sqlite: { prepare(sql: string): object }): { on(): void; of
       const rows = [...stats.entries()].sort((a, b) => b[1].ms - a[1].ms).slice(0, 15);
       return [
         "\nSQLite statement calls of the service, PATCH → all latest (by total time)\n",
-        "| total ms | calls | max ms | rows | statement |",
-        "|---:|---:|---:|---:|---|",
-        ...rows.map(([k, v]) => `| ${fmt(v.ms)} | ${fmt(v.calls)} | ${fmt(v.max, 1)} | ${fmt(v.rows)} | \`${k}\` |`),
+        "| total ms | calls | max ms | rows | calls ≥ 20 ms | of those: on CPU / waiting for a CPU / blocked, ms | statement |",
+        "|---:|---:|---:|---:|---:|---:|---|",
+        ...rows.map(
+          ([k, v]) =>
+            `| ${fmt(v.ms)} | ${fmt(v.calls)} | ${fmt(v.max, 1)} | ${fmt(v.rows)} | ${fmt(v.slow)} | ${v.slow === 0 ? "–" : `${fmt(v.slowCpu)} / ${fmt(v.slowRunq)} / ${fmt(v.slowBlocked)}`} | \`${k}\` |`,
+        ),
       ].join("\n");
     },
   };
