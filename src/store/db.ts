@@ -120,6 +120,24 @@ export const PAGE_CACHE_SIZE = -65536;
 export const WAL_AUTOCHECKPOINT_PAGES = 50_000;
 
 /**
+ * The same backstop while the store worker runs (~1 GiB of WAL at 4 KiB pages). The worker
+ * checkpoints every second, but a WAL only starts over from its beginning when a write begins
+ * after everything was copied, which sustained writes never allow: a 1,000-node protocol switch
+ * writes ~200 MiB of WAL without a pause. At 50,000 pages the commit that crossed it ran the
+ * backstop's checkpoint in the event loop, syncing the files: one 90–170 ms stall per switch
+ * (62–95 ms of it blocked in I/O). The worker has already copied all but the last second, so
+ * the WAL starts over at the first pause in writes; this bound is only for a worker that stopped
+ * copying. docs/decisions.md "Issue 14: the checkpoint backstop while the worker runs".
+ */
+export const WAL_AUTOCHECKPOINT_PAGES_WITH_WORKER = 262_144;
+
+/**
+ * A WAL file that grew past this (bytes) is cut back to it when the WAL starts over, so that a
+ * burst (a switch, a 5,000-node build) does not leave a file of up to 1 GiB behind.
+ */
+export const WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
+
+/**
  * The one owner of the SQLite file: WAL, `busy_timeout`, foreign keys on, a 64 MiB page cache,
  * checkpoints every 50,000 WAL pages, Kysely's statements kept in a {@link StatementCache},
  * migrations at open, and {@link Store.transaction} with commit hooks.
@@ -160,6 +178,7 @@ export class Store {
       sqlite.pragma("synchronous = NORMAL");
       sqlite.pragma(`cache_size = ${PAGE_CACHE_SIZE}`);
       sqlite.pragma(`wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`);
+      sqlite.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`);
     } catch (err) {
       sqlite?.close();
       throw openError(file, err);
@@ -215,7 +234,10 @@ export class Store {
    */
   worker(): StoreWorker | null {
     if (this.#file === ":memory:") return null;
-    this.#worker ??= new StoreWorker(this.#file, this.db, this.#log.child({ name: "store-worker" }));
+    this.#worker ??= new StoreWorker(this.#file, this.db, this.#log.child({ name: "store-worker" }), {
+      // While the worker checkpoints, the commits' own checkpoint is only a far backstop.
+      onRunning: (running) => void this.sqlite.pragma(`wal_autocheckpoint = ${running ? WAL_AUTOCHECKPOINT_PAGES_WITH_WORKER : WAL_AUTOCHECKPOINT_PAGES}`),
+    });
     return this.#worker;
   }
 

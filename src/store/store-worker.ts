@@ -93,6 +93,7 @@ export class StoreWorker implements ChunkSource {
   readonly #log: Logger;
   readonly #checkpointIntervalMs: number;
   readonly #onCheckpoint: ((c: WalCheckpoint) => void) | undefined;
+  readonly #onRunning: ((running: boolean) => void) | undefined;
   readonly #pending = new Map<number, { resolve: (answer: RenderedChunk | null | WalCheckpoint) => void; reject: (e: Error) => void }>();
   readonly #walStartBytes: number;
   #walWatch: NodeJS.Timeout | null = null;
@@ -111,18 +112,21 @@ export class StoreWorker implements ChunkSource {
    * @param opts.onCheckpoint called with each periodic checkpoint that copied frames (tests, metrics)
    * @param opts.walStartBytes WAL size at which {@link startWhenWalGrows} starts the worker
    *   (default {@link WAL_START_BYTES})
+   * @param opts.onRunning called with true when a worker thread starts (it checkpoints from then
+   *   on) and with false when it exits
    */
   constructor(
     file: string,
     db: Db,
     log: Logger,
-    opts: { checkpointIntervalMs?: number; onCheckpoint?: (c: WalCheckpoint) => void; walStartBytes?: number } = {},
+    opts: { checkpointIntervalMs?: number; onCheckpoint?: (c: WalCheckpoint) => void; walStartBytes?: number; onRunning?: (running: boolean) => void } = {},
   ) {
     this.#file = file;
     this.#db = db;
     this.#log = log;
     this.#checkpointIntervalMs = opts.checkpointIntervalMs ?? CHECKPOINT_INTERVAL_MS;
     this.#onCheckpoint = opts.onCheckpoint;
+    this.#onRunning = opts.onRunning;
     this.#walStartBytes = opts.walStartBytes ?? WAL_START_BYTES;
   }
 
@@ -259,6 +263,7 @@ export class StoreWorker implements ChunkSource {
     worker.on("error", (err) => this.#log.error({ err }, "the store worker failed"));
     worker.on("exit", (code) => this.#exited(worker, code));
     this.#worker = worker;
+    this.#onRunning?.(true);
     return worker;
   }
 
@@ -286,6 +291,7 @@ export class StoreWorker implements ChunkSource {
 
   #exited(worker: Worker, code: number): void {
     if (this.#worker === worker) this.#worker = null;
+    if (!this.#closed) this.#onRunning?.(false);
     if (!this.#closed) this.#log.warn({ code }, "the store worker exited");
     // Checkpoints resume with a new worker once the WAL is large again (up to MAX_WORKER_STARTS).
     if (this.#watchWal && !this.#closed && this.#starts < MAX_WORKER_STARTS) this.startWhenWalGrows();

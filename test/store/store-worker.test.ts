@@ -15,7 +15,7 @@ import { test } from "node:test";
 import { isAppError } from "../../src/errors.js";
 import { createLogger } from "../../src/logger.js";
 import type { Logger } from "../../src/logger.js";
-import { Store, type Db } from "../../src/store/db.js";
+import { Store, WAL_AUTOCHECKPOINT_PAGES, WAL_AUTOCHECKPOINT_PAGES_WITH_WORKER, WAL_SIZE_LIMIT_BYTES, type Db } from "../../src/store/db.js";
 import { listNodes } from "../../src/store/nodes.repository.js";
 import { MAX_WORKER_STARTS, StoreWorker, type WalCheckpoint } from "../../src/store/store-worker.js";
 import { renderConfigTexts, renderDeferred, type StagedChange } from "../../src/store/staging.js";
@@ -183,9 +183,23 @@ test("issue 14 item 2: a worker started by the WAL watch that exits is started a
   } as unknown as Logger;
   const hold = setInterval(() => undefined, 1000);
   t.after(() => clearInterval(hold));
-  const worker = new StoreWorker(file, {} as Db, log, { checkpointIntervalMs: 10, walStartBytes: 4096 });
+  const running: boolean[] = [];
+  const worker = new StoreWorker(file, {} as Db, log, { checkpointIntervalMs: 10, walStartBytes: 4096, onRunning: (r) => running.push(r) });
   t.after(() => worker.close());
   worker.startWhenWalGrows();
   await exited;
   assert.equal(worker.starts, MAX_WORKER_STARTS, "started again after each exit, then no more");
+  assert.deepEqual(running, Array.from({ length: MAX_WORKER_STARTS }, () => [true, false]).flat(), "each start and each exit reported");
+});
+
+test("issue 14 item 2: while the store worker runs, the main connection's own checkpoint is only a far backstop (WAL_AUTOCHECKPOINT_PAGES_WITH_WORKER), so no commit in the event loop copies and syncs the WAL; before it, WAL_AUTOCHECKPOINT_PAGES", async (t) => {
+  const { store } = await writtenStore(t, 1);
+  const pages = () => store.sqlite.pragma("wal_autocheckpoint", { simple: true });
+  assert.equal(pages(), WAL_AUTOCHECKPOINT_PAGES, "no worker yet");
+  assert.equal(store.sqlite.pragma("journal_size_limit", { simple: true }), WAL_SIZE_LIMIT_BYTES);
+  const worker = store.worker();
+  assert.ok(worker);
+  await worker.checkpoint(); // starts the thread
+  assert.equal(pages(), WAL_AUTOCHECKPOINT_PAGES_WITH_WORKER, "the worker checkpoints");
+  assert.ok(WAL_AUTOCHECKPOINT_PAGES_WITH_WORKER * 4096 > 200 * 1024 * 1024, "more than a 1,000-node switch writes without a pause (~200 MiB)");
 });
