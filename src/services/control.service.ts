@@ -74,7 +74,7 @@ export interface ControlServiceDeps {
 }
 
 /** Automatic config pushes started per turn of the event loop at most (see `ControlService#autoPushes`). */
-export const AUTO_PUSH_CONCURRENCY = 4;
+export const AUTO_PUSH_CONCURRENCY = 6;
 
 /**
  * The MQTT write APIs (spec §4 rules 10–12, 14; DESIGN §5 control): bind-command, bind, reset,
