@@ -29,7 +29,12 @@
  *    switch window, pushes received, ACKs, and sha mismatches (received text vs pushed sha).
  *    With `--cpu-prof`, the service (this process) is profiled from the PATCH until every node is
  *    latest: the top self times are printed and the profile is written to
- *    `$TMPDIR/switch-<time>.cpuprofile` (the profiler's overhead is in that run's figures).
+ *    `$TMPDIR/switch-<time>.cpuprofile` (the profiler's overhead is in that run's figures), with
+ *    the service's stalls on the profile's clock beside it (`….cpuprofile.stalls.json`: [start, end] µs).
+ * 5. Both processes record their event-loop stalls from the start of the heartbeats
+ *    (`stalls.ts`); a table by second around the PATCH puts each latency spike on the service or
+ *    on the load generator. With `--sql-prof`, statement calls of 20 ms or more are split into
+ *    time on a CPU, waiting for one, and blocked (I/O, locks).
  */
 import { fork } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";

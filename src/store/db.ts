@@ -139,7 +139,7 @@ export const WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
 
 /**
  * The one owner of the SQLite file: WAL, `busy_timeout`, foreign keys on, a 64 MiB page cache,
- * checkpoints every 50,000 WAL pages, Kysely's statements kept in a {@link StatementCache},
+ * checkpoints by the store worker (or every 50,000 WAL pages without one), Kysely's statements kept in a {@link StatementCache},
  * migrations at open, and {@link Store.transaction} with commit hooks.
  */
 export class Store {

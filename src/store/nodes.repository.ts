@@ -6,8 +6,8 @@ import type { ConfigRow, NewNodeRow, NodeClientStateRow, NodeRow, NodeUpdate } f
 
 /**
  * The columns of a node that its views show, in the order of the covering index `nodes_views`
- * (migration 0012): never its private key (its config text is in `node_staged_texts`). A whole config's are read from that
- * index alone (`mapConfigNodes`, node-list.repository.ts).
+ * (migration 0012): never its private key (its config text is in `node_staged_texts`). A whole
+ * config's are read from that index alone (`mapConfigNodes`, node-list.repository.ts).
  */
 export const NODE_VIEW_COLUMNS = [
   "node_id",

@@ -53,12 +53,13 @@ export type RenderResponse =
   | { id: null; checkpoint: WalCheckpoint };
 
 /**
- * How often the worker checkpoints the WAL (ms): a commit on the main thread then rarely crosses
- * `WAL_AUTOCHECKPOINT_PAGES` (src/store/db.ts), which made that commit copy up to ~200 MB of WAL
- * into the database inside one event-loop turn (hundreds of ms at 1,000–5,000 nodes; issue 14
- * item 2). The main thread's automatic checkpoint stays as the backstop when the worker is gone
- * or behind. With `synchronous = NORMAL` the WAL is synced at checkpoints, so this also bounds
- * what a power cut can lose to about a second of commits.
+ * How often the worker checkpoints the WAL (ms): a commit on the main thread then never needs to
+ * copy WAL into the database inside an event-loop turn (hundreds of ms at 1,000–5,000 nodes;
+ * issue 14 item 2). The main thread's automatic checkpoint stays as the backstop for a worker
+ * that is gone or behind: `WAL_AUTOCHECKPOINT_PAGES_WITH_WORKER` pages while a worker runs,
+ * `WAL_AUTOCHECKPOINT_PAGES` otherwise (src/store/db.ts). With `synchronous = NORMAL` the WAL
+ * is synced at checkpoints, so this also bounds what a power cut can lose to about a second of
+ * commits.
  */
 export const CHECKPOINT_INTERVAL_MS = 1000;
 
