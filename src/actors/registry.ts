@@ -67,7 +67,32 @@ export interface RegistryDeps {
    * from here.
    */
   timelineRetention?: { keep: number; slack: number; prune(nodeId: string, cutoff: number): void };
+  /**
+   * Coalesce heartbeats that change nothing but the newest signal (see
+   * {@link NodeActorRegistry} "Coalesced heartbeats"). Default true; false delivers every
+   * heartbeat to its actor (the reference the property test compares against).
+   */
+  coalesceHeartbeats?: boolean;
+  /**
+   * Group commit pacing, ms: a commit that follows the previous one by less than this waits for
+   * the rest of it (more states per transaction under load); a change after a quiet spell still
+   * commits on the next turn. Default 0: every commit on the next turn.
+   */
+  commitPaceMs?: number;
+  /** Real time for the pacing (not the node clock): `performance.now()` and `setTimeout` by default. */
+  commitTimer?: CommitTimer;
 }
+
+/** The monotonic time, ms, and the timer group-commit pacing uses. */
+export interface CommitTimer {
+  now(): number;
+  setTimeout(run: () => void, ms: number): void;
+}
+
+const REAL_TIME: CommitTimer = {
+  now: () => performance.now(),
+  setTimeout: (run, ms) => void setTimeout(run, ms),
+};
 
 /**
  * A persisted node snapshot as stored (`getPersistedSnapshot()` JSON), status checked `active`
@@ -122,7 +147,16 @@ interface Entry {
   marks: Array<{ pos: number; id: number }>;
   /** Set when the node left management (deleted, quarantined, reloaded): its queued rows are dropped. */
   gone?: true;
+  /**
+   * Learned from the last heartbeat delivered in full: while the actor's snapshot is still
+   * `snapshot`, a heartbeat carrying `wgOnline` only sets `lastSignalAt` (see {@link NodeActorRegistry}, "Coalesced heartbeats").
+   */
+  signalOnly?: { snapshot: NodeActorSnapshot; wgOnline: boolean | undefined };
+  /** `at` of the newest coalesced heartbeat not yet delivered to the actor, ms; undefined when none. */
+  pendingSignalAt?: number;
 }
+
+type NodeActorSnapshot = ReturnType<Actor<NodeMachine>["getSnapshot"]>;
 
 /**
  * Group commit cap: with this many states queued the flush runs right after the current message
@@ -178,6 +212,20 @@ interface StoredRows {
  * re-armed by every heartbeat, the registry keeps each online node's {@link presenceDeadline}
  * in one-second buckets and runs a single clock timer for the earliest one; when it fires, the
  * due nodes get `presence.ttl_check` and their machine decides. Restoring re-arms by bucketing.
+ *
+ * Coalesced heartbeats: most heartbeats of an online node repeat what it already reported, and
+ * the machine's only answer is `recordSignal` (`lastSignalAt` = the event's `at`). When one
+ * heartbeat delivered in full changed nothing but `lastSignalAt` (same state value, same
+ * context otherwise, no effect queued, no flight-recorder row), the next heartbeats with the same
+ * `wg_online`, while the actor's snapshot is still that one, skip XState: the registry keeps the
+ * newest `at`, moves the presence deadline to `at + onlineTtlMs`, and the group commit writes the
+ * `last_signal_at` column (as it does for such a heartbeat delivered in full). Reads overlay that
+ * time on the snapshot (projection, machine state), and any other event for the node first
+ * delivers the newest held heartbeat to the actor, so the actor sees the same events in the same
+ * order, with runs of identical heartbeats cut to their last. This assumes that a heartbeat's
+ * outcome does not depend on its `at` or on `lastSignalAt` (true of the node machine: no guard of
+ * `mqtt.signal` reads them); `test/actors/coalesced-heartbeats.test.ts` compares against
+ * `coalesceHeartbeats: false` over random event sequences.
  */
 export class NodeActorRegistry {
   readonly #deps: RegistryDeps;
@@ -190,8 +238,15 @@ export class NodeActorRegistry {
   #effects: Array<() => void> = [];
   #waiters: Array<{ resolve: () => void; reject: (err: unknown) => void }> = [];
   // Failures are logged inside #flushNow and reject the waiting callers; nothing is dropped silently.
-  /** A flush after the current poll phase. */
-  readonly #flushLater = coalesced(setImmediate, () => void this.#flushNow().catch(() => undefined));
+  /** A flush after the current poll phase, or, within `commitPaceMs` of the last one, when that has passed. */
+  readonly #flushLater = coalesced(
+    (run) => this.#scheduleFlush(run),
+    () => void this.#flushNow().catch(() => undefined),
+  );
+  /** When the last group commit started (commit timer), ms. */
+  #lastFlushAt = Number.NEGATIVE_INFINITY;
+  readonly #pace: number;
+  readonly #commitTimer: CommitTimer;
   /** A flush after the current message (a microtask, so never inside an XState notification). */
   readonly #flushSoon = coalesced(queueMicrotask, () => void this.#flushNow().catch(() => undefined));
   #stopped = false;
@@ -206,6 +261,9 @@ export class NodeActorRegistry {
   /** `after` event type of each state with a timer, by state id (names a timer's transition). */
   readonly #afterEvents: Map<string, string>;
   readonly #timers: boolean;
+  readonly #coalesce: boolean;
+  /** Heartbeats held instead of delivered since start. */
+  #coalesced = 0;
   /** Online nodes under the presence sweep. */
   #tracked = 0;
   /**
@@ -225,6 +283,9 @@ export class NodeActorRegistry {
   constructor(deps: RegistryDeps) {
     this.#deps = deps;
     this.#timers = deps.timersEnabled ?? true;
+    this.#coalesce = deps.coalesceHeartbeats ?? true;
+    this.#pace = deps.commitPaceMs ?? 0;
+    this.#commitTimer = deps.commitTimer ?? REAL_TIME;
     this.#machine = nodeMachine.provide({
       actions: {
         revokeClient: ({ context }, params) => {
@@ -314,7 +375,8 @@ export class NodeActorRegistry {
     if (!entry) return undefined;
     if (entry.state.kind === "live") {
       const snap = entry.state.actor.getSnapshot();
-      return { value: snap.value, context: snap.context, live: true };
+      const pending = entry.pendingSignalAt;
+      return { value: snap.value, context: pending === undefined ? snap.context : { ...snap.context, lastSignalAt: pending }, live: true };
     }
     const stored = JSON.parse(entry.state.snapshot) as PersistedNode;
     return { value: stored.value, context: { ...stored.context, lastSignalAt: entry.state.lastSignalAt }, live: false };
@@ -332,9 +394,11 @@ export class NodeActorRegistry {
   /**
    * Counts for benchmarks and metrics: nodes under management, how many have a live XState
    * actor (the rest are dormant), online nodes whose TTL the presence sweep is timing
-   * (spec §3.1), and when its single timer fires next (ms since the epoch; null when none).
+   * (spec §3.1), when its single timer fires next (ms since the epoch; null when none), and how
+   * many heartbeats were held rather than delivered to XState since start (class doc, "Coalesced
+   * heartbeats").
    */
-  stats(): { nodes: number; liveActors: number; sweepTracked: number; sweepNextAt: number | null } {
+  stats(): { nodes: number; liveActors: number; sweepTracked: number; sweepNextAt: number | null; coalescedHeartbeats: number } {
     let live = 0;
     for (const e of this.#entries.values()) if (e.state.kind === "live") live++;
     return {
@@ -342,6 +406,7 @@ export class NodeActorRegistry {
       liveActors: live,
       sweepTracked: this.#tracked,
       sweepNextAt: Number.isFinite(this.#sweepAt) ? this.#sweepAt : null,
+      coalescedHeartbeats: this.#coalesced,
     };
   }
 
@@ -387,15 +452,69 @@ export class NodeActorRegistry {
     return true;
   }
 
-  /** Sends `event` to the node's actor, remembered meanwhile as the cause of what it changes. */
+  /**
+   * Sends `event` to the node's actor, remembered meanwhile as the cause of what it changes; a
+   * heartbeat that would change nothing but the newest signal is held instead (class doc,
+   * "Coalesced heartbeats"), and a held one is delivered before any other event.
+   */
   #deliver(entry: Entry, event: RoutedNodeEvent): void {
+    const heartbeat = this.#coalesce && event.type === "mqtt.signal" && event.source === "heartbeat" && event.clientVersion === undefined && event.requestId === undefined;
+    if (heartbeat && this.#holdHeartbeat(entry, event.at, event.wgOnline)) return;
+    if (entry.pendingSignalAt !== undefined) this.#deliverHeld(entry);
     const actor = this.#actorOf(entry);
+    if (!heartbeat) {
+      this.#sendAs(actor, event);
+      return;
+    }
+    const before = actor.getSnapshot();
+    const effects = this.#effects.length;
+    const recorded = this.#recorded.length;
+    this.#sendAs(actor, event);
+    const after = actor.getSnapshot();
+    const signalOnly =
+      effects === this.#effects.length &&
+      recorded === this.#recorded.length &&
+      after.context.lastSignalAt === event.at &&
+      presenceDeadline(after) === event.at + after.context.onlineTtlMs &&
+      sameStateValue(before.value, after.value) &&
+      sameContextButSignal(before.context, after.context);
+    entry.signalOnly = signalOnly ? { snapshot: after, wgOnline: event.wgOnline } : undefined;
+  }
+
+  #sendAs(actor: Actor<NodeMachine>, event: RoutedNodeEvent): void {
     this.#sending = event;
     try {
       actor.send(event);
     } finally {
       this.#sending = undefined;
     }
+  }
+
+  /**
+   * Holds a heartbeat whose only effect would be `lastSignalAt = at` (class doc, "Coalesced
+   * heartbeats"): moves the presence deadline and queues the column write.
+   * @returns false when the heartbeat must be delivered to the actor
+   */
+  #holdHeartbeat(entry: Entry, at: number, wgOnline: boolean | undefined): boolean {
+    const learned = entry.signalOnly;
+    if (learned === undefined || entry.state.kind !== "live" || learned.wgOnline !== wgOnline) return false;
+    if (entry.state.actor.getSnapshot() !== learned.snapshot) return false;
+    entry.pendingSignalAt = at;
+    this.#coalesced++;
+    this.#track(entry, at + learned.snapshot.context.onlineTtlMs);
+    this.#markDirty(entry);
+    return true;
+  }
+
+  /** Delivers the newest held heartbeat to the actor (before another event, or a full write). */
+  #deliverHeld(entry: Entry): void {
+    const at = entry.pendingSignalAt;
+    const learned = entry.signalOnly;
+    entry.pendingSignalAt = undefined;
+    if (at === undefined || learned === undefined || entry.state.kind !== "live") return;
+    const event: RoutedNodeEvent = { type: "mqtt.signal", at, source: "heartbeat" };
+    if (learned.wgOnline !== undefined) event.wgOnline = learned.wgOnline;
+    this.#sendAs(entry.state.actor, event);
   }
 
   /** The origin of something a REST request did (its route), or of a direct call (no route). */
@@ -708,7 +827,10 @@ export class NodeActorRegistry {
   }
 
   #projectionOf(entry: Entry): NodeProjection {
-    return entry.state.kind === "live" ? projectNode(entry.state.actor.getSnapshot()) : entry.state.projection;
+    if (entry.state.kind !== "live") return entry.state.projection;
+    const p = projectNode(entry.state.actor.getSnapshot());
+    const pending = entry.pendingSignalAt;
+    return pending === undefined ? p : { ...p, lastSignalAt: pending };
   }
 
   #markDirty(entry: Entry): void {
@@ -800,14 +922,19 @@ export class NodeActorRegistry {
     if (entry.state.kind !== "live") return null;
     const nodeState = this.#nodeState;
     const actor = entry.state.actor;
-    const snap = actor.getSnapshot();
+    let snap = actor.getSnapshot();
     const w = entry.written;
     if (w !== undefined && sameStateValue(w.value, snap.value) && sameContextButSignal(w.context, snap.context)) {
       // Only the newest signal moved: nothing an operator sees, and no snapshot JSON.
       // The flight recorder's newest row rides on the write this commit makes anyway.
-      nodeState.writeSignal(entry.nodeId, snap.context.lastSignalAt, now, heads.get(entry) ?? null);
+      nodeState.writeSignal(entry.nodeId, entry.pendingSignalAt ?? snap.context.lastSignalAt, now, heads.get(entry) ?? null);
       heads.delete(entry);
       return null;
+    }
+    if (entry.pendingSignalAt !== undefined) {
+      // A full write stores the snapshot: the held heartbeat goes into it first.
+      this.#deliverHeld(entry);
+      snap = actor.getSnapshot();
     }
     entry.written = { value: snap.value, context: snap.context };
     const p = projectNode(snap);
@@ -819,6 +946,12 @@ export class NodeActorRegistry {
     return p;
   }
 
+  #scheduleFlush(run: () => void): void {
+    const wait = this.#pace > 0 ? this.#lastFlushAt + this.#pace - this.#commitTimer.now() : 0;
+    if (wait > 0) this.#commitTimer.setTimeout(run, wait);
+    else setImmediate(run);
+  }
+
   async #flushNow(): Promise<void> {
     const nodeState = this.#nodeState;
     if (nodeState.busy()) {
@@ -826,6 +959,8 @@ export class NodeActorRegistry {
       this.#flushLater();
       return;
     }
+    if (this.#dirty.size === 0 && this.#effects.length === 0 && this.#waiters.length === 0 && this.#recorded.length === 0) return;
+    this.#lastFlushAt = this.#commitTimer.now();
     const dirty = this.#dirty;
     this.#dirty = new Set();
     const effects = this.#effects;

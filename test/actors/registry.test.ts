@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test, type TestContext } from "node:test";
 import type { NodeProjection } from "../../src/actors/projection.js";
-import { NodeActorRegistry } from "../../src/actors/registry.js";
+import { NodeActorRegistry, type RegistryDeps } from "../../src/actors/registry.js";
 import { ManualClock } from "../../src/clock.js";
 import type { Store } from "../../src/store/db.js";
 import { listNodeTransitions } from "../../src/store/node-transitions.repository.js";
@@ -39,7 +39,7 @@ interface Harness {
   transactions: () => number;
 }
 
-async function openHarness(t: TestContext, opts: { file?: string; clock?: ManualClock } = {}): Promise<Harness> {
+async function openHarness(t: TestContext, opts: { file?: string; clock?: ManualClock; registry?: Partial<RegistryDeps> } = {}): Promise<Harness> {
   const file = opts.file ?? tempDbFile(t);
   const { store, reader, close } = await openStores(file);
   const clock = opts.clock ?? new ManualClock();
@@ -69,6 +69,7 @@ async function openHarness(t: TestContext, opts: { file?: string; clock?: Manual
         committed: listClientStates(reader.db, CONFIG).then((rows) => new Map([...rows].map(([id, r]) => [id, r.client_presence_state]))),
       });
     },
+    ...opts.registry,
   });
   t.after(async () => {
     await registry.stop();
@@ -112,6 +113,39 @@ test("DESIGN §3 group commit, spec §6.5 rule 6: heartbeats of three nodes in o
     // Already at the first notification, another connection sees all three committed.
     assert.deepEqual(Object.fromEntries(await change.committed), { "n-a": "online", "n-b": "online", "n-c": "online" });
   }
+});
+
+test("DESIGN §3 group commit pacing: a change after a quiet spell commits on the next turn; one within commitPaceMs of the last commit waits for the rest of it (on the commit timer), then commits with everything queued meanwhile", async (t) => {
+  let now = 1_000;
+  // Set-up runs paced commits at once; from then on the test fires the commit timer itself.
+  let manual = false;
+  const timers: Array<{ ms: number; run: () => void }> = [];
+  const commitTimer = { now: () => now, setTimeout: (run: () => void, ms: number) => (manual ? void timers.push({ run, ms }) : void setImmediate(run)) };
+  const h = await openHarness(t, { registry: { commitPaceMs: 40, commitTimer } });
+  await boundNodes(h, ["n-a", "n-b"]);
+  manual = true;
+  now += 1_000;
+  const before = h.transactions();
+
+  heartbeat(h, "n-a");
+  await settle();
+  assert.equal(h.transactions() - before, 1, "after a quiet spell: committed on the next turn, no timer");
+  assert.equal(timers.length, 0);
+
+  now += 10;
+  heartbeat(h, "n-b");
+  h.clock.advance(1);
+  heartbeat(h, "n-a");
+  await settle();
+  assert.equal(h.transactions() - before, 1, "10 ms after the last commit: not yet");
+  assert.deepEqual(timers.map((x) => x.ms), [30], "waits the 30 ms left of the pace");
+  assert.equal(h.changes.length, 1, "only the first commit was notified");
+
+  now += 30;
+  timers[0]?.run();
+  await settle();
+  assert.equal(h.transactions() - before, 2, "one commit for both changes queued meanwhile");
+  assert.deepEqual(h.changes.map((c) => c.nodeId), ["n-a", "n-b"]);
 });
 
 test("DESIGN §3 group commit: a failed batch write notifies nobody and rejects the callers waiting on it", async (t) => {
@@ -164,7 +198,7 @@ test("DESIGN §2 actors (rehydration), dormant nodes: after a restart, restored 
   first.clock.advance(60_000);
   const h = await openHarness(t, { file: first.file, clock: first.clock });
   assert.equal(await h.registry.start(), 3);
-  assert.deepEqual(h.registry.stats(), { nodes: 3, liveActors: 0, sweepTracked: 3, sweepNextAt: first.clock.now() - 60_000 + TTL_MS });
+  assert.deepEqual(h.registry.stats(), { nodes: 3, liveActors: 0, sweepTracked: 3, sweepNextAt: first.clock.now() - 60_000 + TTL_MS, coalescedHeartbeats: 0 });
   assert.equal(h.registry.projection(CONFIG, "n-b")?.presence, "online", "stored projection of a dormant node");
   assert.deepEqual(await updatedAt(h), stored, "start wrote no node row");
 

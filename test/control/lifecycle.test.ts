@@ -184,7 +184,7 @@ test("restart: a second server over the same database resumes every node, TTL ti
   assert.equal(again.registry.size, 1);
   assert.deepEqual(
     again.registry.stats(),
-    { nodes: 1, liveActors: 0, sweepTracked: 1, sweepNextAt: onlineAt + 45 * MINUTE },
+    { nodes: 1, liveActors: 0, sweepTracked: 1, sweepNextAt: onlineAt + 45 * MINUTE, coalescedHeartbeats: 0 },
     "restored dormant: no XState actor yet, its TTL deadline under the presence sweep",
   );
   const p1 = again.registry.projection(configId, nodeId);
