@@ -529,13 +529,13 @@ async function latencyPhase(p: LatencyParams): Promise<LatencyResult> {
     agents.send({ op: "warm", rate: 5000, timeoutMs: 30_000 });
     const warm = await agents.inbox.next("warm-done", 40_000);
     const rows: LatencyRow[] = [];
-    for (const rate of p.rates) {
+    for (const [window, rate] of p.rates.entries()) {
       await sleep(500);
       const eld = monitorEventLoopDelay({ resolution: 5 });
       eld.enable();
       const published0 = server.hub.metrics().published;
       const dropped0 = server.hub.metrics().dropped;
-      const stopProfile = await profile(`${p.nodes}n-${rate}per-s`);
+      const stopProfile = await profile(`${p.nodes}n-${rate}per-s-w${window + 1}`);
       const load = loadWindow([agents.child.pid]);
       agents.send({ op: "rate", rate, durationMs: p.durationMs, drainMs: p.drainMs });
       const done = await agents.inbox.next("rate-done", p.durationMs + p.drainMs + 20_000);
