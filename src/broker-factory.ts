@@ -7,9 +7,10 @@ import { BackendMqttClient } from "./mqtt/backend-client.js";
 import type { BrokerAdmin, NodeBrokerAccount } from "./mqtt/broker-admin.js";
 import type { BrokerPasswordVault } from "./mqtt/broker-passwords.js";
 import { BrokerSync } from "./mqtt/broker-sync.js";
-import type { BrokerUser, BrokerUserLookup } from "./mqtt/broker-users.js";
+import { brokerUsers, type BrokerUserLookup } from "./mqtt/broker-users.js";
 import { EmbeddedAdmin } from "./mqtt/embedded-admin.js";
-import { EmbeddedBroker } from "./mqtt/embedded-broker.js";
+import { ThreadedBroker } from "./mqtt/broker-thread.js";
+import { EmbeddedBroker, type EmbeddedBrokerHandle } from "./mqtt/embedded-broker.js";
 import { createEmqxBrokerAdmin } from "./mqtt/emqx-admin.js";
 import { MosquittoAdmin } from "./mqtt/mosquitto-admin.js";
 import { readCaFile, resolveMqttTls, type TlsMaterial } from "./mqtt/tls.js";
@@ -20,7 +21,7 @@ import type { NodeAccountStatements } from "./store/node-client-state.repository
 
 /** A broker and its admin adapter: `broker` is the embedded aedes instance, null for an external one. */
 export interface BrokerAdapter {
-  broker: EmbeddedBroker | null;
+  broker: EmbeddedBrokerHandle | null;
   admin: BrokerAdmin;
 }
 
@@ -30,6 +31,11 @@ export interface BrokerAdapterDeps {
   log: Logger;
   /** Accounts read from the store at every CONNECT (embedded broker). */
   users: BrokerUserLookup;
+  /**
+   * What the embedded broker's worker thread reads accounts with (its own read-only connection
+   * to this file); null runs the embedded broker on the main thread.
+   */
+  brokerThread: { dbFile: string; backendUsername: string; backendPasswordHash: string } | null;
   /** The embedded broker's TLS listener material, null without TLS. */
   tlsListener: TlsMaterial | null;
   /** The backend's trust for an `mqtts://` SVC_MQTT_URL; the system's store when undefined. */
@@ -47,14 +53,17 @@ export type BrokerAdapterFactories = Record<Settings["mqttBroker"], (deps: Broke
  * last bullet, §1.8).
  */
 export const brokerAdapterFactories: BrokerAdapterFactories = {
-  embedded: async ({ settings, log, users, tlsListener }) => {
-    const broker = await EmbeddedBroker.start({
+  embedded: async ({ settings, log, users, tlsListener, brokerThread }) => {
+    const listen = {
       host: settings.embeddedBrokerHost,
       port: settings.embeddedBrokerPort,
-      users,
-      log: log.child({ name: "broker" }),
       ...(tlsListener === null ? {} : { tls: { port: settings.embeddedBrokerTlsPort, key: tlsListener.keyPem, cert: tlsListener.certPem } }),
-    });
+    };
+    // The thread logs as "broker" itself; records come back through this logger.
+    const broker =
+      brokerThread === null
+        ? await EmbeddedBroker.start({ ...listen, users, log: log.child({ name: "broker" }) })
+        : await ThreadedBroker.start({ ...listen, ...brokerThread, log });
     return { broker, admin: new EmbeddedAdmin(broker) };
   },
   mosquitto: async ({ settings, log, backendCa, onAdminConnected }) => ({
@@ -109,7 +118,7 @@ export interface BrokerConnectionDeps {
  */
 export class BrokerConnection {
   readonly #d: BrokerConnectionDeps;
-  #broker: EmbeddedBroker | null = null;
+  #broker: EmbeddedBrokerHandle | null = null;
   #sync: BrokerSync | null = null;
   #channel: BackendChannel | null = null;
   #reconnectNow: () => void = () => undefined;
@@ -121,7 +130,7 @@ export class BrokerConnection {
   }
 
   /** The embedded broker once started; null for an external broker or with MQTT off. */
-  get broker(): EmbeddedBroker | null {
+  get broker(): EmbeddedBrokerHandle | null {
     return this.#broker;
   }
 
@@ -175,7 +184,8 @@ export class BrokerConnection {
     const { broker, admin } = await this.#d.factories[settings.mqttBroker]({
       settings,
       log,
-      users: brokerUsers(this.#d.accounts, settings.mqttBackendUsername, this.#d.backendPassword),
+      users: brokerUsers(this.#d.accounts, settings.mqttBackendUsername, hashToken(this.#d.backendPassword)),
+      brokerThread: this.#brokerThread(),
       tlsListener: tls.listener,
       backendCa,
       onAdminConnected: () => this.#sync?.requestReconcile("mosquitto admin connected"),
@@ -201,6 +211,14 @@ export class BrokerConnection {
     sync.requestReconcile("start");
   }
 
+  /** The embedded broker thread's account source, or null to run it on the main thread (setting off, or no database file). */
+  #brokerThread(): BrokerAdapterDeps["brokerThread"] {
+    const { settings, store } = this.#d;
+    const file = store.sqlite.name;
+    if (!settings.embeddedBrokerThread || store.sqlite.memory || file === "" || file === ":memory:") return null;
+    return { dbFile: file, backendUsername: settings.mqttBackendUsername, backendPasswordHash: hashToken(this.#d.backendPassword) };
+  }
+
   /** An MQTT.js client to SVC_MQTT_URL; an external broker is never waited for. */
   #external(sync: BrokerSync, onMessage: (topic: string, payload: Buffer) => void, ca: string | undefined): BackendChannel {
     const { settings, log, events } = this.#d;
@@ -223,27 +241,6 @@ export class BrokerConnection {
     this.#reconnectNow = () => client.reconnectNow();
     return client;
   }
-}
-
-/**
- * The broker's users (DESIGN §3 Broker identity): the backend user, and one per bound dynamic
- * node read from the store at every CONNECT, so rotated or deleted credentials stop working at
- * once.
- */
-export function brokerUsers(accounts: NodeAccountStatements, backendUsername: string, backendPassword: string): BrokerUserLookup {
-  const backend: BrokerUser = { identity: { kind: "backend" }, passwordHash: hashToken(backendPassword) };
-  return {
-    find(username) {
-      if (username === backendUsername) return backend;
-      if (parseNodeUsername(username) === null) return undefined;
-      const row = accounts.byUsername(username);
-      if (!row || row.hash === null || row.mode !== "dynamic") return undefined;
-      return {
-        identity: { kind: "node", configId: row.config_id, nodeId: row.node_id, clientId: nodeClientId(row.config_id, row.node_id) },
-        passwordHash: row.hash,
-      };
-    },
-  };
 }
 
 /** The identity behind a broker username, for `/api/internal/emqx/authz` (spec §4 rule 13). */

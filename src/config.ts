@@ -44,6 +44,7 @@ const envSchema = z.object({
   SVC_MQTT_RECONNECT_MAX_MS: z.coerce.number().int().min(10).max(600_000).default(30_000),
   SVC_EMBEDDED_BROKER_HOST: z.string().min(1).default("0.0.0.0"),
   SVC_EMBEDDED_BROKER_PORT: port(true).default(1883),
+  SVC_EMBEDDED_BROKER_THREAD: boolText.default(true),
   SVC_MQTT_PUBLIC_HOST: z.string().min(1).max(253).optional(),
   SVC_MQTT_PUBLIC_PORT: port(false).optional(),
   // TLS (spec §1.9, §2.6; docs/decisions.md "TLS for MQTT")
@@ -125,6 +126,12 @@ export interface Settings {
   readonly embeddedBrokerHost: string;
   /** 0 picks a free port (tests). */
   readonly embeddedBrokerPort: number;
+  /**
+   * The embedded broker runs in a worker thread (issue 14 item 7): sockets, MQTT parsing and
+   * PUBACKs off the main thread. False runs it on the main thread. A database at ":memory:"
+   * always runs it there (the thread reads accounts from the file).
+   */
+  readonly embeddedBrokerThread: boolean;
   /** Broker host and port put into bind profiles (DESIGN §6). */
   readonly mqttPublicHost: string;
   readonly mqttPublicPort: number | undefined;
@@ -242,6 +249,7 @@ export function loadSettings(env: Record<string, string | undefined> = process.e
     mqttReconnectMaxMs: Math.max(e.SVC_MQTT_RECONNECT_MAX_MS, e.SVC_MQTT_RECONNECT_MIN_MS),
     embeddedBrokerHost: e.SVC_EMBEDDED_BROKER_HOST,
     embeddedBrokerPort: e.SVC_EMBEDDED_BROKER_PORT,
+    embeddedBrokerThread: e.SVC_EMBEDDED_BROKER_THREAD,
     mqttPublicHost: e.SVC_MQTT_PUBLIC_HOST ?? new URL(publicUrl).hostname,
     // The embedded broker's own port when unset (it may be 0: picked at start); 1883 for an external broker.
     mqttPublicPort: e.SVC_MQTT_PUBLIC_PORT ?? (e.SVC_MQTT_BROKER === "embedded" ? undefined : 1883),

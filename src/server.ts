@@ -7,7 +7,7 @@ import type { App } from "./http/app.js";
 import type { Logger } from "./logger.js";
 import type { BrokerSync } from "./mqtt/broker-sync.js";
 import type { DetectScheduler } from "./mqtt/detect-scheduler.js";
-import type { EmbeddedBroker } from "./mqtt/embedded-broker.js";
+import type { EmbeddedBrokerHandle } from "./mqtt/embedded-broker.js";
 import type { EventLog } from "./mqtt/event-log.js";
 import type { MqttRouter } from "./mqtt/router.js";
 import type { ArtifactsService } from "./services/artifacts.service.js";
@@ -46,7 +46,7 @@ export interface Server {
   /** MQTT settings: what bind profiles tell agents (DESIGN §5 settings/mqtt). */
   mqttSettings: MqttSettingsService;
   /** The embedded broker, when MQTT services are enabled with SVC_MQTT_BROKER=embedded. */
-  broker: EmbeddedBroker | null;
+  broker: EmbeddedBrokerHandle | null;
   /** Keeps the broker's accounts in line with the store, when MQTT services are enabled. */
   brokerSync: BrokerSync | null;
   /** The admin password generated at this start (first start without SVC_ADMIN_PASSWORD), else null. */

@@ -95,6 +95,8 @@ function settings(dataDir: string, overrides: Partial<Settings> = {}): Settings 
     // The first detect round runs when the first console connects (all nodes are still offline
     // then, so it sends nothing); the next one would come after the bench is over.
     detectIntervalMs: 3_600_000,
+    // SVC_EMBEDDED_BROKER_THREAD=false (as the service reads it) runs the broker on the main thread.
+    embeddedBrokerThread: process.env["SVC_EMBEDDED_BROKER_THREAD"] !== "false",
     ...overrides,
   });
 }

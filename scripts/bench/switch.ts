@@ -199,7 +199,7 @@ function summarize(samples: LatencySample[], from: number, to: number): { n: num
 
 const dataDir = mkdtempSync(join(tmpdir(), "svc-switch-"));
 const server = await createServer(
-  testSettings({ dataDir, adminPassword: PASSWORD, httpHost: "127.0.0.1", authRateLimitMax: 100_000 }),
+  testSettings({ dataDir, adminPassword: PASSWORD, httpHost: "127.0.0.1", authRateLimitMax: 100_000, embeddedBrokerThread: process.env["SVC_EMBEDDED_BROKER_THREAD"] !== "false" }),
   createLogger("silent"),
 );
 const sqlProf = SQL_PROF ? sqlProfiler(server.store.sqlite) : undefined;

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { digestsEqual } from "../domain/tokens.js";
-import type { BrokerIdentity } from "./authz.policy.js";
+import type { NodeAccountStatements } from "../store/node-client-state.repository.js";
+import { nodeClientId, parseNodeUsername, type BrokerIdentity } from "./authz.policy.js";
 
 /**
  * Broker users of the embedded broker: one per bound node (`n:{config_id}:{node_id}`) and the
@@ -44,3 +45,25 @@ export function verifyBrokerPassword(user: BrokerUser | undefined, password: Buf
   const ok = digestsEqual(presented, user?.passwordHash ?? NO_USER_HASH);
   return ok && user !== undefined && password !== undefined && password.length > 0;
 }
+
+/**
+ * The broker's users (DESIGN §3 Broker identity): the backend user, and one per bound dynamic
+ * node read from the store at every CONNECT, so rotated or deleted credentials stop working at
+ * once. `backendPasswordHash`: SHA-256 hex of the backend's password ({@link brokerPasswordHash}).
+ */
+export function brokerUsers(accounts: NodeAccountStatements, backendUsername: string, backendPasswordHash: string): BrokerUserLookup {
+  const backend: BrokerUser = { identity: { kind: "backend" }, passwordHash: backendPasswordHash };
+  return {
+    find(username) {
+      if (username === backendUsername) return backend;
+      if (parseNodeUsername(username) === null) return undefined;
+      const row = accounts.byUsername(username);
+      if (!row || row.hash === null || row.mode !== "dynamic") return undefined;
+      return {
+        identity: { kind: "node", configId: row.config_id, nodeId: row.node_id, clientId: nodeClientId(row.config_id, row.node_id) },
+        passwordHash: row.hash,
+      };
+    },
+  };
+}
+

@@ -1,5 +1,5 @@
 import type { BrokerAdmin, NodeBrokerAccount, ReconcileReport } from "./broker-admin.js";
-import type { EmbeddedBroker } from "./embedded-broker.js";
+import type { EmbeddedBrokerHandle } from "./embedded-broker.js";
 
 /**
  * The broker-admin adapter of the embedded aedes broker (DESIGN §1 "broker adapters"). aedes reads every
@@ -10,7 +10,7 @@ import type { EmbeddedBroker } from "./embedded-broker.js";
 export class EmbeddedAdmin implements BrokerAdmin {
   readonly kind = "embedded" as const;
 
-  constructor(private readonly broker: EmbeddedBroker) {}
+  constructor(private readonly broker: EmbeddedBrokerHandle) {}
 
   /** A rotated password takes effect at the next CONNECT: the client still connected with the old one is kicked. */
   async putNode(account: NodeBrokerAccount): Promise<void> {

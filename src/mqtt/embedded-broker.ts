@@ -297,6 +297,25 @@ async function listenAll(opts: EmbeddedBrokerOptions, broker: Aedes, l: Listener
 }
 
 /** The backend's in-process link to the embedded broker ({@link EmbeddedBroker.attachBackend}). */
+/**
+ * What the service uses of an embedded broker, in-process ({@link EmbeddedBroker}) or in a worker
+ * thread (`ThreadedBroker`, broker-thread.ts).
+ */
+export interface EmbeddedBrokerHandle {
+  /** The port actually listened on. */
+  readonly port: number;
+  /** The TLS listener's port; null without a TLS listener. */
+  readonly tlsPort: number | null;
+  /** Disconnects the live client with this id, as a drop. @returns false when none is connected */
+  kick(clientId: string): boolean;
+  /** True while an authenticated client with this id is registered. */
+  isConnected(clientId: string): boolean;
+  /** The backend's link: `filters` subscribed, downstream publishes at QoS 1. */
+  attachBackend(filters: readonly string[], onMessage: (topic: string, payload: Buffer) => void): Promise<BackendLink>;
+  /** Stops listening and closes every client and the broker. Idempotent. */
+  close(): Promise<void>;
+}
+
 export interface BackendLink {
   /** False once the link or the broker is closed. */
   readonly connected: boolean;
@@ -308,7 +327,7 @@ export interface BackendLink {
   close(): Promise<void>;
 }
 
-export class EmbeddedBroker {
+export class EmbeddedBroker implements EmbeddedBrokerHandle {
   /** The port actually listened on. */
   readonly port: number;
   /** The TLS listener's port; null without a TLS listener. */
@@ -381,6 +400,17 @@ export class EmbeddedBroker {
   isConnected(clientId: string): boolean {
     const client = this.live(clientId);
     return client !== undefined && !client.closed;
+  }
+
+  /**
+   * Calls `onChange(clientId, true)` when an authenticated client is registered (just before its
+   * CONNACK) and `onChange(clientId, false)` when it is unregistered (its connection ended, or a
+   * takeover by the same client id closed it first). For a mirror of {@link isConnected} in
+   * another thread.
+   */
+  watchClients(onChange: (clientId: string, up: boolean) => void): void {
+    this.broker.on("client", (client) => onChange(client.id, true));
+    this.broker.on("clientDisconnect", (client) => onChange(client.id, false));
   }
 
   /** The number of connected clients. */

@@ -1,4 +1,4 @@
-import type SQLite from "better-sqlite3";
+import SQLite from "better-sqlite3";
 import type { NodeMode } from "../protocol/enums.js";
 import type { Db } from "./db.js";
 
@@ -33,6 +33,18 @@ export function createNodeAccountStatements(sqlite: SQLite.Database): NodeAccoun
       WHERE s.mqtt_username = ? AND s.client_initialized = 1`,
   );
   return { byUsername: (username) => byUsername.get(username) };
+}
+
+/**
+ * A read-only connection of its own to the service's SQLite `file`, with the account lookup
+ * prepared on it: the embedded broker thread's (src/mqtt/broker-thread.ts; DESIGN §3 Broker
+ * identity). It reads committed rows only, so a rotated or deleted password is refused at the
+ * next CONNECT. @throws SqliteError when the file does not exist or cannot be opened
+ */
+export function openNodeAccountReader(file: string): { accounts: NodeAccountStatements; close(): void } {
+  const sqlite = new SQLite(file, { readonly: true, fileMustExist: true });
+  sqlite.pragma("busy_timeout = 5000");
+  return { accounts: createNodeAccountStatements(sqlite), close: () => sqlite.close() };
 }
 
 /**

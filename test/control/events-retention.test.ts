@@ -209,8 +209,9 @@ test("retention prunes a large table in chunks that never hold the event loop 10
   const clock = new ManualClock();
   const delay = monitorEventLoopDelay({ resolution: 1 });
   delay.enable();
-  // No store worker: the process's CPU time, which the steps are measured by, counts every thread's.
-  const server = await createServer(testSettings({ dataDir }), createLogger("silent"), { clock, storeWorker: false });
+  // No store worker and the broker on the main thread: the process's CPU time, which the steps
+  // are measured by, counts every thread's (a broker thread loading its modules would count too).
+  const server = await createServer(testSettings({ dataDir, embeddedBrokerThread: false }), createLogger("silent"), { clock, storeWorker: false });
   t.after(async () => {
     await server.close();
     rmSync(dataDir, { recursive: true, force: true });

@@ -188,7 +188,9 @@ async function bindEmbedded(s: SseServer, configId: string, nodeId: string): Pro
 
 /** The embedded service: three bound nodes (A, B in one config, C in another) and one never bound. */
 async function embeddedWorld(t: TestContext): Promise<{ s: SseServer; w: World }> {
-  const s = await startSseServer(t, {}, { settings: { brokerAuthzSharedKey: KEY, mqttBackendPassword: BACKEND_PASSWORD } });
+  // The broker on the main thread: layer 2 calls its aedes hooks directly (the broker thread runs
+  // the same EmbeddedBroker; test/mqtt/broker-thread.test.ts covers what the thread adds).
+  const s = await startSseServer(t, {}, { settings: { brokerAuthzSharedKey: KEY, mqttBackendPassword: BACKEND_PASSWORD, embeddedBrokerThread: false } });
   const a = await dynamicNode(s);
   const b = await api(s, "POST", `/api/v1/configs/${a.configId}/nodes`, { name: "b", mode: "dynamic", public_address: "192.0.2.8" });
   const u = await api(s, "POST", `/api/v1/configs/${a.configId}/nodes`, { name: "u", mode: "dynamic", public_address: "192.0.2.9" });
