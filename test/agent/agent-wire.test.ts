@@ -256,7 +256,13 @@ test("spec §5 privileges: with no isPrivileged injected, the agent's own check 
   await stop();
 
   process.getuid = () => 0;
+  // The node may still show online from the first session: wait for the new session's own
+  // mqtt_connected (written after its SUBSCRIBE on the same connection, which the broker handles
+  // first), or the command could go out before it subscribed (a clean session receives nothing
+  // published before its SUBSCRIBE).
+  const seen = r.wire.length;
   r.start();
+  await afterReconnect("the new session's mqtt_connected", () => r.wire.slice(seen).find((w) => w.kind === "event" && w.env.payload.event === "mqtt_connected"));
   await online(r);
   const allowed = await command(r, "push_config");
   const ok = r.wire.filter((w) => w.kind === "config/push/ack" && w.env.request_id === allowed).at(-1)!;
