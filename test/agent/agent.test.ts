@@ -76,12 +76,24 @@ async function rig(t: TestContext, opts: { privileged?: boolean; beforeStart?: (
     ctl.abort();
     await running;
   };
-  /** A new agent process over the same profile directory (its state.json) and tunnel stand-ins. */
+  // Events the server stored from the agent's connects (spec §6.4 rule 9: every event is stored).
+  const connects = async () =>
+    ((await api(s, "GET", `/api/v1/configs/${configId}/nodes/${nodeId}/control-logs`)).json.logs as Array<{ kind: string; message: string }>).filter(
+      (l) => l.kind === "event" && / connected$/.test(l.message),
+    ).length;
+  /**
+   * A new agent process over the same profile directory (its state.json) and tunnel stand-ins.
+   * Resolves once the server has its `mqtt_connected`, which the agent writes after its SUBSCRIBE
+   * on the same connection: a command sent earlier could reach the broker before the new session
+   * subscribed (the node may still show online from the old one).
+   */
   const restart = async () => {
+    const before = await connects();
     await stop();
     ctl = new AbortController();
     stopped = false;
     running = launch();
+    await eventually("the new session's mqtt_connected", async () => ((await connects()) > before ? true : undefined));
   };
   t.after(async () => {
     await stop();
