@@ -19,7 +19,10 @@ import type { BackendLink, EmbeddedBrokerHandle, EmbeddedBrokerOptions } from ".
  * - The worker's log records are re-logged through the given logger at their own level.
  */
 
-/** What the worker is started with (structured-cloned; holds no secret but a password's hash). */
+/**
+ * What the worker is started with (structured-cloned within the process): with TLS on it holds
+ * the listener's private key, as the in-process broker's options do; never logged.
+ */
 export interface BrokerThreadInit {
   broker: Omit<EmbeddedBrokerOptions, "users" | "log">;
   /** The service's SQLite file (never ":memory:"). */
@@ -92,7 +95,7 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
     const init: BrokerThreadInit = { broker, dbFile, backendUsername, backendPasswordHash, logLevel: log.level };
     const worker = startWorker(new URL(`./broker-thread.worker${moduleExtension(import.meta.url)}`, import.meta.url), { workerData: init });
     const early: FromBrokerThread[] = [];
-    const ready = await new Promise<{ port: number; tlsPort: number | null }>((resolve, reject) => {
+    const listening = new Promise<{ port: number; tlsPort: number | null }>((resolve, reject) => {
       const onMessage = (m: FromBrokerThread) => {
         if (m.t === "ready") resolve(m);
         else if (m.t === "failed") reject(new Error(m.message));
@@ -106,6 +109,13 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
       worker.removeAllListeners("error");
       worker.removeAllListeners("exit");
     });
+    let ready: { port: number; tlsPort: number | null };
+    try {
+      ready = await listening;
+    } catch (err) {
+      await worker.terminate();
+      throw err;
+    }
     const threaded = new ThreadedBroker(worker, log, ready);
     for (const m of early) threaded.#receive(m);
     worker.on("error", (err) => log.error({ err }, "embedded broker thread failed"));
