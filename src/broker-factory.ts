@@ -181,11 +181,12 @@ export class BrokerConnection {
     const tls = await resolveMqttTls(settings, { publicHost: opts.publicHost, now: Date.now(), log: log.child({ name: "tls" }) });
     this.#profileCa = tls.profileCa;
     const backendCa = settings.mqttCaFile === undefined ? undefined : await readCaFile(settings.mqttCaFile, "SVC_MQTT_CA_FILE");
+    const backendPasswordHash = hashToken(this.#d.backendPassword);
     const { broker, admin } = await this.#d.factories[settings.mqttBroker]({
       settings,
       log,
-      users: brokerUsers(this.#d.accounts, settings.mqttBackendUsername, hashToken(this.#d.backendPassword)),
-      brokerThread: this.#brokerThread(),
+      users: brokerUsers(this.#d.accounts, settings.mqttBackendUsername, backendPasswordHash),
+      brokerThread: this.#brokerThread(backendPasswordHash),
       tlsListener: tls.listener,
       backendCa,
       onAdminConnected: () => this.#sync?.requestReconcile("mosquitto admin connected"),
@@ -212,11 +213,11 @@ export class BrokerConnection {
   }
 
   /** The embedded broker thread's account source, or null to run it on the main thread (setting off, or no database file). */
-  #brokerThread(): BrokerAdapterDeps["brokerThread"] {
+  #brokerThread(backendPasswordHash: string): BrokerAdapterDeps["brokerThread"] {
     const { settings, store } = this.#d;
     const file = store.sqlite.name;
     if (!settings.embeddedBrokerThread || store.sqlite.memory || file === "" || file === ":memory:") return null;
-    return { dbFile: file, backendUsername: settings.mqttBackendUsername, backendPasswordHash: hashToken(this.#d.backendPassword) };
+    return { dbFile: file, backendUsername: settings.mqttBackendUsername, backendPasswordHash };
   }
 
   /** An MQTT.js client to SVC_MQTT_URL; an external broker is never waited for. */

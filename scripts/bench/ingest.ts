@@ -43,7 +43,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
-import { testSettings, type Settings } from "../../src/config.js";
+import { loadSettings, testSettings, type Settings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import type { SsePayloads } from "../../src/events/event-types.js";
 import { createServer, type Server } from "../../src/server.js";
@@ -95,8 +95,8 @@ function settings(dataDir: string, overrides: Partial<Settings> = {}): Settings 
     // The first detect round runs when the first console connects (all nodes are still offline
     // then, so it sends nothing); the next one would come after the bench is over.
     detectIntervalMs: 3_600_000,
-    // SVC_EMBEDDED_BROKER_THREAD=false (as the service reads it) runs the broker on the main thread.
-    embeddedBrokerThread: process.env["SVC_EMBEDDED_BROKER_THREAD"] !== "false",
+    // SVC_EMBEDDED_BROKER_THREAD=false runs the broker on the main thread (parsed as the service parses it).
+    embeddedBrokerThread: loadSettings({ SVC_EMBEDDED_BROKER_THREAD: process.env["SVC_EMBEDDED_BROKER_THREAD"] }).embeddedBrokerThread,
     ...overrides,
   });
 }

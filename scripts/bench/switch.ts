@@ -44,7 +44,7 @@ import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { readFileSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
-import { testSettings } from "../../src/config.js";
+import { loadSettings, testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { createServer } from "../../src/server.js";
 import { fmt, loadWindow, percentile } from "./ingest-lib.js";
@@ -199,7 +199,7 @@ function summarize(samples: LatencySample[], from: number, to: number): { n: num
 
 const dataDir = mkdtempSync(join(tmpdir(), "svc-switch-"));
 const server = await createServer(
-  testSettings({ dataDir, adminPassword: PASSWORD, httpHost: "127.0.0.1", authRateLimitMax: 100_000, embeddedBrokerThread: process.env["SVC_EMBEDDED_BROKER_THREAD"] !== "false" }),
+  testSettings({ dataDir, adminPassword: PASSWORD, httpHost: "127.0.0.1", authRateLimitMax: 100_000, embeddedBrokerThread: loadSettings({ SVC_EMBEDDED_BROKER_THREAD: process.env["SVC_EMBEDDED_BROKER_THREAD"] }).embeddedBrokerThread }),
   createLogger("silent"),
 );
 const sqlProf = SQL_PROF ? sqlProfiler(server.store.sqlite) : undefined;
