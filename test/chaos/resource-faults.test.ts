@@ -319,8 +319,11 @@ test("clock jump backward 5 min: the newest control log is listed first (inserti
   assert.equal(newest.status, 200);
   assert.equal(newest.json.logs[0]?.request_id, second, "the command sent last is the newest log, whatever the wall clock said");
 
+  // The node is online already, so wait for this heartbeat's own signal time (the wall clock set
+  // back), not for a presence that was true before it arrived.
+  const signalAt = new Date(n.clock.now()).toISOString();
   await n.heartbeat();
-  await eventually("heartbeat stored", async () => ((await status(n.s, n.configId, n.nodeId)).client_presence_state === "online" ? true : undefined));
+  await eventually("heartbeat stored", async () => ((await api(n.s, "GET", `${n.base}/machine`)).json.context?.last_signal_at === signalAt ? true : undefined));
   n.clock.advance(44 * MIN);
   assert.equal((await status(n.s, n.configId, n.nodeId)).client_presence_state, "online", "within the TTL of the last signal");
   n.clock.advance(2 * MIN);
