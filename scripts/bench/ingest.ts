@@ -399,7 +399,7 @@ async function upstreamPhase(p: UpstreamParams): Promise<UpstreamResult> {
     const c0 = { ...commitStats };
     commitStats.maxFlushNs = 0n;
     const armed0 = clock.armed;
-    const stopProfile = await profile(`${p.nodes}n-${p.conns}c-qos${p.qos}${p.sse ? "-sse" : ""}`);
+    const stopProfile = await profile(`${p.nodes}n-${p.conns}c-qos${p.qos}${p.sse ? "-sse" : ""}-${p.mode}`);
     const load = loadWindow([agents.child.pid]);
     const t0 = performance.now();
     const ab = p.mode === "ab" ? await alternateRecorder(server, p.measureMs) : undefined;
@@ -878,7 +878,7 @@ async function orchestrate(): Promise<void> {
           const nodes = Number(m[1]);
           const mode = (m[5] ?? "full") as UpstreamMode;
           const measureMs = quick ? 2000 : mode === "ab" ? 60_000 : 10_000;
-          return { nodes, conns: Number(m[2]), warmMs: quick ? 1000 : 3000, measureMs, window: Math.max(4000, Math.min(nodes, 10_000)), qos: Number(m[3]) as 0 | 1, sse: m[4] === "sse", mode };
+          return { nodes, conns: Number(m[2]), warmMs: quick ? 1000 : 3000, measureMs, window: Number(flag("--upstream-window") ?? Math.max(4000, Math.min(nodes, 10_000))), qos: Number(m[3]) as 0 | 1, sse: m[4] === "sse", mode };
         })
       : quick
       ? [

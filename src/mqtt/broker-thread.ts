@@ -1,5 +1,6 @@
 import type { Worker } from "node:worker_threads";
 import { moduleExtension, startWorker } from "../lib/worker.js";
+import { TurnSlicer, type SliceJob } from "../lib/turn-slicer.js";
 import type { Logger } from "../logger.js";
 import type { Envelope } from "../protocol/envelope.schema.js";
 import type { BackendLink, EmbeddedBrokerHandle, EmbeddedBrokerOptions } from "./embedded-broker.js";
@@ -11,8 +12,12 @@ import type { BackendLink, EmbeddedBrokerHandle, EmbeddedBrokerOptions } from ".
  * read-only connection of its own, so rotated or deleted credentials stop working at once, DESIGN
  * §3 Broker identity) and the authorization policy. The main thread keeps routing and committing.
  *
- * - Upstream messages reach `onMessage` in the order the broker delivered them, once per worker
- *   turn in one transferred buffer (no copy per message).
+ * - Upstream messages reach `onMessage` in the order the broker delivered them. They come once
+ *   per worker turn in one transferred buffer (no copy per message), and are handed on in slices
+ *   of at most about {@link ThreadedBrokerOptions.sliceMs} of a main-thread turn (a
+ *   {@link TurnSlicer}): a burst never holds the group commit's timer or socket writes for long.
+ *   Every other message from the worker goes through the same queue, so none overtakes an
+ *   upstream message sent before it.
  * - Downstream publishes resolve when the broker has queued them (as in-process).
  * - {@link isConnected} and {@link kick}'s answer come from a mirror of the broker's registered
  *   clients, updated by messages from the worker: it lags the broker by one message hop.
@@ -58,6 +63,8 @@ export interface ThreadedBrokerOptions extends Omit<EmbeddedBrokerOptions, "user
   dbFile: string;
   backendUsername: string;
   backendPasswordHash: string;
+  /** Longest slice of a main-thread turn spent handing on upstream messages, ms (default 5). */
+  sliceMs?: number;
 }
 
 const LOG_FIELDS_DROPPED = new Set(["level", "time", "msg", "pid", "hostname", "service"]);
@@ -77,13 +84,16 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
   #closed: (() => void) | undefined;
   #closing: Promise<void> | undefined;
   #exited = false;
+  /** Every message from the worker, in order, handed on in slices of a turn. */
+  readonly #inbox: TurnSlicer;
 
-  private constructor(worker: Worker, log: Logger, ready: { port: number; tlsPort: number | null }) {
+  private constructor(worker: Worker, log: Logger, ready: { port: number; tlsPort: number | null }, sliceMs: number | undefined) {
     this.#worker = worker;
     this.#log = log;
     this.port = ready.port;
     this.tlsPort = ready.tlsPort;
-    worker.on("message", (m: FromBrokerThread) => this.#receive(m));
+    this.#inbox = new TurnSlicer({ ...(sliceMs === undefined ? {} : { sliceMs }), onError: (err) => log.error({ err }, "broker thread message handling failed") });
+    worker.on("message", (m: FromBrokerThread) => this.#inbox.push(this.#job(m)));
   }
 
   /**
@@ -91,7 +101,7 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
    * @throws Error with the worker's reason when the broker cannot start (e.g. the port is taken)
    */
   static async start(opts: ThreadedBrokerOptions): Promise<ThreadedBroker> {
-    const { log, dbFile, backendUsername, backendPasswordHash, ...broker } = opts;
+    const { log, dbFile, backendUsername, backendPasswordHash, sliceMs, ...broker } = opts;
     const init: BrokerThreadInit = { broker, dbFile, backendUsername, backendPasswordHash, logLevel: log.level };
     const worker = startWorker(new URL(`./broker-thread.worker${moduleExtension(import.meta.url)}`, import.meta.url), { workerData: init });
     const early: FromBrokerThread[] = [];
@@ -116,8 +126,8 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
       await worker.terminate();
       throw err;
     }
-    const threaded = new ThreadedBroker(worker, log, ready);
-    for (const m of early) threaded.#receive(m);
+    const threaded = new ThreadedBroker(worker, log, ready, sliceMs);
+    for (const m of early) threaded.#inbox.push(threaded.#job(m));
     worker.on("error", (err) => log.error({ err }, "embedded broker thread failed"));
     worker.on("exit", (code) => threaded.#onExit(code));
     return threaded;
@@ -180,10 +190,43 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
     });
   }
 
+  /** The inbox's job for one message from the worker: one step per upstream message, else one step. */
+  #job(m: FromBrokerThread): SliceJob {
+    if (m.t !== "upstream") {
+      return {
+        step: () => {
+          this.#receive(m);
+          return true;
+        },
+      };
+    }
+    const { topics, lengths, packed } = m;
+    let i = 0;
+    let at = 0;
+    return {
+      step: () => {
+        // Looked up per message: a link closed meanwhile gets nothing more.
+        const onMessage = this.#links.get(m.link);
+        const topic = topics[i];
+        const length = lengths[i] ?? 0;
+        i++;
+        if (onMessage !== undefined && topic !== undefined) {
+          try {
+            onMessage(topic, Buffer.from(packed, at, length));
+          } catch (err) {
+            this.#log.error({ err, topic: topic.slice(0, 300) }, "upstream message handler failed");
+          }
+        }
+        at += length;
+        return i >= topics.length;
+      },
+    };
+  }
+
   #receive(m: FromBrokerThread): void {
     switch (m.t) {
       case "upstream":
-        this.#deliverUpstream(this.#links.get(m.link), m.topics, m.lengths, m.packed);
+        // Handed on by #job, one message per step.
         return;
       case "published": {
         const waiter = this.#published.get(m.id);
@@ -209,20 +252,6 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
       case "ready":
       case "failed":
         return;
-    }
-  }
-
-  #deliverUpstream(onMessage: ((topic: string, payload: Buffer) => void) | undefined, topics: string[], lengths: number[], packed: ArrayBuffer): void {
-    if (onMessage === undefined) return;
-    let at = 0;
-    for (const [i, topic] of topics.entries()) {
-      const length = lengths[i] ?? 0;
-      try {
-        onMessage(topic, Buffer.from(packed, at, length));
-      } catch (err) {
-        this.#log.error({ err, topic: topic.slice(0, 300) }, "upstream message handler failed");
-      }
-      at += length;
     }
   }
 
