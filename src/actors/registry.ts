@@ -126,6 +126,8 @@ interface Entry {
   /**
    * State value and context as last written in full (snapshot JSON). A change that moves only
    * `lastSignalAt` (a heartbeat of an online node with nothing new) writes that column alone.
+   * Held by reference (the actor's snapshot itself, or the one a signal-only write covered), so
+   * a commit of held heartbeats alone, which leave the snapshot as it was, compares nothing.
    */
   written: { value: unknown; context: NodeContext } | undefined;
   /** Online-TTL deadline the presence sweep holds this node under, ms; null when not online. */
@@ -230,6 +232,12 @@ interface StoredRows {
 export class NodeActorRegistry {
   readonly #deps: RegistryDeps;
   readonly #entries = new Map<string, Entry>();
+  /**
+   * The entry {@link #lookup} found last: the router asks for one node twice per message (its
+   * mode, then the event), so the second lookup builds no key string. Cleared whenever
+   * {@link #entries} changes.
+   */
+  #last: Entry | undefined;
   readonly #machine: NodeMachine;
   /** Entries with a snapshot change not yet written (by identity: no key string per change). */
   #dirty = new Set<Entry>();
@@ -352,6 +360,15 @@ export class NodeActorRegistry {
     await this.#wait();
   }
 
+  /** The node's entry, if the registry holds it. */
+  #lookup(configId: string, nodeId: string): Entry | undefined {
+    const last = this.#last;
+    if (last !== undefined && last.nodeId === nodeId && last.configId === configId) return last;
+    const entry = this.#entries.get(key(configId, nodeId));
+    if (entry !== undefined) this.#last = entry;
+    return entry;
+  }
+
   /** Stops and forgets the actor of a deleted node. */
   remove(configId: string, nodeId: string): void {
     const k = key(configId, nodeId);
@@ -363,6 +380,7 @@ export class NodeActorRegistry {
       this.#dirty.delete(entry);
     }
     this.#entries.delete(k);
+    this.#last = undefined;
   }
 
   /**
@@ -371,7 +389,7 @@ export class NodeActorRegistry {
    * a node not under management.
    */
   machineState(configId: string, nodeId: string): { value: unknown; context: NodeContext; live: boolean } | undefined {
-    const entry = this.#entries.get(key(configId, nodeId));
+    const entry = this.#lookup(configId, nodeId);
     if (!entry) return undefined;
     if (entry.state.kind === "live") {
       const snap = entry.state.actor.getSnapshot();
@@ -412,7 +430,7 @@ export class NodeActorRegistry {
 
   /** The committed-or-current projection of a node, or undefined for an unknown node. */
   projection(configId: string, nodeId: string): NodeProjection | undefined {
-    const entry = this.#entries.get(key(configId, nodeId));
+    const entry = this.#lookup(configId, nodeId);
     return entry ? this.#projectionOf(entry) : undefined;
   }
 
@@ -421,7 +439,7 @@ export class NodeActorRegistry {
    * an unknown node: the MQTT router's per-message check, without building a projection.
    */
   modeOf(configId: string, nodeId: string): NodeMode | undefined {
-    const entry = this.#entries.get(key(configId, nodeId));
+    const entry = this.#lookup(configId, nodeId);
     if (entry === undefined) return undefined;
     return entry.state.kind === "live" ? entry.state.actor.getSnapshot().context.mode : entry.state.projection.mode;
   }
@@ -438,7 +456,7 @@ export class NodeActorRegistry {
    * @returns resolves once the resulting state is committed; rejects if that write failed
    */
   send(configId: string, nodeId: string, event: RoutedNodeEvent): Promise<void> {
-    const entry = this.#entries.get(key(configId, nodeId));
+    const entry = this.#lookup(configId, nodeId);
     if (!entry) return Promise.resolve();
     this.#deliver(entry, event);
     return this.#wait();
@@ -446,7 +464,7 @@ export class NodeActorRegistry {
 
   /** Sends without waiting for the commit (the MQTT router's hot path). */
   post(configId: string, nodeId: string, event: RoutedNodeEvent): boolean {
-    const entry = this.#entries.get(key(configId, nodeId));
+    const entry = this.#lookup(configId, nodeId);
     if (!entry) return false;
     this.#deliver(entry, event);
     return true;
@@ -539,6 +557,7 @@ export class NodeActorRegistry {
       stopActor(e);
     }
     this.#entries.clear();
+    this.#last = undefined;
     this.#clearSweep();
     this.#dirty = new Set();
     this.#effects = [];
@@ -564,6 +583,7 @@ export class NodeActorRegistry {
     this.#clearSweep();
     for (const e of this.#entries.values()) stopActor(e);
     this.#entries.clear();
+    this.#last = undefined;
   }
 
   /**
@@ -594,6 +614,7 @@ export class NodeActorRegistry {
         const projection = projectNode(snapshot);
         const entry = newEntry(ids, row, { kind: "dormant", snapshot: stored, lastSignalAt: ctx.lastSignalAt, projection }, projection);
         this.#entries.set(key(row.config_id, row.node_id), entry);
+        this.#last = undefined;
         this.#track(entry, presenceDeadline(snapshot));
         return;
       }
@@ -601,6 +622,7 @@ export class NodeActorRegistry {
     const actor = this.#createActor(ids, snapshot);
     const entry = newEntry(ids, row, { kind: "live", actor }, undefined);
     this.#entries.set(key(row.config_id, row.node_id), entry);
+    this.#last = undefined;
     this.#startActor(entry, actor, snapshot, { row, origin });
   }
 
@@ -651,7 +673,7 @@ export class NodeActorRegistry {
     if (snapshot !== undefined) {
       const restored = actor.getSnapshot();
       entry.committed = projectNode(restored);
-      entry.written = { value: restored.value, context: restored.context };
+      entry.written = restored;
       // Re-arms `after` timers with the time left; changes nothing stored. Most nodes have none.
       if (this.#timers && hasPendingTimers(restored.value)) this.#sendRecorded(entry, actor, { type: "system.restored", at });
     }
@@ -924,9 +946,10 @@ export class NodeActorRegistry {
     const actor = entry.state.actor;
     let snap = actor.getSnapshot();
     const w = entry.written;
-    if (w !== undefined && sameStateValue(w.value, snap.value) && sameContextButSignal(w.context, snap.context)) {
+    if (w !== undefined && (w === snap || (sameStateValue(w.value, snap.value) && sameContextButSignal(w.context, snap.context)))) {
       // Only the newest signal moved: nothing an operator sees, and no snapshot JSON.
       // The flight recorder's newest row rides on the write this commit makes anyway.
+      entry.written = snap;
       nodeState.writeSignal(entry.nodeId, entry.pendingSignalAt ?? snap.context.lastSignalAt, now, heads.get(entry) ?? null);
       heads.delete(entry);
       return null;
@@ -936,7 +959,7 @@ export class NodeActorRegistry {
       this.#deliverHeld(entry);
       snap = actor.getSnapshot();
     }
-    entry.written = { value: snap.value, context: snap.context };
+    entry.written = snap;
     const p = projectNode(snap);
     nodeState.writeState(entry.nodeId, p, JSON.stringify(actor.getPersistedSnapshot()), NODE_MACHINE_VERSION, now, heads.get(entry) ?? null);
     heads.delete(entry);

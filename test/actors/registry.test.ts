@@ -272,3 +272,24 @@ test("spec §3.1 heartbeat timeout after a restart: a dormant restored node is d
   assert.equal(h.registry.projection(CONFIG, "n-a")?.presence, "dropped");
   assert.equal((await listClientStates(h.reader.db, CONFIG)).get("n-a")?.client_presence_state, "dropped");
 });
+
+test("DESIGN §2 actors: a node removed, or every node reloaded, right after a lookup of it is looked up afresh (no event reaches a stopped actor)", async (t) => {
+  const h = await openHarness(t);
+  await boundNodes(h, ["n-a", "n-b"]);
+  assert.equal(heartbeat(h, "n-a"), true);
+  await settle();
+  assert.equal(h.registry.modeOf(CONFIG, "n-a"), "dynamic");
+  h.registry.remove(CONFIG, "n-a");
+  assert.equal(h.registry.modeOf(CONFIG, "n-a"), undefined, "a removed node has no mode");
+  assert.equal(heartbeat(h, "n-a"), false, "nor takes events");
+
+  h.clock.advance(1000);
+  assert.equal(heartbeat(h, "n-b"), true);
+  await settle();
+  await h.registry.reload();
+  h.clock.advance(1000);
+  const at = h.clock.now();
+  assert.equal(heartbeat(h, "n-b"), true);
+  await settle();
+  assert.equal(h.registry.projection(CONFIG, "n-b")?.lastSignalAt, at, "the reloaded actor took the heartbeat");
+});
