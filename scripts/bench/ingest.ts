@@ -14,6 +14,9 @@
  *   npx tsx scripts/bench/ingest.ts --only upstream --upstream-plans 1000x1000q1sse-ab
  *     (`-ab`: one 60 s window with the flight recorder switched on and off every 500 ms; CPU per
  *      message summed per state, and the median of on ÷ off over adjacent pairs of slices)
+ *   npx tsx scripts/bench/ingest.ts --only upstream --upstream-plans 10000x10000q1 --upstream-window 40000
+ *     (messages between the agents' write and the router at most, for every custom plan;
+ *      default: the plan's node count, between 4,000 and 10,000)
  *   npx tsx scripts/bench/ingest.ts --only latency --rates 500,2000
  *   npx tsx scripts/bench/ingest.ts --only actors --actor-sizes 10000,100000
  *
