@@ -308,6 +308,9 @@ try {
   const pushes0 = progress.pushes;
   const load = loadWindow([child.pid]);
   const profiler = CPU_PROF ? await startProfile() : undefined;
+  // The profiler's start stalls the loop for ~250 ms: let that pass before the PATCH (it shows in
+  // the baseline window of a profiled run).
+  if (profiler !== undefined) await sleep(500);
   sqlProf?.on();
   loop.enable();
   stagedBefore = new Map(ids.map((id) => [id, server.registry.projection(config.config_id, id)?.stagedVersion ?? 0]));

@@ -145,11 +145,15 @@ export async function findNodeById(db: Db, nodeId: string): Promise<NodeRow | un
   return db.selectFrom("nodes").selectAll().where("node_id", "=", nodeId).executeTakeFirst();
 }
 
-/** The dynamic nodes among `nodeIds` (one query per 500 ids). */
-export async function listDynamicNodesAmong(db: Db, nodeIds: readonly string[]): Promise<NodeRow[]> {
-  const out: NodeRow[] = [];
+/**
+ * The ids of the dynamic nodes among `nodeIds` (one query per 500 ids; order unspecified). Ids
+ * only: a protocol switch asks this of every node of a config inside its write transaction.
+ */
+export async function listDynamicNodeIdsAmong(db: Db, nodeIds: readonly string[]): Promise<string[]> {
+  const out: string[] = [];
   for (let i = 0; i < nodeIds.length; i += 500) {
-    out.push(...(await db.selectFrom("nodes").selectAll().where("node_id", "in", nodeIds.slice(i, i + 500)).where("mode", "=", "dynamic").execute()));
+    const rows = await db.selectFrom("nodes").select("node_id").where("node_id", "in", nodeIds.slice(i, i + 500)).where("mode", "=", "dynamic").execute();
+    for (const r of rows) out.push(r.node_id);
   }
   return out;
 }

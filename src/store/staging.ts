@@ -23,7 +23,7 @@ import {
   bumpStagedVersions,
   findNodeById,
   findStagedText,
-  listDynamicNodesAmong,
+  listDynamicNodeIdsAmong,
   listNodes,
   listNodesAmong,
   putStagedText,
@@ -180,7 +180,7 @@ export async function stageChanged(
   if (unique.length > 0) await bumpStagedVersions(db, unique, now);
   const eager = unique.length * (opts.configSize ?? Infinity) <= (opts.eagerPeerBudget ?? 0);
   const toRender = [...new Set([...unique, ...(opts.render ?? [])])];
-  if (!eager) return { staged: [], deferred: (await listDynamicNodesAmong(db, toRender)).map((n) => n.node_id) };
+  if (!eager) return { staged: [], deferred: await listDynamicNodeIdsAmong(db, toRender) };
   const staged: StagedChange[] = [];
   for (const node of await listNodesAmong(db, toRender)) {
     const s = await materializeStaged(db, node);
