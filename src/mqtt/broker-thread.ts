@@ -22,6 +22,12 @@ import type { BackendLink, EmbeddedBrokerHandle, EmbeddedBrokerOptions } from ".
  * - {@link isConnected} and {@link kick}'s answer come from a mirror of the broker's registered
  *   clients, updated by messages from the worker: it lags the broker by one message hop.
  * - The worker's log records are re-logged through the given logger at their own level.
+ * - A worker that dies (not closed) is started again on the same ports, and every backend link
+ *   is attached again: agents reconnect as after any broker restart. Meanwhile the links show
+ *   disconnected and publishes are refused. At most {@link ThreadedBrokerOptions.maxRestarts}
+ *   restarts in {@link RESTART_WINDOW_MS}; past that, or when a restart fails, the broker stays
+ *   down, logged at fatal (docs/decisions.md "The embedded broker thread is restarted when it
+ *   dies").
  */
 
 /**
@@ -65,6 +71,18 @@ export interface ThreadedBrokerOptions extends Omit<EmbeddedBrokerOptions, "user
   backendPasswordHash: string;
   /** Longest slice of a main-thread turn spent handing on upstream messages, ms (default 5). */
   sliceMs?: number;
+  /** Restarts of a dead worker allowed within {@link RESTART_WINDOW_MS} (default 5). */
+  maxRestarts?: number;
+}
+
+/** The window {@link ThreadedBrokerOptions.maxRestarts} counts restarts in, ms. */
+export const RESTART_WINDOW_MS = 60_000;
+
+/** A worker whose broker listens, with the messages it sent before `ready`. */
+interface Booted {
+  worker: Worker;
+  ready: { port: number; tlsPort: number | null };
+  early: FromBrokerThread[];
 }
 
 const LOG_FIELDS_DROPPED = new Set(["level", "time", "msg", "pid", "hostname", "service"]);
@@ -72,14 +90,19 @@ const LOG_FIELDS_DROPPED = new Set(["level", "time", "msg", "pid", "hostname", "
 export class ThreadedBroker implements EmbeddedBrokerHandle {
   readonly port: number;
   readonly tlsPort: number | null;
-  readonly #worker: Worker;
+  #worker: Worker;
   readonly #log: Logger;
+  /** What a restarted worker is started with: the first one's, on the ports it got. */
+  readonly #init: BrokerThreadInit;
+  readonly #maxRestarts: number;
+  /** When each restart within the window happened (`performance.now()`, ms). */
+  #restarts: number[] = [];
   /** Registered client ids, as the worker last reported. */
   readonly #clients = new Set<string>();
   readonly #published = new Map<number, { resolve: () => void; reject: (err: Error) => void }>();
   #nextId = 1;
-  /** Open backend links: where their upstream messages go. */
-  readonly #links = new Map<number, (topic: string, payload: Buffer) => void>();
+  /** Open backend links: where their upstream messages go, and their filters (for a restart). */
+  readonly #links = new Map<number, { onMessage: (topic: string, payload: Buffer) => void; filters: string[] }>();
   readonly #attaching = new Map<number, () => void>();
   #closed: (() => void) | undefined;
   #closing: Promise<void> | undefined;
@@ -87,13 +110,17 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
   /** Every message from the worker, in order, handed on in slices of a turn. */
   readonly #inbox: TurnSlicer;
 
-  private constructor(worker: Worker, log: Logger, ready: { port: number; tlsPort: number | null }, sliceMs: number | undefined) {
+  private constructor(booted: Booted, log: Logger, init: BrokerThreadInit, opts: { sliceMs: number | undefined; maxRestarts: number | undefined }) {
+    const { worker, ready } = booted;
     this.#worker = worker;
     this.#log = log;
     this.port = ready.port;
     this.tlsPort = ready.tlsPort;
-    this.#inbox = new TurnSlicer({ ...(sliceMs === undefined ? {} : { sliceMs }), onError: (err) => log.error({ err }, "broker thread message handling failed") });
-    worker.on("message", (m: FromBrokerThread) => this.#inbox.push(this.#job(m)));
+    const { tls } = init.broker;
+    this.#init = { ...init, broker: { ...init.broker, port: ready.port, ...(tls === undefined || ready.tlsPort === null ? {} : { tls: { ...tls, port: ready.tlsPort } }) } };
+    this.#maxRestarts = opts.maxRestarts ?? 5;
+    this.#inbox = new TurnSlicer({ ...(opts.sliceMs === undefined ? {} : { sliceMs: opts.sliceMs }), onError: (err) => log.error({ err }, "broker thread message handling failed") });
+    this.#adopt(booted);
   }
 
   /**
@@ -101,36 +128,26 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
    * @throws Error with the worker's reason when the broker cannot start (e.g. the port is taken)
    */
   static async start(opts: ThreadedBrokerOptions): Promise<ThreadedBroker> {
-    const { log, dbFile, backendUsername, backendPasswordHash, sliceMs, ...broker } = opts;
+    const { log, dbFile, backendUsername, backendPasswordHash, sliceMs, maxRestarts, ...broker } = opts;
     const init: BrokerThreadInit = { broker, dbFile, backendUsername, backendPasswordHash, logLevel: log.level };
-    const worker = startWorker(new URL(`./broker-thread.worker${moduleExtension(import.meta.url)}`, import.meta.url), { workerData: init });
-    const early: FromBrokerThread[] = [];
-    const listening = new Promise<{ port: number; tlsPort: number | null }>((resolve, reject) => {
-      const onMessage = (m: FromBrokerThread) => {
-        if (m.t === "ready") resolve(m);
-        else if (m.t === "failed") reject(new Error(m.message));
-        else early.push(m);
-      };
-      worker.on("message", onMessage);
-      worker.once("error", reject);
-      worker.once("exit", (code) => reject(new Error(`the broker thread exited (${code}) before listening`)));
-    }).finally(() => {
-      worker.removeAllListeners("message");
-      worker.removeAllListeners("error");
-      worker.removeAllListeners("exit");
-    });
-    let ready: { port: number; tlsPort: number | null };
-    try {
-      ready = await listening;
-    } catch (err) {
-      await worker.terminate();
-      throw err;
-    }
-    const threaded = new ThreadedBroker(worker, log, ready, sliceMs);
-    for (const m of early) threaded.#inbox.push(threaded.#job(m));
-    worker.on("error", (err) => log.error({ err }, "embedded broker thread failed"));
-    worker.on("exit", (code) => threaded.#onExit(code));
-    return threaded;
+    return new ThreadedBroker(await boot(init), log, init, { sliceMs, maxRestarts });
+  }
+
+  /** Takes `booted` as the current worker: its messages (those before `ready` first) go to the inbox. */
+  #adopt({ worker, early }: Booted): void {
+    this.#worker = worker;
+    worker.on("message", (m: FromBrokerThread) => this.#inbox.push(this.#job(m)));
+    for (const m of early) this.#inbox.push(this.#job(m));
+    worker.on("error", (err) => this.#log.error({ err }, "embedded broker thread failed"));
+    worker.on("exit", (code) => this.#onExit(worker, code));
+  }
+
+  /**
+   * Ends the worker as a crash would, without closing the broker (chaos tests: the supervision in
+   * the class doc). Resolves when the worker has stopped.
+   */
+  async terminateWorker(): Promise<void> {
+    await this.#worker.terminate();
   }
 
   kick(clientId: string): boolean {
@@ -147,7 +164,7 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
   async attachBackend(filters: readonly string[], onMessage: (topic: string, payload: Buffer) => void): Promise<BackendLink> {
     if (this.#exited || this.#closing !== undefined) throw new Error("the embedded broker is closed");
     const link = this.#nextId++;
-    this.#links.set(link, onMessage);
+    this.#links.set(link, { onMessage, filters: [...filters] });
     await new Promise<void>((resolve) => {
       this.#attaching.set(link, resolve);
       this.#worker.postMessage({ t: "attach", link, filters: [...filters] } satisfies ToBrokerThread);
@@ -206,7 +223,7 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
     return {
       step: () => {
         // Looked up per message: a link closed meanwhile gets nothing more.
-        const onMessage = this.#links.get(m.link);
+        const onMessage = this.#links.get(m.link)?.onMessage;
         const topic = topics[i];
         const length = lengths[i] ?? 0;
         i++;
@@ -271,7 +288,9 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
     write?.call(this.#log, fields, msg);
   }
 
-  #onExit(code: number): void {
+  #onExit(worker: Worker, code: number): void {
+    // A worker replaced meanwhile (its exit reported late) changes nothing.
+    if (worker !== this.#worker) return;
     this.#exited = true;
     this.#clients.clear();
     for (const waiter of this.#published.values()) waiter.reject(new Error("the embedded broker is closed"));
@@ -279,6 +298,63 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
     for (const attached of this.#attaching.values()) attached();
     this.#attaching.clear();
     this.#closed?.();
-    if (this.#closing === undefined) this.#log.error({ code }, "embedded broker thread exited");
+    if (this.#closing !== undefined) return;
+    this.#log.error({ code }, "embedded broker thread exited");
+    void this.#restart();
+  }
+
+  /** Starts a new worker after one died (class doc, supervision); never rejects. */
+  async #restart(): Promise<void> {
+    const now = performance.now();
+    this.#restarts = this.#restarts.filter((at) => now - at < RESTART_WINDOW_MS);
+    if (this.#restarts.length >= this.#maxRestarts) {
+      this.#log.fatal({ restarts: this.#restarts.length, windowMs: RESTART_WINDOW_MS }, "embedded broker thread keeps dying: the broker stays down");
+      return;
+    }
+    this.#restarts.push(now);
+    let booted: Booted;
+    try {
+      booted = await boot(this.#init);
+    } catch (err) {
+      this.#log.fatal({ err }, "embedded broker thread could not be restarted: the broker stays down");
+      return;
+    }
+    if (this.#closing !== undefined) {
+      await booted.worker.terminate();
+      return;
+    }
+    this.#adopt(booted);
+    this.#exited = false;
+    for (const [link, { filters }] of this.#links) this.#worker.postMessage({ t: "attach", link, filters } satisfies ToBrokerThread);
+    this.#log.warn({ port: this.port, tlsPort: this.tlsPort }, "embedded broker thread restarted");
+  }
+}
+
+/**
+ * Starts a broker worker and waits until its broker listens.
+ * @throws Error with the worker's reason when the broker cannot start (the worker is ended)
+ */
+async function boot(init: BrokerThreadInit): Promise<Booted> {
+  const worker = startWorker(new URL(`./broker-thread.worker${moduleExtension(import.meta.url)}`, import.meta.url), { workerData: init });
+  const early: FromBrokerThread[] = [];
+  const listening = new Promise<{ port: number; tlsPort: number | null }>((resolve, reject) => {
+    const onMessage = (m: FromBrokerThread) => {
+      if (m.t === "ready") resolve(m);
+      else if (m.t === "failed") reject(new Error(m.message));
+      else early.push(m);
+    };
+    worker.on("message", onMessage);
+    worker.once("error", reject);
+    worker.once("exit", (code) => reject(new Error(`the broker thread exited (${code}) before listening`)));
+  }).finally(() => {
+    worker.removeAllListeners("message");
+    worker.removeAllListeners("error");
+    worker.removeAllListeners("exit");
+  });
+  try {
+    return { worker, ready: await listening, early };
+  } catch (err) {
+    await worker.terminate();
+    throw err;
   }
 }

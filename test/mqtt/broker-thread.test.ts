@@ -49,7 +49,7 @@ interface Setup {
   setAccount(password: string | null): void;
 }
 
-async function setup(t: TestContext): Promise<Setup> {
+async function setup(t: TestContext, opts: { maxRestarts?: number } = {}): Promise<Setup> {
   const file = tempDbFile(t);
   const { store, close } = await openStores(file);
   await seedNodes(store, [NODE]);
@@ -74,6 +74,7 @@ async function setup(t: TestContext): Promise<Setup> {
     dbFile: file,
     backendUsername: BACKEND_USER,
     backendPasswordHash: brokerPasswordHash(randomBytes(32).toString("base64url")),
+    ...opts,
   });
   t.after(async () => {
     await broker.close();
@@ -182,4 +183,43 @@ test("issue 14 item 7: a port already taken fails the start with the worker's re
   await s.broker.close();
   await assert.rejects(connectNode(s, s.password), /ECONNREFUSED/);
   await assert.rejects(link.publish(nodeTopic(CONFIG, NODE, "control"), heartbeat(0)), /closed/);
+});
+
+test("issue 14 item 7, broker supervision: a broker thread that dies is started again on the same port; the backend link shows disconnected meanwhile, is attached again and gets the node's messages; the mirror starts empty", async (t) => {
+  const s = await setup(t);
+  const received: string[] = [];
+  const link = await s.broker.attachBackend(backendSubscriptions(), (topic) => received.push(topic));
+  const before = await connectNode(s, s.password);
+  await until("the node in the mirror", () => s.broker.isConnected(nodeClientId(CONFIG, NODE)));
+  const port = s.broker.port;
+
+  await s.broker.terminateWorker();
+  assert.equal(link.connected, false, "the link is down while the thread is");
+  assert.equal(s.broker.isConnected(nodeClientId(CONFIG, NODE)), false, "no client is registered with a dead broker");
+  await assert.rejects(link.publish(nodeTopic(CONFIG, NODE, "control"), heartbeat(0)), /closed/);
+  before.end(true);
+  await until("the restart's log record", () => s.records.some((r) => r["msg"] === "embedded broker thread restarted"));
+  assert.equal(s.records.find((r) => r["msg"] === "embedded broker thread exited")?.["level"], 50, "the death is logged at error");
+  assert.equal(s.broker.port, port);
+  assert.equal(link.connected, true);
+
+  const after = await connectNode(s, s.password);
+  t.after(() => after.end(true));
+  const topic = nodeTopic(CONFIG, NODE, "heartbeat");
+  await until("a heartbeat through the restarted broker", () => {
+    if (!received.includes(topic)) after.publish(topic, JSON.stringify(heartbeat(1)), { qos: 1 });
+    return received.includes(topic);
+  });
+});
+
+test("issue 14 item 7, broker supervision: past maxRestarts in the window the broker stays down, logged at fatal", async (t) => {
+  const s = await setup(t, { maxRestarts: 1 });
+  const link = await s.broker.attachBackend(backendSubscriptions(), () => undefined);
+  await s.broker.terminateWorker();
+  await until("the first restart", () => s.records.some((r) => r["msg"] === "embedded broker thread restarted"));
+  await s.broker.terminateWorker();
+  await until("the fatal record", () => s.records.some((r) => r["level"] === 60));
+  assert.match(String(s.records.find((r) => r["level"] === 60)?.["msg"]), /stays down/);
+  assert.equal(link.connected, false);
+  await assert.rejects(connectNode(s, s.password));
 });
