@@ -20,7 +20,8 @@ import { getConfigTunnelProtocol } from "../store/configs.repository.js";
 import { listControlLogs } from "../store/control-logs.repository.js";
 import type { Db, Store } from "../store/db.js";
 import { clearClientState, recordClientBound } from "../store/node-client-state.repository.js";
-import { findStagedText, getNodeById } from "../store/nodes.repository.js";
+import { getNodeById } from "../store/nodes.repository.js";
+import { materializeStaged } from "../store/staging.js";
 import type { NodeRow } from "../store/schema.js";
 import { listControlLogPage } from "./lists.js";
 import { requireNode } from "./node-lookup.js";
@@ -314,12 +315,21 @@ export class ControlService {
     this.#d.commands.recordFailure(configId, nodeId, "push_config", `automatic config push not sent: ${reason}`);
   }
 
+  /**
+   * Sends the node's staged config (spec §3.5, §6.3 push_config). A node a large write staged
+   * lazily and not rendered yet, or whose stored text is gone, is rendered now, as a download
+   * would render it (docs/decisions.md "A push renders a lazily staged node"); its actor then
+   * learns the staged sha before the push goes out, so the ACK finds it.
+   * @throws AppError CONFLICT when the node has no staged config (never staged, or its config is gone)
+   */
   async #push(node: NodeRow, protocol: TunnelProtocol) {
-    const text = node.staged_config_sha256 === null ? undefined : await findStagedText(this.#d.store.db, node.node_id, node.staged_config_version, node.staged_config_sha256);
-    if (text === undefined || node.staged_config_sha256 === null) {
-      throw new AppError("CONFLICT", "the node has no staged config");
-    }
+    const staged = await materializeStaged(this.#d.store.db, node);
+    if (staged === null) throw new AppError("CONFLICT", "the node has no staged config");
+    const { config_version: version, config_sha256: sha, config_text: text } = staged;
     const p = this.#d.registry.projection(node.config_id, node.node_id);
+    if (p !== undefined && (p.stagedVersion !== version || p.stagedSha !== sha)) {
+      await this.#d.registry.send(node.config_id, node.node_id, { type: "config.staged", at: this.#d.clock.now(), version, sha });
+    }
     return this.#d.commands.send({
       configId: node.config_id,
       nodeId: node.node_id,
@@ -330,11 +340,11 @@ export class ControlService {
         tunnel_protocol: protocol,
         previous_tunnel_protocol: p?.confirmedProtocol ?? protocol,
         interface_name: node.interface_name,
-        config_version: node.staged_config_version,
-        config_sha256: node.staged_config_sha256,
+        config_version: version,
+        config_sha256: sha,
         config_text: text,
       },
-      pushed: { version: node.staged_config_version, sha: node.staged_config_sha256, protocol },
+      pushed: { version, sha, protocol },
     });
   }
 

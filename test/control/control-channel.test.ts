@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { test } from "node:test";
+import { bumpStagedVersions } from "../../src/store/nodes.repository.js";
 import { startSseServer } from "../events/sse-harness.js";
 import { api, bind, boundAgent, connectAgent, dynamicNode, envelope, eventually, nextMessage, status } from "./agent-harness.js";
 
@@ -143,6 +145,41 @@ test("push_config carries the staged config; the applied ACK makes it latest (sp
     return st.config_version_state === "latest" ? st : undefined;
   });
   assert.equal(latest.confirmed_config.config_sha256, staged.config_sha256);
+});
+
+test("spec §3.5, §6.3: a manual push of a node a large write staged lazily (not rendered yet) renders it now: the push carries the new version and a text whose SHA-256 is its sha, and its applied ACK makes the node latest", async (t) => {
+  const s = await startSseServer(t);
+  const { configId, nodeId, p, agent } = await boundAgent(s, t);
+  const autoPush = nextMessage(agent, p.topics.config_push!);
+  await agent.publishAsync(p.topics.heartbeat!, envelope(p, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
+  await eventually("online", async () => ((await status(s, configId, nodeId)).client_presence_state === "online" ? true : undefined));
+  s.clock.advance(2000);
+  const first = await autoPush;
+  await agent.publishAsync(p.topics.config_push_ack!, envelope(p, "ack", { status: "applied", message: "", action: "push_config" }, first.request_id), { qos: 1 });
+  await eventually("latest", async () => ((await status(s, configId, nodeId)).config_version_state === "latest" ? true : undefined));
+
+  // What a large write does before its rendering after commit: an input of the text changes, the
+  // version moves, the sha is unknown.
+  s.server.store.sqlite.prepare("UPDATE nodes SET listen_port = 51999 WHERE node_id = ?").run(nodeId);
+  await bumpStagedVersions(s.server.store.db, [nodeId], s.clock.now());
+  const manual = nextMessage(agent, p.topics.config_push!);
+  const sent = await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "push_config" });
+  assert.equal(sent.status, 202, JSON.stringify(sent.json));
+  const push = await manual;
+  assert.equal(push.payload.config_version, first.payload.config_version + 1);
+  assert.equal(push.payload.config_sha256, createHash("sha256").update(push.payload.config_text).digest("hex"));
+  assert.notEqual(push.payload.config_sha256, first.payload.config_sha256);
+  assert.match(push.payload.config_text, /ListenPort = 51999/);
+  const staged = (await api(s, "GET", `/api/v1/configs/${configId}/nodes/${nodeId}/config`)).json;
+  assert.equal(staged.config_sha256, push.payload.config_sha256, "the rendering pushed is the one stored");
+  await agent.publishAsync(p.topics.config_push_ack!, envelope(p, "ack", { status: "applied", message: "", action: "push_config" }, push.request_id), { qos: 1 });
+  const latest = await eventually("latest again", async () => {
+    const st = await status(s, configId, nodeId);
+    return st.config_version_state === "latest" && st.confirmed_config.config_version === push.payload.config_version ? st : undefined;
+  });
+  assert.equal(latest.confirmed_config.config_sha256, push.payload.config_sha256);
+  // The node's actor learned the rendering before the ACK, so it is latest too (no push again).
+  await eventually("the actor latest", async () => (s.server.registry.projection(configId, nodeId)?.sync === "latest" ? true : undefined));
 });
 
 test("wg_show goes to the info topic; command output arrives as an event, is stored as a log and reaches SSE as control.log.created (spec §6.5 diagnostics flow)", async (t) => {

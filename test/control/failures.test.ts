@@ -177,10 +177,12 @@ test("shutdown does not wait for a stuck detect longer than its grace (5 s on th
   assert.ok(r.logs.some((l) => l.level >= WARN && /did not wait longer for detects in flight/.test(l.msg)));
 });
 
-test("an automatic config push that cannot be built (no staged config text) is logged with the node and stored as a failed push_config control log row (issue 10)", async (t) => {
+test("an automatic config push that cannot be built (the node has no staged config) is logged with the node and stored as a failed push_config control log row (issue 10)", async (t) => {
   const r = await rig(t);
   const pending = (await r.controlLogs()).length;
   assert.equal(pending, 0, "the automatic push waits for its debounce");
+  // A stored text that is gone is rendered again (a cache); a node never staged has nothing to push.
+  r.server.store.sqlite.prepare("UPDATE nodes SET staged_config_version = 0, staged_config_sha256 = NULL WHERE node_id = ?").run(r.nodeId);
   r.server.store.sqlite.prepare("DELETE FROM node_staged_texts WHERE node_id = ?").run(r.nodeId);
   r.clock.advance(2000); // DESIGN §3: push debounce 2 s
   const row = await eventually("failed push row", async () => (await r.controlLogs()).find((l) => l.action === "push_config"));
