@@ -35,7 +35,7 @@ export interface BrokerAdapterDeps {
    * What the embedded broker's worker thread reads accounts with (its own read-only connection
    * to this file); null runs the embedded broker on the main thread.
    */
-  brokerThread: { dbFile: string; backendUsername: string; backendPasswordHash: string } | null;
+  brokerThread: { dbFile: string; backendUsername: string; backendPasswordHash: string; onLinksChanged: () => void } | null;
   /** The embedded broker's TLS listener material, null without TLS. */
   tlsListener: TlsMaterial | null;
   /** The backend's trust for an `mqtts://` SVC_MQTT_URL; the system's store when undefined. */
@@ -217,7 +217,8 @@ export class BrokerConnection {
     const { settings, store } = this.#d;
     const file = store.sqlite.name;
     if (!settings.embeddedBrokerThread || store.sqlite.memory || file === "" || file === ":memory:") return null;
-    return { dbFile: file, backendUsername: settings.mqttBackendUsername, backendPasswordHash };
+    // A broker thread that dies and is restarted takes the backend's link down and up again.
+    return { dbFile: file, backendUsername: settings.mqttBackendUsername, backendPasswordHash, onLinksChanged: () => this.#d.events.emit("broker.connection_changed") };
   }
 
   /** An MQTT.js client to SVC_MQTT_URL; an external broker is never waited for. */

@@ -73,6 +73,8 @@ export interface ThreadedBrokerOptions extends Omit<EmbeddedBrokerOptions, "user
   sliceMs?: number;
   /** Restarts of a dead worker allowed within {@link RESTART_WINDOW_MS} (default 5). */
   maxRestarts?: number;
+  /** The backend links went down (the worker died) or came back (it was restarted). */
+  onLinksChanged?: () => void;
 }
 
 /** The window {@link ThreadedBrokerOptions.maxRestarts} counts restarts in, ms. */
@@ -95,6 +97,7 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
   /** What a restarted worker is started with: the first one's, on the ports it got. */
   readonly #init: BrokerThreadInit;
   readonly #maxRestarts: number;
+  readonly #onLinksChanged: () => void;
   /** When each restart within the window happened (`performance.now()`, ms). */
   #restarts: number[] = [];
   /** Registered client ids, as the worker last reported. */
@@ -110,7 +113,12 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
   /** Every message from the worker, in order, handed on in slices of a turn. */
   readonly #inbox: TurnSlicer;
 
-  private constructor(booted: Booted, log: Logger, init: BrokerThreadInit, opts: { sliceMs: number | undefined; maxRestarts: number | undefined }) {
+  private constructor(
+    booted: Booted,
+    log: Logger,
+    init: BrokerThreadInit,
+    opts: { sliceMs: number | undefined; maxRestarts: number | undefined; onLinksChanged: (() => void) | undefined },
+  ) {
     const { worker, ready } = booted;
     this.#worker = worker;
     this.#log = log;
@@ -119,6 +127,7 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
     const { tls } = init.broker;
     this.#init = { ...init, broker: { ...init.broker, port: ready.port, ...(tls === undefined || ready.tlsPort === null ? {} : { tls: { ...tls, port: ready.tlsPort } }) } };
     this.#maxRestarts = opts.maxRestarts ?? 5;
+    this.#onLinksChanged = opts.onLinksChanged ?? (() => undefined);
     this.#inbox = new TurnSlicer({ ...(opts.sliceMs === undefined ? {} : { sliceMs: opts.sliceMs }), onError: (err) => log.error({ err }, "broker thread message handling failed") });
     this.#adopt(booted);
   }
@@ -128,9 +137,9 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
    * @throws Error with the worker's reason when the broker cannot start (e.g. the port is taken)
    */
   static async start(opts: ThreadedBrokerOptions): Promise<ThreadedBroker> {
-    const { log, dbFile, backendUsername, backendPasswordHash, sliceMs, maxRestarts, ...broker } = opts;
+    const { log, dbFile, backendUsername, backendPasswordHash, sliceMs, maxRestarts, onLinksChanged, ...broker } = opts;
     const init: BrokerThreadInit = { broker, dbFile, backendUsername, backendPasswordHash, logLevel: log.level };
-    return new ThreadedBroker(await boot(init), log, init, { sliceMs, maxRestarts });
+    return new ThreadedBroker(await boot(init), log, init, { sliceMs, maxRestarts, onLinksChanged });
   }
 
   /** Takes `booted` as the current worker: its messages (those before `ready` first) go to the inbox. */
@@ -300,6 +309,7 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
     this.#closed?.();
     if (this.#closing !== undefined) return;
     this.#log.error({ code }, "embedded broker thread exited");
+    this.#onLinksChanged();
     void this.#restart();
   }
 
@@ -327,6 +337,7 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
     this.#exited = false;
     for (const [link, { filters }] of this.#links) this.#worker.postMessage({ t: "attach", link, filters } satisfies ToBrokerThread);
     this.#log.warn({ port: this.port, tlsPort: this.tlsPort }, "embedded broker thread restarted");
+    this.#onLinksChanged();
   }
 }
 
