@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { test } from "node:test";
+import { test, type TestContext } from "node:test";
 import { bumpStagedVersions } from "../../src/store/nodes.repository.js";
-import { startSseServer } from "../events/sse-harness.js";
+import { startSseServer, type SseServer } from "../events/sse-harness.js";
 import { api, bind, boundAgent, connectAgent, dynamicNode, envelope, eventually, nextMessage, status } from "./agent-harness.js";
 
 /**
@@ -123,15 +123,21 @@ test("malformed upstream messages are logged, counted and dropped; the node's st
   assert.equal((await status(s, configId, nodeId)).client_presence_state, "offline");
 });
 
-test("push_config carries the staged config; the applied ACK makes it latest (spec §3.5, §6.3)", async (t) => {
-  const s = await startSseServer(t);
-  const { configId, nodeId, p, agent } = await boundAgent(s, t);
-  // Coming online with a pending config triggers the automatic push after the debounce.
+/** A bound agent that comes online, and the automatic push its pending config gets after the debounce. */
+async function onlineWithFirstPush(s: SseServer, t: TestContext) {
+  const bound = await boundAgent(s, t);
+  const { configId, nodeId, p, agent } = bound;
   const autoPush = nextMessage(agent, p.topics.config_push!);
   await agent.publishAsync(p.topics.heartbeat!, envelope(p, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
   await eventually("online", async () => ((await status(s, configId, nodeId)).client_presence_state === "online" ? true : undefined));
   s.clock.advance(2000);
-  const push = await autoPush;
+  return { ...bound, push: await autoPush };
+}
+
+test("push_config carries the staged config; the applied ACK makes it latest (spec §3.5, §6.3)", async (t) => {
+  const s = await startSseServer(t);
+  // Coming online with a pending config triggers the automatic push after the debounce.
+  const { configId, nodeId, p, agent, push } = await onlineWithFirstPush(s, t);
   const staged = (await api(s, "GET", `/api/v1/configs/${configId}/nodes/${nodeId}/config`)).json;
   assert.equal(push.payload.config_sha256, staged.config_sha256);
   assert.equal(push.payload.config_version, staged.config_version);
@@ -149,12 +155,7 @@ test("push_config carries the staged config; the applied ACK makes it latest (sp
 
 test("spec §3.5, §6.3: a manual push of a node a large write staged lazily (not rendered yet) renders it now: the push carries the new version and a text whose SHA-256 is its sha, and its applied ACK makes the node latest", async (t) => {
   const s = await startSseServer(t);
-  const { configId, nodeId, p, agent } = await boundAgent(s, t);
-  const autoPush = nextMessage(agent, p.topics.config_push!);
-  await agent.publishAsync(p.topics.heartbeat!, envelope(p, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
-  await eventually("online", async () => ((await status(s, configId, nodeId)).client_presence_state === "online" ? true : undefined));
-  s.clock.advance(2000);
-  const first = await autoPush;
+  const { configId, nodeId, p, agent, push: first } = await onlineWithFirstPush(s, t);
   await agent.publishAsync(p.topics.config_push_ack!, envelope(p, "ack", { status: "applied", message: "", action: "push_config" }, first.request_id), { qos: 1 });
   await eventually("latest", async () => ((await status(s, configId, nodeId)).config_version_state === "latest" ? true : undefined));
 
