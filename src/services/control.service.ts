@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { setImmediate as nextTurn } from "node:timers/promises";
+import { backgroundTurn as nextTurn } from "../lib/background-turn.js";
 import PQueue from "p-queue";
 import type { z } from "zod";
 import { isoTime, type Clock } from "../clock.js";

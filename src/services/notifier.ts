@@ -1,4 +1,4 @@
-import { setImmediate as nextTurn } from "node:timers/promises";
+import { backgroundTurn as nextTurn } from "../lib/background-turn.js";
 import type { ControlLogView } from "../actors/commands.js";
 import type { Clock } from "../clock.js";
 import type { NodeProjection } from "../actors/projection.js";

@@ -12,6 +12,7 @@
  * whose SHA-256 is the staged sha). `test/store/incremental-render.test.ts` proves this gives
  * byte-for-byte the versions, texts and shas of {@link restageConfig} after every write.
  */
+import { backgroundTurn } from "../lib/background-turn.js";
 import { performance } from "node:perf_hooks";
 import PQueue from "p-queue";
 import type { AwgParams } from "../domain/awg.js";
@@ -191,7 +192,7 @@ export async function stageChanged(
 
 /** Waits for the next turn of the event loop (lets I/O callbacks, e.g. MQTT ingest, run). */
 function nextTurn(): Promise<void> {
-  return new Promise<void>((resolve) => setImmediate(resolve));
+  return backgroundTurn();
 }
 
 /** A stretch of the event loop: when it started (`performance.now()`, ms) and how long it may run (ms). */
