@@ -74,7 +74,7 @@ export interface ControlServiceDeps {
   brokerAccountBound(account: NodeBrokerAccount): Promise<void>;
 }
 
-/** Automatic config pushes started per turn of the event loop at most (see `ControlService#autoPushes`). */
+/** Automatic config pushes running at once at most (see `ControlService#autoPushes`). */
 export const AUTO_PUSH_CONCURRENCY = 6;
 
 /**
@@ -88,8 +88,9 @@ export class ControlService {
   /**
    * Automatic pushes whose debounce ran out. A re-stage of 1,000 nodes makes their timers run out
    * in batches of ~50 in one timers phase; each push reads its node and text, logs a row and
-   * sends an SSE frame, so they are started at most {@link AUTO_PUSH_CONCURRENCY} per turn of the
-   * event loop, each after a yield (issue 14 item 2: ingest is not held back for their batch).
+   * sends an SSE frame, so at most {@link AUTO_PUSH_CONCURRENCY} run at once, each starting on
+   * its background turn (src/lib/background-turn.ts: one background step per loop iteration;
+   * issue 14 item 2: ingest is not held back for their batch).
    */
   readonly #autoPushes = new PQueue({ concurrency: AUTO_PUSH_CONCURRENCY });
 

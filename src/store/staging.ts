@@ -12,9 +12,9 @@
  * whose SHA-256 is the staged sha). `test/store/incremental-render.test.ts` proves this gives
  * byte-for-byte the versions, texts and shas of {@link restageConfig} after every write.
  */
-import { backgroundTurn } from "../lib/background-turn.js";
 import { performance } from "node:perf_hooks";
 import PQueue from "p-queue";
+import { backgroundTurn } from "../lib/background-turn.js";
 import type { AwgParams } from "../domain/awg.js";
 import { checkPairIntegrity, ConfigRenderer, renderNodeConfig, stageConfig, type RenderCommon, type RenderInput, type RenderPeer } from "../domain/render.js";
 import { findConfig } from "./configs.repository.js";
@@ -190,7 +190,10 @@ export async function stageChanged(
   return { staged, deferred: [] };
 }
 
-/** Waits for the next turn of the event loop (lets I/O callbacks, e.g. MQTT ingest, run). */
+/**
+ * Waits for this task's background turn (src/lib/background-turn.ts: one background step per
+ * loop iteration), letting I/O callbacks, e.g. MQTT ingest, run.
+ */
 function nextTurn(): Promise<void> {
   return backgroundTurn();
 }
