@@ -145,8 +145,8 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
   /** Takes `booted` as the current worker: its messages (those before `ready` first) go to the inbox. */
   #adopt({ worker, early }: Booted): void {
     this.#worker = worker;
-    worker.on("message", (m: FromBrokerThread) => this.#inbox.push(this.#job(m)));
-    for (const m of early) this.#inbox.push(this.#job(m));
+    worker.on("message", (m: FromBrokerThread) => this.#inbox.push(this.#job(m, worker)));
+    for (const m of early) this.#inbox.push(this.#job(m, worker));
     worker.on("error", (err) => this.#log.error({ err }, "embedded broker thread failed"));
     worker.on("exit", (code) => this.#onExit(worker, code));
   }
@@ -216,12 +216,16 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
     });
   }
 
-  /** The inbox's job for one message from the worker: one step per upstream message, else one step. */
-  #job(m: FromBrokerThread): SliceJob {
+  /**
+   * The inbox's job for one message from `source`: one step per upstream message, else one step.
+   * A client report still queued when its worker died is dropped: the mirror starts empty with
+   * the next worker, which never knew that client.
+   */
+  #job(m: FromBrokerThread, source: Worker): SliceJob {
     if (m.t !== "upstream") {
       return {
         step: () => {
-          this.#receive(m);
+          if (m.t !== "client" || (source === this.#worker && !this.#exited)) this.#receive(m);
           return true;
         },
       };
@@ -333,8 +337,8 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
       await booted.worker.terminate();
       return;
     }
-    this.#adopt(booted);
     this.#exited = false;
+    this.#adopt(booted);
     for (const [link, { filters }] of this.#links) this.#worker.postMessage({ t: "attach", link, filters } satisfies ToBrokerThread);
     this.#log.warn({ port: this.port, tlsPort: this.tlsPort }, "embedded broker thread restarted");
     this.#onLinksChanged();
