@@ -1,13 +1,12 @@
 import type { AppEvents } from "./app-events.js";
 import type { Settings } from "./config.js";
-import { hashToken } from "./domain/tokens.js";
 import type { Logger } from "./logger.js";
 import { nodeClientId, parseNodeUsername, type BrokerIdentity } from "./mqtt/authz.policy.js";
 import { BackendMqttClient } from "./mqtt/backend-client.js";
 import type { BrokerAdmin, NodeBrokerAccount } from "./mqtt/broker-admin.js";
 import type { BrokerPasswordVault } from "./mqtt/broker-passwords.js";
 import { BrokerSync } from "./mqtt/broker-sync.js";
-import { brokerUsers, type BrokerUserLookup } from "./mqtt/broker-users.js";
+import { brokerPasswordHash, brokerUsers, type BrokerUserLookup } from "./mqtt/broker-users.js";
 import { EmbeddedAdmin } from "./mqtt/embedded-admin.js";
 import { ThreadedBroker } from "./mqtt/broker-thread.js";
 import { EmbeddedBroker, type EmbeddedBrokerHandle } from "./mqtt/embedded-broker.js";
@@ -181,7 +180,7 @@ export class BrokerConnection {
     const tls = await resolveMqttTls(settings, { publicHost: opts.publicHost, now: Date.now(), log: log.child({ name: "tls" }) });
     this.#profileCa = tls.profileCa;
     const backendCa = settings.mqttCaFile === undefined ? undefined : await readCaFile(settings.mqttCaFile, "SVC_MQTT_CA_FILE");
-    const backendPasswordHash = hashToken(this.#d.backendPassword);
+    const backendPasswordHash = brokerPasswordHash(this.#d.backendPassword);
     const { broker, admin } = await this.#d.factories[settings.mqttBroker]({
       settings,
       log,

@@ -66,4 +66,3 @@ export function brokerUsers(accounts: NodeAccountStatements, backendUsername: st
     },
   };
 }
-

@@ -296,7 +296,6 @@ async function listenAll(opts: EmbeddedBrokerOptions, broker: Aedes, l: Listener
   }
 }
 
-/** The backend's in-process link to the embedded broker ({@link EmbeddedBroker.attachBackend}). */
 /**
  * What the service uses of an embedded broker, in-process ({@link EmbeddedBroker}) or in a worker
  * thread (`ThreadedBroker`, broker-thread.ts).
@@ -316,6 +315,7 @@ export interface EmbeddedBrokerHandle {
   close(): Promise<void>;
 }
 
+/** The backend's in-process link to the embedded broker ({@link EmbeddedBroker.attachBackend}). */
 export interface BackendLink {
   /** False once the link or the broker is closed. */
   readonly connected: boolean;

@@ -14,7 +14,8 @@
  */
 import { performance } from "node:perf_hooks";
 import PQueue from "p-queue";
-import { backgroundTurn } from "../lib/background-turn.js";
+// The next turn of a background task: one background step per loop iteration (issue 14 item 2).
+import { backgroundTurn as nextTurn } from "../lib/background-turn.js";
 import type { AwgParams } from "../domain/awg.js";
 import { checkPairIntegrity, ConfigRenderer, renderNodeConfig, stageConfig, type RenderCommon, type RenderInput, type RenderPeer } from "../domain/render.js";
 import { findConfig } from "./configs.repository.js";
@@ -188,14 +189,6 @@ export async function stageChanged(
     if (s) staged.push({ nodeId: node.node_id, version: s.config_version, sha: s.config_sha256 });
   }
   return { staged, deferred: [] };
-}
-
-/**
- * Waits for this task's background turn (src/lib/background-turn.ts: one background step per
- * loop iteration), letting I/O callbacks, e.g. MQTT ingest, run.
- */
-function nextTurn(): Promise<void> {
-  return backgroundTurn();
 }
 
 /** A stretch of the event loop: when it started (`performance.now()`, ms) and how long it may run (ms). */
