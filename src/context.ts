@@ -20,7 +20,7 @@ import { MeshService } from "./services/mesh.service.js";
 import { MachinesService } from "./services/machines.service.js";
 import { ServiceMetrics } from "./services/metrics.js";
 import { MqttSettingsService } from "./services/mqtt-settings.service.js";
-import { Notifier, systemStatus, type SystemStatus } from "./services/notifier.js";
+import { Notifier, systemStatus, type StoreCounts, type SystemStatus } from "./services/notifier.js";
 import { Store } from "./store/db.js";
 import { createNodeAccountStatements } from "./store/node-client-state.repository.js";
 import { findDetectTarget } from "./store/nodes.repository.js";
@@ -104,7 +104,8 @@ export async function createAppContext(settings: Settings, log: Logger, override
     const { registry, commands, eventLog, controlLogRetention, timelineRetention, router } = actors;
 
     const brokerConnected = () => mqtt.connected();
-    const status = () => systemStatus({ store, registry, mqttEnabled: settings.mqttEnabled, broker: settings.mqttBroker, brokerConnected, releaseDownloadUrl: settings.releaseDownloadUrl });
+    const status = (counts?: StoreCounts) =>
+      systemStatus({ store, registry, mqttEnabled: settings.mqttEnabled, broker: settings.mqttBroker, brokerConnected, releaseDownloadUrl: settings.releaseDownloadUrl }, counts);
     const hub = new EventHub({ clock, log: log.child({ name: "events" }), systemStatus: status, ...overrides.hub });
     auth.onSessionRevoked((key) => hub.endSession(key)); // a console stream ends with its admin session (spec §5).
     const mqttSettings = await MqttSettingsService.load({
@@ -183,7 +184,12 @@ export async function createAppContext(settings: Settings, log: Logger, override
     }
 
     const artifacts = new ArtifactsService({ settings, store, clock, log: log.child({ name: "artifacts" }), downloads });
-    const backups = new BackupsService({ settings, store, clock, log: log.child({ name: "backups" }), downloads, mesh, registry, hub, status });
+    // A restore replaces every config, node and pair: the notifier's counts are counted again.
+    const restoredStatus = () => {
+      notifier.countsChanged();
+      return status();
+    };
+    const backups = new BackupsService({ settings, store, clock, log: log.child({ name: "backups" }), downloads, mesh, registry, hub, status: restoredStatus });
     const internalAuthz = { sharedKey: () => authzKey, resolve: (username: string) => resolveIdentity(accounts, settings, username) };
     const { detectTimeoutMs, bindTokenTtlMs, onlineTtlMs, timelineMaxPerNode } = settings;
     const machines = new MachinesService({ store, registry, detectTimeoutMs, bindTokenTtlMs, onlineTtlMs, timelineMaxPerNode });

@@ -21,7 +21,9 @@
  *   npx tsx scripts/bench/ingest.ts --only actors --actor-sizes 10000,100000
  *
  * (`node --expose-gc --import tsx scripts/bench/ingest.ts` works too; the measuring processes
- * are always started with `--expose-gc`.)
+ * are always started with `--expose-gc`, plus the flags in the environment variable
+ * `BENCH_NODE_FLAGS`, space-separated: `BENCH_NODE_FLAGS=--trace-gc` shows each garbage
+ * collection of the service.)
  *
  * Every measurement runs the real service (`createServer`: SQLite store, node actor registry,
  * embedded aedes broker, backend MQTT client, router, SSE hub) in a fresh child process started
@@ -234,7 +236,7 @@ async function runPhase<R>(phase: string, params: unknown, timeoutMs: number): P
   const profDir = flag("--prof-dir");
   const child = fork(SELF, ["--phase", phase, ...(profDir ? ["--prof-dir", resolve(profDir)] : [])], {
     cwd: ROOT,
-    execArgv: ["--expose-gc", "--import", "tsx"],
+    execArgv: ["--expose-gc", ...(process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean), "--import", "tsx"],
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
   const inbox = new Inbox<{ op: "result"; result: R & PhaseMeta } | { op: "error"; message: string }>(child);

@@ -8,7 +8,7 @@ import type { Logger } from "../logger.js";
 import type { SystemStatus } from "../protocol/views.schema.js";
 import { VERSION } from "../version.js";
 import type { Store } from "../store/db.js";
-import { countRows, type CountedTable } from "../store/summary.repository.js";
+import { countRows, type CountedTable, type StoreCounts } from "../store/summary.repository.js";
 import type { ControlService } from "./control.service.js";
 import type { MeshChange, MeshService } from "./mesh.service.js";
 import type { StagedChange } from "../store/staging.js";
@@ -28,8 +28,15 @@ export class Notifier {
   readonly #hub: Pick<EventHub, "publish" | "subscriberCount">;
   readonly #mesh: MeshService;
   readonly #control: Pick<ControlService, "endpointStatusOf">;
-  readonly #status: () => Promise<SystemStatus>;
+  readonly #status: (counts?: StoreCounts) => Promise<SystemStatus>;
   readonly #log: Logger;
+  /**
+   * The store counts of the last status built from the store, while no write that can change
+   * them has committed since (`#countsGen` then still matches); reports of after-commit
+   * rendering reuse them instead of counting again.
+   */
+  #counts: { gen: number; counts: StoreCounts } | undefined;
+  #countsGen = 0;
   readonly #clock: Clock;
   readonly #coalesceMs: number;
   /** Rendering reports not published yet: config_id → node_id → its latest staged (version, sha). */
@@ -41,7 +48,8 @@ export class Notifier {
     mesh: MeshService;
     /** Builds endpoint statuses; the notifier is built after it (docs/decisions.md "Issue 11: composition root"). */
     control: Pick<ControlService, "endpointStatusOf">;
-    status: () => Promise<SystemStatus>;
+    /** Builds the system status; with `counts`, takes them as the store's counts instead of counting. */
+    status: (counts?: StoreCounts) => Promise<SystemStatus>;
     log: Logger;
     /** Times the coalescing window of rendering reports. */
     clock: Clock;
@@ -81,8 +89,34 @@ export class Notifier {
   systemStatusChanged(): void {
     if (!this.#live()) return;
     this.#run(async () => {
-      this.#hub.publish("system.status.updated", await this.#status());
+      this.#hub.publish("system.status.updated", await this.#systemStatus(false));
     });
+  }
+
+  /**
+   * A write other than a mesh write (a restore) may have changed the store's counts: the next
+   * system status counts them again.
+   */
+  countsChanged(): void {
+    this.#countsGen++;
+    this.#counts = undefined;
+  }
+
+  /**
+   * The system status. A report of after-commit rendering (`rendered`), which adds and removes
+   * no config, node or pair, takes the counts of the last status counted since the last write
+   * that could change them (counting the pairs of a 1,000-node full mesh, 499,500 rows, took
+   * 15–30 ms of the event loop per report; issue 14 item 2); anything else counts.
+   */
+  async #systemStatus(rendered: boolean): Promise<SystemStatus> {
+    const known = this.#counts;
+    if (rendered && known !== undefined && known.gen === this.#countsGen) return this.#status(known.counts);
+    // Labelled with the generation before the read: a write that commits while the counts are
+    // read (it may be half in them) moves the generation on, and they are never reused.
+    const gen = this.#countsGen;
+    const status = await this.#status();
+    this.#counts = { gen, counts: storeCountsOf(status) };
+    return status;
   }
 
   /** `control.log.created` / `control.log.updated`. */
@@ -108,6 +142,8 @@ export class Notifier {
    * docs/decisions.md "Issue 14: switch rendering and notifier coalescing").
    */
   meshChanged(change: MeshChange): void {
+    // Any write but a rendering may have added or removed configs, nodes or pairs.
+    if (change.rendered !== true) this.countsChanged();
     if (!this.#live()) return;
     if (change.rendered === true) {
       this.#gather(change);
@@ -172,7 +208,7 @@ export class Notifier {
       await this.#meshWorkspaces(change, overview.nodes);
     }
     await nextTurn();
-    this.#hub.publish("system.status.updated", await this.#status());
+    this.#hub.publish("system.status.updated", await this.#systemStatus(change.rendered === true));
   }
 
   /**
@@ -236,10 +272,20 @@ export class Notifier {
 }
 
 /** The `system.status.updated` payload and `GET /api/v1/system/status` (DESIGN §5): its schema is `systemStatusSchema`. */
-export type { SystemStatus };
+export type { StoreCounts, SystemStatus };
 
-/** Computes the system status from the store and the live actors. */
-export async function systemStatus(deps: {
+/** The store counts a system status carries. */
+export function storeCountsOf(status: SystemStatus): StoreCounts {
+  return { configs: status.summary.configs, nodes: status.summary.nodes, mesh_pairs: status.topology.mesh_pairs };
+}
+
+/**
+ * Computes the system status from the store and the live actors; with `counts`, those are taken
+ * as the store's counts and nothing is read from the store. Otherwise the counts are read on the
+ * store worker's connection when its thread runs (`StoreWorker.counts`), else on the store's.
+ */
+export async function systemStatus(
+  deps: {
   store: Store;
   registry: NodeActorRegistry;
   mqttEnabled: boolean;
@@ -248,9 +294,15 @@ export async function systemStatus(deps: {
   brokerConnected: () => boolean;
   /** SVC_RELEASE_DOWNLOAD_URL without its trailing slash (spec §4 rules 2/5: the console builds asset URLs from it). */
   releaseDownloadUrl: string;
-}): Promise<SystemStatus> {
+  },
+  counts?: StoreCounts,
+): Promise<SystemStatus> {
   const db = deps.store.db;
-  const count = (table: CountedTable) => countRows(db, table);
+  // Counted on the store worker's connection while it runs (half a million pairs at 1,000 nodes
+  // would block this thread's event loop for 15–30 ms), else here; a worker that fails to
+  // answer (it exited: logged by the worker) is counted here too.
+  const known = counts ?? (await deps.store.worker()?.counts().catch(() => null)) ?? null;
+  const count = (table: CountedTable) => (known === null ? countRows(db, table) : known[table]);
   let dynamic = 0;
   let online = 0;
   let dropped = 0;

@@ -6,7 +6,8 @@
  * renders and hashes the next texts. It writes no rows: the main thread stores the renderings
  * (conditionally on the version read) and reports them to the node actors. It also checkpoints
  * the WAL every `checkpointIntervalMs` (PASSIVE), so that the main thread's commits rarely have
- * to (`CHECKPOINT_INTERVAL_MS` in src/store/store-worker.ts).
+ * to (`CHECKPOINT_INTERVAL_MS` in src/store/store-worker.ts), and counts the store's configs,
+ * nodes and pairs for the system status when asked.
  */
 import { parentPort, workerData } from "node:worker_threads";
 import SQLite from "better-sqlite3";
@@ -14,6 +15,7 @@ import type { Db } from "./db.js";
 import type { RenderRequest, RenderResponse, WalCheckpoint } from "./store-worker.js";
 import type { Database } from "./schema.js";
 import type { RenderJob, openRenderJob } from "./staging.js";
+import { countStore } from "./summary.repository.js";
 
 const port = parentPort;
 const { file, checkpointIntervalMs } = workerData as { file: string; checkpointIntervalMs: number };
@@ -78,6 +80,7 @@ async function handle(req: RenderRequest): Promise<void> {
   let res: RenderResponse;
   try {
     if (req.op === "checkpoint") res = { id: req.id, ok: true, checkpoint: checkpoint() };
+    else if (req.op === "counts") res = { id: req.id, ok: true, counts: countStore(sqlite) };
     else {
       const job = jobs.get(req.job);
       if (job === undefined) throw new Error(`no render job ${req.job} on the store worker`);

@@ -8,12 +8,14 @@
  *   only if its node is still at the version the worker read (src/store/staging.ts), so a
  *   rendering raced by a write is never stored.
  * - **WAL checkpoints** every {@link CHECKPOINT_INTERVAL_MS}.
+ * - **The store's counts** for the system status ({@link StoreWorker.counts}), while it runs.
  *
  * Failure handling: when the worker cannot answer a step (its thread died, or the renderer
  * threw), the job's remaining nodes are read and rendered again in this thread, which throws the
  * renderer's own `AppError` if an input is bad. A worker that dies is started again for the next
  * job, at most {@link MAX_WORKER_STARTS} times per store; after that every job renders in this
- * thread and the main thread's automatic checkpoint does all the checkpointing.
+ * thread, the main thread's automatic checkpoint does all the checkpointing and the main thread
+ * counts.
  */
 import { stat } from "node:fs/promises";
 import { performance } from "node:perf_hooks";
@@ -23,17 +25,19 @@ import { moduleExtension, startWorker } from "../lib/worker.js";
 import type { Logger } from "../logger.js";
 import type { Db } from "./db.js";
 import { openRenderJob, type ChunkSource, type RenderedChunk, type RenderJob } from "./staging.js";
+import type { StoreCounts } from "./summary.repository.js";
 
 /**
  * A request to the store worker: start a job over these nodes of this config (no answer), give
- * its next step, checkpoint now (both answered by a {@link RenderResponse} of the same `id`), or
- * drop a job (no answer).
+ * its next step, checkpoint now, count the store (these three answered by a
+ * {@link RenderResponse} of the same `id`), or drop a job (no answer).
  */
 export type RenderRequest =
   | { op: "open"; job: number; configId: string; ids: readonly string[] }
   | { op: "next"; id: number; job: number; n: number }
   | { op: "close"; job: number }
-  | { op: "checkpoint"; id: number };
+  | { op: "checkpoint"; id: number }
+  | { op: "counts"; id: number };
 
 /** What `PRAGMA wal_checkpoint(PASSIVE)` answered: WAL frames in the log, and of them copied into the database. */
 export interface WalCheckpoint {
@@ -43,14 +47,18 @@ export interface WalCheckpoint {
 }
 
 /**
- * The worker's answer to the `next` or `checkpoint` request of the same `id`, or (no `id`) the
- * report of a periodic checkpoint that copied frames.
+ * The worker's answer to the `next`, `checkpoint` or `counts` request of the same `id`, or (no
+ * `id`) the report of a periodic checkpoint that copied frames.
  */
 export type RenderResponse =
   | { id: number; ok: true; step: RenderedChunk | null }
   | { id: number; ok: true; checkpoint: WalCheckpoint }
+  | { id: number; ok: true; counts: StoreCounts }
   | { id: number; ok: false; message: string }
   | { id: null; checkpoint: WalCheckpoint };
+
+/** What a request is answered with: a render step, a checkpoint or the store's counts. */
+type Answer = RenderedChunk | null | WalCheckpoint | StoreCounts;
 
 /**
  * How often the worker checkpoints the WAL (ms): a commit on the main thread then never needs to
@@ -95,7 +103,7 @@ export class StoreWorker implements ChunkSource {
   readonly #checkpointIntervalMs: number;
   readonly #onCheckpoint: ((c: WalCheckpoint) => void) | undefined;
   readonly #onRunning: ((running: boolean) => void) | undefined;
-  readonly #pending = new Map<number, { resolve: (answer: RenderedChunk | null | WalCheckpoint) => void; reject: (e: Error) => void }>();
+  readonly #pending = new Map<number, { resolve: (answer: Answer) => void; reject: (e: Error) => void }>();
   readonly #walStartBytes: number;
   #walWatch: NodeJS.Timeout | null = null;
   /** {@link startWhenWalGrows} was asked for: watched again when a worker exits. */
@@ -229,11 +237,24 @@ export class StoreWorker implements ChunkSource {
     return (await this.#request(worker, (id) => ({ op: "checkpoint", id }))) as WalCheckpoint;
   }
 
+  /**
+   * The store's counts read on the worker's connection, so that counting half a million pairs
+   * never blocks the main thread's event loop (issue 14 item 2). The read follows every commit
+   * made before the call (WAL). Null when no worker thread runs (this does not start one): the
+   * caller counts on its own connection.
+   * @throws Error when the worker exits or fails before it answers
+   */
+  async counts(): Promise<StoreCounts | null> {
+    const worker = this.#worker;
+    if (worker === null || this.#closed) return null;
+    return (await this.#request(worker, (id) => ({ op: "counts", id }))) as StoreCounts;
+  }
+
   async #ask(worker: Worker, job: number, n: number): Promise<RenderedChunk | null> {
     return (await this.#request(worker, (id) => ({ op: "next", id, job, n }))) as RenderedChunk | null;
   }
 
-  #request(worker: Worker, build: (id: number) => RenderRequest): Promise<RenderedChunk | null | WalCheckpoint> {
+  #request(worker: Worker, build: (id: number) => RenderRequest): Promise<Answer> {
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
       if (this.#worker !== worker) {
@@ -284,6 +305,7 @@ export class StoreWorker implements ChunkSource {
     if (this.#pending.size === 0) this.#worker?.unref();
     if (!res.ok) waiting.reject(new Error(res.message));
     else if ("checkpoint" in res) waiting.resolve(res.checkpoint);
+    else if ("counts" in res) waiting.resolve(res.counts);
     else {
       this.#answered++;
       waiting.resolve(res.step);

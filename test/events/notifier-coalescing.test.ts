@@ -15,7 +15,7 @@ import { test } from "node:test";
 import { ManualClock } from "../../src/clock.js";
 import { createLogger } from "../../src/logger.js";
 import { MeshService, type MeshChange } from "../../src/services/mesh.service.js";
-import { Notifier } from "../../src/services/notifier.js";
+import { Notifier, systemStatus, type StoreCounts } from "../../src/services/notifier.js";
 import type { SystemStatus } from "../../src/protocol/views.schema.js";
 import { Store } from "../../src/store/db.js";
 
@@ -38,7 +38,7 @@ async function setup(t: { after: (fn: () => unknown) => void }) {
     subscriberCount: () => 1,
   };
   // The status's content is not under test here: a fixed object stands in.
-  const status = async () => ({ summary: {} }) as unknown as SystemStatus;
+  const status = async () => ({ summary: {}, topology: {} }) as unknown as SystemStatus;
   const control = { endpointStatusOf: () => assert.fail("no endpoint status in this test") };
   const notifier = new Notifier({ hub: hub as never, mesh, control, status, clock, log: createLogger("silent"), renderedCoalesceMs: 250 });
   const nextStatus = () => new Promise<void>((resolve) => (statusSeen = resolve));
@@ -90,4 +90,84 @@ test("issue 14 item 2 / spec §6.5 rule 6: a write (not a rendering report) is p
     published.map((p) => p.type).filter((type) => type !== "mesh.workspace.updated"),
     ["config.list.updated", "config.overview.updated", "node.workspace.updated", "system.status.updated"],
   );
+});
+
+test("issue 14 item 2 / spec §6.5: a rendering report's system status reuses the store counts of the last status counted, and counts again after any other write, a restore, a write no console saw, or a write committed while counting", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "svc-notifier-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));
+  t.after(() => store.close());
+  const clock = new ManualClock();
+  const mesh = new MeshService({ store, clock, mqttEnabled: true });
+  const statuses: SystemStatus[] = [];
+  let statusSeen: () => void = () => {};
+  const hub = {
+    publish: (type: string, payload: unknown) => {
+      if (type !== "system.status.updated") return;
+      statuses.push(payload as SystemStatus);
+      statusSeen();
+    },
+    subscriberCount: () => (live ? 1 : 0),
+  };
+  let live = true;
+  // The real status over the real store; each call records whether it was handed counts.
+  const handed: Array<StoreCounts | undefined> = [];
+  let duringCount: () => void = () => {};
+  const status = async (counts?: StoreCounts) => {
+    handed.push(counts);
+    if (counts === undefined) duringCount();
+    const deps = { store, registry: undefined as never, mqttEnabled: false, brokerConnected: () => false, releaseDownloadUrl: "" };
+    return systemStatus(deps, counts);
+  };
+  const control = { endpointStatusOf: () => assert.fail("no endpoint status in this test") };
+  const notifier = new Notifier({ hub: hub as never, mesh, control, status, clock, log: createLogger("silent"), renderedCoalesceMs: 10 });
+  const configId = (await mesh.createConfig({ name: "c", tunnel_protocol: "wireguard", network_cidr: "10.9.0.0/24" })).config_id;
+  const a = (await mesh.createNode(configId, { name: "a", mode: "static", public_address: "192.0.2.1", listen_port: 51820 })).node_id;
+  const write = (): MeshChange => ({ configId, created: [], deleted: [], modeChanged: [], touched: [a], staged: [] });
+  const next = async (change: MeshChange): Promise<SystemStatus> => {
+    const seen = new Promise<void>((resolve) => (statusSeen = resolve));
+    notifier.meshChanged(change);
+    clock.advance(10);
+    await seen;
+    return statuses.at(-1) as SystemStatus;
+  };
+  const counted = (s: SystemStatus) => [s.summary.configs, s.summary.nodes, s.topology.mesh_pairs];
+
+  // A write counts.
+  assert.deepEqual(counted(await next(write())), [1, 1, 0]);
+  assert.equal(handed.at(-1), undefined, "a write's status counts the store");
+  // A node (auto-paired with a) appears behind the notifier's back (no report of it yet): a
+  // rendering report does not count.
+  const b = (await mesh.createNode(configId, { name: "b", mode: "static", public_address: "192.0.2.2", listen_port: 51821 })).node_id;
+  assert.deepEqual(counted(await next(rendered(configId, [{ nodeId: a, version: 1, sha: "a1" }]))), [1, 1, 0]);
+  assert.deepEqual(handed.at(-1), { configs: 1, nodes: 1, mesh_pairs: 0 }, "the rendering report took the counts it was handed");
+  // The write's own report counts again, and the next rendering report takes those counts.
+  assert.deepEqual(counted(await next(write())), [1, 2, 1]);
+  assert.deepEqual(counted(await next(rendered(configId, [{ nodeId: b, version: 1, sha: "b1" }]))), [1, 2, 1]);
+  assert.notEqual(handed.at(-1), undefined);
+
+  // A write while no console listens publishes nothing, yet the next rendering report counts.
+  live = false;
+  await mesh.createNode(configId, { name: "d", mode: "static", public_address: "192.0.2.4", listen_port: 51823 });
+  notifier.meshChanged(write());
+  live = true;
+  assert.deepEqual(counted(await next(rendered(configId, [{ nodeId: b, version: 2, sha: "b2" }]))), [1, 3, 3]);
+  assert.equal(handed.at(-1), undefined, "counted after a write no console saw");
+
+  // A restore (countsChanged): the next rendering report counts.
+  await mesh.createNode(configId, { name: "c", mode: "static", public_address: "192.0.2.3", listen_port: 51822 });
+  notifier.countsChanged();
+  assert.deepEqual(counted(await next(rendered(configId, [{ nodeId: a, version: 2, sha: "a2" }]))), [1, 4, 6]);
+  assert.equal(handed.at(-1), undefined, "counted after a restore");
+
+  // A write that commits while the counts are read: those counts are not reused.
+  duringCount = () => {
+    duringCount = () => {};
+    notifier.countsChanged();
+  };
+  await next(write());
+  await next(rendered(configId, [{ nodeId: b, version: 3, sha: "b3" }]));
+  assert.equal(handed.at(-1), undefined, "counts read across a write are counted again");
+  await next(rendered(configId, [{ nodeId: a, version: 4, sha: "a4" }]));
+  assert.notEqual(handed.at(-1), undefined, "and reused once counted cleanly");
 });

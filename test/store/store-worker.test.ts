@@ -20,6 +20,9 @@ import { listNodes } from "../../src/store/nodes.repository.js";
 import { MAX_WORKER_STARTS, StoreWorker, type WalCheckpoint } from "../../src/store/store-worker.js";
 import { renderConfigTexts, renderDeferred, type StagedChange } from "../../src/store/staging.js";
 import { lazyMesh, servedText } from "../helpers/lazy-mesh.js";
+import { ManualClock } from "../../src/clock.js";
+import { MeshService } from "../../src/services/mesh.service.js";
+import { systemStatus } from "../../src/services/notifier.js";
 
 const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
 
@@ -202,4 +205,40 @@ test("issue 14 item 2: while the store worker runs, the main connection's own ch
   await worker.checkpoint(); // starts the thread
   assert.equal(pages(), WAL_AUTOCHECKPOINT_PAGES_WITH_WORKER, "the worker checkpoints");
   assert.ok(WAL_AUTOCHECKPOINT_PAGES_WITH_WORKER * 4096 > 200 * 1024 * 1024, "more than a 1,000-node switch writes without a pause (~200 MiB)");
+});
+
+test("issue 14 item 2 / DESIGN §5 system status: while the store worker's thread runs, the system status's counts (configs, nodes, pairs) are read on its connection, which sees only what is committed; with no thread, or once it is closed, on the main connection", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "svc-store-worker-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));
+  t.after(() => store.close());
+  const mesh = new MeshService({ store, clock: new ManualClock(), mqttEnabled: true });
+  const configId = (await mesh.createConfig({ name: "c", tunnel_protocol: "wireguard", network_cidr: "10.9.0.0/24" })).config_id;
+  for (let i = 0; i < 4; i++) await mesh.createNode(configId, { name: `n${i}`, mode: "static", public_address: `192.0.2.${i + 1}`, listen_port: 51820 });
+  const deps = { store, registry: undefined as never, mqttEnabled: false, brokerConnected: () => false, releaseDownloadUrl: "" };
+  const counted = async () => {
+    const s = await systemStatus(deps);
+    return [s.summary.configs, s.summary.nodes, s.topology.mesh_pairs];
+  };
+  // The main connection's own view includes its uncommitted write; the worker's does not.
+  const uncommitted = async <T>(f: () => Promise<T>): Promise<T> => {
+    store.sqlite.exec("BEGIN");
+    try {
+      store.sqlite.exec("DELETE FROM mesh_pairs");
+      return await f();
+    } finally {
+      store.sqlite.exec("ROLLBACK");
+    }
+  };
+  const worker = store.worker();
+  assert.ok(worker);
+  assert.equal(await worker.counts(), null, "no thread yet: the caller counts");
+  assert.deepEqual(await uncommitted(counted), [1, 4, 0], "counted on the main connection");
+  worker.start();
+  assert.deepEqual(await worker.counts(), { configs: 1, nodes: 4, mesh_pairs: 6 });
+  assert.deepEqual(await uncommitted(counted), [1, 4, 6], "counted on the worker's connection");
+  await mesh.createNode(configId, { name: "n4", mode: "static", public_address: "192.0.2.9", listen_port: 51820 });
+  assert.deepEqual(await counted(), [1, 5, 10], "a commit before the call is in the worker's counts");
+  await worker.close();
+  assert.deepEqual(await uncommitted(counted), [1, 5, 0], "closed: counted on the main connection again");
 });
