@@ -8,6 +8,7 @@ import type { Logger } from "./logger.js";
 import type { BrokerPasswordVault } from "./mqtt/broker-passwords.js";
 import type { BrokerEndpoint } from "./services/control.service.js";
 import type { MeshHooks } from "./services/mesh.service.js";
+import type { Notifier, SystemStatus } from "./services/notifier.js";
 import type { MqttPublicEndpoint } from "./services/mqtt-settings.service.js";
 import type { Store } from "./store/db.js";
 import { getSetting, putSetting } from "./store/settings.repository.js";
@@ -73,5 +74,16 @@ export function meshAfterCommit(deps: {
     }
     events.emit("mesh.changed", change);
     return Promise.all(settled);
+  };
+}
+
+/**
+ * The status a restore publishes: a restore replaces every config, node and pair, so the
+ * notifier's remembered store counts are dropped first and the status counts them again.
+ */
+export function countedAfresh(notifier: Pick<Notifier, "countsChanged">, status: () => Promise<SystemStatus>): () => Promise<SystemStatus> {
+  return () => {
+    notifier.countsChanged();
+    return status();
   };
 }

@@ -4,7 +4,7 @@ import { AppEvents } from "./app-events.js";
 import { brokerAdapterFactories, BrokerConnection, resolveIdentity, type BrokerAdapterFactories } from "./broker-factory.js";
 import { systemClock, type Clock } from "./clock.js";
 import type { Settings } from "./config.js";
-import { brokerEndpoint, meshAfterCommit, sealWithVault, storedSecret } from "./context-helpers.js";
+import { brokerEndpoint, countedAfresh, meshAfterCommit, sealWithVault, storedSecret } from "./context-helpers.js";
 import { EventHub, type EventHubOptions } from "./events/hub.js";
 import { buildApp, type App } from "./http/app.js";
 import { Lifecycle } from "./lifecycle.js";
@@ -104,8 +104,7 @@ export async function createAppContext(settings: Settings, log: Logger, override
     const { registry, commands, eventLog, controlLogRetention, timelineRetention, router } = actors;
 
     const brokerConnected = () => mqtt.connected();
-    const status = (counts?: StoreCounts) =>
-      systemStatus({ store, registry, mqttEnabled: settings.mqttEnabled, broker: settings.mqttBroker, brokerConnected, releaseDownloadUrl: settings.releaseDownloadUrl }, counts);
+    const status = (counts?: StoreCounts) => systemStatus({ store, registry, mqttEnabled: settings.mqttEnabled, broker: settings.mqttBroker, brokerConnected, releaseDownloadUrl: settings.releaseDownloadUrl }, counts);
     const hub = new EventHub({ clock, log: log.child({ name: "events" }), systemStatus: status, ...overrides.hub });
     auth.onSessionRevoked((key) => hub.endSession(key)); // a console stream ends with its admin session (spec §5).
     const mqttSettings = await MqttSettingsService.load({
@@ -184,12 +183,7 @@ export async function createAppContext(settings: Settings, log: Logger, override
     }
 
     const artifacts = new ArtifactsService({ settings, store, clock, log: log.child({ name: "artifacts" }), downloads });
-    // A restore replaces every config, node and pair: the notifier's counts are counted again.
-    const restoredStatus = () => {
-      notifier.countsChanged();
-      return status();
-    };
-    const backups = new BackupsService({ settings, store, clock, log: log.child({ name: "backups" }), downloads, mesh, registry, hub, status: restoredStatus });
+    const backups = new BackupsService({ settings, store, clock, log: log.child({ name: "backups" }), downloads, mesh, registry, hub, status: countedAfresh(notifier, status) });
     const internalAuthz = { sharedKey: () => authzKey, resolve: (username: string) => resolveIdentity(accounts, settings, username) };
     const { detectTimeoutMs, bindTokenTtlMs, onlineTtlMs, timelineMaxPerNode } = settings;
     const machines = new MachinesService({ store, registry, detectTimeoutMs, bindTokenTtlMs, onlineTtlMs, timelineMaxPerNode });

@@ -13,6 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { ManualClock } from "../../src/clock.js";
+import { countedAfresh } from "../../src/context-helpers.js";
 import { createLogger } from "../../src/logger.js";
 import { MeshService, type MeshChange } from "../../src/services/mesh.service.js";
 import { Notifier, systemStatus, type StoreCounts } from "../../src/services/notifier.js";
@@ -154,9 +155,10 @@ test("issue 14 item 2 / spec §6.5: a rendering report's system status reuses th
   assert.deepEqual(counted(await next(rendered(configId, [{ nodeId: b, version: 2, sha: "b2" }]))), [1, 3, 3]);
   assert.equal(handed.at(-1), undefined, "counted after a write no console saw");
 
-  // A restore (countsChanged): the next rendering report counts.
+  // A restore (the status it publishes is countedAfresh, as the composition root wires it): the
+  // next rendering report counts.
   await mesh.createNode(configId, { name: "c", mode: "static", public_address: "192.0.2.3", listen_port: 51822 });
-  notifier.countsChanged();
+  await countedAfresh(notifier, () => Promise.resolve(statuses.at(-1) as SystemStatus))();
   assert.deepEqual(counted(await next(rendered(configId, [{ nodeId: a, version: 2, sha: "a2" }]))), [1, 4, 6]);
   assert.equal(handed.at(-1), undefined, "counted after a restore");
 
