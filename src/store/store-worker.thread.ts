@@ -58,11 +58,20 @@ setImmediate(() => void loadRendering().catch(() => undefined)); // a failure is
 
 /** Open jobs; a job whose loading failed answers its steps with the failure. */
 const jobs = new Map<number, Promise<RenderJob>>();
-/** Requests are handled one at a time, in order (a step's reads and renderings are one stretch of this thread). */
+/**
+ * Requests are handled one at a time, in order (a step's reads and renderings are one stretch of
+ * this thread), each in a turn of its own: between two, messages that arrived are taken in.
+ */
 let queue: Promise<void> = Promise.resolve();
 
 port.on("message", (req: RenderRequest) => {
-  queue = queue.then(() => handle(req));
+  // The system status waits for its counts: they are read at once, between two steps, not after
+  // the steps asked ahead (up to RENDER_STEPS_AHEAD renderings of 16 nodes each).
+  if (req.op === "counts") {
+    void handle(req);
+    return;
+  }
+  queue = queue.then(() => new Promise<void>((resolve) => setImmediate(resolve))).then(() => handle(req));
 });
 
 async function handle(req: RenderRequest): Promise<void> {

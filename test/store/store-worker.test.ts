@@ -242,3 +242,21 @@ test("issue 14 item 2 / DESIGN §5 system status: while the store worker's threa
   await worker.close();
   assert.deepEqual(await uncommitted(counted), [1, 5, 0], "closed: counted on the main connection again");
 });
+
+test("issue 14 item 2: the store's counts are answered between two render steps, not after every step asked before them (the system status of a switch is not held back by its rendering)", async (t) => {
+  const { store, configId, ids } = await lazyMesh(t, 24);
+  const worker = store.worker();
+  assert.ok(worker);
+  const job = worker.open(configId, ids);
+  t.after(() => job.close());
+  // A first step loads the worker's renderer; the steps after it run with nothing to wait for.
+  await job.next(1);
+  const order: string[] = [];
+  const steps = ids.slice(1).map((_, i) => job.next(1).then(() => void order.push(`step ${i}`)));
+  const counted = worker.counts().then((c) => {
+    order.push("counts");
+    assert.equal(c?.nodes, ids.length);
+  });
+  await Promise.all([...steps, counted]);
+  assert.ok(order.indexOf("counts") < ids.length - 2, `the counts came before the last step (${order.indexOf("counts")} of ${order.length})`);
+});
