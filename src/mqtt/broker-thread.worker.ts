@@ -3,8 +3,11 @@
  * `broker-thread.ts`): the same {@link EmbeddedBroker} as in-process, with its account lookup on
  * a read-only connection of its own to the service's SQLite file. Upstream messages go to the
  * main thread once per turn, packed into one transferred buffer; log records go as JSON lines.
+ * The main thread's messages (publishes, kicks, links) run in order, in slices of a turn
+ * ({@link TurnSlicer}), so that a burst of publishes never holds the sockets' reads for long.
  */
 import { parentPort, workerData, type MessagePort } from "node:worker_threads";
+import { TurnSlicer } from "../lib/turn-slicer.js";
 import { createLogger } from "../logger.js";
 import { openNodeAccountReader } from "../store/node-client-state.repository.js";
 import type { BrokerThreadInit, FromBrokerThread, ToBrokerThread } from "./broker-thread.js";
@@ -73,7 +76,19 @@ async function main(): Promise<void> {
   }
   broker.watchClients((clientId, up) => post({ t: "client", clientId, up }));
   const links = new Map<number, BackendLink>();
+  // The backend's messages run in slices of a turn, in order: a burst of config pushes (a
+  // protocol switch: ~100 KB each) would otherwise hold this thread's socket reads, and with them
+  // every agent's heartbeat and ACK, for as long as the whole burst takes (issue 14 item 2).
+  const slicer = new TurnSlicer({ onError: (err) => log.error({ err }, "a message from the backend failed in the broker thread") });
   port.on("message", (m: ToBrokerThread) => {
+    slicer.push({
+      step: () => {
+        handle(m);
+        return true;
+      },
+    });
+  });
+  function handle(m: ToBrokerThread): void {
     switch (m.t) {
       case "attach":
         void broker.attachBackend(m.filters, forwarder(m.link)).then((l) => {
@@ -111,7 +126,7 @@ async function main(): Promise<void> {
         })();
         return;
     }
-  });
+  }
   post({ t: "ready", port: broker.port, tlsPort: broker.tlsPort });
 }
 

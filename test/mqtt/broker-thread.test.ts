@@ -170,6 +170,33 @@ test("issue 14 item 7, spec §6.4 rule 10: upstream messages reach the backend l
   await assert.rejects(link.publish(nodeTopic(CONFIG, NODE, "control"), command), /closed/);
 });
 
+test("issue 14 item 2: the broker thread runs a burst of backend publishes in slices of a turn: a node's message sent as the burst starts reaches the backend before most of the burst is published, and the burst reaches the node in order", async (t) => {
+  const s = await setup(t);
+  // What the main thread saw, in the order the broker thread posted it: "up" for the node's
+  // message, "pub" for each publish of the burst the broker thread completed.
+  const order: string[] = [];
+  const link = await s.broker.attachBackend(backendSubscriptions(), () => void order.push("up"));
+  const client = await connectNode(s, s.password);
+  await within(new Promise((resolve) => client.subscribe(nodeTopic(CONFIG, NODE, "control"), { qos: 1 }, resolve)), "SUBACK");
+  const received: string[] = [];
+  client.on("message", (_topic, payload) => void received.push((JSON.parse(payload.toString("utf8")) as Envelope).request_id));
+
+  // A protocol switch's pushes are ~100 KB each; 300 of 64 KB here.
+  const burst = 300;
+  const pad = "x".repeat(64 * 1024);
+  const ids = Array.from({ length: burst }, (_, i) => `r-${i}`);
+  const published = ids.map((id) =>
+    link.publish(nodeTopic(CONFIG, NODE, "control"), { ...heartbeat(1), type: "control", request_id: id, payload: { action: "start", pad } } as unknown as Envelope).then(() => void order.push("pub")),
+  );
+  client.publish(nodeTopic(CONFIG, NODE, "heartbeat"), JSON.stringify(heartbeat(2)), { qos: 1 });
+  await within(Promise.all(published), "the burst published");
+  await until("the node's message", () => order.includes("up"));
+  const before = order.indexOf("up");
+  assert.ok(before < burst / 2, `the node's message came after ${before} of ${burst} publishes (one burst in one turn would put it after all of them)`);
+  await until("the whole burst at the node", () => received.length === burst);
+  assert.deepEqual(received, ids, "in order");
+});
+
 test("issue 14 item 7: a port already taken fails the start with the worker's reason; close stops listening and later publishes reject", async (t) => {
   const s = await setup(t);
   const file = tempDbFile(t);
