@@ -4,7 +4,7 @@ import { AppEvents } from "./app-events.js";
 import { brokerAdapterFactories, BrokerConnection, resolveIdentity, type BrokerAdapterFactories } from "./broker-factory.js";
 import { systemClock, type Clock } from "./clock.js";
 import type { Settings } from "./config.js";
-import { brokerEndpoint, countedAfresh, meshAfterCommit, sealWithVault, storedSecret } from "./context-helpers.js";
+import { brokerEndpoint, countedAfresh, meshAfterCommit, sealWithVault, storeCountsOffThread, storedSecret } from "./context-helpers.js";
 import { EventHub, type EventHubOptions } from "./events/hub.js";
 import { buildApp, type App } from "./http/app.js";
 import { Lifecycle } from "./lifecycle.js";
@@ -137,7 +137,7 @@ export async function createAppContext(settings: Settings, log: Logger, override
       sealBrokerPassword: sealWithVault(vault, log),
       brokerAccountBound: (account) => mqtt.putNode(account),
     });
-    const notifier = new Notifier({ hub, mesh, control, status, clock, log: log.child({ name: "notifier" }) });
+    const notifier = new Notifier({ hub, mesh, control, status, countsOffThread: () => storeCountsOffThread(store), clock, log: log.child({ name: "notifier" }) });
     const metrics = new ServiceMetrics({
       mqttEnabled: settings.mqttEnabled,
       nodes: () => registry.projections(),

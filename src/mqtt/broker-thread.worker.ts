@@ -65,6 +65,47 @@ function flushUpstream(): void {
   batches.clear();
 }
 
+/** One message from the main thread, in the order sent. */
+function handle(m: ToBrokerThread, broker: EmbeddedBroker, links: Map<number, BackendLink>): void {
+  switch (m.t) {
+    case "attach":
+      void broker.attachBackend(m.filters, forwarder(m.link)).then((l) => {
+        links.set(m.link, l);
+        post({ t: "attached", link: m.link });
+      });
+      return;
+    case "detach":
+      void links.get(m.link)?.close();
+      links.delete(m.link);
+      return;
+    case "publish": {
+      const link = links.get(m.link);
+      if (link === undefined) {
+        post({ t: "published", id: m.id, error: "the backend link is closed" });
+        return;
+      }
+      link.publish(m.topic, m.envelope).then(
+        () => post({ t: "published", id: m.id }),
+        (err: unknown) => post({ t: "published", id: m.id, error: err instanceof Error ? err.message : String(err) }),
+      );
+      return;
+    }
+    case "kick":
+      broker.kick(m.clientId);
+      return;
+    case "close":
+      void (async () => {
+        for (const link of links.values()) await link.close();
+        await broker.close();
+        flushUpstream();
+        reader.close();
+        post({ t: "closed" });
+        port.close();
+      })();
+      return;
+  }
+}
+
 async function main(): Promise<void> {
   let broker: EmbeddedBroker;
   try {
@@ -83,50 +124,11 @@ async function main(): Promise<void> {
   port.on("message", (m: ToBrokerThread) => {
     slicer.push({
       step: () => {
-        handle(m);
+        handle(m, broker, links);
         return true;
       },
     });
   });
-  function handle(m: ToBrokerThread): void {
-    switch (m.t) {
-      case "attach":
-        void broker.attachBackend(m.filters, forwarder(m.link)).then((l) => {
-          links.set(m.link, l);
-          post({ t: "attached", link: m.link });
-        });
-        return;
-      case "detach":
-        void links.get(m.link)?.close();
-        links.delete(m.link);
-        return;
-      case "publish": {
-        const link = links.get(m.link);
-        if (link === undefined) {
-          post({ t: "published", id: m.id, error: "the backend link is closed" });
-          return;
-        }
-        link.publish(m.topic, m.envelope).then(
-          () => post({ t: "published", id: m.id }),
-          (err: unknown) => post({ t: "published", id: m.id, error: err instanceof Error ? err.message : String(err) }),
-        );
-        return;
-      }
-      case "kick":
-        broker.kick(m.clientId);
-        return;
-      case "close":
-        void (async () => {
-          for (const link of links.values()) await link.close();
-          await broker.close();
-          flushUpstream();
-          reader.close();
-          post({ t: "closed" });
-          port.close();
-        })();
-        return;
-    }
-  }
   post({ t: "ready", port: broker.port, tlsPort: broker.tlsPort });
 }
 

@@ -29,6 +29,7 @@ export class Notifier {
   readonly #mesh: MeshService;
   readonly #control: Pick<ControlService, "endpointStatusOf">;
   readonly #status: (counts?: StoreCounts) => Promise<SystemStatus>;
+  readonly #countsOffThread: () => Promise<StoreCounts | null>;
   readonly #log: Logger;
   /**
    * The store counts of the last status built from the store, while no write that can change
@@ -50,6 +51,11 @@ export class Notifier {
     control: Pick<ControlService, "endpointStatusOf">;
     /** Builds the system status; with `counts`, takes them as the store's counts instead of counting. */
     status: (counts?: StoreCounts) => Promise<SystemStatus>;
+    /**
+     * The store's counts read off the event loop's thread (the store worker's connection), or
+     * null when that cannot be done now; default: never (the status counts on the main connection).
+     */
+    countsOffThread?: () => Promise<StoreCounts | null>;
     log: Logger;
     /** Times the coalescing window of rendering reports. */
     clock: Clock;
@@ -63,6 +69,7 @@ export class Notifier {
     this.#mesh = deps.mesh;
     this.#control = deps.control;
     this.#status = deps.status;
+    this.#countsOffThread = deps.countsOffThread ?? (() => Promise.resolve(null));
     this.#log = deps.log;
     this.#clock = deps.clock;
     this.#coalesceMs = deps.renderedCoalesceMs ?? DEFAULT_RENDERED_COALESCE_MS;
@@ -103,10 +110,11 @@ export class Notifier {
   }
 
   /**
-   * The system status. A report of after-commit rendering (`rendered`), which adds and removes
-   * no config, node or pair, takes the counts of the last status counted since the last write
-   * that could change them (counting the pairs of a 1,000-node full mesh, 499,500 rows, took
-   * 15–30 ms of the event loop per report; issue 14 item 2); anything else counts.
+   * The system status of a report. Counting the pairs of a 1,000-node full mesh (499,500 rows)
+   * takes 15–30 ms (issue 14 item 2), so a report of after-commit rendering (`rendered`), which
+   * adds and removes no config, node or pair, takes the counts of the last status counted since
+   * the last write that could change them; anything else counts, off the event loop's thread
+   * when it can (`countsOffThread`), else on the main connection.
    */
   async #systemStatus(rendered: boolean): Promise<SystemStatus> {
     const known = this.#counts;
@@ -114,7 +122,7 @@ export class Notifier {
     // Labelled with the generation before the read: a write that commits while the counts are
     // read (it may be half in them) moves the generation on, and they are never reused.
     const gen = this.#countsGen;
-    const status = await this.#status();
+    const status = await this.#status((await this.#countsOffThread()) ?? undefined);
     this.#counts = { gen, counts: storeCountsOf(status) };
     return status;
   }
@@ -275,34 +283,29 @@ export class Notifier {
 export type { StoreCounts, SystemStatus };
 
 /** The store counts a system status carries. */
-export function storeCountsOf(status: SystemStatus): StoreCounts {
+function storeCountsOf(status: SystemStatus): StoreCounts {
   return { configs: status.summary.configs, nodes: status.summary.nodes, mesh_pairs: status.topology.mesh_pairs };
 }
 
 /**
  * Computes the system status from the store and the live actors; with `counts`, those are taken
- * as the store's counts and nothing is read from the store. Otherwise the counts are read on the
- * store worker's connection when its thread runs (`StoreWorker.counts`), else on the store's.
+ * as the store's counts and nothing is read from the store.
  */
 export async function systemStatus(
   deps: {
-  store: Store;
-  registry: NodeActorRegistry;
-  mqttEnabled: boolean;
-  /** The broker kind (SVC_MQTT_BROKER); default "embedded". */
-  broker?: string;
-  brokerConnected: () => boolean;
-  /** SVC_RELEASE_DOWNLOAD_URL without its trailing slash (spec §4 rules 2/5: the console builds asset URLs from it). */
-  releaseDownloadUrl: string;
+    store: Store;
+    registry: NodeActorRegistry;
+    mqttEnabled: boolean;
+    /** The broker kind (SVC_MQTT_BROKER); default "embedded". */
+    broker?: string;
+    brokerConnected: () => boolean;
+    /** SVC_RELEASE_DOWNLOAD_URL without its trailing slash (spec §4 rules 2/5: the console builds asset URLs from it). */
+    releaseDownloadUrl: string;
   },
   counts?: StoreCounts,
 ): Promise<SystemStatus> {
   const db = deps.store.db;
-  // Counted on the store worker's connection while it runs (half a million pairs at 1,000 nodes
-  // would block this thread's event loop for 15–30 ms), else here; a worker that fails to
-  // answer (it exited: logged by the worker) is counted here too.
-  const known = counts ?? (await deps.store.worker()?.counts().catch(() => null)) ?? null;
-  const count = (table: CountedTable) => (known === null ? countRows(db, table) : known[table]);
+  const count = (table: CountedTable) => (counts === undefined ? countRows(db, table) : counts[table]);
   let dynamic = 0;
   let online = 0;
   let dropped = 0;

@@ -173,3 +173,44 @@ test("issue 14 item 2 / spec §6.5: a rendering report's system status reuses th
   await next(rendered(configId, [{ nodeId: a, version: 4, sha: "a4" }]));
   assert.notEqual(handed.at(-1), undefined, "and reused once counted cleanly");
 });
+
+test("issue 14 item 2: a report's system status takes the store counts read off the event loop's thread when they can be (countsOffThread), and a rendering report reuses them", async (t) => {
+  const { clock, configId, ids } = await setup(t);
+  const handed: Array<StoreCounts | undefined> = [];
+  const statuses: SystemStatus[] = [];
+  let statusSeen: () => void = () => {};
+  const hub = {
+    publish: (type: string, payload: unknown) => {
+      if (type !== "system.status.updated") return;
+      statuses.push(payload as SystemStatus);
+      statusSeen();
+    },
+    subscriberCount: () => 1,
+  };
+  const status = async (counts?: StoreCounts) => {
+    handed.push(counts);
+    const c = counts ?? { configs: 0, nodes: 0, mesh_pairs: 0 };
+    return { summary: { configs: c.configs, nodes: c.nodes }, topology: { mesh_pairs: c.mesh_pairs } } as unknown as SystemStatus;
+  };
+  const offThread = { configs: 3, nodes: 30, mesh_pairs: 435 };
+  let asked = 0;
+  const countsOffThread = () => {
+    asked++;
+    return Promise.resolve(offThread);
+  };
+  const mesh = { listConfigs: async () => [], getConfig: async () => ({ nodes: [], tags: [] }), listPairs: async () => ({ mesh_pairs: [], next_cursor: null }) };
+  const notifier = new Notifier({ hub: hub as never, mesh: mesh as never, control: { endpointStatusOf: () => assert.fail("none") }, status, countsOffThread, clock, log: createLogger("silent"), renderedCoalesceMs: 10 });
+  const next = async (change: MeshChange) => {
+    const seen = new Promise<void>((resolve) => (statusSeen = resolve));
+    notifier.meshChanged(change);
+    clock.advance(10);
+    await seen;
+  };
+  await next({ configId, created: [], deleted: [], modeChanged: [], touched: [], staged: [] });
+  assert.deepEqual(handed.at(-1), offThread, "a write's status took the counts read off the thread");
+  assert.equal(asked, 1);
+  await next(rendered(configId, [{ nodeId: ids[0] as string, version: 1, sha: "a1" }]));
+  assert.deepEqual(handed.at(-1), offThread);
+  assert.equal(asked, 1, "a rendering report did not read them again");
+});
+

@@ -23,6 +23,7 @@ import { lazyMesh, servedText } from "../helpers/lazy-mesh.js";
 import { ManualClock } from "../../src/clock.js";
 import { MeshService } from "../../src/services/mesh.service.js";
 import { systemStatus } from "../../src/services/notifier.js";
+import { storeCountsOffThread } from "../../src/context-helpers.js";
 
 const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
 
@@ -207,7 +208,7 @@ test("issue 14 item 2: while the store worker runs, the main connection's own ch
   assert.ok(WAL_AUTOCHECKPOINT_PAGES_WITH_WORKER * 4096 > 200 * 1024 * 1024, "more than a 1,000-node switch writes without a pause (~200 MiB)");
 });
 
-test("issue 14 item 2 / DESIGN §5 system status: while the store worker's thread runs, the system status's counts (configs, nodes, pairs) are read on its connection, which sees only what is committed; with no thread, or once it is closed, on the main connection", async (t) => {
+test("issue 14 item 2 / DESIGN §5 system status: while the store worker's thread runs, the notifier's statuses count configs, nodes and pairs on its connection, which sees only what is committed; with no thread, or once it is closed, on the main connection", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "svc-store-worker-"));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));
@@ -216,8 +217,9 @@ test("issue 14 item 2 / DESIGN §5 system status: while the store worker's threa
   const configId = (await mesh.createConfig({ name: "c", tunnel_protocol: "wireguard", network_cidr: "10.9.0.0/24" })).config_id;
   for (let i = 0; i < 4; i++) await mesh.createNode(configId, { name: `n${i}`, mode: "static", public_address: `192.0.2.${i + 1}`, listen_port: 51820 });
   const deps = { store, registry: undefined as never, mqttEnabled: false, brokerConnected: () => false, releaseDownloadUrl: "" };
+  // As the composition root wires the notifier's status.
   const counted = async () => {
-    const s = await systemStatus(deps);
+    const s = await systemStatus(deps, (await storeCountsOffThread(store)) ?? undefined);
     return [s.summary.configs, s.summary.nodes, s.topology.mesh_pairs];
   };
   // The main connection's own view includes its uncommitted write; the worker's does not.
