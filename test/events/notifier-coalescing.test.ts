@@ -22,13 +22,33 @@ import { Store } from "../../src/store/db.js";
 
 type Published = { type: string; payload: unknown };
 
-async function setup(t: { after: (fn: () => unknown) => void }) {
+/** A real store in a temporary directory, with a mesh service on a manual clock. */
+async function meshStore(t: { after: (fn: () => unknown) => void }) {
   const dir = mkdtempSync(join(tmpdir(), "svc-notifier-"));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));
   t.after(() => store.close());
   const clock = new ManualClock();
-  const mesh = new MeshService({ store, clock, mqttEnabled: true });
+  return { store, clock, mesh: new MeshService({ store, clock, mqttEnabled: true }) };
+}
+
+/** A hub stand-in that keeps each system status published; `nextStatus` resolves at the next one. */
+function statusHub(live: () => boolean = () => true) {
+  const statuses: SystemStatus[] = [];
+  let statusSeen: () => void = () => {};
+  const hub = {
+    publish: (type: string, payload: unknown) => {
+      if (type !== "system.status.updated") return;
+      statuses.push(payload as SystemStatus);
+      statusSeen();
+    },
+    subscriberCount: () => (live() ? 1 : 0),
+  };
+  return { hub: hub as never, statuses, nextStatus: () => new Promise<void>((resolve) => (statusSeen = resolve)) };
+}
+
+async function setup(t: { after: (fn: () => unknown) => void }) {
+  const { clock, mesh } = await meshStore(t);
   const published: Published[] = [];
   let statusSeen: () => void = () => {};
   const hub = {
@@ -94,23 +114,9 @@ test("issue 14 item 2 / spec §6.5 rule 6: a write (not a rendering report) is p
 });
 
 test("issue 14 item 2 / spec §6.5: a rendering report's system status reuses the store counts of the last status counted, and counts again after any other write, a restore, a write no console saw, or a write committed while counting", async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), "svc-notifier-"));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));
-  t.after(() => store.close());
-  const clock = new ManualClock();
-  const mesh = new MeshService({ store, clock, mqttEnabled: true });
-  const statuses: SystemStatus[] = [];
-  let statusSeen: () => void = () => {};
-  const hub = {
-    publish: (type: string, payload: unknown) => {
-      if (type !== "system.status.updated") return;
-      statuses.push(payload as SystemStatus);
-      statusSeen();
-    },
-    subscriberCount: () => (live ? 1 : 0),
-  };
+  const { store, clock, mesh } = await meshStore(t);
   let live = true;
+  const { hub, statuses, nextStatus } = statusHub(() => live);
   // The real status over the real store; each call records whether it was handed counts.
   const handed: Array<StoreCounts | undefined> = [];
   let duringCount: () => void = () => {};
@@ -121,12 +127,12 @@ test("issue 14 item 2 / spec §6.5: a rendering report's system status reuses th
     return systemStatus(deps, counts);
   };
   const control = { endpointStatusOf: () => assert.fail("no endpoint status in this test") };
-  const notifier = new Notifier({ hub: hub as never, mesh, control, status, clock, log: createLogger("silent"), renderedCoalesceMs: 10 });
+  const notifier = new Notifier({ hub, mesh, control, status, clock, log: createLogger("silent"), renderedCoalesceMs: 10 });
   const configId = (await mesh.createConfig({ name: "c", tunnel_protocol: "wireguard", network_cidr: "10.9.0.0/24" })).config_id;
   const a = (await mesh.createNode(configId, { name: "a", mode: "static", public_address: "192.0.2.1", listen_port: 51820 })).node_id;
   const write = (): MeshChange => ({ configId, created: [], deleted: [], modeChanged: [], touched: [a], staged: [] });
   const next = async (change: MeshChange): Promise<SystemStatus> => {
-    const seen = new Promise<void>((resolve) => (statusSeen = resolve));
+    const seen = nextStatus();
     notifier.meshChanged(change);
     clock.advance(10);
     await seen;
@@ -177,16 +183,7 @@ test("issue 14 item 2 / spec §6.5: a rendering report's system status reuses th
 test("issue 14 item 2: a report's system status takes the store counts read off the event loop's thread when they can be (countsOffThread), and a rendering report reuses them", async (t) => {
   const { clock, configId, ids } = await setup(t);
   const handed: Array<StoreCounts | undefined> = [];
-  const statuses: SystemStatus[] = [];
-  let statusSeen: () => void = () => {};
-  const hub = {
-    publish: (type: string, payload: unknown) => {
-      if (type !== "system.status.updated") return;
-      statuses.push(payload as SystemStatus);
-      statusSeen();
-    },
-    subscriberCount: () => 1,
-  };
+  const { hub, nextStatus } = statusHub();
   const status = async (counts?: StoreCounts) => {
     handed.push(counts);
     const c = counts ?? { configs: 0, nodes: 0, mesh_pairs: 0 };
@@ -199,9 +196,9 @@ test("issue 14 item 2: a report's system status takes the store counts read off 
     return Promise.resolve(offThread);
   };
   const mesh = { listConfigs: async () => [], getConfig: async () => ({ nodes: [], tags: [] }), listPairs: async () => ({ mesh_pairs: [], next_cursor: null }) };
-  const notifier = new Notifier({ hub: hub as never, mesh: mesh as never, control: { endpointStatusOf: () => assert.fail("none") }, status, countsOffThread, clock, log: createLogger("silent"), renderedCoalesceMs: 10 });
+  const notifier = new Notifier({ hub, mesh: mesh as never, control: { endpointStatusOf: () => assert.fail("none") }, status, countsOffThread, clock, log: createLogger("silent"), renderedCoalesceMs: 10 });
   const next = async (change: MeshChange) => {
-    const seen = new Promise<void>((resolve) => (statusSeen = resolve));
+    const seen = nextStatus();
     notifier.meshChanged(change);
     clock.advance(10);
     await seen;
