@@ -8,7 +8,7 @@ import type { Logger } from "../logger.js";
 import type { SystemStatus } from "../protocol/views.schema.js";
 import { VERSION } from "../version.js";
 import type { Store } from "../store/db.js";
-import { countRows, type CountedTable, type StoreCounts } from "../store/summary.repository.js";
+import { countStore, type StoreCounts } from "../store/summary.repository.js";
 import type { ControlService } from "./control.service.js";
 import type { MeshChange, MeshService } from "./mesh.service.js";
 import type { StagedChange } from "../store/staging.js";
@@ -304,8 +304,7 @@ export async function systemStatus(
   },
   counts?: StoreCounts,
 ): Promise<SystemStatus> {
-  const db = deps.store.db;
-  const count = (table: CountedTable) => (counts === undefined ? countRows(db, table) : counts[table]);
+  const c = counts ?? countStore(deps.store.sqlite);
   let dynamic = 0;
   let online = 0;
   let dropped = 0;
@@ -322,10 +321,10 @@ export async function systemStatus(
     }
   }
   return {
-    summary: { configs: await count("configs"), nodes: await count("nodes"), dynamic_nodes: dynamic, online, dropped },
+    summary: { configs: c.configs, nodes: c.nodes, dynamic_nodes: dynamic, online, dropped },
     services: { mqtt: { enabled: deps.mqttEnabled, broker: deps.mqttEnabled ? (deps.broker ?? "embedded") : "disabled", connected: deps.brokerConnected() } },
     sync: { latest, pending },
-    topology: { mesh_pairs: await count("mesh_pairs") },
+    topology: { mesh_pairs: c.mesh_pairs },
     update: { version: VERSION, release_download_url: deps.releaseDownloadUrl },
   };
 }

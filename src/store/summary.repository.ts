@@ -1,5 +1,4 @@
 import type SQLite from "better-sqlite3";
-import type { Db } from "./db.js";
 
 /** Repository of the whole-store counts the system status shows (DESIGN §5 `system.status.updated`). */
 
@@ -9,13 +8,8 @@ export type CountedTable = "configs" | "nodes" | "mesh_pairs";
 /** The whole-store counts a system status shows (`summary.configs`, `summary.nodes`, `topology.mesh_pairs`). */
 export type StoreCounts = Record<CountedTable, number>;
 
-/** Number of rows of one table (every config, every node, every mesh pair). */
-export async function countRows(db: Db, table: CountedTable): Promise<number> {
-  return Number((await db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as("n")).executeTakeFirstOrThrow()).n);
-}
-
 /**
- * The three counts in one read transaction of `sqlite` (the store worker's connection: counting
+ * The three counts in one read of `sqlite` (the main connection, or the store worker's: counting
  * the pairs of a 1,000-node full mesh, 499,500 rows, takes 15–30 ms; issue 14 item 2).
  * @throws the driver's `SqliteError`
  */
