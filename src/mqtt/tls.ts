@@ -1,7 +1,4 @@
-// @peculiar/x509 resolves its services through tsyringe, which needs the Reflect metadata
-// polyfill loaded first (the library's README, "Reflect Polyfill Required").
-import "reflect-metadata";
-import * as x509 from "@peculiar/x509";
+import type * as X509 from "@peculiar/x509";
 import { createPrivateKey, randomBytes, webcrypto, X509Certificate, type KeyObject } from "node:crypto";
 import { chmod, mkdir, readFile, rm } from "node:fs/promises";
 import { isIP } from "node:net";
@@ -54,8 +51,26 @@ const BACKDATE_MS = 5 * 60 * 1000;
 
 const EC = { name: "ECDSA", namedCurve: "P-256", hash: "SHA-256" } as const;
 const crypto = webcrypto;
-// node's webcrypto is the standard Crypto; the library's declaration names the DOM type.
-x509.cryptoProvider.set(crypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
+
+let x509Library: Promise<typeof X509> | undefined;
+
+/**
+ * @peculiar/x509, loaded on first use (generating a CA or a server certificate). With tsyringe
+ * and the Reflect polyfill it is ~0.3 s of module loading, paid before by every start and every
+ * test process that imports the service; only certificate generation needs it.
+ */
+function x509Lib(): Promise<typeof X509> {
+  x509Library ??= (async () => {
+    // The library resolves its services through tsyringe, which needs the Reflect metadata
+    // polyfill loaded first (the library's README, "Reflect Polyfill Required").
+    await import("reflect-metadata");
+    const lib = await import("@peculiar/x509");
+    // node's webcrypto is the standard Crypto; the library's declaration names the DOM type.
+    lib.cryptoProvider.set(crypto as unknown as Parameters<typeof lib.cryptoProvider.set>[0]);
+    return lib;
+  })();
+  return x509Library;
+}
 
 /** File names under `{dataDir}/tls/`. */
 export const GENERATED_FILES = {
@@ -276,10 +291,12 @@ function serialNumber(): string {
 }
 
 async function exportKeyPem(key: webcrypto.CryptoKey): Promise<string> {
+  const x509 = await x509Lib();
   return x509.PemConverter.encode(await crypto.subtle.exportKey("pkcs8", key), "PRIVATE KEY");
 }
 
 async function generateCa(now: number): Promise<Ca> {
+  const x509 = await x509Lib();
   const keys = await crypto.subtle.generateKey(EC, true, ["sign", "verify"]);
   const cert = await x509.X509CertificateGenerator.createSelfSigned({
     serialNumber: serialNumber(),
@@ -299,6 +316,7 @@ async function generateCa(now: number): Promise<Ca> {
 }
 
 async function issueServer(ca: Ca, hosts: readonly [string, ...string[]], now: number): Promise<{ certPem: string; keyPem: string }> {
+  const x509 = await x509Lib();
   const caKey = await crypto.subtle.importKey("pkcs8", x509.PemConverter.decodeFirst(ca.keyPem), EC, false, ["sign"]);
   const caCert = new x509.X509Certificate(ca.certPem);
   const keys = await crypto.subtle.generateKey(EC, true, ["sign", "verify"]);
