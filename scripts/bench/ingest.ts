@@ -6,6 +6,8 @@
  *   npx tsx scripts/bench/ingest.ts --quick    # small sizes only, a smoke check (about a minute)
  *   npx tsx scripts/bench/ingest.ts --only upstream,latency,actors,fanout
  *   npx tsx scripts/bench/ingest.ts --prof-dir /tmp/prof   # V8 CPU profile of each measured window
+ *     (with `BENCH_HEAP_SAMPLING=1`: an allocation profile instead, `.heapprofile`, objects the
+ *      GC already collected included, so it shows where the garbage comes from)
  *   npx tsx scripts/bench/ingest.ts --only upstream --upstream-plans 10000x10000q1,1000x1000q1sse
  *   npx tsx scripts/bench/ingest.ts --only upstream --rounds 3 \
  *     --upstream-plans 1000x1000q1sse,1000x1000q1sse-norec,10000x10000q1,10000x10000q1-noop
@@ -150,13 +152,26 @@ class Inbox<M extends { op: string }> {
 /**
  * With `--prof-dir DIR`, the service process of each phase records a V8 CPU profile of its
  * measured window only (node:inspector), written as `DIR/{phase}-{label}.cpuprofile`
- * (open in Chrome DevTools or speedscope).
+ * (open in Chrome DevTools or speedscope). With `BENCH_HEAP_SAMPLING=1` it records a sampling
+ * allocation profile instead (`.heapprofile`, one sample per 4,096 bytes on average, objects
+ * collected by minor and major GCs included).
  */
 async function profile(label: string): Promise<() => Promise<void>> {
   const dir = flag("--prof-dir");
   if (!dir) return async () => undefined;
   const session = new Session();
   session.connect();
+  if (process.env.BENCH_HEAP_SAMPLING === "1") {
+    // Allocation sampling, collected objects included: where the garbage comes from.
+    await session.post("HeapProfiler.enable");
+    await session.post("HeapProfiler.startSampling", { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true } as never);
+    return async () => {
+      const { profile: prof } = await session.post("HeapProfiler.stopSampling");
+      mkdirSync(resolve(dir), { recursive: true });
+      writeFileSync(join(resolve(dir), `${phase ?? "main"}-${label}.heapprofile`), JSON.stringify(prof));
+      session.disconnect();
+    };
+  }
   await session.post("Profiler.enable");
   await session.post("Profiler.setSamplingInterval", { interval: 1000 });
   await session.post("Profiler.start");
