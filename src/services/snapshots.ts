@@ -15,7 +15,7 @@ import type { Logger } from "../logger.js";
 import { ID_PATTERN } from "../protocol/ids.js";
 import { Store } from "../store/db.js";
 import { migrations } from "../store/migrations.js";
-import { DATA_TABLES, fileTableDefinitions, openSnapshotReader, type SnapshotReader } from "../store/snapshots.repository.js";
+import { DATA_TABLE_SINCE, DATA_TABLES, fileTableDefinitions, openSnapshotReader, type SnapshotReader } from "../store/snapshots.repository.js";
 
 /**
  * Snapshot files (spec §2.4; docs/decisions.md "Bulk packages, snapshots and MCP"): a zip holding `manifest.json` and `svc.db`, a
@@ -298,9 +298,10 @@ function hex32(n: number): string {
 
 /**
  * Checks an extracted snapshot database and brings it to the running schema, in place:
- * 1. read-only, untrusted schema: `PRAGMA integrity_check` is ok, the data tables and the
- *    migration table exist, its migrations are a prefix of ours (never a newer server's), and
- *    `PRAGMA foreign_key_check` finds nothing;
+ * 1. read-only, untrusted schema: `PRAGMA integrity_check` is ok, the migration table exists,
+ *    its migrations are a prefix of ours (never a newer server's), the data tables of that
+ *    prefix exist (a table a later migration makes, {@link DATA_TABLE_SINCE}, is not required
+ *    of an older snapshot), and `PRAGMA foreign_key_check` finds nothing;
  * 2. our pending migrations are applied to this private copy;
  * 3. every data table's CREATE TABLE text equals the live database's, so restore copies exactly
  *    the columns and constraints the service runs with.
@@ -316,13 +317,17 @@ export async function prepareSnapshotDatabase(dbFile: string, live: Map<string, 
       throw invalidSnapshot(`${DB_ENTRY} fails PRAGMA integrity_check (${integrity[0] ?? "no answer"})`);
     }
     const tables = db.tableDefinitions();
-    for (const table of [...DATA_TABLES, "kysely_migration"]) {
-      if (!tables.has(table)) throw invalidSnapshot(`${DB_ENTRY} has no table ${table}`);
-    }
+    if (!tables.has("kysely_migration")) throw invalidSnapshot(`${DB_ENTRY} has no table kysely_migration`);
     const applied = db.appliedMigrations();
     const known = Object.keys(migrations).sort();
     if (applied.length === 0 || applied.length > known.length || applied.some((n, i) => known[i] !== n)) {
       throw invalidSnapshot(`${DB_ENTRY} has a schema this server does not know (migrations: ${applied.join(", ").slice(0, 200)})`);
+    }
+    // A table made by a migration the snapshot's server had not run yet is made by migrating it.
+    for (const table of DATA_TABLES) {
+      const since = DATA_TABLE_SINCE[table];
+      if (since !== undefined && !applied.includes(since)) continue;
+      if (!tables.has(table)) throw invalidSnapshot(`${DB_ENTRY} has no table ${table}`);
     }
     const fk = db.foreignKeyViolations();
     if (fk > 0) throw invalidSnapshot(`${DB_ENTRY} has ${fk} rows breaking foreign keys`);

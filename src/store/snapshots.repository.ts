@@ -27,6 +27,17 @@ export const DATA_TABLES = [
 ] as const;
 
 /**
+ * The migration that created each data table not made by the first one (`0001_init`). A
+ * snapshot from a server before that migration has no such table yet: it is required only of
+ * snapshots whose migrations include it, and migrating the imported copy creates it
+ * (docs/decisions.md "Snapshots from before a table existed"). A test derives this map from the
+ * migrations themselves.
+ */
+export const DATA_TABLE_SINCE: Readonly<Partial<Record<(typeof DATA_TABLES)[number], string>>> = {
+  node_staged_texts: "0013_node_staged_texts",
+};
+
+/**
  * Tables whose rows never leave the service inside a snapshot. `node_transitions` (issue 13's
  * flight recorder) is history of this service's live nodes, not data a restore brings back: it
  * is emptied in exports with `node_state_values` (its interned state values), and each node's

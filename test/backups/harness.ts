@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { existsSync, readdirSync } from "node:fs";
 import { createServer as createNetServer } from "node:net";
 import { join } from "node:path";
@@ -157,4 +158,43 @@ export function lieAboutSize(zip: Buffer, name: string, size: number): Buffer {
     }
   }
   return out;
+}
+
+/** Takes a snapshot through the API and answers its svc.db bytes. */
+export async function snapshotDb(h: BackupsHarness): Promise<Buffer> {
+  const snap = await h.req("POST", "/api/v1/backups");
+  assert.equal(snap.status, 201, snap.text);
+  const res = await h.http(`/api/v1/backups/export/${snap.json.snapshot_id}`, { bearer: h.token });
+  assert.equal(res.status, 200);
+  const db = (await unzip(res.body)).get("svc.db");
+  assert.ok(db, "the export holds svc.db");
+  return db;
+}
+
+/** A snapshot zip around `db` whose manifest matches it (as the service, or a hostile author, would write it). */
+export function packSnapshot(db: Buffer): Promise<Buffer> {
+  const manifest = {
+    format: 1,
+    version: "0.1.0",
+    created_at: "2026-01-01T00:00:00.000Z",
+    db_sha256: createHash("sha256").update(db).digest("hex"),
+    db_size_bytes: db.length,
+  };
+  return buildZip([
+    { name: "manifest.json", data: Buffer.from(JSON.stringify(manifest)) },
+    { name: "svc.db", data: db },
+  ]);
+}
+
+/** POSTs a snapshot zip to the import route. */
+export async function importZip(h: BackupsHarness, zip: Buffer): Promise<HttpRes> {
+  return h.http("/api/v1/backups/import", { method: "POST", bearer: h.token, body: zip, headers: { "content-type": "application/zip" } });
+}
+
+/** Imports a database as a snapshot and restores it; asserts both answered 2xx. */
+export async function importAndRestore(h: BackupsHarness, db: Buffer): Promise<void> {
+  const imported = await importZip(h, await packSnapshot(db));
+  assert.equal(imported.status, 201, imported.body.toString("utf8"));
+  const restored = await h.req("POST", `/api/v1/backups/${imported.json.snapshot_id}/restore`);
+  assert.equal(restored.status, 200, restored.text);
 }

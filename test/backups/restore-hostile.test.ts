@@ -12,7 +12,7 @@ import { createLogger } from "../../src/logger.js";
 import { nodeClientId, nodeUsername } from "../../src/mqtt/authz.policy.js";
 import { createServer, type Server } from "../../src/server.js";
 import { ADMIN_PASSWORD, assertError, createConfig, createNode, injectJson, type Res } from "../http/harness.js";
-import { assertHttpError, buildZip, startBackupsHarness, unzip, type BackupsHarness, type HttpRes } from "./harness.js";
+import { assertHttpError, buildZip, importAndRestore, importZip, packSnapshot, snapshotDb, startBackupsHarness, unzip, type BackupsHarness } from "./harness.js";
 
 /**
  * Issue 10 "Security: fix first": a snapshot is input from whoever handed the operator the zip.
@@ -26,15 +26,6 @@ const sha256 = (b: Buffer | string) => createHash("sha256").update(b).digest("he
 /** The crafted machine snapshot of the issue's HIGH 1 finding. */
 const CRAFTED_MACHINE = JSON.stringify({ status: "active", value: { x: "y" }, context: { lastSignalAt: null } });
 
-/** Takes a snapshot through the API and answers its svc.db bytes. */
-async function snapshotDb(h: BackupsHarness): Promise<Buffer> {
-  const snap = await h.req("POST", "/api/v1/backups");
-  assert.equal(snap.status, 201, snap.text);
-  const res = await h.http(`/api/v1/backups/export/${snap.json.snapshot_id}`, { bearer: h.token });
-  assert.equal(res.status, 200);
-  return (await unzip(res.body)).get("svc.db")!;
-}
-
 /** An edited copy of a database (in memory; the input is not changed). */
 function tamper(db: Buffer, edit: (d: SQLite.Database) => void): Buffer {
   const d = new SQLite(db);
@@ -46,33 +37,6 @@ function tamper(db: Buffer, edit: (d: SQLite.Database) => void): Buffer {
   } finally {
     d.close();
   }
-}
-
-/** A snapshot zip around `db` whose manifest matches it, as a hostile author would write it. */
-function packSnapshot(db: Buffer): Promise<Buffer> {
-  const manifest = {
-    format: 1,
-    version: "0.1.0",
-    created_at: "2026-01-01T00:00:00.000Z",
-    db_sha256: sha256(db),
-    db_size_bytes: db.length,
-  };
-  return buildZip([
-    { name: "manifest.json", data: Buffer.from(JSON.stringify(manifest)) },
-    { name: "svc.db", data: db },
-  ]);
-}
-
-async function importZip(h: BackupsHarness, zip: Buffer): Promise<HttpRes> {
-  return h.http("/api/v1/backups/import", { method: "POST", bearer: h.token, body: zip, headers: { "content-type": "application/zip" } });
-}
-
-/** Imports a crafted database and restores it; asserts both answered 2xx. */
-async function importAndRestore(h: BackupsHarness, db: Buffer): Promise<void> {
-  const imported = await importZip(h, await packSnapshot(db));
-  assert.equal(imported.status, 201, imported.body.toString("utf8"));
-  const restored = await h.req("POST", `/api/v1/backups/${imported.json.snapshot_id}/restore`);
-  assert.equal(restored.status, 200, restored.text);
 }
 
 /** A real service over `dataDir` (its own lifecycle: closed once, by the test or after it). */
