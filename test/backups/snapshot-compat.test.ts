@@ -46,19 +46,18 @@ function columnsOf(sqlite: SQLite.Database, schema: string, table: string): stri
 }
 
 /**
- * `current` (a snapshot's svc.db at this server's schema) as a server before migration 0013
- * would have exported it: every row in the tables of 0001–0012 (the columns both schemas
- * have), and each node's rendered text in `nodes.staged_config_text`, where it lived then.
+ * `current` (a snapshot's svc.db at this server's schema) as a server at migration `level` would
+ * have exported it: every row of the tables that schema has (the columns both schemas have), and,
+ * before migration 0013, each node's rendered text in `nodes.staged_config_text`, where it lived.
  */
-async function beforeStagedTexts(t: TestContext, current: Buffer): Promise<Buffer> {
-  const file = await databaseAt(t, MIGRATION_NAMES.filter((n) => n < "0013").at(-1) ?? "");
+async function atSchema(t: TestContext, current: Buffer, level: string): Promise<Buffer> {
+  const file = await databaseAt(t, level);
   const currentFile = `${file}.current`;
   writeFileSync(currentFile, current);
   const old = new SQLite(file);
   try {
     old.pragma("foreign_keys = OFF");
     old.prepare("ATTACH DATABASE ? AS cur").run(currentFile);
-    assert.ok(!tablesOf(old).has("node_staged_texts"), "the old schema has no table of texts");
     const copied = tablesOf(old, "cur");
     for (const table of tablesOf(old)) {
       if (table.startsWith("kysely_") || !copied.has(table)) continue;
@@ -66,13 +65,15 @@ async function beforeStagedTexts(t: TestContext, current: Buffer): Promise<Buffe
       const cols = columnsOf(old, "main", table).filter((c) => theirs.has(c)).map((c) => `"${c}"`).join(", ");
       old.exec(`INSERT INTO main."${table}" (${cols}) SELECT ${cols} FROM cur."${table}"`);
     }
-    const moved = old
-      .prepare(
-        `UPDATE main.nodes SET staged_config_text = (SELECT s.config_text FROM cur.node_staged_texts s
-           WHERE s.node_id = nodes.node_id AND s.config_version = nodes.staged_config_version AND s.config_sha256 = nodes.staged_config_sha256)`,
-      )
-      .run().changes;
-    assert.ok(moved > 0);
+    if (columnsOf(old, "main", "nodes").includes("staged_config_text")) {
+      const moved = old
+        .prepare(
+          `UPDATE main.nodes SET staged_config_text = (SELECT s.config_text FROM cur.node_staged_texts s
+             WHERE s.node_id = nodes.node_id AND s.config_version = nodes.staged_config_version AND s.config_sha256 = nodes.staged_config_sha256)`,
+        )
+        .run().changes;
+      assert.ok(moved > 0);
+    }
     old.exec("DETACH DATABASE cur");
     return Buffer.from(old.serialize());
   } finally {
@@ -80,33 +81,43 @@ async function beforeStagedTexts(t: TestContext, current: Buffer): Promise<Buffe
   }
 }
 
-test("spec §2.4, migration 0013: a snapshot exported before node_staged_texts existed imports and restores; each node is served the renderer's text, its sha and its version as before", async (t) => {
+test("spec §2.4: a snapshot of every earlier schema of ours imports and restores (before migration 0013 there was no node_staged_texts); each node is then served the renderer's text, its sha and its version as before", async (t) => {
   const h = await startBackupsHarness(t);
   const config = await createConfig(h, { network_cidr: "10.41.0.0/24" });
   const nodes = [await createNode(h, config.config_id, { public_address: "192.0.2.1" }), await createNode(h, config.config_id, { public_address: "192.0.2.2" })];
   const url = (n: { node_id: string }) => `/api/v1/configs/${config.config_id}/nodes/${n.node_id}/config`;
   const before = new Map<string, { config_text: string; config_sha256: string; config_version: number }>();
   for (const n of nodes) before.set(n.node_id, (await h.req("GET", url(n))).json);
-  const old = await beforeStagedTexts(t, await snapshotDb(h));
-  // The old snapshot holds every text the renderer made, in the nodes table.
-  const check = new SQLite(old);
-  const texts = check.prepare("SELECT node_id, staged_config_text AS text FROM nodes ORDER BY node_id").all() as Array<{ node_id: string; text: string | null }>;
-  check.close();
-  assert.deepEqual(texts.map((r) => r.text), texts.map((r) => before.get(r.node_id)?.config_text));
+  const current = await snapshotDb(h);
+  const levels = MIGRATION_NAMES.slice(0, -1);
+  assert.ok(levels.includes("0012_node_views"), "the schema just before the texts' own table is among them");
+  for (const level of levels) {
+    const old = await atSchema(t, current, level);
+    if (level < "0013") {
+      // The old snapshot holds every text the renderer made, in the nodes table.
+      const check = new SQLite(old);
+      const texts = check.prepare("SELECT node_id, staged_config_text AS text FROM nodes ORDER BY node_id").all() as Array<{ node_id: string; text: string | null }>;
+      check.close();
+      assert.deepEqual(texts.map((r) => r.text), texts.map((r) => before.get(r.node_id)?.config_text), level);
+    }
 
-  await importAndRestore(h, old);
+    await importAndRestore(h, old);
 
+    for (const n of nodes) {
+      const was = before.get(n.node_id);
+      assert.ok(was);
+      const staged = (await h.req("GET", url(n))).json;
+      assert.equal(staged.config_text, was.config_text, `${level}, ${n.node_id}: the renderer's text`);
+      assert.equal(staged.config_sha256, sha256(staged.config_text));
+      assert.equal(staged.config_version, was.config_version, `${level}: a text that was the renderer's keeps its version`);
+    }
+  }
+  // The download a bound agent or an operator fetches is the same text.
   for (const n of nodes) {
-    const was = before.get(n.node_id);
-    assert.ok(was);
-    const staged = (await h.req("GET", url(n))).json;
-    assert.equal(staged.config_text, was.config_text, `${n.node_id}: the renderer's text`);
-    assert.equal(staged.config_sha256, sha256(staged.config_text));
-    assert.equal(staged.config_version, was.config_version, "a text that was the renderer's keeps its version");
     const grant = await h.req("POST", `/api/v1/configs/${config.config_id}/nodes/${n.node_id}/download-token`);
     const file = await h.http(grant.json.download_path);
     assert.equal(file.status, 200);
-    assert.equal(file.body.toString("utf8"), was.config_text, "the download is the same text");
+    assert.equal(file.body.toString("utf8"), before.get(n.node_id)?.config_text);
   }
 });
 
