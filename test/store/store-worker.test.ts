@@ -245,6 +245,32 @@ test("issue 14 item 2 / DESIGN §5 system status: while the store worker's threa
   assert.deepEqual(await uncommitted(counted), [1, 5, 0], "closed: counted on the main connection again");
 });
 
+test("DESIGN §5 system status: counted on the main connection, the status waits for a write whose transaction is open across an await, and counts only what it committed", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "svc-store-worker-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));
+  t.after(() => store.close());
+  const deps = { store, registry: { projections: () => [] } as never, mqttEnabled: false, brokerConnected: () => false, releaseDownloadUrl: "" };
+  let release = () => {};
+  const held = new Promise<void>((resolve) => (release = resolve));
+  let inserted = () => {};
+  const insertedOnce = new Promise<void>((resolve) => (inserted = resolve));
+  const write = store.transaction(async (trx) => {
+    await trx
+      .insertInto("configs")
+      .values({ config_id: "cfg-a", name: "a", tunnel_protocol: "wireguard", network_cidr: "10.9.0.0/24", awg_params: "{}", created_at: 1, updated_at: 1 })
+      .execute();
+    inserted();
+    await held; // a write that awaits inside its transaction (as the mesh service's do)
+    throw new Error("rolled back");
+  });
+  await insertedOnce;
+  const status = systemStatus(deps);
+  release();
+  await assert.rejects(write, /rolled back/);
+  assert.equal((await status).summary.configs, 0, "the rolled-back config was never counted");
+});
+
 test("issue 14 item 2: the store's counts are answered between two render steps, not after every step asked before them (the system status of a switch is not held back by its rendering)", async (t) => {
   const { store, configId, ids } = await lazyMesh(t, 24);
   const worker = store.worker();
