@@ -7,6 +7,7 @@
  *   npx tsx scripts/bench/switch.ts --cpu-prof   # + a CPU profile of the switch window
  *   npx tsx scripts/bench/switch.ts --console 0  # no SSE subscriber (latency not measured)
  *   npx tsx scripts/bench/switch.ts --sql-prof   # + the service's SQLite statement calls in the switch, by SQL text
+ *   npx tsx scripts/bench/switch.ts --log-level warn   # + the service's warnings and errors (JSON lines)
  *
  * 1. The real service in this process (`createServer`, real SQLite file, embedded aedes broker on
  *    port 0, HTTP on loopback), default settings (push debounce 2 s, detect every 2 min).
@@ -45,6 +46,7 @@ import { fileURLToPath } from "node:url";
 import { readFileSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import { loadSettings, testSettings } from "../../src/config.js";
+import { z } from "zod";
 import { createLogger } from "../../src/logger.js";
 import { createServer } from "../../src/server.js";
 import { fmt, loadWindow, percentile } from "./ingest-lib.js";
@@ -73,6 +75,8 @@ const LATEST_TIMEOUT_MS = arg(argv, "timeout-s", 180) * 1000;
 const CPU_PROF = argv.includes("--cpu-prof");
 /** `--sql-prof`: time every SQLite statement call of the service during the switch, by SQL text (the CPU profile cannot: Kysely's async chain hides the caller). */
 const SQL_PROF = argv.includes("--sql-prof");
+/** `--log-level warn`: the service's log lines (JSON, stdout) at this level; default none. Shows, e.g., why a switch stops. */
+const LOG_LEVEL = z.enum(["silent", "fatal", "error", "warn", "info", "debug"]).parse(argv.includes("--log-level") ? argv[argv.indexOf("--log-level") + 1] : "silent");
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const log = (s: string) => console.error(`[${new Date().toISOString().slice(11, 19)}] ${s}`);
 
@@ -200,7 +204,7 @@ function summarize(samples: LatencySample[], from: number, to: number): { n: num
 const dataDir = mkdtempSync(join(tmpdir(), "svc-switch-"));
 const server = await createServer(
   testSettings({ dataDir, adminPassword: PASSWORD, httpHost: "127.0.0.1", authRateLimitMax: 100_000, embeddedBrokerThread: loadSettings({ SVC_EMBEDDED_BROKER_THREAD: process.env["SVC_EMBEDDED_BROKER_THREAD"] }).embeddedBrokerThread }),
-  createLogger("silent"),
+  createLogger(LOG_LEVEL),
 );
 const sqlProf = SQL_PROF ? sqlProfiler(server.store.sqlite) : undefined;
 const child = fork(AGENTS, [], { cwd: ROOT, execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
