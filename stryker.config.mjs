@@ -4,6 +4,8 @@
  * Scope, focused test files and how to read the result: docs/mutation.md.
  * @type {import('@stryker-mutator/api/core').PartialStrykerOptions}
  */
+import { functionRanges } from "./scripts/mutation-scope.mjs";
+
 export default {
   testRunner: "tap",
   plugins: ["@stryker-mutator/tap-runner"],
@@ -17,17 +19,13 @@ export default {
     "src/actors/commands.ts",
     "src/domain/tokens.ts",
     // bindCommand, bind, reset and clearClientCredentials only (issue 10: "the bind/reset code"),
-    // and the store functions their queries moved to (issue 11 §2): line ranges, to be kept in
-    // step with edits of these files (docs/mutation.md).
-    "src/services/control.service.ts:92-193",
-    "src/services/control.service.ts:335-341",
+    // and the store functions their queries moved to (issue 11 §2). Stryker takes line ranges;
+    // functionRanges finds them by name each time this file is read (docs/mutation.md).
+    ...functionRanges("src/services/control.service.ts", ["bindCommand", "bind", "reset", "clearClientCredentials"]),
     "src/store/bind-tokens.repository.ts",
-    // putBrokerCredential, deleteBrokerCredential, deleteBrokerCredentialsOfNode
-    "src/store/broker-credentials.repository.ts:57-79",
-    // recordClientBound, clearClientState
-    "src/store/node-client-state.repository.ts:163-202",
-    // getNodeById
-    "src/store/nodes.repository.ts:107-109",
+    ...functionRanges("src/store/broker-credentials.repository.ts", ["putBrokerCredential", "deleteBrokerCredential", "deleteBrokerCredentialsOfNode"]),
+    ...functionRanges("src/store/node-client-state.repository.ts", ["recordClientBound", "clearClientState"]),
+    ...functionRanges("src/store/nodes.repository.ts", ["getNodeById"]),
   ],
   tap: {
     // Literal paths, fastest first: a static mutant (evaluated at import, e.g. the machine's
