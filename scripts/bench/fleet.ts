@@ -29,11 +29,9 @@
  *    events stored equal the sessions its agent opened (a duplicate or a loss shows), and no node
  *    in a presence or runtime state other than online/running.
  */
-import { execFileSync, fork, spawn, type ChildProcess } from "node:child_process";
-import { pbkdf2Sync, randomBytes } from "node:crypto";
-import { mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer as netServer } from "node:net";
-import { tmpdir, userInfo } from "node:os";
+import { execFileSync, fork, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
@@ -41,18 +39,14 @@ import { Session } from "node:inspector/promises";
 import SQLite from "better-sqlite3";
 import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
-import { nodeClientId, nodeUsername } from "../../src/mqtt/authz.policy.js";
-import { BrokerPasswordVault } from "../../src/mqtt/broker-passwords.js";
-import { nodeAcls, passwordFingerprint } from "../../src/mqtt/mosquitto-admin.js";
 import { createServer, type Server } from "../../src/server.js";
-import { deriveConfig, TEMPLATE } from "../../test/mqtt/mosquitto-harness.js";
 import type { FleetAgentStats, ToFleetAgents } from "./fleet-agents.js";
-import { benchConfigId, benchNodeId, benchPassword, seedStore } from "./ingest-lib.js";
+import { benchNodeId, seedStore } from "./ingest-lib.js";
+import { awaitBackendReady, mosquittoSettings, prepareBroker, sealPasswords, writeDynsecAccounts, type Broker } from "./mosquitto-lib.js";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, "..", "..");
 const AGENTS = join(HERE, "fleet-agents.ts");
-const ADMIN_USER = "svc-admin";
 
 interface Args {
   nodes: number;
@@ -111,17 +105,6 @@ function raiseNofile(): string {
   return `${limit.replace(/\s+/g, " / ")} (${note})`;
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = netServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const addr = s.address();
-      s.close(() => resolve(typeof addr === "object" && addr ? addr.port : 0));
-    });
-  });
-}
-
 function rssOf(pid: number | undefined): number {
   if (pid === undefined) return 0;
   try {
@@ -134,107 +117,7 @@ function rssOf(pid: number | undefined): number {
 
 // ---- seeding -----------------------------------------------------------------------------------
 
-/** Seals every node's broker password with the service's vault (the bind's `broker_credentials` row). */
-function sealPasswords(dbFile: string, dataDir: string, n: number, perConfig: number): void {
-  const vault = new BrokerPasswordVault(dataDir, createLogger("silent"));
-  const db = new SQLite(dbFile);
-  const ins = db.prepare("INSERT INTO broker_credentials (mqtt_username, password_sealed, updated_at) VALUES (?, ?, ?)");
-  const now = Date.now();
-  db.transaction(() => {
-    for (let i = 0; i < n; i++) {
-      const nodeId = benchNodeId(i);
-      const username = nodeUsername(benchConfigId(Math.floor(i / perConfig)), nodeId);
-      ins.run(username, vault.seal(username, benchPassword(nodeId)), now);
-    }
-  })();
-  db.close();
-}
-
-/** Adds the node accounts to the dynamic-security file, as the adapter would create them. */
-function writeDynsecAccounts(file: string, n: number, perConfig: number): void {
-  const json = JSON.parse(readFileSync(file, "utf8")) as { clients: unknown[]; roles: unknown[] };
-  for (let i = 0; i < n; i++) {
-    const configId = benchConfigId(Math.floor(i / perConfig));
-    const nodeId = benchNodeId(i);
-    const username = nodeUsername(configId, nodeId);
-    const password = benchPassword(nodeId);
-    const salt = randomBytes(12);
-    json.clients.push({
-      username,
-      clientid: nodeClientId(configId, nodeId),
-      textdescription: passwordFingerprint(password),
-      password: pbkdf2Sync(password, salt, 101, 64, "sha512").toString("base64"),
-      salt: salt.toString("base64"),
-      iterations: 101,
-      roles: [{ rolename: username }],
-    });
-    json.roles.push({ rolename: username, acls: nodeAcls(configId, nodeId).map((a) => ({ acltype: a.acltype, topic: a.topic, allow: a.allow, priority: a.priority })) });
-  }
-  writeFileSync(file, JSON.stringify(json));
-}
-
 // ---- mosquitto -----------------------------------------------------------------------------------
-
-interface Broker {
-  port: number;
-  url: string;
-  dir: string;
-  adminPassword: string;
-  pid(): number | undefined;
-  /** Lines of Mosquitto's logs (all starts) that are not about a connection or a start. */
-  problems(): string[];
-  start(): Promise<number>;
-  kill(signal?: NodeJS.Signals): Promise<void>;
-}
-
-async function prepareBroker(dir: string): Promise<Broker> {
-  const port = await freePort();
-  const adminPassword = randomBytes(18).toString("base64url");
-  execFileSync("mosquitto_ctrl", ["dynsec", "init", join(dir, "dynamic-security.json"), ADMIN_USER, adminPassword]);
-  const conf = join(dir, "mosquitto.conf");
-  writeFileSync(conf, deriveConfig(readFileSync(TEMPLATE, "utf8"), { port, dir, user: userInfo().username }));
-  let child: ChildProcess | undefined;
-  let exited: Promise<void> = Promise.resolve();
-  const logs: string[] = [];
-  const b: Broker = {
-    port,
-    url: `mqtt://127.0.0.1:${port}`,
-    dir,
-    adminPassword,
-    pid: () => child?.pid,
-    problems() {
-      const out: string[] = [];
-      for (const f of logs) {
-        for (const line of readFileSync(f, "utf8").split("\n")) if (/error|unable|warning|too many/i.test(line)) out.push(line);
-      }
-      return out;
-    },
-    async start() {
-      // Its log (connection_messages is on, as deployed) goes to a file: piped through this
-      // process it would load the backend being measured.
-      const log = join(dir, `mosquitto-${Date.now()}.log`);
-      const fd = openSync(log, "w");
-      logs.push(log);
-      const proc = spawn("/usr/sbin/mosquitto", ["-c", conf], { stdio: ["ignore", fd, fd] });
-      child = proc;
-      let gone = false;
-      exited = new Promise((resolve) => proc.once("exit", () => resolve()));
-      proc.once("exit", () => (gone = true));
-      const deadline = Date.now() + 300_000;
-      for (;;) {
-        const text = readFileSync(log, "utf8");
-        if (/mosquitto version \S+ running/.test(text)) return Date.now();
-        if (gone || Date.now() > deadline) throw new Error(`mosquitto did not start:\n${text.slice(-2000)}`);
-        await sleep(10);
-      }
-    },
-    async kill(signal = "SIGKILL") {
-      child?.kill(signal);
-      await exited;
-    },
-  };
-  return b;
-}
 
 // ---- agents ------------------------------------------------------------------------------------
 
@@ -504,21 +387,16 @@ async function main(): Promise<void> {
         testSettings({
           dataDir,
           adminPassword: "fleet bench password",
-          mqttBroker: "mosquitto",
-          mqttUrl: broker.url,
-          mosquittoAdminUsername: ADMIN_USER,
-          mosquittoAdminPassword: broker.adminPassword,
-          mqttPublicHost: "127.0.0.1",
-          mqttPublicPort: broker.port,
+          ...mosquittoSettings(broker),
           detectIntervalMs: 3_600_000,
         }),
         createLogger(process.env.FLEET_LOG === "1" ? "info" : "silent"),
       ),
     );
     const srv = server;
-    await timed(`backend connected + broker reconciled (${a.provision === "backend" ? "creates every account" : "accounts already in sync"})`, async () => {
-      while (!(srv.context.mqtt.connected() && (srv.brokerSync?.state().reconciled ?? 0) >= 1)) await sleep(50);
-    });
+    await timed(`backend connected + broker reconciled (${a.provision === "backend" ? "creates every account" : "accounts already in sync"})`, () =>
+      awaitBackendReady(srv, Math.max(300_000, a.nodes * 20)),
+    );
     const report = server.brokerSync?.state().lastReport;
     // Recv-Q/Send-Q of a listening socket: queued connections / the accept backlog Mosquitto asked for.
     const listen = execFileSync("ss", ["-ltnH", `sport = :${broker.port}`], { encoding: "utf8" }).trim();

@@ -20,6 +20,9 @@
  *     (messages between the agents' write and the router at most, for every custom plan;
  *      default: the plan's node count, between 4,000 and 10,000)
  *   npx tsx scripts/bench/ingest.ts --only latency --rates 500,2000
+ *   npx tsx scripts/bench/ingest.ts --only latency --broker mosquitto
+ *     (the agents and the service meet at a Mosquitto this run starts, as the fleet bench does,
+ *      instead of the embedded aedes; its CPU gets a column of its own)
  *   npx tsx scripts/bench/ingest.ts --only actors --actor-sizes 10000,100000
  *
  * (`node --expose-gc --import tsx scripts/bench/ingest.ts` works too; the measuring processes
@@ -50,6 +53,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
+import { z } from "zod";
 import { loadSettings, testSettings, type Settings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import type { SsePayloads } from "../../src/events/event-types.js";
@@ -70,6 +74,13 @@ import {
   type SnapshotKind,
   type ToAgents,
 } from "./ingest-lib.js";
+import { awaitBackendReady, mosquittoSettings, prepareBroker, sealPasswords, writeDynsecAccounts, type Broker } from "./mosquitto-lib.js";
+
+/** `--broker`: where agents and service meet in the latency phase. */
+const BrokerKindSchema = z.enum(["embedded", "mosquitto"]);
+type BrokerKind = z.infer<typeof BrokerKindSchema>;
+/** Nodes per config in the seeded store (seedStore's default; the Mosquitto accounts follow it). */
+const SEED_PER_CONFIG = 250;
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = resolve(HERE, "../..");
@@ -485,6 +496,8 @@ async function upstreamPhase(p: UpstreamParams): Promise<UpstreamResult> {
 interface LatencyParams {
   nodes: number;
   rates: number[];
+  /** The broker the agents and the service meet at (`--broker`): the embedded aedes, or a Mosquitto this phase starts. */
+  broker: BrokerKind;
   durationMs: number;
   /** After each run, how long to wait for the frames of heartbeats still in flight. */
   drainMs: number;
@@ -492,6 +505,8 @@ interface LatencyParams {
 
 interface LatencyRow extends LatencySummary {
   serverCpuPct: number;
+  /** Mosquitto's CPU in the window (%; null with the embedded broker, whose CPU is the service's). */
+  brokerCpuPct: number | null;
   cpuUsPerMsg: number;
   otherCores: number;
   stealPct: number;
@@ -503,6 +518,7 @@ interface LatencyRow extends LatencySummary {
 
 interface LatencyResult {
   nodes: number;
+  broker: BrokerKind;
   connected: number;
   warmSeen: number;
   warmMs: number;
@@ -526,10 +542,26 @@ async function serverWithConsole(
   return { server, url: `${base}/api/v1/events/stream`, token };
 }
 
+/**
+ * With `--broker mosquitto`: a Mosquitto with dynamic security on a free port, holding the seeded
+ * nodes' accounts (and their passwords sealed in the service's vault, as binds leave them), and
+ * the service's settings for it (scripts/bench/mosquitto-lib.ts, as the fleet bench).
+ */
+async function startMosquitto(dataDir: string, nodes: number): Promise<{ broker: Broker; overrides: Partial<Settings> }> {
+  const dir = join(dataDir, "mosquitto");
+  mkdirSync(dir);
+  const broker = await prepareBroker(dir);
+  sealPasswords(join(dataDir, "svc.db"), dataDir, nodes, SEED_PER_CONFIG);
+  writeDynsecAccounts(join(dir, "dynamic-security.json"), nodes, SEED_PER_CONFIG);
+  await broker.start();
+  return { broker, overrides: mosquittoSettings(broker) };
+}
+
 async function latencyPhase(p: LatencyParams): Promise<LatencyResult> {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-bench-ingest-"));
   let server: Server | undefined;
   let agents: ReturnType<typeof startAgents> | undefined;
+  let mosquitto: Broker | undefined;
   try {
     const specs = await seedStore({
       file: join(dataDir, "svc.db"),
@@ -537,16 +569,21 @@ async function latencyPhase(p: LatencyParams): Promise<LatencyResult> {
       snapshot: "offline",
       onlineTtlMs: ONLINE_TTL_MS,
       detectTimeoutMs: DETECT_TIMEOUT_MS,
+      perConfig: SEED_PER_CONFIG,
     });
+    const external = p.broker === "mosquitto" ? await startMosquitto(dataDir, p.nodes) : null;
+    mosquitto = external?.broker;
     instrumentRegistryCommits();
-    const s = await serverWithConsole(dataDir, {});
+    const s = await serverWithConsole(dataDir, external?.overrides ?? {});
     server = s.server;
+    // With Mosquitto: the backend's subscriptions are in place and the accounts reconciled (all in sync already).
+    if (external !== null) await awaitBackendReady(server, 30_000);
     agents = startAgents();
     // The console first (nodes all offline: the detect round it starts sends nothing).
     agents.send({ op: "sse", url: s.url, token: s.token, n: 1, raw: false });
     const ready = await agents.inbox.next("sse-ready", 30_000);
     if (ready.n !== 1) throw new Error("the SSE console did not open");
-    agents.send({ op: "connect", port: server.broker!.port, agents: specs, concurrency: 128 });
+    agents.send({ op: "connect", port: mosquitto?.port ?? server.broker!.port, agents: specs, concurrency: 128 });
     const conn = await agents.inbox.next("connected", 120_000);
     agents.send({ op: "warm", rate: 5000, timeoutMs: 30_000 });
     const warm = await agents.inbox.next("warm-done", 40_000);
@@ -559,15 +596,19 @@ async function latencyPhase(p: LatencyParams): Promise<LatencyResult> {
       const dropped0 = server.hub.metrics().dropped;
       const stopProfile = await profile(`${p.nodes}n-${rate}per-s-w${window + 1}`);
       const load = loadWindow([agents.child.pid]);
+      const brokerLoad = mosquitto ? loadWindow([mosquitto.pid()]) : null;
       agents.send({ op: "rate", rate, durationMs: p.durationMs, drainMs: p.drainMs });
       const done = await agents.inbox.next("rate-done", p.durationMs + p.drainMs + 20_000);
       const used = load();
+      const brokerUsed = brokerLoad?.() ?? null;
       await stopProfile();
       eld.disable();
       rows.push({
         ...done.summary,
         agentCpuPct: used.pidsCores * 100,
-        otherCores: used.otherCores,
+        brokerCpuPct: brokerUsed === null ? null : brokerUsed.pidsCores * 100,
+        // Mosquitto is part of the measured pipeline, not other load.
+        otherCores: Math.max(0, used.otherCores - (brokerUsed?.pidsCores ?? 0)),
         stealPct: used.stealPct,
         serverCpuPct: used.selfCores * 100,
         cpuUsPerMsg: done.summary.sent === 0 ? Number.NaN : (used.selfCores * used.seconds * 1e6) / done.summary.sent,
@@ -576,10 +617,11 @@ async function latencyPhase(p: LatencyParams): Promise<LatencyResult> {
         sseDropped: server.hub.metrics().dropped - dropped0,
       });
     }
-    return { nodes: p.nodes, connected: conn.ok, warmSeen: warm.seen, warmMs: warm.ms, rows };
+    return { nodes: p.nodes, broker: p.broker, connected: conn.ok, warmSeen: warm.seen, warmMs: warm.ms, rows };
   } finally {
     if (agents) await stopAgents(agents);
     await server?.close();
+    await mosquitto?.kill("SIGTERM");
     rmSync(dataDir, { recursive: true, force: true });
   }
 }
@@ -960,9 +1002,10 @@ async function orchestrate(): Promise<void> {
 
   // 2. Envelope → SSE latency.
   if (only.has("latency")) {
+    const broker = BrokerKindSchema.parse(flag("--broker") ?? "embedded");
     const plan: LatencyParams = quick
-      ? { nodes: 200, rates: (flag("--rates") ?? "1000").split(",").map(Number), durationMs: 2000, drainMs: 2000 }
-      : { nodes: 2000, rates: (flag("--rates") ?? "500,2000,5000,10000").split(",").map(Number), durationMs: 5000, drainMs: 15_000 };
+      ? { nodes: 200, rates: (flag("--rates") ?? "1000").split(",").map(Number), durationMs: 2000, drainMs: 2000, broker }
+      : { nodes: 2000, rates: (flag("--rates") ?? "500,2000,5000,10000").split(",").map(Number), durationMs: 5000, drainMs: 15_000, broker };
     const r = await attempt("latency", () =>
       measured<LatencyResult & PhaseMeta>("latency", plan, 300_000, (x) => Math.max(0, ...x.rows.map((row) => row.otherCores))),
     );
@@ -970,6 +1013,7 @@ async function orchestrate(): Promise<void> {
     if (r) {
       console.log(
         [
+          `Broker: ${r.broker === "mosquitto" ? "Mosquitto (a separate process; its CPU is in its own column), the service connected to it as the backend client" : "the embedded aedes"}.`,
           `${fmt(r.connected)} agents (one MQTT connection each, QoS 1) publish heartbeats round-robin at a fixed rate, alternating wg_online per node so that every heartbeat changes runtime_state and yields one \`endpoint.status.updated\` (each node gets one heartbeat every ${fmt(r.connected)}/rate s).`,
           "One console logged in with `POST /api/v1/auth/login` reads `GET /api/v1/events/stream` in the agents' process. Latency: the agent's socket write → the console has read the matching frame (same process, same clock).",
           `Warm-up: ${fmt(r.warmSeen)} nodes online in ${fmt(r.warmMs)} ms (the console connected first, so the detect round it triggers finds every node offline and sends nothing).`,
@@ -978,12 +1022,12 @@ async function orchestrate(): Promise<void> {
         ].join(" "),
       );
       console.log(
-        "| offered msgs/s | achieved msgs/s | sent | frames read | matched | unmatched | p50 ms | p90 ms | p99 ms | max ms | service CPU | service CPU per msg | agents+console CPU | other load | steal | loop delay p99 ms | console dropped | target |",
+        "| offered msgs/s | achieved msgs/s | sent | frames read | matched | unmatched | p50 ms | p90 ms | p99 ms | max ms | service CPU | service CPU per msg | Mosquitto CPU | agents+console CPU | other load | steal | loop delay p99 ms | console dropped | target |",
       );
-      console.log("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+      console.log("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
       for (const x of r.rows) {
         console.log(
-          `| ${fmt(x.rate)} | ${fmt(x.achievedRate)} | ${fmt(x.sent)} | ${fmt(x.frames)} | ${fmt(x.matched)} | ${fmt(x.unmatched)} | ${fmt(x.p50, 2)} | ${fmt(x.p90, 2)} | **${fmt(x.p99, 2)}** | ${fmt(x.max, 1)} | ${fmt(x.serverCpuPct)} % | ${fmt(x.cpuUsPerMsg)} µs | ${fmt(x.agentCpuPct)} % | ${fmt(x.otherCores, 2)} cores | ${fmt(x.stealPct)} % | ${fmt(x.eldP99Ms, 1)} | ${fmt(x.sseDropped)} | ${x.rate >= 10_000 ? "p99 ≤ 10 ms at 10k msgs/s" : ""} |`,
+          `| ${fmt(x.rate)} | ${fmt(x.achievedRate)} | ${fmt(x.sent)} | ${fmt(x.frames)} | ${fmt(x.matched)} | ${fmt(x.unmatched)} | ${fmt(x.p50, 2)} | ${fmt(x.p90, 2)} | **${fmt(x.p99, 2)}** | ${fmt(x.max, 1)} | ${fmt(x.serverCpuPct)} % | ${fmt(x.cpuUsPerMsg)} µs | ${x.brokerCpuPct === null ? "—" : `${fmt(x.brokerCpuPct)} %`} | ${fmt(x.agentCpuPct)} % | ${fmt(x.otherCores, 2)} cores | ${fmt(x.stealPct)} % | ${fmt(x.eldP99Ms, 1)} | ${fmt(x.sseDropped)} | ${x.rate >= 10_000 ? "p99 ≤ 10 ms at 10k msgs/s" : ""} |`,
         );
       }
     }
