@@ -1,11 +1,11 @@
 // @ts-check
+import { functionRanges } from "./scripts/mutation-scope.mjs";
+
 /**
  * Mutation testing (issue 10, "Measure test strength"): `npm run mutation`. Not part of `npm test`.
  * Scope, focused test files and how to read the result: docs/mutation.md.
  * @type {import('@stryker-mutator/api/core').PartialStrykerOptions}
  */
-import { functionRanges } from "./scripts/mutation-scope.mjs";
-
 export default {
   testRunner: "tap",
   plugins: ["@stryker-mutator/tap-runner"],
