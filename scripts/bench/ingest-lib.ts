@@ -86,13 +86,16 @@ function snapshotTemplate(kind: Exclude<SnapshotKind, "none">, onlineTtlMs: numb
   return text;
 }
 
+/** Nodes per config that {@link seedStore} seeds unless told otherwise. */
+export const SEED_PER_CONFIG = 250;
+
 /**
  * Seeds configs, nodes and node_client_state rows (client_initialized=1, mqtt_username =
  * nodeUsername(...), mqtt_password_hash = hashToken(password)) in one transaction, through the
  * real migrations. Returns the agents' connection data.
  */
 export async function seedStore(opts: SeedOptions): Promise<AgentSpec[]> {
-  const perConfig = opts.perConfig ?? 250;
+  const perConfig = opts.perConfig ?? SEED_PER_CONFIG;
   const store = await Store.open(opts.file, createLogger("silent"));
   const db = store.sqlite;
   const now = Date.now();

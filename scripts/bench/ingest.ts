@@ -68,6 +68,7 @@ import {
   loadWindow,
   mib,
   percentile,
+  SEED_PER_CONFIG,
   seedStore,
   type FromAgents,
   type LatencySummary,
@@ -79,8 +80,6 @@ import { awaitBackendReady, mosquittoSettings, prepareBroker, sealPasswords, wri
 /** `--broker`: where agents and service meet in the latency phase. */
 const BrokerKindSchema = z.enum(["embedded", "mosquitto"]);
 type BrokerKind = z.infer<typeof BrokerKindSchema>;
-/** Nodes per config in the seeded store (seedStore's default; the Mosquitto accounts follow it). */
-const SEED_PER_CONFIG = 250;
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = resolve(HERE, "../..");
@@ -569,7 +568,6 @@ async function latencyPhase(p: LatencyParams): Promise<LatencyResult> {
       snapshot: "offline",
       onlineTtlMs: ONLINE_TTL_MS,
       detectTimeoutMs: DETECT_TIMEOUT_MS,
-      perConfig: SEED_PER_CONFIG,
     });
     const external = p.broker === "mosquitto" ? await startMosquitto(dataDir, p.nodes) : null;
     mosquitto = external?.broker;

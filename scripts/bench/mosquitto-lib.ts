@@ -27,7 +27,7 @@ export const ADMIN_USER = "svc-admin";
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A free TCP port on 127.0.0.1 (released before it is returned). */
-export async function freePort(): Promise<number> {
+async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = netServer();
     s.once("error", reject);
