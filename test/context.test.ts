@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test, type TestContext } from "node:test";
-import type { BrokerAdapterFactories } from "../src/broker-factory.js";
-import { ManualClock } from "../src/clock.js";
+import type { BrokerAdapterFactories } from "../src/mqtt/broker-connection.js";
+import { ManualClock } from "../src/lib/clock.js";
 import { loadSettings } from "../src/config.js";
 import { createLogger } from "../src/logger.js";
 import type { BrokerAdmin, NodeBrokerAccount } from "../src/mqtt/broker-admin.js";
@@ -78,8 +78,8 @@ test("spec §1.8: SVC_MQTT_BROKER=emqx builds the broker admin through the emqx 
 
   assert.deepEqual(given, ["emqx"], "the emqx factory ran once, with the settings");
   assert.deepEqual(calls, [], "no other broker kind was built");
-  assert.equal(server.broker, null, "an external broker has no embedded instance");
-  assert.equal(server.brokerSync?.admin, fake.admin, "the account sync drives the factory's admin");
+  assert.equal(server.mqtt.broker, null, "an external broker has no embedded instance");
+  assert.equal(server.mqtt.sync?.admin, fake.admin, "the account sync drives the factory's admin");
   await fake.firstReconcile;
   assert.equal(fake.reconciled[0]?.backend.username, settings.mqttBackendUsername);
   assert.deepEqual(fake.reconciled[0]?.nodes, [], "no node is bound yet");
@@ -92,8 +92,8 @@ test("spec §1.7: with MQTT services disabled no broker adapter factory runs and
   t.after(() => server.close());
 
   assert.deepEqual(calls, []);
-  assert.equal(server.broker, null);
-  assert.equal(server.brokerSync, null);
+  assert.equal(server.mqtt.broker, null);
+  assert.equal(server.mqtt.sync, null);
   assert.equal((await server.systemStatus()).services.mqtt.connected, false);
 });
 
