@@ -132,25 +132,27 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
   lifecycle.defer(() => store.close());
   try {
     if (overrides.storeWorker !== false) store.worker()?.startWhenWalGrows(); // renders large writes, checkpoints the WAL
+    const events = new AppEvents();
+    const core: Core = { settings, log, clock, store, events };
     const auth = new AuthService({ store, clock, sessionTtlMs: settings.adminSessionTtlMs });
     const generatedAdminPassword = await auth.ensureAdminPassword(settings.adminPassword);
     const downloads = new DownloadsService({ store, clock, tokenTtlMs: settings.downloadTokenTtlMs });
-    const core = { settings, log, clock, store, events: new AppEvents() };
-    const link = await createBrokerLink(core, overrides.brokerAdapters);
-    const actors = createActorParts({ ...core, mqtt: link.mqtt });
-    const mesh = new MeshService({ store, clock, mqttEnabled: settings.mqttEnabled, log, hooks: meshAfterCommit({ ...core, ...actors, mqtt: link.mqtt }) });
+    const { mqtt, vault, accounts, authzKey } = await createBrokerLink(core, overrides.brokerAdapters);
+    const actors = createActorParts({ ...core, mqtt });
+    const { registry } = actors;
+    const mesh = new MeshService({ store, clock, mqttEnabled: settings.mqttEnabled, log, hooks: meshAfterCommit({ clock, registry, mqtt, events }) });
     lifecycle.defer(() => mesh.settled()); // a large write's after-commit rendering ends before the store closes
-    const live = await createLiveServices({ ...core, ...actors, ...link, auth, mesh, hubOptions: overrides.hub });
-    await start({ ...core, ...actors, ...live, mqtt: link.mqtt, mesh, lifecycle });
+    const live = await createLiveServices({ ...core, ...actors, mqtt, vault, auth, mesh, hubOptions: overrides.hub });
+    const { hub, status, mqttSettings, control, notifier, metrics, detect } = live;
+    await start({ ...core, ...actors, mqtt, mesh, mqttSettings, lifecycle });
 
     const artifacts = new ArtifactsService({ settings, store, clock, log: log.child({ name: "artifacts" }), downloads });
-    const { hub, notifier, status, control, detect } = live;
-    const backups = new BackupsService({ settings, store, clock, log: log.child({ name: "backups" }), downloads, mesh, registry: actors.registry, hub, status: countedAfresh(notifier, status) });
-    const internalAuthz = { sharedKey: () => link.authzKey, resolve: (username: string) => resolveIdentity(link.accounts, settings, username) };
+    const backups = new BackupsService({ settings, store, clock, log: log.child({ name: "backups" }), downloads, mesh, registry, hub, status: countedAfresh(notifier, status) });
     const { detectTimeoutMs, bindTokenTtlMs, onlineTtlMs, timelineMaxPerNode } = settings;
-    const machines = new MachinesService({ store, registry: actors.registry, detectTimeoutMs, bindTokenTtlMs, onlineTtlMs, timelineMaxPerNode });
+    const machines = new MachinesService({ store, registry, detectTimeoutMs, bindTokenTtlMs, onlineTtlMs, timelineMaxPerNode });
+    const internalAuthz = { sharedKey: () => authzKey, resolve: (username: string) => resolveIdentity(accounts, settings, username) };
     const consoleDir = overrides.consoleDir === undefined ? {} : { consoleDir: overrides.consoleDir };
-    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics: live.metrics, mqttSettings: live.mqttSettings, machines, ...consoleDir });
+    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, machines, ...consoleDir });
     lifecycle.defer(async () => {
       // First: detects in flight finish while the store, the actors and the broker link are open.
       await detect.stop();
@@ -158,8 +160,8 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
       await app.close();
       await hub.close();
     });
-    const close = () => lifecycle.close();
-    return { ...core, ...actors, ...live, mqtt: link.mqtt, auth, mesh, downloads, artifacts, backups, machines, app, generatedAdminPassword, systemStatus: status, close };
+    const services = { auth, mesh, downloads, mqttSettings, control, notifier, metrics, detect, artifacts, backups, machines };
+    return { ...core, ...actors, mqtt, hub, ...services, app, generatedAdminPassword, systemStatus: status, close: () => lifecycle.close() };
   } catch (err) {
     await lifecycle.close();
     throw err;
