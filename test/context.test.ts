@@ -111,3 +111,17 @@ test("a broker adapter that fails at start-up fails createServer with its error,
   t.after(() => again.close());
   assert.equal(again.generatedAdminPassword, null);
 });
+
+test("every app event has exactly one listener, the service that reacts to it (notifier, control, metrics), once the server is built", async (t) => {
+  const settings = loadSettings({ SVC_DATA_DIR: dataDir(t), SVC_ADMIN_PASSWORD: "correct horse battery staple", SVC_ENABLE_MQTT_SERVICES: "false" });
+  const server = await createServer(settings, createLogger("silent"), { clock: new ManualClock() });
+  t.after(() => server.close());
+  const names = ["node.status_changed", "node.config_push_requested", "control.log", "command.finished", "mesh.changed", "broker.connection_changed"] as const;
+  assert.deepEqual(
+    names.map((name) => [name, server.events.listenerCount(name)]),
+    names.map((name) => [name, 1]),
+  );
+  // metrics counts a closed command from the event alone
+  server.events.emit("command.finished", "start", "applied");
+  assert.match(await server.metrics.render(), /svc_commands_total\{action="start",status="applied"\} 1/);
+});
