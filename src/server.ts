@@ -34,9 +34,10 @@ import { findDetectTarget } from "./store/nodes.repository.js";
  * The composition root. `createServer` builds every long-lived part once, in dependency order,
  * each given what it needs through its constructor:
  *
- *   settings → store → admin account → broker link (unopened) → actors → mesh service → SSE hub
- *   → MQTT settings, control, notifier, metrics, detect → start (actors, then the broker link)
- *   → artifacts, backups, machines → HTTP app
+ *   settings → store → app events → admin account, download tokens → broker link (unopened)
+ *   → actors → mesh service (its after-commit hooks) → SSE hub, MQTT settings, control,
+ *   notifier, metrics, detect → start (actors, then the broker link) → artifacts, backups,
+ *   machines → HTTP app
  *
  * Nothing is assigned later. The actors, the broker link and the mesh service report what
  * committed on {@link AppEvents}; the services that react (notifier, control, metrics) subscribe
