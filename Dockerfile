@@ -40,7 +40,7 @@ RUN groupadd --system --gid 10001 svc \
  && chown svc:svc /var/lib/svc \
  && chmod 0750 /var/lib/svc
 COPY --from=deps /opt/svc/node_modules ./node_modules
-# package.json: "type": "module" for dist/, and the version the service reports (src/version.ts).
+# package.json: "type": "module" for dist/, and the version the service reports (src/lib/version.ts).
 COPY package.json ./
 COPY --from=build /opt/svc/dist ./dist
 USER svc:svc

@@ -24,16 +24,15 @@
  * its own layer named after the file (`src/errors.ts` → `errors`). The folder rules are the
  * DESIGN §2 table verbatim. The `src/` root files, "as its role needs", are decided here:
  *
- * - `server`  (composition root): may import everything. So may the modules it is split into
- *   (`context`: the AppContext built in dependency order; `context-helpers`, `actor-parts`,
- *   `broker-factory`: the parts it builds; `app-events`: the typed emitter the parts talk back
- *   through; `lifecycle`: ordered shutdown). Only the composition root imports them.
+ * - `server`  (composition root): may import everything. It is one file: the long-lived parts
+ *   built in dependency order, with the wiring between them. In `src/` only `main` imports it.
  * - `main`    (process entry): may import everything but `agent` and `cli` (it starts the server).
  * - `config`  (settings, parsed once with zod): `protocol`, `domain`, `lib`, `errors`, `logger`.
  * - `logger`  (pino setup): `lib`.
  * - `errors`  (the error registry with HTTP statuses): `protocol`, `lib`.
- * - `version` (the server version from package.json): nothing of ours.
- * - `clock`   (time source; a neutral helper, DESIGN §2 puts it in `lib`): nothing of ours.
+ *
+ * Every other module lives in its folder: the clock, the server version and ordered shutdown in
+ * `lib`; the broker link in `mqtt`; the app events the services subscribe to in `services`.
  *
  * And which folders may import a root file (DESIGN §2: `errors` "used by `services` and `http`
  * only"; the agent and the CLI "never import server code"):
@@ -42,14 +41,11 @@
  * - `config`: `mqtt`, `services`, `http` (the settings object and its types).
  * - `logger`: every server folder (`store` … `http`); not `protocol`, `lib`, `machines`,
  *   `domain`, `agent`, `cli`.
- * - `version`: `services`, `http`, `mqtt`.
- * - `clock`: `lib` and every folder that may import `lib`, since it is `lib` in all but place
- *   (not `machines`: DESIGN §2 "no I/O, no clocks").
  * - `server`, `main`: nobody.
  *
  * The web console, `web/src/` (DESIGN §2 row `web/`), is checked as one more layer, `web`: its
- * files may import each other, `src/protocol` and `src/lib`, and nothing else of `src/` (not even
- * `clock`). A specifier resolving outside both trees (a package) is not checked.
+ * files may import each other, `src/protocol` and `src/lib`, and nothing else of `src/`. A
+ * specifier resolving outside both trees (a package) is not checked.
  *
  * A file or folder directly under `src/` that is in neither table fails the check ("not a layer
  * of DESIGN §2"): a new module is placed by adding its row here, deliberately.
@@ -82,18 +78,10 @@ export const MAY_IMPORT: Readonly<Record<string, readonly string[]>> = {
   web: ["protocol", "lib"],
   // src/ root files (decided in the header)
   server: ["*"],
-  context: ["*"],
-  "context-helpers": ["*"],
-  "actor-parts": ["*"],
-  "broker-factory": ["*"],
-  "app-events": ["*"],
-  lifecycle: ["*"],
-  main: ["protocol", "lib", "machines", "domain", "store", "events", "actors", "mqtt", "services", "http", "server", "config", "logger", "errors", "clock", "version"],
+  main: ["protocol", "lib", "machines", "domain", "store", "events", "actors", "mqtt", "services", "http", "server", "config", "logger", "errors"],
   config: ["protocol", "domain", "lib", "errors", "logger"],
   logger: ["lib"],
   errors: ["protocol", "lib"],
-  version: [],
-  clock: [],
 };
 
 /** Root files other layers may import, by importer (the table has no row for them). */
@@ -101,8 +89,6 @@ const ROOT_FILE_IMPORTERS: Readonly<Record<string, readonly string[]>> = {
   errors: ["services", "http"],
   config: ["mqtt", "services", "http"],
   logger: ["store", "events", "actors", "mqtt", "services", "http"],
-  version: ["mqtt", "services", "http"],
-  clock: ["lib", "domain", "store", "events", "actors", "mqtt", "services", "http", "agent", "cli"],
   server: [],
   main: [],
 };

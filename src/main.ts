@@ -30,7 +30,7 @@ async function main(): Promise<void> {
   const url = new URL(address);
   if (url.hostname === "0.0.0.0" || url.hostname === "[::]") url.hostname = "localhost";
   log.info(
-    { url: url.origin, public_url: settings.publicUrl, mqtt_enabled: settings.mqttEnabled, mqtt_port: server.broker?.port ?? null },
+    { url: url.origin, public_url: settings.publicUrl, mqtt_enabled: settings.mqttEnabled, mqtt_port: server.mqtt.broker?.port ?? null },
     "listening",
   );
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import fc from "fast-check";
-import { isoTime } from "../src/clock.js";
+import { isoTime } from "../src/lib/clock.js";
 
 // isoTime writes most times without a Date (issue 14 item 4: the workspace read); its text must
 // stay exactly Date's (spec §6.5: times are ISO 8601 UTC strings), or every answer's bytes change.

@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test, type TestContext } from "node:test";
-import type { BrokerAdapterFactories } from "../src/broker-factory.js";
-import { ManualClock } from "../src/clock.js";
+import type { BrokerAdapterFactories } from "../src/mqtt/broker-connection.js";
+import { ManualClock } from "../src/lib/clock.js";
 import { loadSettings } from "../src/config.js";
 import { createLogger } from "../src/logger.js";
 import type { BrokerAdmin, NodeBrokerAccount } from "../src/mqtt/broker-admin.js";
@@ -78,8 +78,8 @@ test("spec §1.8: SVC_MQTT_BROKER=emqx builds the broker admin through the emqx 
 
   assert.deepEqual(given, ["emqx"], "the emqx factory ran once, with the settings");
   assert.deepEqual(calls, [], "no other broker kind was built");
-  assert.equal(server.broker, null, "an external broker has no embedded instance");
-  assert.equal(server.brokerSync?.admin, fake.admin, "the account sync drives the factory's admin");
+  assert.equal(server.mqtt.broker, null, "an external broker has no embedded instance");
+  assert.equal(server.mqtt.sync?.admin, fake.admin, "the account sync drives the factory's admin");
   await fake.firstReconcile;
   assert.equal(fake.reconciled[0]?.backend.username, settings.mqttBackendUsername);
   assert.deepEqual(fake.reconciled[0]?.nodes, [], "no node is bound yet");
@@ -92,8 +92,8 @@ test("spec §1.7: with MQTT services disabled no broker adapter factory runs and
   t.after(() => server.close());
 
   assert.deepEqual(calls, []);
-  assert.equal(server.broker, null);
-  assert.equal(server.brokerSync, null);
+  assert.equal(server.mqtt.broker, null);
+  assert.equal(server.mqtt.sync, null);
   assert.equal((await server.systemStatus()).services.mqtt.connected, false);
 });
 
@@ -110,4 +110,18 @@ test("a broker adapter that fails at start-up fails createServer with its error,
   const again = await createServer({ ...settings, mqttEnabled: false }, createLogger("silent"), { clock: new ManualClock() });
   t.after(() => again.close());
   assert.equal(again.generatedAdminPassword, null);
+});
+
+test("every app event has exactly one listener, the service that reacts to it (notifier, control, metrics), once the server is built", async (t) => {
+  const settings = loadSettings({ SVC_DATA_DIR: dataDir(t), SVC_ADMIN_PASSWORD: "correct horse battery staple", SVC_ENABLE_MQTT_SERVICES: "false" });
+  const server = await createServer(settings, createLogger("silent"), { clock: new ManualClock() });
+  t.after(() => server.close());
+  const names = ["node.status_changed", "node.config_push_requested", "control.log", "command.finished", "mesh.changed", "broker.connection_changed"] as const;
+  assert.deepEqual(
+    names.map((name) => [name, server.events.listenerCount(name)]),
+    names.map((name) => [name, 1]),
+  );
+  // metrics counts a closed command from the event alone
+  server.events.emit("command.finished", "start", "applied");
+  assert.match(await server.metrics.render(), /svc_commands_total\{action="start",status="applied"\} 1/);
 });

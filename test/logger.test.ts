@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { test } from "node:test";
-import { ManualClock } from "../src/clock.js";
+import { ManualClock } from "../src/lib/clock.js";
 import { testSettings } from "../src/config.js";
 import { createLogger } from "../src/logger.js";
 import { createServer } from "../src/server.js";

@@ -39,7 +39,7 @@ import { Session } from "node:inspector/promises";
 import SQLite from "better-sqlite3";
 import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
-import { createServer, type Server } from "../../src/server.js";
+import { createServer, type AppContext } from "../../src/server.js";
 import type { FleetAgentStats, ToFleetAgents } from "./fleet-agents.js";
 import { benchNodeId, seedStore } from "./ingest-lib.js";
 import { awaitBackendReady, mosquittoSettings, prepareBroker, sealPasswords, writeDynsecAccounts, type Broker } from "./mosquitto-lib.js";
@@ -242,7 +242,7 @@ async function sampleUntil(opts: {
   count: (since: number) => { online: number; confirmed: number };
   fleet: Fleet;
   broker: Broker;
-  server: Server;
+  server: AppContext;
 }): Promise<{ samples: Sample[]; allAtMs: number | null }> {
   const samples: Sample[] = [];
   const deadline = Date.now() + opts.timeoutMs;
@@ -258,7 +258,7 @@ async function sampleUntil(opts: {
       backendRss: process.memoryUsage().rss,
       brokerRss: rssOf(opts.broker.pid()),
       agentsRss: f.rssBytes,
-      backendConnected: opts.server.context.mqtt.connected(),
+      backendConnected: opts.server.mqtt.connected(),
       loopMaxMs: loopDelay.max / 1e6,
     };
     loopDelay.reset();
@@ -372,7 +372,7 @@ async function main(): Promise<void> {
   console.log(`### Fleet through a Mosquitto restart: ${fmt(a.nodes)} nodes (${new Date().toISOString()})\n`);
   console.log(`machine load average at start: ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")} (2 cores, shared with other sessions)\n`);
   console.log(`nofile limit ${nofile}; ${a.workers} agent processes; ${a.addresses} source addresses; provision: ${a.provision}; broker stopped by ${a.signal}, down ${a.downS} s\n`);
-  let server: Server | undefined;
+  let server: AppContext | undefined;
   let fleet: Fleet | undefined;
   const broker = await prepareBroker(dir);
   try {
@@ -397,7 +397,7 @@ async function main(): Promise<void> {
     await timed(`backend connected + broker reconciled (${a.provision === "backend" ? "creates every account" : "accounts already in sync"})`, () =>
       awaitBackendReady(srv, Math.max(300_000, a.nodes * 20)),
     );
-    const report = server.brokerSync?.state().lastReport;
+    const report = server.mqtt.sync?.state().lastReport;
     // Recv-Q/Send-Q of a listening socket: queued connections / the accept backlog Mosquitto asked for.
     const listen = execFileSync("ss", ["-ltnH", `sport = :${broker.port}`], { encoding: "utf8" }).trim();
     const count = counter(dbFile);

@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import SQLite from "better-sqlite3";
 import { createActor } from "xstate";
-import { ManualClock, systemClock, type Clock } from "../../src/clock.js";
+import { ManualClock, systemClock, type Clock } from "../../src/lib/clock.js";
 import { hashToken } from "../../src/domain/tokens.js";
 import { createLogger } from "../../src/logger.js";
 import { NODE_MACHINE_VERSION, nodeMachine } from "../../src/machines/node.machine.js";

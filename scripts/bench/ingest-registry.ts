@@ -19,7 +19,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { NodeActorRegistry } from "../../src/actors/registry.js";
-import { systemClock } from "../../src/clock.js";
+import { systemClock } from "../../src/lib/clock.js";
 import { createLogger } from "../../src/logger.js";
 import { Store } from "../../src/store/db.js";
 import { benchConfigId, benchNodeId, commitStats, fmt, instrumentRegistryCommits, seedStore } from "./ingest-lib.js";

@@ -57,7 +57,7 @@ import { z } from "zod";
 import { loadSettings, testSettings, type Settings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import type { SsePayloads } from "../../src/events/event-types.js";
-import { createServer, type Server } from "../../src/server.js";
+import { createServer, type AppContext } from "../../src/server.js";
 import {
   awaitQuiet,
   calibrate,
@@ -341,7 +341,7 @@ interface UpstreamResult extends UpstreamParams {
  * The `ab` mode's window: the recorder switched on and off every {@link AB_SLICE_MS} (on first),
  * this process's CPU time and the router's messages summed per state.
  */
-async function alternateRecorder(server: Server, ms: number): Promise<AbResult> {
+async function alternateRecorder(server: AppContext, ms: number): Promise<AbResult> {
   const sum = { on: { cpu: 0, msgs: 0 }, off: { cpu: 0, msgs: 0 } };
   const end = performance.now() + ms;
   const perSlice: number[] = [];
@@ -383,7 +383,7 @@ interface AbResult {
 
 async function upstreamPhase(p: UpstreamParams): Promise<UpstreamResult> {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-bench-ingest-"));
-  let server: Server | undefined;
+  let server: AppContext | undefined;
   let agents: ReturnType<typeof startAgents> | undefined;
   let credit: NodeJS.Timeout | undefined;
   try {
@@ -414,7 +414,7 @@ async function upstreamPhase(p: UpstreamParams): Promise<UpstreamResult> {
         return true;
       };
     }
-    agents.send({ op: "connect", port: server.broker!.port, agents: specs.slice(0, p.conns), concurrency: 128 });
+    agents.send({ op: "connect", port: server.mqtt.broker!.port, agents: specs.slice(0, p.conns), concurrency: 128 });
     const conn = await agents.inbox.next("connected", 120_000);
     const router = server.router;
     const a = agents;
@@ -528,7 +528,7 @@ async function serverWithConsole(
   dataDir: string,
   overrides: Partial<Settings>,
   clock = countingClock(),
-): Promise<{ server: Server; url: string; token: string }> {
+): Promise<{ server: AppContext; url: string; token: string }> {
   const server = await createServer(settings(dataDir, overrides), createLogger("silent"), { clock });
   const base = await server.app.listen({ host: "127.0.0.1", port: 0 });
   const login = await fetch(`${base}/api/v1/auth/login`, {
@@ -558,7 +558,7 @@ async function startMosquitto(dataDir: string, nodes: number): Promise<{ broker:
 
 async function latencyPhase(p: LatencyParams): Promise<LatencyResult> {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-bench-ingest-"));
-  let server: Server | undefined;
+  let server: AppContext | undefined;
   let agents: ReturnType<typeof startAgents> | undefined;
   let mosquitto: Broker | undefined;
   try {
@@ -581,7 +581,7 @@ async function latencyPhase(p: LatencyParams): Promise<LatencyResult> {
     agents.send({ op: "sse", url: s.url, token: s.token, n: 1, raw: false });
     const ready = await agents.inbox.next("sse-ready", 30_000);
     if (ready.n !== 1) throw new Error("the SSE console did not open");
-    agents.send({ op: "connect", port: mosquitto?.port ?? server.broker!.port, agents: specs, concurrency: 128 });
+    agents.send({ op: "connect", port: mosquitto?.port ?? server.mqtt.broker!.port, agents: specs, concurrency: 128 });
     const conn = await agents.inbox.next("connected", 120_000);
     agents.send({ op: "warm", rate: 5000, timeoutMs: 30_000 });
     const warm = await agents.inbox.next("warm-done", 40_000);
@@ -658,7 +658,7 @@ function fullGc(): void {
 
 async function actorsPhase(p: ActorsParams): Promise<ActorsResult> {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-bench-ingest-"));
-  let server: Server | undefined;
+  let server: AppContext | undefined;
   try {
     const dbFile = join(dataDir, "svc.db");
     if (p.file !== null) copyFileSync(p.file, dbFile);
@@ -737,7 +737,7 @@ interface FanoutResult extends FanoutParams {
 
 async function fanoutPhase(p: FanoutParams): Promise<FanoutResult> {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-bench-ingest-"));
-  let server: Server | undefined;
+  let server: AppContext | undefined;
   const procs: Array<ReturnType<typeof startAgents>> = [];
   try {
     const s = await serverWithConsole(dataDir, { mqttEnabled: false });

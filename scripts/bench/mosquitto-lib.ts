@@ -17,7 +17,7 @@ import { createLogger } from "../../src/logger.js";
 import { nodeClientId, nodeUsername } from "../../src/mqtt/authz.policy.js";
 import { BrokerPasswordVault } from "../../src/mqtt/broker-passwords.js";
 import { nodeAcls, passwordFingerprint } from "../../src/mqtt/mosquitto-admin.js";
-import type { Server } from "../../src/server.js";
+import type { AppContext } from "../../src/server.js";
 import { deriveConfig, TEMPLATE } from "../../test/mqtt/mosquitto-harness.js";
 import { benchConfigId, benchNodeId, benchPassword } from "./ingest-lib.js";
 
@@ -161,9 +161,9 @@ export function mosquittoSettings(broker: Broker): Partial<Settings> {
  * Waits until the service's backend client is connected to Mosquitto and its broker sync has
  * reconciled the accounts once. @throws Error after `timeoutMs`
  */
-export async function awaitBackendReady(server: Server, timeoutMs: number): Promise<void> {
+export async function awaitBackendReady(server: AppContext, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!(server.context.mqtt.connected() && (server.brokerSync?.state().reconciled ?? 0) >= 1)) {
+  while (!(server.mqtt.connected() && (server.mqtt.sync?.state().reconciled ?? 0) >= 1)) {
     if (Date.now() > deadline) throw new Error(`the backend was not connected to Mosquitto and reconciled within ${timeoutMs} ms`);
     await sleep(50);
   }

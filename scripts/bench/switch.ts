@@ -287,7 +287,7 @@ try {
   }
 
   // ---- agents and console ----
-  const brokerPort = server.broker?.port ?? 0;
+  const brokerPort = server.mqtt.broker?.port ?? 0;
   const tConnect = performance.now();
   tell({ op: "connect", port: brokerPort, agents: specs });
   const connected = await next("connected");

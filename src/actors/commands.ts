@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import PQueue from "p-queue";
 import type { z } from "zod";
-import { isoTime, type Clock } from "../clock.js";
+import { isoTime, type Clock } from "../lib/clock.js";
 import type { Logger } from "../logger.js";
 import type { AckPayload, Envelope } from "../protocol/envelope.schema.js";
 import type { CommandStatus, FinalCommandStatus } from "../protocol/enums.js";

@@ -1,5 +1,5 @@
 import { createActor, type Actor, type AnyStateNode } from "xstate";
-import type { Clock } from "../clock.js";
+import type { Clock } from "../lib/clock.js";
 import type { Logger } from "../logger.js";
 import type { NodeMode } from "../protocol/enums.js";
 import {

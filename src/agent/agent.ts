@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import PQueue from "p-queue";
-import type { Clock } from "../clock.js";
+import type { Clock } from "../lib/clock.js";
 import { actionOf, AgentCommands, parseCommand, type Command } from "./agent-commands.js";
 import { AgentLink } from "./agent-link.js";
 import { AgentStateFile } from "./agent-state.js";

@@ -7,10 +7,10 @@ import type { SseEventType, SsePayloads } from "./event-types.js";
  * for `Last-Event-ID`, the 15 s clock sync, per-subscriber backpressure and the shutdown wake-up.
  *
  * `src/events` imports nothing else of ours (DESIGN §2), so the clock is typed structurally here:
- * any `Clock` of `src/clock.ts` (the system clock, or `ManualClock` in tests) fits.
+ * any `Clock` of `src/lib/clock.ts` (the system clock, or `ManualClock` in tests) fits.
  */
 
-/** The time source the hub needs: `Clock` of `src/clock.ts`. */
+/** The time source the hub needs: `Clock` of `src/lib/clock.ts`. */
 export interface HubClock {
   now(): number;
   setTimeout(fn: () => void, ms: number): unknown;

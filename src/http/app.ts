@@ -12,7 +12,7 @@ import {
   validatorCompiler,
   type ZodTypeProvider,
 } from "fastify-type-provider-zod";
-import type { Clock } from "../clock.js";
+import type { Clock } from "../lib/clock.js";
 import type { Settings } from "../config.js";
 import { AppError, ERROR_CODES, storageFaultError, type ErrorCode } from "../errors.js";
 import type { Logger } from "../logger.js";
@@ -40,7 +40,7 @@ import type { ServiceMetrics } from "../services/metrics.js";
 import type { MqttSettingsService } from "../services/mqtt-settings.service.js";
 import { metricsRoutes } from "./routes/metrics.routes.js";
 import { settingsRoutes } from "./routes/settings.routes.js";
-import { VERSION } from "../version.js";
+import { VERSION } from "../lib/version.js";
 import { authRoutes } from "./routes/auth.routes.js";
 import { configsRoutes } from "./routes/configs.routes.js";
 import { healthRoutes } from "./routes/health.routes.js";

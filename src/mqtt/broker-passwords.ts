@@ -137,3 +137,19 @@ export class BrokerPasswordVault {
     return this.#key;
   }
 }
+
+/**
+ * The bind's sealer: seals a node's broker password with `vault`; null, logged on `log`, when
+ * the vault cannot (the bind still succeeds; an external broker then cannot re-create this
+ * account later).
+ */
+export function sealWithVault(vault: BrokerPasswordVault, log: Logger): (username: string, password: string) => string | null {
+  return (username, password) => {
+    try {
+      return vault.seal(username, password);
+    } catch (err) {
+      log.error({ err: (err as Error).message, username }, "broker password not sealed: an external broker cannot re-create this account later");
+      return null;
+    }
+  };
+}

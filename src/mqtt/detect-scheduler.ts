@@ -1,7 +1,7 @@
 import PQueue from "p-queue";
 import { randomInt } from "node:crypto";
 import type { NodeActorRegistry } from "../actors/registry.js";
-import type { Clock } from "../clock.js";
+import type { Clock } from "../lib/clock.js";
 import type { Logger } from "../logger.js";
 
 export interface DetectSchedulerDeps {

@@ -3,7 +3,7 @@ import type { EmbeddedBrokerHandle } from "./embedded-broker.js";
 
 /**
  * The broker-admin adapter of the embedded aedes broker (DESIGN §1 "broker adapters"). aedes reads every
- * account from the store at CONNECT (broker-factory.ts `brokerUsers`), so there is nothing to write:
+ * account from the store at CONNECT (`brokerUsers` of broker-users.ts, given by broker-connection.ts), so there is nothing to write:
  * creating, rotating and deleting an account is the database transaction the caller already
  * committed. What is left is cutting live connections that hold old credentials.
  */

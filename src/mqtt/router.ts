@@ -1,6 +1,6 @@
 import type { CommandTracker, OpenCommand } from "../actors/commands.js";
 import type { NodeActorRegistry } from "../actors/registry.js";
-import type { Clock } from "../clock.js";
+import type { Clock } from "../lib/clock.js";
 import type { Logger } from "../logger.js";
 import {
   MAX_ENVELOPE_BYTES,

@@ -81,7 +81,7 @@ export const GENERATED_FILES = {
 } as const;
 
 /**
- * The TLS side of the MQTT settings, resolved at start (broker-factory.ts `BrokerConnection.start`).
+ * The TLS side of the MQTT settings, resolved at start (broker-connection.ts `BrokerConnection.start`).
  * - `listener`: what the embedded broker's TLS listener serves; null unless TLS is enabled and the
  *   broker is the embedded one.
  * - `profileCa`: the CA PEM bind profiles carry when they prefer TLS; undefined means "none":

@@ -3,7 +3,7 @@ import { createReadStream, existsSync, type ReadStream } from "node:fs";
 import { mkdir, readdir, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
-import type { Clock } from "../clock.js";
+import type { Clock } from "../lib/clock.js";
 import type { Settings } from "../config.js";
 import {
   artifactFilename,
@@ -19,7 +19,7 @@ import { writeFileAtomic } from "../lib/atomic-write.js";
 import type { Logger } from "../logger.js";
 import type { Store } from "../store/db.js";
 import type { ClientTarget } from "../protocol/client-targets.js";
-import { VERSION } from "../version.js";
+import { VERSION } from "../lib/version.js";
 import { buildClientZip, CLIENT_ENTRY } from "./client-bundle.js";
 import type { DownloadsService } from "./downloads.service.js";
 

@@ -5,7 +5,7 @@ import type { Readable } from "node:stream";
 import PQueue from "p-queue";
 import type { z } from "zod";
 import type { NodeActorRegistry } from "../actors/registry.js";
-import { isoTime, type Clock } from "../clock.js";
+import { isoTime, type Clock } from "../lib/clock.js";
 import type { Settings } from "../config.js";
 import { AppError, isAppError } from "../errors.js";
 import type { EventHub } from "../events/hub.js";
@@ -16,7 +16,7 @@ import type { snapshotEntrySchema } from "../protocol/views.schema.js";
 import type { Store } from "../store/db.js";
 import { copyDatabaseTo, replaceDataFromSnapshot } from "../store/snapshots.repository.js";
 import * as tokensRepo from "../store/tokens.repository.js";
-import { VERSION } from "../version.js";
+import { VERSION } from "../lib/version.js";
 import {
   collectPackageConfigs,
   packageEntries,

@@ -1,5 +1,5 @@
 import { performance } from "node:perf_hooks";
-import type { Clock } from "../clock.js";
+import type { Clock } from "../lib/clock.js";
 import type { Logger } from "../logger.js";
 import { deleteControlLogsBelow, nodeIdsAfter, retentionCutoff } from "../store/control-logs.repository.js";
 import type { Store } from "../store/db.js";

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { backgroundTurn as nextTurn } from "../lib/background-turn.js";
 import PQueue from "p-queue";
 import type { z } from "zod";
-import { isoTime, type Clock } from "../clock.js";
+import { isoTime, type Clock } from "../lib/clock.js";
 import { controlLogView, type CommandTracker, type ControlLogView } from "../actors/commands.js";
 import type { NodeProjection } from "../actors/projection.js";
 import type { NodeActorRegistry } from "../actors/registry.js";
@@ -72,6 +72,12 @@ export interface ControlServiceDeps {
    * down the account is reconciled later (spec §4 rule 11).
    */
   brokerAccountBound(account: NodeBrokerAccount): Promise<void>;
+  /**
+   * The app events (src/services/app-events.ts) control reacts to: a node machine's
+   * `node.config_push_requested` schedules an automatic push. Typed by that one event, not the
+   * whole map, because the map's payloads import the mesh service, which imports this module.
+   */
+  events: { on(event: "node.config_push_requested", listener: (configId: string, nodeId: string) => void): unknown };
 }
 
 /** Automatic config pushes running at once at most (see `ControlService#autoPushes`). */
@@ -96,6 +102,7 @@ export class ControlService {
 
   constructor(deps: ControlServiceDeps) {
     this.#d = deps;
+    deps.events.on("node.config_push_requested", (configId, nodeId) => this.schedulePush(configId, nodeId));
   }
 
   /**

@@ -1,4 +1,4 @@
-import type { Clock } from "../clock.js";
+import type { Clock } from "../lib/clock.js";
 import { digestsEqual, hashToken, isTokenShaped, mintToken } from "../domain/tokens.js";
 import { AppError } from "../errors.js";
 import type { Store } from "../store/db.js";

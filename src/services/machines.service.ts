@@ -1,7 +1,7 @@
 import type { AnyStateNode, AnyTransitionDefinition } from "xstate";
 import { activeStateIds } from "../actors/recorder.js";
 import type { NodeActorRegistry } from "../actors/registry.js";
-import { isoTime } from "../clock.js";
+import { isoTime } from "../lib/clock.js";
 import { NODE_MACHINE_VERSION, initialNodeContext, nodeMachine, type NodeContext } from "../machines/node.machine.js";
 import type {
   ConfigLatestTransitions,

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { Clock } from "../clock.js";
+import type { Clock } from "../lib/clock.js";
 import type { Logger } from "../logger.js";
 import { allocateAddress, isHostAddress, parseConfigNetwork } from "../domain/address-pool.js";
 import { generateAwgParams } from "../domain/awg.js";
@@ -145,7 +145,7 @@ export class MeshService {
   readonly #store: Store;
   readonly #clock: Clock;
   readonly #mqttEnabled: boolean;
-  #hooks: MeshHooks | undefined;
+  readonly #hooks: MeshHooks | undefined;
   readonly #eagerPeerBudget: number;
   readonly #log: Logger | undefined;
   #background: Promise<void> = Promise.resolve();
@@ -157,11 +157,6 @@ export class MeshService {
     this.#hooks = deps.hooks;
     this.#eagerPeerBudget = deps.eagerPeerBudget ?? DEFAULT_EAGER_PEER_BUDGET;
     this.#log = deps.log;
-  }
-
-  /** Sets the after-commit hooks (wired once at start-up). */
-  setHooks(hooks: MeshHooks): void {
-    this.#hooks = hooks;
   }
 
   // ---- configs -------------------------------------------------------------------------

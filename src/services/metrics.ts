@@ -1,6 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Registry } from "prom-client";
 import type { NodeProjection } from "../actors/projection.js";
 import type { EventHubMetrics } from "../events/hub.js";
+import type { AppEvents } from "./app-events.js";
 import { PRESENCE_STATES, RUNTIME_STATES, type FinalCommandStatus } from "../protocol/enums.js";
 
 /**
@@ -10,8 +11,8 @@ import { PRESENCE_STATES, RUNTIME_STATES, type FinalCommandStatus } from "../pro
  *
  * Everything that already exists as state is read at scrape time in the metric's `collect()`
  * (node projections, the router's counters, the SSE hub, the broker connection), so the MQTT
- * hot path does no extra work for metrics. Only the final status of commands is pushed in, by
- * {@link ServiceMetrics.commandFinished} (one counter increment per closed command).
+ * hot path does no extra work for metrics. Only the final status of commands comes in, as the
+ * `command.finished` app event (one counter increment per closed command).
  *
  * Families (all names prefixed `svc_`; label values are the spec's wire words):
  * - `svc_nodes{effective_mode, client_presence_state, runtime_state}` gauge: nodes now, as every
@@ -45,6 +46,8 @@ export interface MetricsSources {
   hub(): EventHubMetrics;
   /** Whether the backend's broker connection is up now. */
   brokerConnected(): boolean;
+  /** The app events: each `command.finished` counts one closed command ({@link ServiceMetrics.commandFinished}). */
+  events: AppEvents;
 }
 
 /** The final statuses of spec §3.4 a command can end in (declared in src/protocol/enums.ts). */
@@ -164,9 +167,10 @@ export class ServiceMetrics {
         this.set(sources.brokerConnected() ? 1 : 0);
       },
     });
+    sources.events.on("command.finished", (action, status) => this.commandFinished(action, status));
   }
 
-  /** Counts a command that reached its final status (called by the command tracker). */
+  /** Counts a command that reached its final status (`command.finished` from the command tracker). */
   commandFinished(action: string, status: FinalCommandStatus): void {
     this.#commands.inc({ action, status });
   }

@@ -1,11 +1,13 @@
+import { randomBytes } from "node:crypto";
 import { z } from "zod";
-import type { Clock } from "../clock.js";
+import type { Clock } from "../lib/clock.js";
 import { AppError } from "../errors.js";
 import type { EventHub } from "../events/hub.js";
 import type { Logger } from "../logger.js";
 import type { mqttSettingsViewSchema } from "../protocol/views.schema.js";
 import type { Store } from "../store/db.js";
 import { getSetting, putSetting } from "../store/settings.repository.js";
+import type { BrokerEndpoint } from "./control.service.js";
 
 /**
  * MQTT settings (DESIGN §5 `GET, PUT /api/v1/settings/mqtt`; docs/decisions.md "MQTT settings").
@@ -113,6 +115,17 @@ export class MqttSettingsService {
     };
   }
 
+  /**
+   * The broker endpoint bind profiles name: {@link current} (the operator's overrides over the
+   * environment); with SVC_MQTT_TLS_ENABLED profiles prefer TLS and carry the CA (spec §1.9, §2.6).
+   * @param profileCa the CA PEM of the broker link (undefined: the agent's system trust store)
+   */
+  brokerEndpoint(profileCa: string | undefined): BrokerEndpoint {
+    const endpoint = this.current();
+    if (!this.#d.tlsEnabled()) return { host: endpoint.public_host, port: endpoint.public_port, tls: false };
+    return { host: endpoint.public_host, port: endpoint.public_tls_port, tls: true, ...(profileCa === undefined ? {} : { caCert: profileCa }) };
+  }
+
   /** The settings answer; never holds a secret. */
   view(): MqttSettingsView {
     const src = (k: keyof MqttPublicEndpoint) => (this.#overrides[k] === undefined ? "environment" : "settings");
@@ -155,4 +168,17 @@ export class MqttSettingsService {
 
 function stripUndefined(o: MqttOverrides): MqttOverrides {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as MqttOverrides;
+}
+
+/**
+ * A secret generated once and kept in `settings_kv` under `key` (DESIGN §6 "generated and
+ * stored"): the backend's broker password and the authz endpoint's shared key when the
+ * environment sets none. 32 random bytes, base64url.
+ */
+export async function storedSecret(store: Store, clock: Clock, key: string): Promise<string> {
+  const existing = await getSetting(store.db, key);
+  if (existing !== undefined) return existing;
+  const secret = randomBytes(32).toString("base64url");
+  await putSetting(store.db, key, secret, clock.now());
+  return secret;
 }

@@ -1,14 +1,15 @@
 import { backgroundTurn as nextTurn } from "../lib/background-turn.js";
 import type { ControlLogView } from "../actors/commands.js";
-import type { Clock } from "../clock.js";
+import type { Clock } from "../lib/clock.js";
 import type { NodeProjection } from "../actors/projection.js";
 import type { NodeActorRegistry } from "../actors/registry.js";
 import type { EventHub } from "../events/hub.js";
 import type { Logger } from "../logger.js";
 import type { SystemStatus } from "../protocol/views.schema.js";
-import { VERSION } from "../version.js";
+import { VERSION } from "../lib/version.js";
 import type { Store } from "../store/db.js";
 import { countStore, type StoreCounts } from "../store/summary.repository.js";
+import type { AppEvents } from "./app-events.js";
 import type { ControlService } from "./control.service.js";
 import type { MeshChange, MeshService } from "./mesh.service.js";
 import type { StagedChange } from "../store/staging.js";
@@ -45,9 +46,14 @@ export class Notifier {
   #flushArmed = false;
 
   constructor(deps: {
+    /**
+     * The app events the notifier publishes from: `node.status_changed`, `control.log`,
+     * `broker.connection_changed` and `mesh.changed`, subscribed here.
+     */
+    events: AppEvents;
     hub: Pick<EventHub, "publish" | "subscriberCount">;
     mesh: MeshService;
-    /** Builds endpoint statuses; the notifier is built after it (docs/decisions.md "Issue 11: composition root"). */
+    /** Builds endpoint statuses; the notifier is built after it. */
     control: Pick<ControlService, "endpointStatusOf">;
     /** Builds the system status; with `counts`, takes them as the store's counts instead of counting. */
     status: (counts?: StoreCounts) => Promise<SystemStatus>;
@@ -73,6 +79,11 @@ export class Notifier {
     this.#log = deps.log;
     this.#clock = deps.clock;
     this.#coalesceMs = deps.renderedCoalesceMs ?? DEFAULT_RENDERED_COALESCE_MS;
+    const { events } = deps;
+    events.on("node.status_changed", (configId, nodeId, projection) => this.endpointStatus(configId, nodeId, projection));
+    events.on("control.log", (change, row) => this.controlLog(change, row));
+    events.on("broker.connection_changed", () => this.systemStatusChanged());
+    events.on("mesh.changed", (change) => this.meshChanged(change));
   }
 
   /**
@@ -329,4 +340,27 @@ export async function systemStatus(
     topology: { mesh_pairs: c.mesh_pairs },
     update: { version: VERSION, release_download_url: deps.releaseDownloadUrl },
   };
+}
+
+/**
+ * The status a restore publishes: a restore replaces every config, node and pair, so the
+ * notifier's remembered store counts are dropped first and the status counts them again.
+ */
+export function countedAfresh(notifier: Pick<Notifier, "countsChanged">, status: () => Promise<SystemStatus>): () => Promise<SystemStatus> {
+  return () => {
+    notifier.countsChanged();
+    return status();
+  };
+}
+
+/**
+ * The store's counts read on the store worker's connection while its thread runs, for the
+ * notifier's reports (a 1,000-node full mesh's 499,500 pairs take 15–30 ms to count); null
+ * when no thread runs or it fails to answer (it exited: logged by the worker), and the status
+ * then counts on the main connection. The console's opening status and `GET
+ * /api/v1/system/status` count on the main connection: a worker busy with a render job's first
+ * read could hold them for seconds.
+ */
+export async function storeCountsOffThread(store: Pick<Store, "worker">): Promise<StoreCounts | null> {
+  return (await store.worker()?.counts().catch(() => null)) ?? null;
 }

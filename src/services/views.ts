@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import { isoTime } from "../clock.js";
+import { isoTime } from "../lib/clock.js";
 import { checkPairIntegrity } from "../domain/render.js";
 import type { AwgParams } from "../domain/awg.js";
 import type { NodeMode, PresenceState, RuntimeState } from "../protocol/enums.js";

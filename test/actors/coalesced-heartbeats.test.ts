@@ -3,7 +3,7 @@ import { test, type TestContext } from "node:test";
 import fc from "fast-check";
 import type { RoutedNodeEvent } from "../../src/actors/recorder.js";
 import { NodeActorRegistry } from "../../src/actors/registry.js";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { listNodeTransitions } from "../../src/store/node-transitions.repository.js";
 import { listClientStates } from "../../src/store/nodes.repository.js";
 import { CONFIG, log, openStores, seedNodes, tempDbFile } from "./harness.js";

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { CommandTracker, type ControlLogView, type OpenCommand } from "../../src/actors/commands.js";
-import { ManualClock, isoTime } from "../../src/clock.js";
+import { ManualClock, isoTime } from "../../src/lib/clock.js";
 import { createLogger } from "../../src/logger.js";
 import type { Envelope } from "../../src/protocol/envelope.schema.js";
 import { api, bind, connectAgent, dynamicNode, nextMessage } from "../control/agent-harness.js";

@@ -3,7 +3,7 @@ import { once } from "node:events";
 import { test, type TestContext } from "node:test";
 import { Aedes } from "aedes";
 import { CommandTracker, type ControlLogView, type OpenCommand } from "../../src/actors/commands.js";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import type { Envelope } from "../../src/protocol/envelope.schema.js";
 import { nodeTopic } from "../../src/protocol/topics.js";
 import { listOpenCommandLogs } from "../../src/store/commands.repository.js";

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { CommandTracker } from "../../src/actors/commands.js";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { CONFIG, log, openStores, seedNodes, tempDbFile } from "./harness.js";
 
 /**

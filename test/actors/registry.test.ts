@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { test, type TestContext } from "node:test";
 import type { NodeProjection } from "../../src/actors/projection.js";
 import { NodeActorRegistry, type RegistryDeps } from "../../src/actors/registry.js";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import type { Store } from "../../src/store/db.js";
 import { listNodeTransitions } from "../../src/store/node-transitions.repository.js";
 import { listClientStates } from "../../src/store/nodes.repository.js";

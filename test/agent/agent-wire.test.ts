@@ -54,7 +54,7 @@ async function rig(t: TestContext): Promise<Rig> {
   profile.mqtt.host = "127.0.0.1";
   const prefix = `svc/${configId}/${nodeId}/`;
   const wire: Wire[] = [];
-  const link: BackendLink = await s.server.broker!.attachBackend([`${prefix}#`], (topic, payload) => {
+  const link: BackendLink = await s.server.mqtt.broker!.attachBackend([`${prefix}#`], (topic, payload) => {
     const kind = topic.slice(prefix.length);
     if (["config/push", "control", "detect", "info"].includes(kind)) return; // downstream
     wire.push({ topic, kind, env: JSON.parse(payload.toString()) as Record<string, any> });
@@ -155,7 +155,7 @@ test("spec §6.2, §6.3: the real agent's heartbeats and events carry request_id
 
   // The broker drops the connection (as a network loss would): the will reaches the backend side.
   const seen = r.wire.length;
-  assert.equal(r.s.server.broker!.kick(r.profile.mqtt.client_id), true);
+  assert.equal(r.s.server.mqtt.broker!.kick(r.profile.mqtt.client_id), true);
   const will = await eventually("the will", () => r.wire.slice(seen).find((w) => w.kind === "event" && w.env.payload?.event === "offline"));
   assert.equal(will.topic, `svc/${r.configId}/${r.nodeId}/event`, "published to the event topic");
   assert.equal(will.env.type, "event");
@@ -226,7 +226,7 @@ test("spec §6.3 common ACK and detect ACK, §6.4 rule 4: the real agent's ACKs 
 
   // Reconnecting makes the agent heartbeat again: now for the interface it started.
   const seen = r.wire.length;
-  r.s.server.broker!.kick(r.profile.mqtt.client_id);
+  r.s.server.mqtt.broker!.kick(r.profile.mqtt.client_id);
   const hb = await afterReconnect("heartbeat after reconnect", () => r.wire.slice(seen).find((w) => w.kind === "heartbeat"));
   assert.deepEqual(hb.env.payload, { client_online: true, wg_online: true }, "spec §6.3 heartbeat: the interface it operates is up");
   await eventually("running again", async () => {

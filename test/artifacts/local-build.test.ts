@@ -9,7 +9,7 @@ import { test, type TestContext } from "node:test";
 import { writeProfile } from "../../src/agent/profile.js";
 import { renderSystemdUnit } from "../../src/cli/service/index.js";
 import { ID_PATTERN } from "../../src/protocol/ids.js";
-import { VERSION } from "../../src/version.js";
+import { VERSION } from "../../src/lib/version.js";
 import { sampleProfile } from "../cli/fixtures.js";
 import { assertError, createConfig, createNode, startHarness, type Harness } from "../http/harness.js";
 import { requireSystem } from "../helpers/system.js";

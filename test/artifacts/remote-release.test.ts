@@ -4,7 +4,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { test, type TestContext } from "node:test";
-import { VERSION } from "../../src/version.js";
+import { VERSION } from "../../src/lib/version.js";
 import { assertError, startHarness, type Harness } from "../http/harness.js";
 
 /**

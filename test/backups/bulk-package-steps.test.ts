@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { createLogger } from "../../src/logger.js";
 import { collectPackageConfigs, packageEntries, writePackageZip } from "../../src/services/bulk-package.js";
 import { MeshService } from "../../src/services/mesh.service.js";

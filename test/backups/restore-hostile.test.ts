@@ -6,11 +6,11 @@ import { join } from "node:path";
 import { test, type TestContext } from "node:test";
 import SQLite from "better-sqlite3";
 import mqtt from "mqtt";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { nodeClientId, nodeUsername } from "../../src/mqtt/authz.policy.js";
-import { createServer, type Server } from "../../src/server.js";
+import { createServer, type AppContext } from "../../src/server.js";
 import { ADMIN_PASSWORD, assertError, createConfig, createNode, injectJson, type Res } from "../http/harness.js";
 import { assertHttpError, buildZip, importAndRestore, importZip, packSnapshot, snapshotDb, startBackupsHarness, unzip, type BackupsHarness } from "./harness.js";
 
@@ -40,7 +40,7 @@ function tamper(db: Buffer, edit: (d: SQLite.Database) => void): Buffer {
 }
 
 /** A real service over `dataDir` (its own lifecycle: closed once, by the test or after it). */
-async function boot(t: TestContext, dataDir: string, lines: string[] = []): Promise<{ server: Server; req(method: string, url: string): Promise<Res>; close(): Promise<void> }> {
+async function boot(t: TestContext, dataDir: string, lines: string[] = []): Promise<{ server: AppContext; req(method: string, url: string): Promise<Res>; close(): Promise<void> }> {
   const log = createLogger("info", { write: (line: string) => void lines.push(line) });
   const server = await createServer(testSettings({ dataDir, adminPassword: ADMIN_PASSWORD }), log, { clock: new ManualClock() });
   let closing: Promise<void> | undefined;
@@ -142,7 +142,7 @@ test("issue 10 HIGH 2, spec §2.4/§5: an MQTT password hash chosen by a snapsho
     .prepare("SELECT client_initialized, mqtt_username, mqtt_password_hash FROM node_client_state WHERE node_id = ?")
     .get(node.node_id);
   assert.deepEqual(row, { client_initialized: 0, mqtt_username: null, mqtt_password_hash: null });
-  const client = mqtt.connect(`mqtt://127.0.0.1:${h.server.broker!.port}`, {
+  const client = mqtt.connect(`mqtt://127.0.0.1:${h.server.mqtt.broker!.port}`, {
     protocolVersion: 4,
     clientId: nodeClientId(config.config_id, node.node_id),
     username,
@@ -375,7 +375,7 @@ test("issue 10, spec §2.4/§4 rule 12: a client bound before a restore is cut o
   });
   assert.equal(bound.status, 200, bound.body.toString("utf8"));
   const login = () =>
-    mqtt.connect(`mqtt://127.0.0.1:${h.server.broker!.port}`, {
+    mqtt.connect(`mqtt://127.0.0.1:${h.server.mqtt.broker!.port}`, {
       protocolVersion: 4,
       clientId: bound.json.mqtt.client_id,
       username: bound.json.mqtt.username,

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import SQLite from "better-sqlite3";
-import { VERSION } from "../../src/version.js";
+import { VERSION } from "../../src/lib/version.js";
 import { opening, startSseServer } from "../events/sse-harness.js";
 import { assertError, createConfig, createNode, type Harness } from "../http/harness.js";
 import { FIVE_MINUTES, assertHttpError, buildZip, startBackupsHarness, unzip, zipEntries } from "./harness.js";

@@ -12,7 +12,7 @@ import { api, boundAgent, envelope, eventually, status } from "../control/agent-
  */
 test("spec §6.5, DESIGN §3: the broker thread dies under the service: system.status.updated says disconnected, then connected after the restart; GET /system/status agrees; a reconnected agent's heartbeat is handled", async (t) => {
   const s = await startSseServer(t);
-  const broker = s.server.broker;
+  const broker = s.server.mqtt.broker;
   assert.ok(broker instanceof ThreadedBroker, "the service runs its broker in a thread by default");
   const { configId, nodeId, p, agent } = await boundAgent(s, t);
   const sse = await s.open();

@@ -5,10 +5,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test, type TestContext } from "node:test";
 import SQLite from "better-sqlite3";
-import { ManualClock, type Clock } from "../../src/clock.js";
+import { ManualClock, type Clock } from "../../src/lib/clock.js";
 import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
-import { createServer, type Server } from "../../src/server.js";
+import { createServer, type AppContext } from "../../src/server.js";
 import { api, bind, connectAgent, dynamicNode, envelope, eventually, nextMessage, status } from "../control/agent-harness.js";
 import { ADMIN_PASSWORD, listenAndLogin, type SseServer } from "../events/sse-harness.js";
 import { requireSystem } from "../helpers/system.js";
@@ -52,7 +52,7 @@ interface Running extends SseServer {
 
 /** The real service (embedded broker on port 0, REST on 127.0.0.1:0) over `dataDir` with `clock`. */
 async function serve(t: TestContext, dataDir: string, clock: Clock = new ManualClock()): Promise<Running> {
-  const server: Server = await createServer(testSettings({ dataDir, adminPassword: ADMIN_PASSWORD }), createLogger("silent"), { clock });
+  const server: AppContext = await createServer(testSettings({ dataDir, adminPassword: ADMIN_PASSWORD }), createLogger("silent"), { clock });
   let closing: Promise<void> | undefined;
   const close = () => (closing ??= server.close());
   t.after(close);

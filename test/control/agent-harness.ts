@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { TestContext } from "node:test";
 import mqtt, { type MqttClient } from "mqtt";
-import { isoTime } from "../../src/clock.js";
+import { isoTime } from "../../src/lib/clock.js";
 import type { SseServer } from "../events/sse-harness.js";
 
 /**
@@ -77,7 +77,7 @@ export function envelope(p: Profile, type: string, payload: Record<string, unkno
 }
 
 export async function connectAgent(s: SseServer, p: Profile, password = p.mqtt.password): Promise<MqttClient> {
-  const client = mqtt.connect(`mqtt://127.0.0.1:${s.server.broker!.port}`, {
+  const client = mqtt.connect(`mqtt://127.0.0.1:${s.server.mqtt.broker!.port}`, {
     protocolVersion: 4,
     clientId: p.mqtt.client_id,
     username: p.mqtt.username,

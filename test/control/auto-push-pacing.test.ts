@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { isoTime, ManualClock } from "../../src/clock.js";
+import { isoTime, ManualClock } from "../../src/lib/clock.js";
 import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { nodeTopic } from "../../src/protocol/topics.js";

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { describe, test } from "node:test";
-import { isoTime } from "../../src/clock.js";
+import { isoTime } from "../../src/lib/clock.js";
 import { fileSseServer, type SseServer } from "../events/sse-harness.js";
 import { api, bind, connectAgent, dynamicNode, type Profile } from "./agent-harness.js";
 
@@ -147,7 +147,7 @@ describe("bind (spec §4 rule 11, §2.6, §3.2, §3.6)", () => {
     assert.equal(p.mqtt.username, username);
     assert.equal(p.mqtt.client_id, `svc-${a.configId}-${a.nodeId}`);
     assert.equal(p.mqtt.tls, false);
-    assert.equal(p.mqtt.port, s.server.broker!.port);
+    assert.equal(p.mqtt.port, s.server.mqtt.broker!.port);
     assert.equal("ca_cert" in p.mqtt, false, "no CA without TLS");
     assert.match(String(p.mqtt.password), /^[A-Za-z0-9_-]{43}$/);
     assert.equal(p.topics.heartbeat, `svc/${a.configId}/${a.nodeId}/heartbeat`);

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import mqtt from "mqtt";
-import { isoTime } from "../../src/clock.js";
+import { isoTime } from "../../src/lib/clock.js";
 import { openStream } from "../events/sse-harness.js";
 import {
   bindNode,
@@ -33,8 +33,8 @@ test("with SVC_MQTT_URL at a closed port the backend starts and serves REST; bin
   const p = await bindNode(s, configId, nodeId);
   assert.equal(p.mqtt.port, m.port);
   assert.equal((await endpointStatus(s, configId, nodeId)).client_initialized, true, "the database is written");
-  await until("a failed reconciliation waiting to retry", () => (s.server.brokerSync?.state().lastError ?? null) !== null);
-  assert.equal(s.server.brokerSync?.state().reconciled, 0);
+  await until("a failed reconciliation waiting to retry", () => (s.server.mqtt.sync?.state().lastError ?? null) !== null);
+  assert.equal(s.server.mqtt.sync?.state().reconciled, 0);
 
   // A command cannot be published: it ends failed, not pending forever.
   const sent = await s.api("POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "start" });
@@ -50,8 +50,8 @@ test("with SVC_MQTT_URL at a closed port the backend starts and serves REST; bin
   await m.start();
   const up = await stream.waitFor((f) => f.event === "system.status.updated" && (f.json.payload as { services: { mqtt: { connected: boolean } } }).services.mqtt.connected);
   assert.equal((up.json.payload as { services: { mqtt: { broker: string } } }).services.mqtt.broker, "mosquitto");
-  await until("connected and reconciled", async () => (await status()).connected && (s.server.brokerSync?.state().reconciled ?? 0) > 0);
-  assert.deepEqual(s.server.brokerSync?.state().totals, { upserted: 2, removed: 0 }, "the backend user and the bound node, once");
+  await until("connected and reconciled", async () => (await status()).connected && (s.server.mqtt.sync?.state().reconciled ?? 0) > 0);
+  assert.deepEqual(s.server.mqtt.sync?.state().totals, { upserted: 2, removed: 0 }, "the backend user and the bound node, once");
   const agent = await mqtt.connectAsync(m.url, { protocolVersion: 4, clientId: p.mqtt.client_id, username: p.mqtt.username, password: p.mqtt.password, reconnectPeriod: 0 });
   t.after(() => agent.end(true));
   const envelope = { type: "heartbeat", request_id: "", config_id: configId, node_id: nodeId, boot_id: "b", session_id: "s", sent_at: isoTime(Date.now()), payload: { client_online: true, wg_online: false } };

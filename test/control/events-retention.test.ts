@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { test, type TestContext } from "node:test";
 import SQLite from "better-sqlite3";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { loadSettings, SettingsError, testSettings } from "../../src/config.js";
 import { EventLog } from "../../src/mqtt/event-log.js";
 import { createServer } from "../../src/server.js";

@@ -3,11 +3,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test, type TestContext } from "node:test";
-import { isoTime, ManualClock } from "../../src/clock.js";
+import { isoTime, ManualClock } from "../../src/lib/clock.js";
 import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { nodeTopic } from "../../src/protocol/topics.js";
-import { createServer, type Server } from "../../src/server.js";
+import { createServer, type AppContext } from "../../src/server.js";
 import { eventually } from "./agent-harness.js";
 
 /**
@@ -28,7 +28,7 @@ interface LogLine {
 }
 
 interface Rig {
-  server: Server;
+  server: AppContext;
   clock: ManualClock;
   logs: LogLine[];
   configId: string;
@@ -96,7 +96,7 @@ async function settlePush(r: Rig): Promise<void> {
 test("spec §3.1, §6.4 rule 8: a detect the broker does not take (broker stopped) is a detect failure at once: logged with the node, and the node drops without waiting for the 20 s timeout", async (t) => {
   const r = await rig(t);
   await settlePush(r); // also: the heartbeat is now older than the coming probe
-  await r.server.broker!.close();
+  await r.server.mqtt.broker!.close();
   r.server.detect.setActive(true);
   const st = await eventually("dropped", () => {
     const p = r.server.registry.projection(r.configId, r.nodeId);
@@ -194,7 +194,7 @@ test("an automatic config push that cannot be built (the node has no staged conf
 
 test("an automatic config push the broker does not take (broker stopped) closes its row as failed with the reason and is logged with the node (issue 10)", async (t) => {
   const r = await rig(t);
-  await r.server.broker!.close();
+  await r.server.mqtt.broker!.close();
   r.clock.advance(2000);
   const row = await eventually("failed push row", async () => (await r.controlLogs()).find((l) => l.action === "push_config" && l.status === "failed"));
   assert.match(row.message ?? "", /publish to the broker failed/);

@@ -7,10 +7,10 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import Database from "better-sqlite3";
 import mqtt from "mqtt";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { testSettings, type Settings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
-import { createServer, type Server } from "../../src/server.js";
+import { createServer, type AppContext } from "../../src/server.js";
 import { openStream, opening } from "../events/sse-harness.js";
 import { sampleValue } from "../helpers/prometheus.js";
 import { injectJson } from "../http/harness.js";
@@ -44,7 +44,7 @@ interface Fixture {
 }
 
 interface Booted {
-  server: Server;
+  server: AppContext;
   clock: ManualClock;
   dataDir: string;
   req(method: string, url: string, body?: unknown, opts?: { auth?: boolean }): Promise<{ status: number; json: any; text: string }>;
@@ -140,7 +140,7 @@ before(async () => {
     assert.equal(bound.status, 200, bound.text);
     const profile = bound.json as Profile;
 
-    const agent = await mqtt.connectAsync(`mqtt://127.0.0.1:${s.server.broker!.port}`, {
+    const agent = await mqtt.connectAsync(`mqtt://127.0.0.1:${s.server.mqtt.broker!.port}`, {
       protocolVersion: 4,
       clientId: profile.mqtt.client_id,
       username: profile.mqtt.username,
@@ -358,7 +358,7 @@ test("spec §1.7 bullet 6 (sync stops at the staged state, nothing is pushed): a
   assert.equal(controlLogCount(s), 1, "no push was logged");
   assert.equal(s.server.commands.published, 0, "nothing was published");
   assert.equal(s.server.commands.openCount, 0, "no command (push or detect) is open");
-  assert.equal(s.server.broker, null, "no broker");
+  assert.equal(s.server.mqtt.broker, null, "no broker");
   assert.equal(trap.connections(), 0, "no connection to the broker port");
   const confirmed = s.server.store.sqlite.prepare("SELECT confirmed_config_version AS v, confirmed_config_sha256 AS sha FROM nodes WHERE node_id = ?").get(dynamicId);
   assert.deepEqual(confirmed, { v: fixture.staged.config_version, sha: fixture.staged.config_sha256 }, "confirmed stays where the agent left it");
@@ -402,7 +402,7 @@ test("spec §1.7 bullet 8 (the backend does not depend on the broker to start): 
   const closedPort = await freePort();
   const plain = await boot(tempDir("svc-switch-empty-"), false, fixture.now, { embeddedBrokerPort: closedPort });
   t.after(() => plain.close());
-  assert.equal(plain.server.broker, null);
+  assert.equal(plain.server.mqtt.broker, null);
   assert.equal(await refused(closedPort), true, "nothing listens on the embedded broker port");
   assert.equal((await plain.req("GET", "/api/v1/health")).status, 200);
   assert.deepEqual((await plain.req("GET", "/api/v1/system/status")).json.services.mqtt, { enabled: false, broker: "disabled", connected: false });
@@ -425,7 +425,7 @@ test("spec §1.7 bullet 8 (the backend does not depend on the broker to start): 
   for (const kind of kinds) {
     const s = await boot(tempDir("svc-switch-kind-"), false, fixture.now, kind);
     t.after(() => s.close());
-    assert.equal(s.server.broker, null, `${kind.mqttBroker}: no embedded broker`);
+    assert.equal(s.server.mqtt.broker, null, `${kind.mqttBroker}: no embedded broker`);
     assert.equal((await s.req("GET", "/api/v1/configs")).status, 200, `${kind.mqttBroker}: REST serves`);
     s.clock.advance(10 * MINUTE);
     await s.close();

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { createServer } from "../../src/server.js";
@@ -146,7 +146,7 @@ test("spec §1.7: with MQTT services disabled no broker starts and every MQTT wr
     await server.close();
     rmSync(dataDir, { recursive: true, force: true });
   });
-  assert.equal(server.broker, null, "the backend does not depend on a broker to start");
+  assert.equal(server.mqtt.broker, null, "the backend does not depend on a broker to start");
   const login = await server.app.inject({ method: "POST", url: "/api/v1/auth/login", payload: { password: "mqtt-off-password" } });
   const auth = { authorization: `Bearer ${login.json().access_token}` };
   const config = await server.app.inject({ method: "POST", url: "/api/v1/configs", headers: auth, payload: { name: "c", tunnel_protocol: "wireguard", network_cidr: "10.0.0.0/24" } });

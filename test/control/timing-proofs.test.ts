@@ -8,7 +8,7 @@ import mqtt, { type MqttClient } from "mqtt";
 import { HEARTBEAT_INTERVAL_MS, runAgent } from "../../src/agent/agent.js";
 import type { AgentProfile } from "../../src/agent/profile.js";
 import type { Toolchain, ToolchainFor } from "../../src/agent/toolchain.types.js";
-import { isoTime, ManualClock } from "../../src/clock.js";
+import { isoTime, ManualClock } from "../../src/lib/clock.js";
 import { createLogger } from "../../src/logger.js";
 import { nodeClientId, nodeIdentity, nodeUsername } from "../../src/mqtt/authz.policy.js";
 import { brokerPasswordHash, type BrokerUser } from "../../src/mqtt/broker-users.js";

@@ -89,7 +89,7 @@ describe("compiled production build (issue 11 §6)", { timeout: 300_000 }, () =>
     t.after(() => service.stop());
     const res = await fetch(`${service.baseUrl}/api/v1/health`);
     assert.equal(res.status, 200);
-    // The version comes from package.json two levels above dist/src/version.js.
+    // The version comes from package.json three levels above dist/src/lib/version.js.
     assert.deepEqual(await res.json(), { status: "ok", version: pkg.version });
     // The console is served from dist/web (issue 12): its page, not the 503 of a missing build.
     const page = await fetch(`${service.baseUrl}/`);

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { test, type TestContext } from "node:test";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { SSE_EVENT_TYPES, isSseEventType } from "../../src/events/event-types.js";
 import { EventHub, type EventHubOptions, type HubClock, type SystemStatusPayload } from "../../src/events/hub.js";
 import { createLogger } from "../../src/logger.js";

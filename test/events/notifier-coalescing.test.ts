@@ -12,11 +12,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { ManualClock } from "../../src/clock.js";
-import { countedAfresh } from "../../src/context-helpers.js";
+import { ManualClock } from "../../src/lib/clock.js";
+import { AppEvents } from "../../src/services/app-events.js";
 import { createLogger } from "../../src/logger.js";
 import { MeshService, type MeshChange } from "../../src/services/mesh.service.js";
-import { Notifier, systemStatus, type StoreCounts } from "../../src/services/notifier.js";
+import { countedAfresh, Notifier, systemStatus, type StoreCounts } from "../../src/services/notifier.js";
 import type { SystemStatus } from "../../src/protocol/views.schema.js";
 import { Store } from "../../src/store/db.js";
 
@@ -61,7 +61,7 @@ async function setup(t: { after: (fn: () => unknown) => void }) {
   // The status's content is not under test here: a fixed object stands in.
   const status = async () => ({ summary: {}, topology: {} }) as unknown as SystemStatus;
   const control = { endpointStatusOf: () => assert.fail("no endpoint status in this test") };
-  const notifier = new Notifier({ hub: hub as never, mesh, control, status, clock, log: createLogger("silent"), renderedCoalesceMs: 250 });
+  const notifier = new Notifier({ events: new AppEvents(), hub: hub as never, mesh, control, status, clock, log: createLogger("silent"), renderedCoalesceMs: 250 });
   const nextStatus = () => new Promise<void>((resolve) => (statusSeen = resolve));
   const configId = (await mesh.createConfig({ name: "c", tunnel_protocol: "wireguard", network_cidr: "10.9.0.0/24" })).config_id;
   const ids: string[] = [];
@@ -127,7 +127,7 @@ test("issue 14 item 2 / spec §6.5: a rendering report's system status reuses th
     return systemStatus(deps, counts);
   };
   const control = { endpointStatusOf: () => assert.fail("no endpoint status in this test") };
-  const notifier = new Notifier({ hub, mesh, control, status, clock, log: createLogger("silent"), renderedCoalesceMs: 10 });
+  const notifier = new Notifier({ events: new AppEvents(), hub, mesh, control, status, clock, log: createLogger("silent"), renderedCoalesceMs: 10 });
   const configId = (await mesh.createConfig({ name: "c", tunnel_protocol: "wireguard", network_cidr: "10.9.0.0/24" })).config_id;
   const a = (await mesh.createNode(configId, { name: "a", mode: "static", public_address: "192.0.2.1", listen_port: 51820 })).node_id;
   const write = (): MeshChange => ({ configId, created: [], deleted: [], modeChanged: [], touched: [a], staged: [] });
@@ -196,7 +196,7 @@ test("issue 14 item 2: a report's system status takes the store counts read off 
     return Promise.resolve(offThread);
   };
   const mesh = { listConfigs: async () => [], getConfig: async () => ({ nodes: [], tags: [] }), listPairs: async () => ({ mesh_pairs: [], next_cursor: null }) };
-  const notifier = new Notifier({ hub, mesh: mesh as never, control: { endpointStatusOf: () => assert.fail("none") }, status, countsOffThread, clock, log: createLogger("silent"), renderedCoalesceMs: 10 });
+  const notifier = new Notifier({ events: new AppEvents(), hub, mesh: mesh as never, control: { endpointStatusOf: () => assert.fail("none") }, status, countsOffThread, clock, log: createLogger("silent"), renderedCoalesceMs: 10 });
   const next = async (change: MeshChange) => {
     const seen = nextStatus();
     notifier.meshChanged(change);

@@ -6,12 +6,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, type TestContext } from "node:test";
 import SQLite from "better-sqlite3";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { testSettings, type Settings } from "../../src/config.js";
 import type { SseEventType } from "../../src/events/event-types.js";
 import { EventHub, type EventHubOptions, type SystemStatusPayload } from "../../src/events/hub.js";
 import { createLogger } from "../../src/logger.js";
-import { createServer, type Server } from "../../src/server.js";
+import { createServer, type AppContext } from "../../src/server.js";
 import { login } from "../helpers/api.js";
 
 export const ADMIN_PASSWORD = "correct horse battery staple";
@@ -20,7 +20,7 @@ export const ADMIN_PASSWORD = "correct horse battery staple";
  * Listens on 127.0.0.1:0 and logs in as admin over real HTTP.
  * @returns the service's base URL and an admin bearer token
  */
-export async function listenAndLogin(server: Server, password = ADMIN_PASSWORD): Promise<{ baseUrl: string; token: string }> {
+export async function listenAndLogin(server: AppContext, password = ADMIN_PASSWORD): Promise<{ baseUrl: string; token: string }> {
   await server.app.listen({ host: "127.0.0.1", port: 0 });
   const address = server.app.server.address();
   assert.ok(address !== null && typeof address === "object");
@@ -33,7 +33,7 @@ export const STREAM_PATH = "/api/v1/events/stream";
 export type HubOverrides = Partial<Omit<EventHubOptions, "clock" | "log">>;
 
 export interface SseServer {
-  server: Server;
+  server: AppContext;
   hub: EventHub;
   clock: ManualClock;
   /** `http://127.0.0.1:{port}` */

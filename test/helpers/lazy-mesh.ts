@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { createLogger } from "../../src/logger.js";
 import { MeshService } from "../../src/services/mesh.service.js";
 import { Store } from "../../src/store/db.js";

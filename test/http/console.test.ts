@@ -7,15 +7,15 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test, { type TestContext } from "node:test";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { testSettings } from "../../src/config.js";
 import { CONSOLE_CSP } from "../../src/http/console.plugin.js";
 import { createLogger } from "../../src/logger.js";
-import { createServer, type Server } from "../../src/server.js";
+import { createServer, type AppContext } from "../../src/server.js";
 import { ADMIN_PASSWORD, injectJson } from "./harness.js";
 
 /** A server whose console directory is `consoleDir` (a fake build written by the test, or none). */
-async function serverWith(t: TestContext, consoleDir: string): Promise<Server> {
+async function serverWith(t: TestContext, consoleDir: string): Promise<AppContext> {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-console-"));
   const server = await createServer(testSettings({ dataDir, adminPassword: ADMIN_PASSWORD, mqttEnabled: false }), createLogger("silent"), {
     clock: new ManualClock(),
@@ -38,7 +38,7 @@ function fakeBuild(t: TestContext): string {
   return dir;
 }
 
-const get = (server: Server, url: string, headers: Record<string, string> = {}) => injectJson(server, { method: "GET", url, headers });
+const get = (server: AppContext, url: string, headers: Record<string, string> = {}) => injectJson(server, { method: "GET", url, headers });
 
 test("issue 12: / and every non-API path answer index.html (no-cache, CSP 'self') without a token; hashed assets are immutable", async (t) => {
   const server = await serverWith(t, fakeBuild(t));

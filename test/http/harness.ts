@@ -4,16 +4,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TestContext } from "node:test";
 import assert from "node:assert/strict";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { testSettings, type Settings } from "../../src/config.js";
 import { ERROR_CODES, type ErrorCode } from "../../src/errors.js";
 import { createLogger } from "../../src/logger.js";
-import { createServer, type Server } from "../../src/server.js";
+import { createServer, type AppContext } from "../../src/server.js";
 
 export const ADMIN_PASSWORD = "correct horse battery staple";
 
 export interface Harness {
-  server: Server;
+  server: AppContext;
   clock: ManualClock;
   token: string;
   dataDir: string;
@@ -36,7 +36,7 @@ export interface Res {
  */
 /** One request by `inject`; the answer with its body parsed as JSON when it is JSON. */
 export async function injectJson(
-  server: Server,
+  server: AppContext,
   req: { method: string; url: string; headers?: Record<string, string>; payload?: string | object },
 ): Promise<Res> {
   const res = await server.app.inject({

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { test } from "node:test";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { createServer } from "../../src/server.js";
@@ -142,7 +142,7 @@ test("GET /api/v1/metrics: every family with its labels, values following real n
 test("svc_mqtt_broker_connected falls to 0 when the broker goes away (spec §1.8)", async (t) => {
   const s = await startSseServer(t);
   assert.equal(sampleValue(await scrape(s), "svc_mqtt_broker_connected"), 1);
-  await s.server.broker!.close();
+  await s.server.mqtt.broker!.close();
   await eventually("disconnected in metrics", async () =>
     sampleValue(await scrape(s), "svc_mqtt_broker_connected") === 0 ? true : undefined,
   );

@@ -4,7 +4,7 @@ import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { createServer } from "../../src/server.js";
 import { STORED_KEY } from "../../src/services/mqtt-settings.service.js";
-import type { Server } from "../../src/server.js";
+import type { AppContext } from "../../src/server.js";
 import { api, bind, dynamicNode } from "../control/agent-harness.js";
 import { opening, startSseServer, type SseServer } from "../events/sse-harness.js";
 import { ADMIN_PASSWORD, assertError, injectJson, startHarness, type Harness, type Res } from "./harness.js";
@@ -30,7 +30,7 @@ const FIELDS = [
 type Req = (method: string, url: string, body?: unknown, opts?: { auth?: boolean | string }) => Promise<Res>;
 
 /** Requests by inject against one server, as the admin holding `token`. */
-function injector(server: Server, token: string): Req {
+function injector(server: AppContext, token: string): Req {
   return async (method, url, body, opts = {}) => {
     const auth = opts.auth ?? true;
     return injectJson(server, {
@@ -42,7 +42,7 @@ function injector(server: Server, token: string): Req {
   };
 }
 
-async function loginTo(server: Server): Promise<string> {
+async function loginTo(server: AppContext): Promise<string> {
   const login = await server.app.inject({ method: "POST", url: "/api/v1/auth/login", payload: { password: ADMIN_PASSWORD } });
   assert.equal(login.statusCode, 200);
   return login.json().access_token;
@@ -85,7 +85,7 @@ test("GET /api/v1/settings/mqtt answers the switch, broker, connection and profi
   assert.equal(res.json.broker, "embedded");
   assert.equal(res.json.broker_connected, true);
   assert.equal(res.json.public_host, "mqtt.example.net");
-  assert.equal(res.json.public_port, h.server.broker!.port, "the embedded broker's port when SVC_MQTT_PUBLIC_PORT is unset");
+  assert.equal(res.json.public_port, h.server.mqtt.broker!.port, "the embedded broker's port when SVC_MQTT_PUBLIC_PORT is unset");
   assert.equal(res.json.public_tls_port, 8883, "DESIGN §6 default");
   assert.equal(res.json.tls_enabled, false);
   assert.equal(res.json.backend_username, "svc-backend");
@@ -145,9 +145,9 @@ test("PUT /api/v1/settings/mqtt stores overrides, publishes settings.mqtt.update
   const back = await api(s, "PUT", PATH, { public_port: null });
   assert.equal(back.status, 200, JSON.stringify(back.json));
   assert.equal(back.json.public_host, "mqtt.example.org");
-  assert.equal(back.json.public_port, s.server.broker!.port);
+  assert.equal(back.json.public_port, s.server.mqtt.broker!.port);
   assert.deepEqual(back.json.sources, { public_host: "settings", public_port: "environment", public_tls_port: "settings" });
-  assert.equal((await bind(s, configId, (await fresh(s, configId)).node_id)).mqtt.port, s.server.broker!.port);
+  assert.equal((await bind(s, configId, (await fresh(s, configId)).node_id)).mqtt.port, s.server.mqtt.broker!.port);
 });
 
 /** A new dynamic node in an existing config. */

@@ -3,11 +3,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test, type TestContext } from "node:test";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { loadSettings, SettingsError } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { nodeClientId, nodeUsername } from "../../src/mqtt/authz.policy.js";
-import { createServer, type Server } from "../../src/server.js";
+import { createServer, type AppContext } from "../../src/server.js";
 
 /**
  * spec §5 row "broker → backend authz": the `x-svc-internal-key` the backend expects comes from
@@ -26,7 +26,7 @@ const BODY = {
   retain: "false",
 };
 
-async function start(t: TestContext, env: Record<string, string>): Promise<Server> {
+async function start(t: TestContext, env: Record<string, string>): Promise<AppContext> {
   const settings = loadSettings({ SVC_ADMIN_PASSWORD: "correct horse battery staple", SVC_ENABLE_MQTT_SERVICES: "false", ...env });
   const server = await createServer(settings, createLogger("silent"), { clock: new ManualClock() });
   t.after(() => server.close());
@@ -34,7 +34,7 @@ async function start(t: TestContext, env: Record<string, string>): Promise<Serve
 }
 
 /** The route's HTTP status for one key (401 = refused; anything else = the key was accepted). */
-async function statusWith(server: Server, key: string): Promise<number> {
+async function statusWith(server: AppContext, key: string): Promise<number> {
   const res = await server.app.inject({ method: "POST", url: URL, headers: { "content-type": "application/json", "x-svc-internal-key": key }, payload: BODY });
   return res.statusCode;
 }

@@ -56,7 +56,7 @@ test("key file lost: bound nodes are not provisioned, logged and left as the bro
   if (m === undefined) return;
   const dataDir = tempDataDir();
   const first = await startService(t, mosquittoSettings(m, dataDir));
-  await until("first reconciliation", () => (first.server.brokerSync?.state().reconciled ?? 0) > 0);
+  await until("first reconciliation", () => (first.server.mqtt.sync?.state().reconciled ?? 0) > 0);
   const a = await dynamicNode(first, "edge-a");
   const b = await dynamicNode(first, "edge-b");
   const pa = await bindNode(first, a.configId, a.nodeId);
@@ -66,7 +66,7 @@ test("key file lost: bound nodes are not provisioned, logged and left as the bro
 
   rmSync(join(dataDir, KEY_FILE_NAME));
   const second = await startService(t, mosquittoSettings(m, dataDir));
-  const sync = second.server.brokerSync!;
+  const sync = second.server.mqtt.sync!;
   await until("reconciled without the key", () => sync.state().reconciled > 0);
   assert.equal(sync.state().unprovisionable, 2);
   await sync.idle();

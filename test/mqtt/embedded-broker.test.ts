@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test, type TestContext } from "node:test";
 import mqtt, { type IClientOptions, type MqttClient } from "mqtt";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { createServer } from "../../src/server.js";
@@ -643,7 +643,7 @@ test("issue 10: the service with its embedded broker refuses a network login wit
     await server.close();
     rmSync(dataDir, { recursive: true, force: true });
   });
-  const port = server.broker!.port;
+  const port = server.mqtt.broker!.port;
   const settingsUser = testSettings().mqttBackendUsername;
   assert.equal((await connackCode(t, port, settingsUser, backendPassword, "svc-backend-intruder")).code, 5);
   assert.equal((await connackCode(t, port, settingsUser, password(), "svc-backend-intruder2")).code, 5);

@@ -15,9 +15,9 @@ test("spec §1.9 bullet 2: with TLS enabled and an external broker, the backend 
   const s = await startService(t, mosquittoSettings(m, tempDataDir(), { mqttTlsEnabled: true, mqttPublicTlsPort: 8883 }));
   await until("the backend connected over the plain URL and reconciled", async () => {
     const mqtt = (await s.api("GET", "/api/v1/system/status")).json.services.mqtt as { connected: boolean };
-    return mqtt.connected && (s.server.brokerSync?.state().reconciled ?? 0) > 0;
+    return mqtt.connected && (s.server.mqtt.sync?.state().reconciled ?? 0) > 0;
   });
-  assert.equal(s.server.broker, null, "no embedded broker, so no TLS listener of ours");
+  assert.equal(s.server.mqtt.broker, null, "no embedded broker, so no TLS listener of ours");
   const { configId, nodeId } = await dynamicNode(s);
   const profile = await bindNode(s, configId, nodeId);
   assert.equal(profile.mqtt.tls, true, "profiles prefer TLS");

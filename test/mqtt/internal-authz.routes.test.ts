@@ -10,7 +10,7 @@ import {
   validatorCompiler,
   type ZodTypeProvider,
 } from "fastify-type-provider-zod";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { testSettings } from "../../src/config.js";
 import { AppError } from "../../src/errors.js";
 import type { App } from "../../src/http/app.js";

@@ -6,10 +6,10 @@ import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import type { TestContext } from "node:test";
 import { promisify } from "node:util";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { testSettings, type Settings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
-import { createServer, type Server } from "../../src/server.js";
+import { createServer, type AppContext } from "../../src/server.js";
 import { api } from "../control/agent-harness.js";
 import { listenAndLogin } from "../events/sse-harness.js";
 import { freeTcpPort } from "../helpers/agent.js";
@@ -160,7 +160,7 @@ export const ADMIN_PASSWORD = "correct horse battery staple";
 
 /** The real service (REST on 127.0.0.1:0, SQLite in a temp dir) using `m` as its broker. */
 export interface Service {
-  server: Server;
+  server: AppContext;
   baseUrl: string;
   token: string;
   dataDir: string;

@@ -64,7 +64,7 @@ async function mqttStatus(s: Service) {
 
 async function service(t: TestContext, m: MosquittoBroker): Promise<Service> {
   const s = await startService(t, mosquittoSettings(m, tempDataDir()));
-  await until("the backend connected to mosquitto and reconciled", async () => (await mqttStatus(s)).connected && (s.server.brokerSync?.state().reconciled ?? 0) > 0);
+  await until("the backend connected to mosquitto and reconciled", async () => (await mqttStatus(s)).connected && (s.server.mqtt.sync?.state().reconciled ?? 0) > 0);
   return s;
 }
 
@@ -146,8 +146,8 @@ test("Mosquitto killed and restarted: the backend reconnects and reconciles, the
   const configsBefore = (await s.api("GET", "/api/v1/configs")).json;
   const nodeBefore = (await s.api("GET", `/api/v1/configs/${a.configId}/nodes/${a.nodeId}`)).json;
   const statusBefore = await endpointStatus(s, a.configId, a.nodeId);
-  const reconciledBefore = s.server.brokerSync!.state().reconciled;
-  const totalsBefore = s.server.brokerSync!.state().totals;
+  const reconciledBefore = s.server.mqtt.sync!.state().reconciled;
+  const totalsBefore = s.server.mqtt.sync!.state().totals;
 
   await m.stop("SIGKILL");
   await until("the backend noticed", async () => !(await mqttStatus(s)).connected);
@@ -159,9 +159,9 @@ test("Mosquitto killed and restarted: the backend reconnects and reconciles, the
 
   const receivedBefore = s.server.router.received;
   await m.start(); // the same dynamic-security.json
-  await until("reconnected and reconciled", async () => (await mqttStatus(s)).connected && s.server.brokerSync!.state().reconciled > reconciledBefore);
-  await s.server.brokerSync!.idle();
-  const totals = s.server.brokerSync!.state().totals;
+  await until("reconnected and reconciled", async () => (await mqttStatus(s)).connected && s.server.mqtt.sync!.state().reconciled > reconciledBefore);
+  await s.server.mqtt.sync!.idle();
+  const totals = s.server.mqtt.sync!.state().totals;
   assert.deepEqual(
     { upserted: totals.upserted - totalsBefore.upserted, removed: totals.removed - totalsBefore.removed },
     { upserted: 0, removed: 1 },

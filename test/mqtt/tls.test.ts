@@ -10,14 +10,14 @@ import { describe, test, type TestContext } from "node:test";
 import mqtt from "mqtt";
 import { runAgent } from "../../src/agent/agent.js";
 import { agentProfileSchema, type AgentProfile } from "../../src/agent/profile.js";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { loadSettings, SettingsError, testSettings, type Settings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { BackendMqttClient } from "../../src/mqtt/backend-client.js";
 import { brokerPasswordHash, type BrokerUserLookup } from "../../src/mqtt/broker-users.js";
 import { EmbeddedBroker } from "../../src/mqtt/embedded-broker.js";
 import { ensureGeneratedTls, readTlsFiles, resolveMqttTls, SERVER_RENEW_BEFORE_MS, SERVER_VALIDITY_MS, type TlsMaterial } from "../../src/mqtt/tls.js";
-import { createServer, type Server } from "../../src/server.js";
+import { createServer, type AppContext } from "../../src/server.js";
 import { api, eventually } from "../control/agent-harness.js";
 import { listenAndLogin } from "../events/sse-harness.js";
 
@@ -38,7 +38,7 @@ function tempDir(t: TestContext, prefix: string): string {
 }
 
 interface Svc {
-  server: Server;
+  server: AppContext;
   baseUrl: string;
   token: string;
   close(): Promise<void>;
@@ -113,7 +113,7 @@ describe("bind profiles and agents over mqtts (spec §1.9, §2.6, §5)", () => {
   test("TLS enabled: the REST bind answer has tls true, the TLS port and ca_cert; the agent connects over mqtts and goes online", async (t) => {
     const dataDir = tempDir(t, "svc-tls-data-");
     const s = await startSvc(t, dataDir);
-    const broker = s.server.broker!;
+    const broker = s.server.mqtt.broker!;
     assert.ok(broker.tlsPort !== null && broker.tlsPort !== broker.port, "a TLS listener beside the plain one");
 
     const raw = await bindThroughRest(s);
@@ -143,7 +143,7 @@ describe("bind profiles and agents over mqtts (spec §1.9, §2.6, §5)", () => {
     const err = await eventually("the agent's TLS failure", () => tlsFailure(agent.logs));
     assert.match(err, /certificate/i, "the server certificate does not verify against the wrong CA");
     assert.equal(agent.logs.some((l) => l.msg === "connected"), false);
-    assert.equal(s.server.broker!.isConnected(profile.mqtt.client_id), false, "the broker never registered it");
+    assert.equal(s.server.mqtt.broker!.isConnected(profile.mqtt.client_id), false, "the broker never registered it");
     assert.notEqual(await presence(s, profile), "online");
     await agent.stop();
   });
@@ -155,7 +155,7 @@ describe("bind profiles and agents over mqtts (spec §1.9, §2.6, §5)", () => {
     const agent = startAgent(t, { ...profile, mqtt: mqttWithoutCa });
     const err = await eventually("the agent's TLS failure", () => tlsFailure(agent.logs));
     assert.match(err, /certificate/i);
-    assert.equal(s.server.broker!.isConnected(profile.mqtt.client_id), false);
+    assert.equal(s.server.mqtt.broker!.isConnected(profile.mqtt.client_id), false);
     await agent.stop();
   });
 
@@ -183,7 +183,7 @@ describe("bind profiles and agents over mqtts (spec §1.9, §2.6, §5)", () => {
       client.once("connect", () => resolve(new Error("unexpectedly connected")));
     });
     assert.match(err.message, /altnames|does not match/i);
-    assert.equal(s.server.broker!.isConnected(p.mqtt.client_id), false);
+    assert.equal(s.server.mqtt.broker!.isConnected(p.mqtt.client_id), false);
   });
 
   test("the generated CA survives a restart: a second profile after reopening the same data dir carries the same CA PEM; keys 0600, directory 0700", async (t) => {
@@ -224,9 +224,9 @@ describe("bind profiles and agents over mqtts (spec §1.9, §2.6, §5)", () => {
     const s = await startSvc(t, tempDir(t, "svc-tls-data-"), { mqttTlsEnabled: false });
     const raw = await bindThroughRest(s);
     assert.equal(raw.mqtt.tls, false);
-    assert.equal(raw.mqtt.port, s.server.broker!.port);
+    assert.equal(raw.mqtt.port, s.server.mqtt.broker!.port);
     assert.equal("ca_cert" in raw.mqtt, false, "spec §2.6: the CA is present only when tls is true");
-    assert.equal(s.server.broker!.tlsPort, null);
+    assert.equal(s.server.mqtt.broker!.tlsPort, null);
   });
 });
 

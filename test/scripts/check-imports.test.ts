@@ -44,11 +44,11 @@ describe("scripts/check-imports.ts (DESIGN §2 folder table)", () => {
     const res = run(root);
     assert.equal(res.status, 1);
     assert.deepEqual(res.lines.slice(0, -1).sort(), [
-      "src/agent/agent.ts: imports src/http/app.ts — agent may import protocol, lib, clock.ts",
-      "src/agent/agent.ts: imports src/server.ts [type-only] — agent may import protocol, lib, clock.ts",
-      "src/http/app.ts: imports src/store/db.ts [type-only] — http may import services, events, protocol, lib, errors.ts, config.ts, logger.ts, version.ts, clock.ts",
+      "src/agent/agent.ts: imports src/http/app.ts — agent may import protocol, lib",
+      "src/agent/agent.ts: imports src/server.ts [type-only] — agent may import protocol, lib",
+      "src/http/app.ts: imports src/store/db.ts [type-only] — http may import services, events, protocol, lib, errors.ts, config.ts, logger.ts",
       "src/protocol/ids.ts: imports src/domain/render.ts — protocol may import nothing of ours",
-      "src/store/db.ts: imports src/errors.ts — store may import domain, protocol, lib, logger.ts, clock.ts",
+      "src/store/db.ts: imports src/errors.ts — store may import domain, protocol, lib, logger.ts",
     ]);
     assert.match(res.lines.at(-1) ?? "", /^check-imports: 5 import\(s\) against DESIGN §2/);
   });
@@ -62,24 +62,24 @@ describe("scripts/check-imports.ts (DESIGN §2 folder table)", () => {
     );
     assert.equal(res.status, 1);
     assert.deepEqual(res.lines.slice(0, -1), [
-      "src/cli/svcctl.ts: imports src/services/mesh.service.ts — cli may import agent, protocol, lib, clock.ts",
+      "src/cli/svcctl.ts: imports src/services/mesh.service.ts — cli may import agent, protocol, lib",
       "src/cli/svcctl.ts: imports p — dynamic import() of a computed specifier cannot be checked",
     ]);
   });
 
-  test("root files: machines may not import the clock (DESIGN §2 \"no clocks\"), lib may; an unknown src/ root module fails until placed", (t) => {
+  test("machines may not import the clock of lib (DESIGN §2 \"no clocks\"), lib may; a src/ root module other than main, server, config, logger and errors fails until placed", (t) => {
     const root = tree(t, {
       ...CLEAN,
-      "src/clock.ts": "export const now = () => 0;\n",
-      "src/lib/atomic.ts": 'import { now } from "../clock.js";\nexport const w = now;\n',
-      "src/machines/node.machine.ts": 'import { now } from "../clock.js";\nexport const m = now;\n',
-      "src/helpers.ts": 'import { s } from "./server.js";\nexport const c = s;\n',
+      "src/lib/clock.ts": "export const now = () => 0;\n",
+      "src/lib/atomic.ts": 'import { now } from "./clock.js";\nexport const w = now;\n',
+      "src/machines/node.machine.ts": 'import { now } from "../lib/clock.js";\nexport const m = now;\n',
+      "src/context.ts": 'import { s } from "./server.js";\nexport const c = s;\n',
     });
     const res = run(root);
     assert.equal(res.status, 1);
     assert.deepEqual(res.lines.slice(0, -1), [
-      "src/helpers.ts: imports src/server.ts — helpers is not a layer of DESIGN §2 (add it to the table in scripts/check-imports.ts)",
-      "src/machines/node.machine.ts: imports src/clock.ts — machines may import protocol, domain",
+      "src/context.ts: imports src/server.ts — context is not a layer of DESIGN §2 (add it to the table in scripts/check-imports.ts)",
+      "src/machines/node.machine.ts: imports src/lib/clock.ts — machines may import protocol, domain",
     ]);
   });
 

@@ -206,7 +206,7 @@ async function embeddedWorld(t: TestContext): Promise<{ s: SseServer; w: World }
 
 /** The embedded broker's aedes instance (its hooks are what aedes calls for every packet). */
 function aedesOf(s: SseServer): Aedes {
-  const broker = s.server.broker as unknown as { broker: Aedes } | null;
+  const broker = s.server.mqtt.broker as unknown as { broker: Aedes } | null;
   assert.ok(broker !== null);
   return broker.broker;
 }
@@ -326,7 +326,7 @@ test(`spec §5 rules 1-3, §4 rule 13, §6.4 rule 5: ${CASES} generated (identit
 /** The Mosquitto-backed service: the same world shape, accounts written by src/mqtt/mosquitto-admin.ts. */
 async function mosquittoWorld(t: TestContext, m: MosquittoBroker): Promise<{ s: Service; w: World }> {
   const s = await startService(t, mosquittoSettings(m, tempDataDir(), { mqttBackendPassword: BACKEND_PASSWORD }));
-  await until("the backend reconciled with mosquitto", () => (s.server.brokerSync?.state().reconciled ?? 0) > 0);
+  await until("the backend reconciled with mosquitto", () => (s.server.mqtt.sync?.state().reconciled ?? 0) > 0);
   const a = await mosquittoNode(s, "a");
   const c = await mosquittoNode(s, "c");
   const add = async (name: string) => (await s.api("POST", `/api/v1/configs/${a.configId}/nodes`, { name, mode: "dynamic", public_address: "192.0.2.8" })).json.node_id as string;
@@ -334,7 +334,7 @@ async function mosquittoWorld(t: TestContext, m: MosquittoBroker): Promise<{ s: 
   const u = await add("u");
   const bound = async (configId: string, nodeId: string): Promise<BoundNode> => ({ c: configId, n: nodeId, password: (await bindNode(s, configId, nodeId)).mqtt.password });
   const w: World = { A: await bound(a.configId, a.nodeId), B: await bound(a.configId, b), C: await bound(c.configId, c.nodeId), U: { c: a.configId, n: u } };
-  await s.server.brokerSync?.idle();
+  await s.server.mqtt.sync?.idle();
   return { s, w };
 }
 
@@ -533,7 +533,7 @@ function inbox(c: MqttClient, got: Inbox = []): Inbox {
 test("CVE-2017-7650: `+`/`#` in usernames and client ids grant nothing: every such CONNECT is refused by the embedded broker (MQTT 3.1.1) and by Mosquitto (MQTT 5), also with a bound node's real password", async (t) => {
   const { s, w } = await embeddedWorld(t);
   const m = await mosquitto(t);
-  const brokers: Array<{ url: string; w: World; protocolVersion: 4 | 5 }> = [{ url: `mqtt://127.0.0.1:${s.server.broker?.port}`, w, protocolVersion: 4 }];
+  const brokers: Array<{ url: string; w: World; protocolVersion: 4 | 5 }> = [{ url: `mqtt://127.0.0.1:${s.server.mqtt.broker?.port}`, w, protocolVersion: 4 }];
   if (m !== undefined) brokers.push({ url: m.url, w: (await mosquittoWorld(t, m)).w, protocolVersion: 5 });
   let refused = 0;
   for (const b of brokers) {
@@ -560,7 +560,7 @@ test("CVE-2017-7650: `+`/`#` in usernames and client ids grant nothing: every su
 
 test("CVE-2018-12546: nothing is retained, so nothing outlives a revocation: retained publishes are refused by both brokers and a fresh subscriber after reset and rebind receives no message from before (spec §6.4 rule 5, §4 rule 12)", async (t) => {
   const { s, w } = await embeddedWorld(t);
-  const url = `mqtt://127.0.0.1:${s.server.broker?.port}`;
+  const url = `mqtt://127.0.0.1:${s.server.mqtt.broker?.port}`;
   const a = who(w, "A");
   const agent = await connectWire(url, { protocolVersion: 4, clientId: a.clientId, username: a.username, password: a.password, clean: true });
   assert.ok(!(agent instanceof Error), String(agent));
@@ -588,10 +588,10 @@ test("CVE-2018-12546: nothing is retained, so nothing outlives a revocation: ret
   await gone; // retain_available false: Mosquitto disconnects a retained publish
   // Revoke (reset-client): the old credentials stop working; then rebind.
   assert.equal((await ms.api("POST", `/api/v1/configs/${mw.A.c}/nodes/${mw.A.n}/reset-client`)).status, 200);
-  await ms.server.brokerSync?.idle();
+  await ms.server.mqtt.sync?.idle();
   assert.ok((await connectWire(m.url, { protocolVersion: 5, clientId: ma.clientId, username: ma.username, password: ma.password, clean: true })) instanceof Error, "old credentials refused after reset");
   const rebound = await bindNode(ms, mw.A.c, mw.A.n);
-  await ms.server.brokerSync?.idle();
+  await ms.server.mqtt.sync?.idle();
   const backend = await connectWire(m.url, { protocolVersion: 5, clientId: "svc-cve-backend", username: BACKEND_USER, password: BACKEND_PASSWORD, clean: true });
   assert.ok(!(backend instanceof Error), String(backend));
   t.after(() => backend.end(true));
@@ -612,7 +612,7 @@ test("CVE-2021-34434: a durable session does not outlive a revocation: a node th
   const runs: Array<{ name: string; url: string; v: 4 | 5; w: World; reset: () => Promise<void>; rebind: () => Promise<string>; publish: (topic: string, payload: string) => Promise<void> }> = [
     {
       name: "embedded",
-      url: `mqtt://127.0.0.1:${s.server.broker?.port}`,
+      url: `mqtt://127.0.0.1:${s.server.mqtt.broker?.port}`,
       v: 4,
       w,
       reset: async () => {
@@ -636,11 +636,11 @@ test("CVE-2021-34434: a durable session does not outlive a revocation: a node th
       w: mw,
       reset: async () => {
         assert.equal((await ms.api("POST", `/api/v1/configs/${mw.A.c}/nodes/${mw.A.n}/reset-client`)).status, 200);
-        await ms.server.brokerSync?.idle();
+        await ms.server.mqtt.sync?.idle();
       },
       rebind: async () => {
         const pw = (await bindNode(ms, mw.A.c, mw.A.n)).mqtt.password;
-        await ms.server.brokerSync?.idle();
+        await ms.server.mqtt.sync?.idle();
         return pw;
       },
       publish: async (topic, payload) => {

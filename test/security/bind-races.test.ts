@@ -97,7 +97,7 @@ test(`spec §4 rules 11-12, §3.6 row 3, §3.1 dynamic → static: bind racing r
   const m = await mosquitto(t);
   if (m === undefined) return;
   const s = await startService(t, mosquittoSettings(m, tempDataDir()));
-  const sync = s.server.brokerSync;
+  const sync = s.server.mqtt.sync;
   assert.ok(sync);
   await until("the backend reconciled with mosquitto", () => sync.state().reconciled > 0);
   const rnd = mulberry32(SEED);

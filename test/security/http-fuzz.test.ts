@@ -6,12 +6,12 @@ import { join } from "node:path";
 import { test } from "node:test";
 import fc from "fast-check";
 import yazl from "yazl";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { testSettings } from "../../src/config.js";
 import { ERROR_CODES } from "../../src/errors.js";
 import { PAGE_LIMIT_MAX, PAIR_PAGE_LIMIT_MAX } from "../../src/protocol/rest.schema.js";
 import { createLogger } from "../../src/logger.js";
-import { createServer, type Server } from "../../src/server.js";
+import { createServer, type AppContext } from "../../src/server.js";
 import { encode, rawExchange, type RawAnswer, type RawRequest } from "./http-raw.js";
 
 /**
@@ -603,7 +603,7 @@ async function routesOf(port: number, token: string): Promise<Route[]> {
   return out;
 }
 
-function fingerprint(server: Server): string {
+function fingerprint(server: AppContext): string {
   const sqlite = server.store.sqlite;
   const tables = sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name").all() as Array<{ name: string }>;
   const hash = createHash("sha256");

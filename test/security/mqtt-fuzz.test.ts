@@ -3,7 +3,7 @@ import { connect as tcpConnect } from "node:net";
 import { test } from "node:test";
 import type { MqttClient } from "mqtt";
 import { generate, parser, type Packet } from "mqtt-packet";
-import { isoTime } from "../../src/clock.js";
+import { isoTime } from "../../src/lib/clock.js";
 import { MAX_ENVELOPE_BYTES } from "../../src/protocol/envelope.schema.js";
 import { api, bind, connectAgent, dynamicNode, envelope, eventually, nextMessage, status, type Profile } from "../control/agent-harness.js";
 import { startSseServer, type SseServer } from "../events/sse-harness.js";
@@ -249,7 +249,7 @@ test(`spec §5 rules 1-2, §6.1-§6.4: ${PACKETS} generated MQTT packets from an
   const started = Date.now();
   const w = await world(t);
   const { s, a, b, c } = w;
-  const port = s.server.broker?.port;
+  const port = s.server.mqtt.broker?.port;
   assert.ok(port !== undefined);
   const rnd = mulberry32(SEED);
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)] as T;

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import fc from "fast-check";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { isAppError } from "../../src/errors.js";
 import { createLogger } from "../../src/logger.js";
 import { MeshService } from "../../src/services/mesh.service.js";

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { createLogger } from "../../src/logger.js";
 import { pairIdSchema } from "../../src/protocol/ids.js";
 import { MeshService } from "../../src/services/mesh.service.js";

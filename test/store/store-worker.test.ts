@@ -20,10 +20,9 @@ import { listNodes } from "../../src/store/nodes.repository.js";
 import { MAX_WORKER_STARTS, StoreWorker, type WalCheckpoint } from "../../src/store/store-worker.js";
 import { renderConfigTexts, renderDeferred, type StagedChange } from "../../src/store/staging.js";
 import { lazyMesh, servedText } from "../helpers/lazy-mesh.js";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { MeshService } from "../../src/services/mesh.service.js";
-import { systemStatus } from "../../src/services/notifier.js";
-import { storeCountsOffThread } from "../../src/context-helpers.js";
+import { storeCountsOffThread, systemStatus } from "../../src/services/notifier.js";
 
 const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test, type TestContext } from "node:test";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { createServer } from "../../src/server.js";
@@ -200,7 +200,7 @@ test("issue 13: the cap holds — each node keeps its newest SVC_TIMELINE_MAX_PE
     await agent.publishAsync(p.topics.heartbeat!, heartbeat(p, wg), { qos: 1 });
     await waitFor(s, configId, nodeId, "runtime_state", wg ? "running" : "stopped");
   }
-  await s.server.context.timelineRetention.idle();
+  await s.server.timelineRetention.idle();
   const stored = s.server.store.sqlite.prepare("SELECT count(*) AS n FROM node_transitions WHERE node_id = ?").get(nodeId) as { n: number };
   assert.equal(stored.n, 3);
   const { transitions } = await timeline(s, configId, nodeId);

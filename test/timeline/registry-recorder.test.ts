@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test, type TestContext } from "node:test";
 import { NodeActorRegistry } from "../../src/actors/registry.js";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { listNodeTransitions, type NodeTransitionRow } from "../../src/store/node-transitions.repository.js";
 import { CONFIG, log, openStores, seedNodes, tempDbFile } from "../actors/harness.js";
 

@@ -17,10 +17,10 @@ import type { TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { AxeBuilder } from "@axe-core/playwright";
 import { chromium, type Browser, type Locator, type Page } from "playwright-core";
-import { ManualClock } from "../../src/clock.js";
+import { ManualClock } from "../../src/lib/clock.js";
 import { testSettings, type Settings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
-import { createServer, type Server } from "../../src/server.js";
+import { createServer, type AppContext } from "../../src/server.js";
 import { findOnPath, requireSystem } from "../helpers/system.js";
 import { repoRoot } from "../helpers/service.js";
 
@@ -38,7 +38,7 @@ export const VIEWPORTS = {
 
 /** The real service, listening: what {@link startBackend} starts. */
 export interface Backend {
-  server: Server;
+  server: AppContext;
   clock: ManualClock;
   /** `http://127.0.0.1:<port>` */
   baseUrl: string;

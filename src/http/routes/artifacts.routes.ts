@@ -1,6 +1,6 @@
 import type { FastifyRequest } from "fastify";
 import { z } from "zod";
-import { isoTime } from "../../clock.js";
+import { isoTime } from "../../lib/clock.js";
 import { AppError } from "../../errors.js";
 import { ID_PATTERN } from "../../protocol/ids.js";
 import { artifactBuildAnswer, artifactGrantAnswer, artifactRequestBody } from "../../protocol/rest.schema.js";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { isoTime } from "../../clock.js";
+import { isoTime } from "../../lib/clock.js";
 import type { AuthService } from "../../services/auth.service.js";
 import { bearerToken, type App } from "../app.js";
 import { loginAnswer } from "../../protocol/rest.schema.js";

@@ -1,6 +1,6 @@
 import type { App } from "../app.js";
 import { healthAnswer } from "../../protocol/rest.schema.js";
-import { VERSION } from "../../version.js";
+import { VERSION } from "../../lib/version.js";
 
 /** `GET /api/v1/health` (no auth): liveness and the server version. */
 export async function healthRoutes(app: App): Promise<void> {

@@ -9,7 +9,7 @@ import type { AuthService } from "../../services/auth.service.js";
 import type { BackupsService } from "../../services/backups.service.js";
 import type { ControlService } from "../../services/control.service.js";
 import type { MeshService } from "../../services/mesh.service.js";
-import { VERSION } from "../../version.js";
+import { VERSION } from "../../lib/version.js";
 import type { App } from "../app.js";
 
 export interface McpRoutesOptions {

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { isoTime, type Clock } from "../../clock.js";
+import { isoTime, type Clock } from "../../lib/clock.js";
 import type { DownloadsService } from "../../services/downloads.service.js";
 import type { MeshService } from "../../services/mesh.service.js";
 import type { App } from "../app.js";

@@ -1,4 +1,7 @@
-import type { Logger } from "./logger.js";
+/** Where a failing shutdown step is reported (the service's pino logger fits). */
+export interface ShutdownLog {
+  error(fields: { err: unknown }, msg: string): void;
+}
 
 /**
  * The shutdown steps of the parts started so far, run in reverse start order. A failing step is
@@ -6,9 +9,9 @@ import type { Logger } from "./logger.js";
  */
 export class Lifecycle {
   readonly #steps: Array<() => Promise<void> | void> = [];
-  readonly #log: Logger;
+  readonly #log: ShutdownLog;
 
-  constructor(log: Logger) {
+  constructor(log: ShutdownLog) {
     this.#log = log;
   }
 

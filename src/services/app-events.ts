@@ -1,21 +1,20 @@
 import { EventEmitter } from "node:events";
-import type { ControlLogView } from "./actors/commands.js";
-import type { NodeProjection } from "./actors/projection.js";
-import type { FinalCommandStatus } from "./protocol/enums.js";
-import type { MeshChange } from "./services/mesh.service.js";
+import type { ControlLogView } from "../actors/commands.js";
+import type { NodeProjection } from "../actors/projection.js";
+import type { FinalCommandStatus } from "../protocol/enums.js";
+import type { MeshChange } from "./mesh.service.js";
 
 /**
  * What the parts of the service tell each other after a write has committed, keyed by event
- * name with the listener's arguments. The registry and the command tracker are built before the
- * services that react to them (control, notifier, metrics, broker sync); they emit here, and
- * those services subscribe once they exist (docs/decisions.md "Issue 11: composition root").
- * This breaks the registry ↔ control ↔ notifier cycle without late-bound variables.
+ * name with the listener's arguments. The registry, the command tracker, the client-event log,
+ * the broker link and the mesh service's after-commit step report here (through the callbacks
+ * the composition root gives them); the services that react (notifier, control, metrics)
+ * subscribe in their own constructors. Nothing calls back up through the root, and the registry
+ * ↔ control ↔ notifier knot stays untied without late-bound variables.
  */
 export interface AppEventMap {
   /** A node's projection changed in a committed group (spec §6.5 `endpoint.status.updated`). */
   "node.status_changed": [configId: string, nodeId: string, projection: NodeProjection];
-  /** Reset and dynamic → static: the broker account goes and the live client is cut (spec §3.1, §4 rule 12). */
-  "node.client_revoked": [configId: string, nodeId: string];
   /** The node machine asks for a config push (spec §3.8). */
   "node.config_push_requested": [configId: string, nodeId: string];
   /** A control log row was created or updated (spec §6.5 `control.log.*`). */
@@ -29,7 +28,7 @@ export interface AppEventMap {
 }
 
 /**
- * The typed emitter of {@link AppEventMap}. Synchronous, like the direct calls it replaces: a
- * listener runs inside `emit`, and an event with no listener yet is dropped.
+ * The typed emitter of {@link AppEventMap}. Synchronous, like direct calls: a listener runs
+ * inside `emit`, and an event with no listener is dropped.
  */
 export class AppEvents extends EventEmitter<AppEventMap> {}

@@ -1,22 +1,21 @@
-import type { AppEvents } from "./app-events.js";
-import type { Settings } from "./config.js";
-import type { Logger } from "./logger.js";
-import { nodeClientId, parseNodeUsername, type BrokerIdentity } from "./mqtt/authz.policy.js";
-import { BackendMqttClient } from "./mqtt/backend-client.js";
-import type { BrokerAdmin, NodeBrokerAccount } from "./mqtt/broker-admin.js";
-import type { BrokerPasswordVault } from "./mqtt/broker-passwords.js";
-import { BrokerSync } from "./mqtt/broker-sync.js";
-import { brokerPasswordHash, brokerUsers, type BrokerUserLookup } from "./mqtt/broker-users.js";
-import { EmbeddedAdmin } from "./mqtt/embedded-admin.js";
-import { ThreadedBroker } from "./mqtt/broker-thread.js";
-import { EmbeddedBroker, type EmbeddedBrokerHandle } from "./mqtt/embedded-broker.js";
-import { createEmqxBrokerAdmin } from "./mqtt/emqx-admin.js";
-import { MosquittoAdmin } from "./mqtt/mosquitto-admin.js";
-import { readCaFile, resolveMqttTls, type TlsMaterial } from "./mqtt/tls.js";
-import type { Envelope } from "./protocol/envelope.schema.js";
-import { backendSubscriptions } from "./protocol/topics.js";
-import type { Store } from "./store/db.js";
-import type { NodeAccountStatements } from "./store/node-client-state.repository.js";
+import type { Settings } from "../config.js";
+import type { Logger } from "../logger.js";
+import { nodeClientId, parseNodeUsername, type BrokerIdentity } from "./authz.policy.js";
+import { BackendMqttClient } from "./backend-client.js";
+import type { BrokerAdmin, NodeBrokerAccount } from "./broker-admin.js";
+import type { BrokerPasswordVault } from "./broker-passwords.js";
+import { BrokerSync } from "./broker-sync.js";
+import { brokerPasswordHash, brokerUsers, type BrokerUserLookup } from "./broker-users.js";
+import { EmbeddedAdmin } from "./embedded-admin.js";
+import { ThreadedBroker } from "./broker-thread.js";
+import { EmbeddedBroker, type EmbeddedBrokerHandle } from "./embedded-broker.js";
+import { createEmqxBrokerAdmin } from "./emqx-admin.js";
+import { MosquittoAdmin } from "./mosquitto-admin.js";
+import { readCaFile, resolveMqttTls, type TlsMaterial } from "./tls.js";
+import type { Envelope } from "../protocol/envelope.schema.js";
+import { backendSubscriptions } from "../protocol/topics.js";
+import type { Store } from "../store/db.js";
+import type { NodeAccountStatements } from "../store/node-client-state.repository.js";
 
 /** A broker and its admin adapter: `broker` is the embedded aedes instance, null for an external one. */
 export interface BrokerAdapter {
@@ -105,7 +104,8 @@ export interface BrokerConnectionDeps {
   accounts: NodeAccountStatements;
   vault: BrokerPasswordVault;
   backendPassword: string;
-  events: AppEvents;
+  /** The backend's link to the broker came up or went down (the root reports it as `broker.connection_changed`). */
+  onConnectionChanged(): void;
   factories: BrokerAdapterFactories;
 }
 
@@ -217,12 +217,12 @@ export class BrokerConnection {
     const file = store.sqlite.name;
     if (!settings.embeddedBrokerThread || store.sqlite.memory || file === "" || file === ":memory:") return null;
     // A broker thread that dies and is restarted takes the backend's link down and up again.
-    return { dbFile: file, backendUsername: settings.mqttBackendUsername, backendPasswordHash, onLinksChanged: () => this.#d.events.emit("broker.connection_changed") };
+    return { dbFile: file, backendUsername: settings.mqttBackendUsername, backendPasswordHash, onLinksChanged: () => this.#d.onConnectionChanged() };
   }
 
   /** An MQTT.js client to SVC_MQTT_URL; an external broker is never waited for. */
   #external(sync: BrokerSync, onMessage: (topic: string, payload: Buffer) => void, ca: string | undefined): BackendChannel {
-    const { settings, log, events } = this.#d;
+    const { settings, log, onConnectionChanged } = this.#d;
     const client = BackendMqttClient.start({
       url: settings.mqttUrl,
       username: settings.mqttBackendUsername,
@@ -232,9 +232,9 @@ export class BrokerConnection {
       onMessage,
       onConnect: () => {
         sync.requestReconcile("backend connected");
-        events.emit("broker.connection_changed");
+        onConnectionChanged();
       },
-      onDisconnect: () => events.emit("broker.connection_changed"),
+      onDisconnect: () => onConnectionChanged(),
       onRefused: (reason) => sync.requestReconcile(`backend refused: ${reason}`),
       reconnectMinMs: settings.mqttReconnectMinMs,
       reconnectMaxMs: settings.mqttReconnectMaxMs,
