@@ -1,24 +1,30 @@
 # syntax=docker/dockerfile:1
-# The svc mesh control backend (README.md "Production brokers"; docs/decisions.md, issue 6
-# "Dockerfile"). The image runs compiled JavaScript (`node dist/src/main.js`, issue 11 §6):
-# TypeScript is compiled in the build stage, and the runtime holds production dependencies only
-# (no typescript, no tsx). esbuild stays: the service bundles the agent for local_build client
-# artifacts (src/services/client-bundle.ts).
+# The svc mesh control backend (README.md "Production brokers, TLS and monitoring"). The image
+# runs compiled JavaScript (`node dist/src/main.js`): TypeScript is compiled in the build stage,
+# and the runtime holds production dependencies only (no typescript, no tsx). esbuild stays: the
+# service bundles the agent for local_build client artifacts (src/services/client-bundle.ts).
+#
+# Node.js 26, the Active LTS line (README.md "Supported Node.js versions"): its major is the one
+# scripts/node-lts.sh runs the test suite on and one of the two ranges of "engines" in
+# package.json (test/deploy/node-runtime.test.ts checks they agree). Debian bookworm's own
+# nodejs package is 18, so the base image brings Node.
 
 # --- build: every dependency (install scripts skipped: tsc needs no native module), then tsc
-FROM node:20-bookworm-slim AS build
+FROM node:26-bookworm-slim AS build
 WORKDIR /opt/svc
 COPY package.json package-lock.json .npmrc ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
-# The web console (issue 12): built by `npm run build` into dist/web.
+# The web console: built by `npm run build` into dist/web.
 COPY web ./web
 COPY scripts/build-web.ts ./scripts/build-web.ts
 RUN npm run build
 
-# --- deps: production node_modules (better-sqlite3 compiles here if no prebuilt binary fits)
-FROM node:20-bookworm-slim AS deps
+# --- deps: production node_modules. better-sqlite3 downloads its prebuilt binary for this Node's
+# ABI, or compiles here when the download fails (Node 26's headers need g++ 11 or later: bookworm
+# has 12).
+FROM node:26-bookworm-slim AS deps
 WORKDIR /opt/svc
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 make g++ \
@@ -28,7 +34,7 @@ RUN npm ci --omit=dev --no-audit --no-fund \
  && npm cache clean --force
 
 # --- runtime
-FROM node:20-bookworm-slim
+FROM node:26-bookworm-slim
 ENV NODE_ENV=production \
     SVC_HTTP_HOST=0.0.0.0 \
     SVC_HTTP_PORT=8080 \

@@ -194,9 +194,9 @@ describe("Dockerfile (issue 6 Build item 7)", () => {
   const dockerfile = read("Dockerfile");
   const pkg = JSON.parse(read("package.json")) as { scripts: Record<string, string>; dependencies: Record<string, string> };
 
-  test("node:20-bookworm-slim, compiled in a build stage, compiled JavaScript with production dependencies only at runtime, non-root, data volume", () => {
+  test("one node:<major>-bookworm-slim base (which major: node-runtime.test.ts), compiled in a build stage, compiled JavaScript with production dependencies only at runtime, non-root, data volume", () => {
     const froms = [...dockerfile.matchAll(/^FROM\s+(\S+)/gm)].map((m) => m[1]);
-    assert.ok(froms.length > 0 && froms.every((f) => f === "node:20-bookworm-slim"), froms.join(", "));
+    assert.ok(froms.length > 0 && froms.every((f) => f === froms[0] && /^node:\d+-bookworm-slim$/.test(f ?? "")), froms.join(", "));
     // Issue 11 §6: `npm run build` in a build stage, `node dist/src/main.js` at runtime; the
     // runtime's node_modules come from `npm ci --omit=dev`, and it holds no src/.
     const stages = dockerfile.split(/^(?=FROM\s)/m).filter((s) => s.startsWith("FROM"));
