@@ -143,6 +143,7 @@ export const ALLOWED: readonly AllowedImport[] = [
   { from: "src/domain/address-pool.ts", to: "src/errors.ts", waitsFor: "issue 11 §2/§3: domain error types" },
   { from: "src/domain/keys.ts", to: "src/errors.ts", waitsFor: "issue 11 §2/§3: domain error types" },
   { from: "src/domain/render.ts", to: "src/errors.ts", waitsFor: "issue 11 §2/§3: domain error types" },
+  { from: "src/domain/render-input.ts", to: "src/errors.ts", waitsFor: "issue 11 §2/§3: domain error types" },
   // networkCidrSchema refuses reserved networks with a domain rule; the wire schema keeps the
   // syntax only once the schemas move to src/protocol and the service applies the rule.
   // The EMQX authz route calls the pure policy directly; it goes through a service the
