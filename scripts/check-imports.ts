@@ -1,11 +1,12 @@
 /**
- * Import-rule check (DESIGN §2 "may import"; issue 11 "Must show"). Run by `npm test` (pretest).
+ * Import-rule check (DESIGN §2 "may import", and no import cycle). Run by `npm test` (pretest).
  *
- *   tsx scripts/check-imports.ts            check this repository's src/
- *   tsx scripts/check-imports.ts <root>     check <root>/src/ (tests run it on a fixture tree)
+ *   tsx scripts/check-imports.ts            check this repository's src/ and web/src/
+ *   tsx scripts/check-imports.ts <root>     check <root>/src/ and <root>/web/src/ (tests run it on a fixture tree)
  *
- * Prints one line per offending import and exits 1; prints a one-line summary and exits 0 when
- * every import keeps to the table. Line format:
+ * Prints one line per offending import and per import cycle (format at the end of this header)
+ * and exits 1; prints a one-line summary and exits 0 when every import keeps to the table and
+ * none closes a circle. Line format:
  *
  *   src/agent/agent.ts: imports src/server.ts [type-only] — agent may import protocol, lib
  *
