@@ -49,7 +49,10 @@ export interface LongFile {
   reason: string;
 }
 
-/** The files of this repository excepted from the file length limit, whatever their length. */
+/**
+ * The files of this repository excepted from the file length limit, whatever their length: the
+ * migrations, and any generated file (none in `src/` so far; its entry names the generator).
+ */
 export const LONG_FILES: readonly LongFile[] = [
   { file: "src/store/migrations.ts", reason: "the migrations: one frozen entry per released schema change, only ever appended to" },
 ];
@@ -65,8 +68,8 @@ export interface LongFunction {
 }
 
 /**
- * Functions of this repository that stay over the limit, each with its reason. Remove an entry
- * when its function is split (a stale entry fails the check).
+ * Functions of this repository (`src/` and `web/src/`) that stay over the limit, each with its
+ * reason. Remove an entry when its function is split (a stale entry fails the check).
  */
 export const LONG_FUNCTIONS: readonly LongFunction[] = [
   // Declarative tables: one statement per table, route, option or metric family; splitting cuts a list.
