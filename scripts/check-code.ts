@@ -1,36 +1,61 @@
 /**
- * Code-shape check (issue 11 "Must show": no `!` non-null assertions in `src/`; §5: long
- * functions split by responsibility). Run by `npm test` (pretest), beside check-imports.ts.
+ * Code-shape check (no `!` non-null assertions; long functions and long files split by
+ * responsibility). Run by `npm test` (pretest), beside check-imports.ts.
  *
- *   tsx scripts/check-code.ts            check this repository's src/
- *   tsx scripts/check-code.ts <root>     check <root>/src/ (tests run it on a fixture tree)
+ *   tsx scripts/check-code.ts            check this repository's src/ and web/src/
+ *   tsx scripts/check-code.ts <root>     check <root>/src/ and <root>/web/src/ (tests run it on a fixture tree)
  *
- * Two rules, both read from the TypeScript compiler's syntax tree (no regexes, so `!==`, `!x`
- * and a `!` inside a string or comment are never mistaken for an assertion):
+ * The server (`src/`) and the console (`web/src/`, `.ts` and `.tsx`) keep the same shape. Three
+ * rules, read from the TypeScript compiler's syntax tree (no regexes, so `!==`, `!x` and a `!`
+ * inside a string, a comment or JSX text are never mistaken for an assertion):
  *
- * 1. **No non-null assertion.** Every `NonNullExpression` (`x!`, `a[i]!.b`, `f()!`) in a
- *    `src/` file is reported: narrow the value instead (a check that throws or returns, a
- *    default, a type whose field is not optional), or call `must(x, why)` from
- *    `src/lib/must.ts` where the value exists by construction. No allow-list: a new `!` fails.
+ * 1. **No non-null assertion.** Every `NonNullExpression` (`x!`, `a[i]!.b`, `f()!`) is reported:
+ *    narrow the value instead (a check that throws or returns, a default, a type whose field is
+ *    not optional), or call `must(x, why)` from `src/lib/must.ts` where the value exists by
+ *    construction. No allow-list: a new `!` fails.
  * 2. **No long function.** A function (declaration, expression, arrow, method, constructor,
  *    accessor) spanning more than {@link MAX_FUNCTION_LINES} lines, counted from the line of
  *    its first token to the line of its last, nested functions included (a factory that
- *    returns an object of closures is as long as all of them). The few that stay long are
- *    listed in {@link LONG_FUNCTIONS} with the reason; an entry that names no function over
- *    the limit any more fails the check too, so the list only shrinks.
+ *    returns an object of closures is as long as all of them; so is a React component with its
+ *    handlers). The few that stay long are listed in {@link LONG_FUNCTIONS} with the reason,
+ *    `src/` and `web/src/` files alike; an entry that names no function over the limit any
+ *    more fails the check too, so the list only shrinks.
+ * 3. **No long file in `src/`.** A file over {@link MAX_FILE_LINES} lines holds more than one
+ *    responsibility: split it by responsibility, keeping the module path of its exports (a
+ *    re-export) when others import them. Generated files and the migrations are excepted,
+ *    each named in {@link LONG_FILES} with the reason; an entry whose file is gone fails the
+ *    check.
  *
- * Output: one line per finding, `src/a.ts:12:5: non-null assertion \`x!\`` or
- * `src/a.ts:40: function runAgent is 120 lines (limit 60)`, then a summary; exit 1 on any
- * finding or stale allow-list entry, 0 otherwise.
+ * Output: one line per finding, `src/a.ts:12:5: non-null assertion \`x!\``,
+ * `src/a.ts:40: function runAgent is 120 lines (limit 60)` or `src/a.ts: file is 577 lines
+ * (limit 500)`, then a summary; exit 1 on any finding or stale allow-list entry, 0 otherwise.
  */
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import ts from "typescript";
 import { slash, sourceFiles } from "./check-imports.js";
 
-/** The most lines a function in `src/` may span (issue 11 §5 target "no function over ~60 lines"). */
+/** The most lines a function may span ("no function over ~60 lines"). */
 export const MAX_FUNCTION_LINES = 60;
+
+/** The most lines a file in `src/` may have (a last line without a newline counts). */
+export const MAX_FILE_LINES = 500;
+
+/** A file of `src/` excepted from {@link MAX_FILE_LINES}. `file` from the root. */
+export interface LongFile {
+  file: string;
+  /** What kind of file it is (generated, migrations) and why its length is not a design smell. */
+  reason: string;
+}
+
+/**
+ * The files of this repository excepted from the file length limit, whatever their length: the
+ * migrations, and any generated file (none in `src/` so far; its entry names the generator).
+ */
+export const LONG_FILES: readonly LongFile[] = [
+  { file: "src/store/migrations.ts", reason: "the migrations: one frozen entry per released schema change, only ever appended to" },
+];
 
 /** A function allowed to stay over the limit. `file` from the root, `name` as reported. */
 export interface LongFunction {
@@ -43,8 +68,8 @@ export interface LongFunction {
 }
 
 /**
- * Functions of this repository that stay over the limit, each with its reason. Remove an entry
- * when its function is split (a stale entry fails the check).
+ * Functions of this repository (`src/` and `web/src/`) that stay over the limit, each with its
+ * reason. Remove an entry when its function is split (a stale entry fails the check).
  */
 export const LONG_FUNCTIONS: readonly LongFunction[] = [
   // Declarative tables: one statement per table, route, option or metric family; splitting cuts a list.
@@ -72,10 +97,10 @@ export interface Finding {
   line: number;
   /** 1-based. */
   column: number;
-  kind: "non-null" | "long-function";
-  /** For `non-null`: the expression's text; for `long-function`: the function's name. */
+  kind: "non-null" | "long-function" | "long-file";
+  /** For `non-null`: the expression's text; for `long-function`: the function's name; for `long-file`: the file. */
   text: string;
-  /** For `long-function`: lines spanned. */
+  /** For `long-function`: lines spanned; for `long-file`: lines of the file. */
   lines?: number;
 }
 
@@ -102,9 +127,9 @@ export function functionName(node: ts.FunctionLikeDeclaration, sf: ts.SourceFile
   return "<anonymous>";
 }
 
-/** Every finding of one source text (both rules), in source order. */
+/** Every non-null assertion and long function of one source text (`.tsx` parsed as JSX), in source order. */
 export function findingsOf(file: string, sourceText: string, maxLines = MAX_FUNCTION_LINES): Finding[] {
-  const sf = ts.createSourceFile(file, sourceText, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+  const sf = ts.createSourceFile(file, sourceText, ts.ScriptTarget.Latest, true, file.endsWith(".tsx") ? ts.ScriptKind.TSX : ts.ScriptKind.TS);
   const out: Finding[] = [];
   const at = (node: ts.Node) => sf.getLineAndCharacterOfPosition(node.getStart(sf));
   const visit = (node: ts.Node): void => {
@@ -126,47 +151,88 @@ export function findingsOf(file: string, sourceText: string, maxLines = MAX_FUNC
   return out;
 }
 
+/** Lines of a text as `wc -l` counts them, plus a last line without a newline. */
+export function lineCount(text: string): number {
+  let n = 0;
+  for (let i = text.indexOf("\n"); i !== -1; i = text.indexOf("\n", i + 1)) n++;
+  return text === "" || text.endsWith("\n") ? n : n + 1;
+}
+
+/** What a check of a tree tolerates; empty for a fixture tree. */
+export interface CodeAllowances {
+  /** Long functions ({@link LONG_FUNCTIONS} for this repository). */
+  functions?: readonly LongFunction[];
+  /** Files excepted from the length limit ({@link LONG_FILES} for this repository). */
+  files?: readonly LongFile[];
+}
+
 /**
- * Checks every file of `<root>/src`.
- * @param root directory holding `src/`
- * @param allowed long functions to tolerate ({@link LONG_FUNCTIONS} for this repository)
- * @returns the findings not allowed, the allow-list entries that matched nothing (stale), and the file count
+ * Checks every file of `<root>/src` and `<root>/web/src` (the file length limit: `src/` only).
+ * @param root directory holding `src/` (and `web/src/`, when the tree has a console)
+ * @param allowed what to tolerate; nothing by default
+ * @returns the findings not allowed, the allow-list entries that matched nothing (stale: a long
+ *   function gone or short, an excepted file gone), and the file count
  */
-export function checkCode(root: string, allowed: readonly LongFunction[] = [], maxLines = MAX_FUNCTION_LINES): { findings: Finding[]; stale: LongFunction[]; files: number } {
-  const files = sourceFiles(join(root, "src"));
+export function checkCode(
+  root: string,
+  allowed: CodeAllowances = {},
+  limits: { functionLines?: number; fileLines?: number } = {},
+): { findings: Finding[]; stale: (LongFunction | LongFile)[]; files: number } {
+  const maxLines = limits.functionLines ?? MAX_FUNCTION_LINES;
+  const maxFileLines = limits.fileLines ?? MAX_FILE_LINES;
+  const longFunctions = allowed.functions ?? [];
+  const longFiles = allowed.files ?? [];
+  const web = join(root, "web", "src");
+  const files = [...sourceFiles(join(root, "src")), ...(existsSync(web) ? sourceFiles(web) : [])];
   const findings: Finding[] = [];
   const used = new Set<LongFunction>();
   for (const path of files) {
     const file = slash(relative(root, path));
-    for (const f of findingsOf(file, readFileSync(path, "utf8"), maxLines)) {
-      const allowance = f.kind === "long-function" ? allowed.find((a) => a.file === f.file && a.name === f.text) : undefined;
+    const text = readFileSync(path, "utf8");
+    const lines = lineCount(text);
+    if (file.startsWith("src/") && lines > maxFileLines && !longFiles.some((a) => a.file === file)) {
+      findings.push({ file, line: 1, column: 1, kind: "long-file", text: file, lines });
+    }
+    for (const f of findingsOf(file, text, maxLines)) {
+      const allowance = f.kind === "long-function" ? longFunctions.find((a) => a.file === f.file && a.name === f.text) : undefined;
       if (allowance !== undefined) used.add(allowance);
       if (allowance === undefined || (allowance.max !== undefined && f.lines !== undefined && f.lines > allowance.max)) findings.push(f);
     }
   }
-  return { findings, stale: allowed.filter((a) => !used.has(a)), files: files.length };
+  const present = new Set(files.map((p) => slash(relative(root, p))));
+  const stale = [...longFunctions.filter((a) => !used.has(a)), ...longFiles.filter((a) => !present.has(a.file))];
+  return { findings, stale, files: files.length };
 }
 
 /** One output line per finding. */
-export function formatFinding(f: Finding, maxLines = MAX_FUNCTION_LINES): string {
+export function formatFinding(f: Finding, maxLines = MAX_FUNCTION_LINES, maxFileLines = MAX_FILE_LINES): string {
+  if (f.kind === "long-file") return `${f.file}: file is ${f.lines} lines (limit ${maxFileLines}) — split it by responsibility, or list it in LONG_FILES if it is generated or migrations`;
   if (f.kind === "non-null") return `${f.file}:${f.line}:${f.column}: non-null assertion \`${f.text.length > 60 ? `${f.text.slice(0, 57)}...` : f.text}\` — narrow the value instead`;
   return `${f.file}:${f.line}: function ${f.text} is ${f.lines} lines (limit ${maxLines}) — split it, or list it in LONG_FUNCTIONS with the reason`;
+}
+
+/** The line for an allow-list entry that matches nothing. */
+function formatStale(a: LongFunction | LongFile): string {
+  if ("name" in a) return `${a.file}: allow-listed long function ${a.name} is gone or short — remove it from LONG_FUNCTIONS in scripts/check-code.ts`;
+  return `${a.file}: excepted from the file length limit but gone — remove it from LONG_FILES in scripts/check-code.ts`;
 }
 
 function main(argv: string[]): number {
   const repoRoot = fileURLToPath(new URL("..", import.meta.url));
   const root = resolve(argv[0] ?? repoRoot);
-  // The allow-list names this repository's functions; a fixture tree is checked without it.
-  const allowed = resolve(root) === resolve(repoRoot) ? LONG_FUNCTIONS : [];
+  // The allow-lists name this repository's files; a fixture tree is checked without them.
+  const allowed: CodeAllowances = resolve(root) === resolve(repoRoot) ? { functions: LONG_FUNCTIONS, files: LONG_FILES } : {};
   const { findings, stale, files } = checkCode(root, allowed);
   for (const f of findings) console.log(formatFinding(f));
-  for (const a of stale) console.log(`${a.file}: allow-listed long function ${a.name} is gone or short — remove it from LONG_FUNCTIONS in scripts/check-code.ts`);
+  for (const a of stale) console.log(formatStale(a));
   if (findings.length + stale.length > 0) {
-    const nonNull = findings.filter((f) => f.kind === "non-null").length;
-    console.log(`check-code: ${nonNull} non-null assertion(s), ${findings.length - nonNull} long function(s), ${stale.length} stale allow-list entr${stale.length === 1 ? "y" : "ies"}`);
+    const count = (kind: Finding["kind"]) => findings.filter((f) => f.kind === kind).length;
+    const staleCount = `${stale.length} stale allow-list entr${stale.length === 1 ? "y" : "ies"}`;
+    console.log(`check-code: ${count("non-null")} non-null assertion(s), ${count("long-function")} long function(s), ${count("long-file")} long file(s), ${staleCount}`);
     return 1;
   }
-  console.log(`check-code: ${files} files, no non-null assertion, no function over ${MAX_FUNCTION_LINES} lines (${allowed.length} allow-listed)`);
+  const listed = (allowed.functions?.length ?? 0) + (allowed.files?.length ?? 0);
+  console.log(`check-code: ${files} files, no non-null assertion, no function over ${MAX_FUNCTION_LINES} lines, no src/ file over ${MAX_FILE_LINES} lines (${listed} allow-listed)`);
   return 0;
 }
 

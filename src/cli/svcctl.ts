@@ -22,90 +22,35 @@
  *
  * Only this module reads `process.*` (env, argv, platform); everything below takes them as
  * arguments, so tests drive {@link main} in-process with fakes.
+ *
+ * This module is the program (commands and options, {@link main}) with the commands that read a
+ * stored profile (`agent run`, `service`, `status`); `bind` is in bind.ts, the failures and exit
+ * codes in cli-error.ts, what commands are given in cli-deps.ts.
  */
 import { realpathSync } from "node:fs";
-import { access, constants } from "node:fs/promises";
 import { hostname as osHostname } from "node:os";
 import { resolve as resolvePath } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command, CommanderError, Option } from "commander";
-import {
-  agentProfileSchema,
-  describeIssues,
-  ensureProfileDir,
-  ProfileError,
-  profilePath,
-  readProfile,
-  resolveProfileDir,
-  writeProfile,
-  type AgentProfile,
-} from "../agent/profile.js";
+import { ProfileError, profilePath, readProfile, resolveProfileDir, type AgentProfile } from "../agent/profile.js";
 import { CLIENT_VERSION } from "../agent/version.js";
+import { bind } from "./bind.js";
+import { print, profileDirOf, type CliDeps, type Globals, type RunAgent } from "./cli-deps.js";
+import { CliError, EXIT, toCliError } from "./cli-error.js";
 import {
   agentCommand,
   assertServicePrivileges,
   createServiceHost,
   hasServicePrivileges,
   installService,
-  ServiceError,
   serviceStatus,
   uninstallService,
-  windowsProfileAclCommand,
-  type AgentLauncher,
   type ServiceStatus,
-  type ServiceTarget,
 } from "./service/index.js";
 
-/** The exit codes above. */
-export const EXIT = { OK: 0, USAGE: 1, REFUSED: 2, IO: 3, PRIVILEGES: 4 } as const;
-export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
-
-/** How long one bind request may take before it counts as a network failure. */
-export const BIND_TIMEOUT_MS = 30_000;
-
-/** A failure with its exit code and a stable code (the server's, or one of svcctl's own). */
-export class CliError extends Error {
-  readonly exitCode: ExitCode;
-  readonly code: string;
-
-  constructor(exitCode: ExitCode, code: string, message: string, opts: { cause?: unknown } = {}) {
-    super(message, opts);
-    this.name = "CliError";
-    this.exitCode = exitCode;
-    this.code = code;
-  }
-}
-
-/** The agent runtime's entry (`src/agent/agent.ts`). */
-export type RunAgent = (opts: {
-  profile: AgentProfile;
-  profileDir: string;
-  log: (line: Record<string, unknown>) => void;
-  signal?: AbortSignal;
-  /** Where tunnel configs go instead of the system directories (env SVC_AGENT_TUNNEL_DIR). */
-  tunnelDir?: string;
-}) => Promise<void>;
-
-/** Everything svcctl takes from the process, injectable for tests. */
-export interface CliDeps {
-  env: Record<string, string | undefined>;
-  platform: NodeJS.Platform;
-  hostname(): string;
-  fetch: typeof fetch;
-  stdout(text: string): void;
-  stderr(text: string): void;
-  service: ServiceTarget;
-  launcher: AgentLauncher;
-  loadAgent(): Promise<RunAgent>;
-  /** Calls `onSignal` at SIGINT/SIGTERM; returns the unsubscribe. */
-  onShutdownSignal(onSignal: () => void): () => void;
-  now(): Date;
-}
-
-interface Globals {
-  profileDir?: string;
-  json?: boolean;
-}
+export { BIND_TIMEOUT_MS, parseServerUrl } from "./bind.js";
+export type { CliDeps, RunAgent } from "./cli-deps.js";
+export { CliError, EXIT, type ExitCode } from "./cli-error.js";
 
 const EXIT_CODES_HELP = `
 Exit codes:
@@ -139,31 +84,6 @@ export async function main(args: readonly string[], deps: CliDeps): Promise<numb
     else deps.stderr(`svcctl: ${e.code}: ${e.message}\n`);
     return e.exitCode;
   }
-}
-
-function toCliError(err: unknown): CliError {
-  if (err instanceof CliError) return err;
-  if (err instanceof ServiceError) {
-    if (err.reason === "privileges") return new CliError(EXIT.PRIVILEGES, "NEEDS_PRIVILEGES", err.message, { cause: err });
-    return new CliError(EXIT.IO, err.reason === "unsupported" ? "UNSUPPORTED_PLATFORM" : "SERVICE_COMMAND_FAILED", err.message, { cause: err });
-  }
-  if (err instanceof ProfileError) {
-    if (err.errno === "EACCES" || err.errno === "EPERM") {
-      return new CliError(EXIT.PRIVILEGES, "NEEDS_PRIVILEGES", `${err.message} (the profile is readable by root only)`, { cause: err });
-    }
-    return new CliError(EXIT.IO, err.kind === "missing" ? "PROFILE_MISSING" : err.kind === "invalid" ? "PROFILE_INVALID" : "IO", err.message, { cause: err });
-  }
-  return fsError(err, "unexpected error");
-}
-
-/** An fs error as a CliError: permission problems exit 4, the rest 3. */
-function fsError(err: unknown, what: string): CliError {
-  const code = (err as { code?: unknown } | null)?.code;
-  const message = `${what}: ${err instanceof Error ? err.message : String(err)}`;
-  if (code === "EACCES" || code === "EPERM" || code === "EROFS") {
-    return new CliError(EXIT.PRIVILEGES, "NEEDS_PRIVILEGES", `${message} (run as root/Administrator, or choose another --profile-dir)`, { cause: err });
-  }
-  return new CliError(EXIT.IO, "IO", message, { cause: err });
 }
 
 /** The commander program; output goes through `deps`, exits become CommanderErrors. */
@@ -242,167 +162,6 @@ export function buildProgram(deps: CliDeps): Command {
     });
 
   return program;
-}
-
-function profileDirOf(g: Globals, deps: CliDeps): string {
-  return resolveProfileDir(g.profileDir, deps.platform, deps.env);
-}
-
-function print(deps: CliDeps, g: Globals, json: object, text: string): void {
-  deps.stdout(g.json ? `${JSON.stringify(json)}\n` : `${text}\n`);
-}
-
-/** The base URL: http(s), no query or fragment, no trailing slash. */
-export function parseServerUrl(raw: string): string {
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw new CliError(EXIT.USAGE, "USAGE", `--server must be an http(s) URL, got ${JSON.stringify(raw)}`);
-  }
-  if (url.protocol !== "http:" && url.protocol !== "https:") {
-    throw new CliError(EXIT.USAGE, "USAGE", `--server must be an http(s) URL, got ${JSON.stringify(raw)}`);
-  }
-  if (url.search !== "" || url.hash !== "" || url.username !== "" || url.password !== "") {
-    throw new CliError(EXIT.USAGE, "USAGE", "--server must be the service's base URL, without credentials, query or fragment");
-  }
-  return `${url.origin}${url.pathname.replace(/\/+$/, "")}`;
-}
-
-/** undici's "fetch failed" hides the reason in `cause`; a timeout is a DOMException. */
-function describeFetchError(err: unknown): string {
-  if (err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError")) return `no answer within ${BIND_TIMEOUT_MS / 1000} s`;
-  const cause = (err as { cause?: unknown } | null)?.cause;
-  if (cause instanceof Error) {
-    const code = (cause as { code?: unknown }).code;
-    return typeof code === "string" && !cause.message.includes(code) ? `${code} ${cause.message}` : cause.message;
-  }
-  return err instanceof Error ? err.message : String(err);
-}
-
-/** The service's error body `{error: {code, message}}` (DESIGN §3), if that is what `text` is. */
-function errorBody(text: string): { code: string; message: string } | undefined {
-  try {
-    const body = JSON.parse(text) as { error?: { code?: unknown; message?: unknown } };
-    if (typeof body.error?.code === "string") {
-      return { code: body.error.code, message: typeof body.error.message === "string" ? body.error.message : "" };
-    }
-  } catch {
-    // not JSON (a proxy's HTML page): reported by status below
-  }
-  return undefined;
-}
-
-function isLoopback(url: string): boolean {
-  const host = new URL(url).hostname;
-  return host === "localhost" || host === "[::1]" || host.startsWith("127.");
-}
-
-/**
- * spec §4 rule 11 from the client side. Everything that can fail locally is checked before the
- * one-time token is spent: privileges for the service, a writable profile directory.
- */
-async function bind(opts: { server: string; token: string; service: boolean }, g: Globals, deps: CliDeps): Promise<void> {
-  const server = parseServerUrl(opts.server);
-  const token = opts.token.trim();
-  if (token === "") throw new CliError(EXIT.USAGE, "USAGE", "--token must not be empty");
-  const dir = profileDirOf(g, deps);
-
-  await checkBindLocally(opts.service, dir, server, deps);
-  const profile = await requestProfile(server, token, deps);
-
-  let file: string;
-  try {
-    file = await writeProfile(dir, profile);
-  } catch (err) {
-    throw fsError(err, `the token was used but the profile could not be stored in ${dir}; ask for a new bind command`);
-  }
-
-  let serviceName: string | null = null;
-  if (opts.service) {
-    try {
-      serviceName = await installService(deps.service, { command: agentCommand(resolvePath(dir), deps.launcher) });
-    } catch (err) {
-      const e = toCliError(err);
-      throw new CliError(e.exitCode, e.code, `bound and stored ${file}, but the service could not be installed: ${e.message}; fix it and run \`svcctl service install\``, { cause: err });
-    }
-  }
-
-  const p = profile.profile;
-  print(
-    deps,
-    g,
-    { config_id: p.config_id, node_id: p.node_id, server_url: p.server_url, profile_path: file, service: { installed: serviceName !== null, name: serviceName } },
-    [
-      `bound node ${p.node_id} of config ${p.config_id}`,
-      `  server:  ${p.server_url}`,
-      `  broker:  ${profile.mqtt.host}:${profile.mqtt.port} (${profile.mqtt.tls ? "tls" : "plain"})`,
-      `  profile: ${file} (mode 0600)`,
-      serviceName !== null
-        ? `  service: ${serviceName} installed and started`
-        : "  service: not installed (--no-service); run `svcctl agent run`, or `svcctl service install` as root",
-    ].join("\n"),
-  );
-}
-
-/** Everything `bind` checks before the one-time token is spent (privileges, profile directory). */
-async function checkBindLocally(service: boolean, dir: string, server: string, deps: CliDeps): Promise<void> {
-  if (service) {
-    await assertServicePrivileges(deps.service, "bind installs the agent service, which", ", or pass --no-service (the token was not used)");
-  }
-  try {
-    await ensureProfileDir(dir);
-    await access(dir, constants.W_OK);
-  } catch (err) {
-    throw fsError(err, `cannot write the profile directory ${dir} (the token was not used)`);
-  }
-  if (deps.platform === "win32") {
-    try {
-      await deps.service.host.mustExec(windowsProfileAclCommand(dir));
-    } catch (err) {
-      throw new CliError(EXIT.IO, "IO", `cannot restrict access to ${dir} (the token was not used): ${(err as Error).message}`, { cause: err });
-    }
-  }
-  if (new URL(server).protocol === "http:" && !isLoopback(server)) {
-    deps.stderr(`svcctl: warning: ${server} is plain http; the bind token and the MQTT password travel unencrypted\n`);
-  }
-}
-
-/**
- * `POST /api/client/bind` (spec §2.6) with the token. @returns the profile the server answered
- * @throws CliError NETWORK (unreachable), the server's error code or `HTTP_<status>` (refused),
- *   INVALID_ANSWER (not JSON, or not a profile)
- */
-async function requestProfile(server: string, token: string, deps: CliDeps): Promise<AgentProfile> {
-  const url = `${server}/api/client/bind`;
-  let res: Response;
-  let text: string;
-  try {
-    res = await deps.fetch(url, {
-      method: "POST",
-      headers: { "content-type": "application/json", accept: "application/json" },
-      body: JSON.stringify({ bind_token: token, server_url: server, client_version: CLIENT_VERSION, platform: deps.platform, hostname: deps.hostname() }),
-      signal: AbortSignal.timeout(BIND_TIMEOUT_MS),
-    });
-    text = await res.text();
-  } catch (err) {
-    throw new CliError(EXIT.IO, "NETWORK", `cannot reach ${url}: ${describeFetchError(err)}`, { cause: err });
-  }
-  if (!res.ok) {
-    const body = errorBody(text);
-    const exit = res.status >= 500 ? EXIT.IO : EXIT.REFUSED;
-    if (body) throw new CliError(exit, body.code, `${server} refused the bind (HTTP ${res.status}): ${body.message}`);
-    throw new CliError(exit, `HTTP_${res.status}`, `${url} answered HTTP ${res.status}${text ? `: ${text.slice(0, 200)}` : ""}`);
-  }
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    throw new CliError(EXIT.IO, "INVALID_ANSWER", `${url} answered HTTP ${res.status} with a body that is not JSON`);
-  }
-  const parsed = agentProfileSchema.safeParse(json);
-  if (!parsed.success) throw new CliError(EXIT.IO, "INVALID_ANSWER", `${url} answered a profile svcctl cannot use: ${describeIssues(parsed.error)}`);
-  return parsed.data;
 }
 
 async function loadProfile(dir: string): Promise<AgentProfile> {

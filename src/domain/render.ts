@@ -1,76 +1,40 @@
 /**
- * Rendering of one node's tunnel config, staging of config versions, and the connection-integrity
- * check of a mesh pair.
+ * Rendering of one node's tunnel config, and staging of config versions.
  *
  * - {@link renderNodeConfig}: the `wg-quick` / `awg-quick` config text of one node (spec §6.3
  *   `config_text`; `tunnel_protocol` is `wireguard` or `awg_2`, DESIGN §3 "awg_2").
+ * - {@link ConfigRenderer}: the same text for many nodes of one config, validated and sorted once.
  * - {@link stageConfig}: `(config_version, config_sha256, config_text)` of the staged config; the
  *   version increments only when the rendered text changes (DESIGN §3 "Config versions").
- * - {@link checkPairIntegrity}: whether a mesh pair can handshake at all (spec §6.5
- *   `workspace.connections[*]`, the broken-link indicators).
+ * - `checkPairIntegrity` (pair-integrity.ts, re-exported): whether a mesh pair can handshake at
+ *   all (spec §6.5 `workspace.connections[*]`, the broken-link indicators).
  *
- * Pure: no I/O, no clocks. Every string that reaches the config text is validated first, so no
- * input can inject a line (a `PostUp` would run as root on the agent).
+ * Pure: no I/O, no clocks. Every input is validated first (render-input.ts), so no input can
+ * inject a line (a `PostUp` would run as root on the agent).
  */
 import { createHash } from "node:crypto";
-import ipaddr from "ipaddr.js";
 import { AppError } from "../errors.js";
-import type { TunnelProtocol } from "../protocol/enums.js";
-import { ipv4ToNumber, networkRange, parseNetworkCidr } from "./address-pool.js";
-import { awgParamsSchema, type AwgParams } from "./awg.js";
-import { isWireGuardKey } from "./keys.js";
+import { ipv4ToNumber } from "./address-pool.js";
+import type { AwgParams } from "./awg.js";
+import { hasPublicEndpoint } from "./pair-integrity.js";
+import {
+  fail,
+  validateCommon,
+  validateInput,
+  validateNode,
+  validatePeerFields,
+  validatePortForwards,
+  type RenderCommon,
+  type RenderInput,
+  type RenderPeer,
+  type RenderPortForward,
+} from "./render-input.js";
+
+export { checkPairIntegrity, hasPublicEndpoint, NO_INITIATOR_REASON, type PairIntegrity, type PairSide } from "./pair-integrity.js";
+export type { RenderCommon, RenderInput, RenderPeer, RenderPortForward } from "./render-input.js";
 
 /** Tunnel protocol of a config (spec §6.3 `tunnel_protocol`); declared in src/protocol/enums.ts. */
 export type { TunnelProtocol } from "../protocol/enums.js";
-
-/** One peer of the rendered node, as the caller selected it. */
-export interface RenderPeer {
-  node_id: string;
-  /** 44-character base64 WireGuard public key. */
-  public_key: string;
-  /** Tunnel address (dotted quad) inside the config's network. */
-  address: string;
-  /** Public IPv4/IPv6 address or DNS name the peer is reachable at, or null. */
-  public_address: string | null;
-  /** UDP port the peer listens on, or null. */
-  listen_port: number | null;
-}
-
-/** One port forward on the rendered node: traffic to `listen_port` goes to the target. */
-export interface RenderPortForward {
-  protocol: "tcp" | "udp";
-  /** Port (1..65535) on the rendered node. */
-  listen_port: number;
-  /** Destination address (dotted-quad IPv4). */
-  target_address: string;
-  /** Destination port (1..65535). */
-  target_port: number;
-}
-
-/** Everything needed to render one node's config. */
-export interface RenderInput {
-  config_id: string;
-  tunnel_protocol: TunnelProtocol;
-  /** The config's IPv4 network, e.g. `"10.0.0.0/24"`. */
-  network_cidr: string;
-  /** Obfuscation parameters; required for `awg_2`, ignored for `wireguard`. */
-  awg: AwgParams | null;
-  node: {
-    node_id: string;
-    /** 44-character base64 WireGuard private key. */
-    private_key: string;
-    /** The node's own public key, when the caller has it: a peer repeating it is refused. */
-    public_key?: string;
-    /** Tunnel address (dotted quad) inside `network_cidr`. */
-    address: string;
-    listen_port: number | null;
-    public_address: string | null;
-  };
-  /** Already filtered by the caller to enabled, unbroken pairs. */
-  peers: readonly RenderPeer[];
-  /** Already filtered to enabled ones. */
-  port_forwards: readonly RenderPortForward[];
-}
 
 /** A node's staged config (DESIGN §3 "Config versions"). */
 export interface StagedConfig {
@@ -81,41 +45,8 @@ export interface StagedConfig {
   config_text: string;
 }
 
-/** One side of a mesh pair, as far as reachability goes. */
-export interface PairSide {
-  node_id: string;
-  public_address: string | null;
-  listen_port: number | null;
-}
-
-/** Result of {@link checkPairIntegrity}. */
-export interface PairIntegrity {
-  status: "ok" | "broken" | "disabled";
-  /** Human-readable reason for `broken` / `disabled`; null when `ok`. */
-  reason: string | null;
-  /** node_ids that can initiate a handshake toward the other side; empty when disabled. */
-  initiators: string[];
-}
-
-/** Id syntax of config_id and node_id (DESIGN §3 "Ids"). */
-const ID_PATTERN = /^[a-z0-9][a-z0-9_-]{0,63}$/;
-
 /** Interval (seconds) of PersistentKeepalive, the usual value for keeping NAT mappings open. */
 const PERSISTENT_KEEPALIVE_SECONDS = 25;
-
-/** The reason reported for a pair in which neither side can initiate. */
-export const NO_INITIATOR_REASON =
-  "neither node has a public address and listen port, so no side can initiate a handshake";
-
-/**
- * True when a node is reachable from outside: it has both a public address and a listen port.
- * Peers can then initiate handshakes toward it (its `Endpoint` is rendered for them).
- */
-export function hasPublicEndpoint<T extends { public_address: string | null; listen_port: number | null }>(
-  side: T,
-): side is T & { public_address: string; listen_port: number } {
-  return side.public_address !== null && side.public_address !== "" && side.listen_port !== null;
-}
 
 /**
  * Renders one node's config text.
@@ -142,9 +73,6 @@ export function renderNodeConfig(input: RenderInput): string {
   const peers = [...input.peers].sort((a, b) => compareStrings(a.node_id, b.node_id));
   return assembleConfig(input, input.node, prefixLength, awg, input.port_forwards, peers.map((peer) => peerBlock(peer, keepalive)));
 }
-
-/** The config-wide inputs of a rendering: the part of {@link RenderInput} every node of a config shares. */
-export type RenderCommon = Pick<RenderInput, "config_id" | "tunnel_protocol" | "network_cidr" | "awg">;
 
 /**
  * Renders many nodes of one config against one set of candidate peers (every node of the
@@ -327,28 +255,6 @@ export function stageConfig(
   return { config_version, config_sha256, config_text: configText };
 }
 
-/**
- * Checks whether a mesh pair can establish a tunnel.
- *
- * A side can initiate toward the other when the OTHER side has both a public address and a
- * listen port (it then has an `Endpoint` in the initiator's config).
- *
- * @param a One side of the pair.
- * @param b The other side.
- * @param enabled Whether the pair is enabled.
- * @returns `disabled` (reason "pair disabled", no initiators) when `enabled` is false; otherwise
- *   `ok` with reason null and the node_ids that can initiate (in the order a, b), or `broken`
- *   with {@link NO_INITIATOR_REASON} when none can.
- */
-export function checkPairIntegrity(a: PairSide, b: PairSide, enabled: boolean): PairIntegrity {
-  if (!enabled) return { status: "disabled", reason: "pair disabled", initiators: [] };
-  const initiators: string[] = [];
-  if (hasPublicEndpoint(b)) initiators.push(a.node_id);
-  if (hasPublicEndpoint(a)) initiators.push(b.node_id);
-  if (initiators.length === 0) return { status: "broken", reason: NO_INITIATOR_REASON, initiators };
-  return { status: "ok", reason: null, initiators };
-}
-
 /** The two iptables rules of a port forward, with `-A` (add) or `-D` (delete). */
 function portForwardRules(forward: RenderPortForward, op: "-A" | "-D"): [string, string] {
   const { protocol, listen_port, target_address, target_port } = forward;
@@ -377,126 +283,3 @@ function comparePortForwards(a: RenderPortForward, b: RenderPortForward): number
   );
 }
 
-function fail(field: string, message: string): never {
-  throw new AppError("VALIDATION_FAILED", `${field}: ${message}`, { field });
-}
-
-function checkId(field: string, value: string): void {
-  if (!ID_PATTERN.test(value)) fail(field, "must match ^[a-z0-9][a-z0-9_-]{0,63}$");
-}
-
-function checkPort(field: string, value: number): void {
-  if (!Number.isInteger(value) || value < 1 || value > 65535) fail(field, "must be an integer port 1..65535");
-}
-
-/** One DNS label: letters, digits, inner hyphens, 1..63 characters. */
-const DNS_LABEL = /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;
-
-/** True for an IPv4 dotted quad, an IPv6 literal without zone, or a DNS name with a non-numeric TLD. */
-function isEndpointHost(host: string): boolean {
-  if (ipv4ToNumber(host) !== undefined) return true;
-  if (host.includes(":")) return !host.includes("%") && ipaddr.IPv6.isValid(host);
-  const name = host.endsWith(".") ? host.slice(0, -1) : host;
-  if (name.length === 0 || name.length > 253) return false;
-  const labels = name.split(".");
-  const tld = labels[labels.length - 1] ?? "";
-  return labels.every((label) => DNS_LABEL.test(label)) && !/^[0-9]+$/.test(tld);
-}
-
-function checkEndpoint(field: string, side: { public_address: string | null; listen_port: number | null }): void {
-  if (side.public_address !== null && !isEndpointHost(side.public_address)) {
-    fail(`${field}.public_address`, "must be an IPv4 or IPv6 address or a DNS name");
-  }
-  if (side.listen_port !== null) checkPort(`${field}.listen_port`, side.listen_port);
-}
-
-/** Validates the config-wide inputs; returns what rendering needs of them. */
-function validateCommon(common: RenderCommon): { awg: AwgParams | null; prefixLength: number; isHost: (address: string) => boolean } {
-  checkId("config_id", common.config_id);
-  if (common.tunnel_protocol !== "wireguard" && common.tunnel_protocol !== "awg_2") {
-    fail("tunnel_protocol", 'must be "wireguard" or "awg_2"');
-  }
-  // Parsed once: a full mesh renders N-1 peers per node, N nodes per write.
-  const range = networkRange(common.network_cidr); // throws VALIDATION_FAILED itself
-  const isHost = (address: string): boolean => {
-    const n = ipv4ToNumber(address);
-    return n !== undefined && n > range.first && n < range.last;
-  };
-  let awg: AwgParams | null = null;
-  if (common.tunnel_protocol === "awg_2") {
-    if (common.awg === null) fail("awg", "awg_2 needs obfuscation parameters");
-    const parsed = awgParamsSchema.safeParse(common.awg);
-    if (!parsed.success) fail("awg", parsed.error.issues.map((i) => `${i.path.join(".")} ${i.message}`).join("; "));
-    awg = parsed.data;
-  }
-  return { awg, prefixLength: parseNetworkCidr(common.network_cidr).prefixLength, isHost };
-}
-
-/** Validates the rendered node's own fields. */
-function validateNode(node: RenderInput["node"], networkCidr: string, isHost: (address: string) => boolean): void {
-  checkId("node.node_id", node.node_id);
-  if (!isWireGuardKey(node.private_key)) fail("node.private_key", "must be a WireGuard key");
-  if (!isHost(node.address)) {
-    fail("node.address", `must be a host address of ${networkCidr}`);
-  }
-  checkEndpoint("node", node);
-}
-
-/** Validates one peer's own fields (not whether it repeats another). */
-function validatePeerFields(field: string, peer: RenderPeer, networkCidr: string, isHost: (address: string) => boolean): void {
-  checkId(`${field}.node_id`, peer.node_id);
-  if (!isWireGuardKey(peer.public_key)) fail(`${field}.public_key`, "must be a WireGuard key");
-  if (!isHost(peer.address)) {
-    fail(`${field}.address`, `must be a host address of ${networkCidr}`);
-  }
-  checkEndpoint(field, peer);
-}
-
-/** Validates everything that reaches the text; returns the AWG parameters to render (awg_2 only) and the prefix length. */
-function validateInput(input: RenderInput): { awg: AwgParams | null; prefixLength: number } {
-  const { awg, prefixLength, isHost } = validateCommon(input);
-  const { node } = input;
-  validateNode(node, input.network_cidr, isHost);
-  // The node's own public key is not derived here (≈0.5 ms of X25519 per render): a peer that
-  // is the node itself is caught by its node_id and address.
-  const nodeIds = new Set([node.node_id]);
-  const publicKeys = new Set<string>(node.public_key === undefined ? [] : [node.public_key]);
-  const addresses = new Set([node.address]);
-  input.peers.forEach((peer, i) => {
-    const field = `peers[${i}]`;
-    checkId(`${field}.node_id`, peer.node_id);
-    if (nodeIds.has(peer.node_id)) fail(`${field}.node_id`, "repeats the node itself or another peer");
-    nodeIds.add(peer.node_id);
-    if (!isWireGuardKey(peer.public_key)) fail(`${field}.public_key`, "must be a WireGuard key");
-    if (publicKeys.has(peer.public_key)) fail(`${field}.public_key`, "repeats the node's own key or another peer's");
-    publicKeys.add(peer.public_key);
-    if (!isHost(peer.address)) {
-      fail(`${field}.address`, `must be a host address of ${input.network_cidr}`);
-    }
-    if (addresses.has(peer.address)) fail(`${field}.address`, "repeats the node's own address or another peer's");
-    addresses.add(peer.address);
-    checkEndpoint(field, peer);
-  });
-  validatePortForwards(input.port_forwards, node);
-  return { awg, prefixLength };
-}
-
-/** Validates a node's port forwards (fields, no repeated protocol/port, not the tunnel's UDP port). */
-function validatePortForwards(portForwards: readonly RenderPortForward[], node: RenderInput["node"]): void {
-  const forwardKeys = new Set<string>();
-  portForwards.forEach((forward, i) => {
-    const field = `port_forwards[${i}]`;
-    if (forward.protocol !== "tcp" && forward.protocol !== "udp") fail(`${field}.protocol`, 'must be "tcp" or "udp"');
-    checkPort(`${field}.listen_port`, forward.listen_port);
-    checkPort(`${field}.target_port`, forward.target_port);
-    if (ipv4ToNumber(forward.target_address) === undefined) {
-      fail(`${field}.target_address`, "must be a dotted-quad IPv4 address");
-    }
-    const key = `${forward.protocol}/${forward.listen_port}`;
-    if (forwardKeys.has(key)) fail(`${field}.listen_port`, `another forward already takes ${key}`);
-    forwardKeys.add(key);
-    if (forward.protocol === "udp" && forward.listen_port === node.listen_port) {
-      fail(`${field}.listen_port`, "is the node's own tunnel listen port");
-    }
-  });
-}

@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { checkCode, findingsOf } from "../../scripts/check-code.js";
+import { checkCode, findingsOf, LONG_FILES, lineCount, MAX_FILE_LINES } from "../../scripts/check-code.js";
 import { fixtureTree, runCheck } from "./harness.js";
 
-// scripts/check-code.ts (issue 11 "Must show": no `!` non-null assertions in src/; §5: long
-// functions split), checked over fixture trees so that each rule is seen to fail.
+// scripts/check-code.ts: no `!` non-null assertion and no long function in src/ and web/src,
+// no file in src/ over 500 lines; checked over fixture trees so that each rule is seen to fail.
 
 const tree = fixtureTree;
 const run = (root?: string) => runCheck("check-code.ts", root);
@@ -12,7 +12,7 @@ const run = (root?: string) => runCheck("check-code.ts", root);
 /** A function of `n` lines in all (header and closing brace included). */
 const fn = (name: string, n: number) => `export function ${name}(): number {\n${"  void 0;\n".repeat(n - 3)}  return 1;\n}\n`;
 
-describe("scripts/check-code.ts (no non-null assertion, no long function in src/)", () => {
+describe("scripts/check-code.ts (no non-null assertion, no long function)", () => {
   test("only NonNullExpression nodes count: `!==`, `!x`, and `!` in strings or comments do not", () => {
     const text = [
       "const a: string | undefined = undefined;",
@@ -51,30 +51,95 @@ describe("scripts/check-code.ts (no non-null assertion, no long function in src/
       "src/a.ts:1: function long is 61 lines (limit 60) — split it, or list it in LONG_FUNCTIONS with the reason",
       "src/lib/b.ts:1:34: non-null assertion `x!` — narrow the value instead",
     ]);
-    assert.match(bad.lines.at(-1) ?? "", /^check-code: 1 non-null assertion\(s\), 1 long function\(s\), 0 stale/);
+    assert.match(bad.lines.at(-1) ?? "", /^check-code: 1 non-null assertion\(s\), 1 long function\(s\), 0 long file\(s\), 0 stale/);
   });
 
   test("an allow-listed long function passes; an entry that matches nothing is stale and fails", (t) => {
     const root = tree(t, { "src/a.ts": fn("long", 61) });
     const entry = { file: "src/a.ts", name: "long", reason: "test" };
     const stale = { file: "src/a.ts", name: "gone", reason: "test" };
-    const res = checkCode(root, [entry, stale]);
+    const res = checkCode(root, { functions: [entry, stale] });
     assert.deepEqual(res.findings, []);
     assert.deepEqual(res.stale, [stale]);
   });
 
-  test("an allow-listed function with a ceiling of its own is reported once longer than that (issue 11 §1: the composition root under 120 lines)", (t) => {
+  test("an allow-listed function with a ceiling of its own is reported once longer than that (the composition root keeps under its own ceiling)", (t) => {
     const root = tree(t, { "src/a.ts": fn("root", 121) + fn("fits", 120) });
-    const res = checkCode(root, [
-      { file: "src/a.ts", name: "root", reason: "test", max: 120 },
-      { file: "src/a.ts", name: "fits", reason: "test", max: 120 },
-    ]);
+    const res = checkCode(root, {
+      functions: [
+        { file: "src/a.ts", name: "root", reason: "test", max: 120 },
+        { file: "src/a.ts", name: "fits", reason: "test", max: 120 },
+      ],
+    });
     assert.deepEqual(res.findings.map((f) => `${f.text} ${f.lines}`), ["root 121"]);
     assert.deepEqual(res.stale, []);
   });
 
-  test("this repository's src/ passes", () => {
+  test("this repository's src/ and web/src pass", () => {
     const res = run();
     assert.equal(res.status, 0, res.lines.join("\n"));
+  });
+});
+
+/** A file of `n` lines in all: short functions, each well under the function limit. */
+const file = (n: number) => {
+  const lines = Array.from({ length: n }, (_, i) => `export const v${i} = ${i};`);
+  return `${lines.join("\n")}\n`;
+};
+
+describe("scripts/check-code.ts: no file in src/ over 500 lines", () => {
+  test("lines are counted as `wc -l` does, a last line without a newline included", () => {
+    assert.deepEqual(["", "a", "a\n", "a\nb", "a\nb\n", "\n\n"].map(lineCount), [0, 1, 1, 2, 2, 2]);
+    assert.equal(lineCount(file(MAX_FILE_LINES)), 500);
+  });
+
+  test("a file at the limit passes; one line over fails with its length; the console's files are not held to it", (t) => {
+    const atLimit = run(tree(t, { "src/a.ts": file(500), "web/src/big.ts": file(800) }));
+    assert.equal(atLimit.status, 0, atLimit.lines.join("\n"));
+    const over = run(tree(t, { "src/a.ts": file(500), "src/mqtt/b.ts": file(501) }));
+    assert.equal(over.status, 1);
+    assert.deepEqual(over.lines, [
+      "src/mqtt/b.ts: file is 501 lines (limit 500) — split it by responsibility, or list it in LONG_FILES if it is generated or migrations",
+      "check-code: 0 non-null assertion(s), 0 long function(s), 1 long file(s), 0 stale allow-list entries",
+    ]);
+  });
+
+  test("the migrations are excepted by name whatever their length; an exception whose file is gone is stale", (t) => {
+    assert.deepEqual(
+      LONG_FILES.map((f) => f.file),
+      ["src/store/migrations.ts"],
+    );
+    const root = tree(t, { "src/store/migrations.ts": file(900), "src/store/db.ts": file(501) });
+    const res = checkCode(root, { files: [...LONG_FILES, { file: "src/generated/gone.ts", reason: "test" }] });
+    assert.deepEqual(res.findings.map((f) => `${f.kind} ${f.file} ${f.lines}`), ["long-file src/store/db.ts 501"]);
+    assert.deepEqual(res.stale.map((a) => a.file), ["src/generated/gone.ts"]);
+  });
+});
+
+describe("scripts/check-code.ts: the console (web/src) keeps the same shape", () => {
+  const component = (name: string, n: number) =>
+    `export function ${name}(p: { x?: string }) {\n  const y = p.x ?? "";\n  return (\n    <ul>\n${"      <li>wait!</li>\n".repeat(n - 7)}    </ul>\n  );\n}\n`;
+
+  test("`.tsx` is parsed as JSX: a `!` in JSX text is no assertion, a long component and `x!` are reported", (t) => {
+    const res = run(
+      tree(t, {
+        "src/a.ts": fn("short", 10),
+        "web/src/pages/home.tsx": component("Home", 60) + component("Long", 61),
+        "web/src/main.tsx": 'export const root = document.getElementById("root")!;\n',
+      }),
+    );
+    assert.equal(res.status, 1);
+    assert.deepEqual(res.lines.slice(0, -1), [
+      "web/src/main.tsx:1:21: non-null assertion `document.getElementById(\"root\")!` — narrow the value instead",
+      "web/src/pages/home.tsx:61: function Long is 61 lines (limit 60) — split it, or list it in LONG_FUNCTIONS with the reason",
+    ]);
+  });
+
+  test("an allow-list entry can name a console file", (t) => {
+    const root = tree(t, { "src/a.ts": fn("short", 10), "web/src/pages/home.tsx": component("Long", 61) });
+    assert.equal(checkCode(root).findings.length, 1);
+    const res = checkCode(root, { functions: [{ file: "web/src/pages/home.tsx", name: "Long", reason: "test" }] });
+    assert.deepEqual(res.findings, []);
+    assert.deepEqual(res.stale, []);
   });
 });

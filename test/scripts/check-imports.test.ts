@@ -1,9 +1,13 @@
 import assert from "node:assert/strict";
+import { appendFileSync, cpSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, relative } from "node:path";
 import { describe, test } from "node:test";
-import { checkImports, importsOf } from "../../scripts/check-imports.js";
+import { ALLOWED, checkImports, ImportGraph, importsOf } from "../../scripts/check-imports.js";
+import { repoRoot } from "../helpers/service.js";
 import { fixtureTree, runCheck } from "./harness.js";
 
-// scripts/check-imports.ts (issue 11 "Must show"): the DESIGN §2 "may import" table, checked
+// scripts/check-imports.ts: the DESIGN §2 "may import" table and the absence of import cycles, checked
 // over a fixture tree so that each rule is seen to fail.
 
 const tree = fixtureTree;
@@ -44,6 +48,9 @@ describe("scripts/check-imports.ts (DESIGN §2 folder table)", () => {
     const res = run(root);
     assert.equal(res.status, 1);
     assert.deepEqual(res.lines.slice(0, -1).sort(), [
+      // the forbidden imports close circles too (server imports the cli, which imports the agent)
+      "import cycle: src/agent/agent.ts ⇢ src/server.ts → src/cli/svcctl.ts → src/agent/agent.ts",
+      "import cycle: src/domain/render.ts → src/protocol/ids.ts → src/domain/render.ts",
       "src/agent/agent.ts: imports src/http/app.ts — agent may import protocol, lib",
       "src/agent/agent.ts: imports src/server.ts [type-only] — agent may import protocol, lib",
       "src/http/app.ts: imports src/store/db.ts [type-only] — http may import services, events, protocol, lib, errors.ts, config.ts, logger.ts",
@@ -113,7 +120,7 @@ describe("scripts/check-imports.ts (DESIGN §2 folder table)", () => {
     ]);
   });
 
-  test("this repository's src/ passes (allow-listed debts included)", () => {
+  test("this repository's src/ and web/src pass: the table (allow-listed debts included), and no import cycle", () => {
     const res = run();
     assert.equal(res.status, 0, res.lines.join("\n"));
   });
@@ -149,3 +156,80 @@ describe("scripts/check-imports.ts: the web console (DESIGN §2 row `web/`)", ()
     ]);
   });
 });
+
+describe("scripts/check-imports.ts: no import cycle (type-only imports count)", () => {
+  /** CLEAN plus a chain inside the store, db → nodes → views; `close` is what views.ts adds to it. */
+  const chain = (close: string): Record<string, string> => ({
+    ...CLEAN,
+    "src/store/db.ts": 'import { n } from "./nodes.repository.js";\nexport const db = n;\n',
+    "src/store/nodes.repository.ts": 'import { v } from "./views.js";\nexport const n = v;\n',
+    "src/store/views.ts": `${close}export const v = 1;\n`,
+  });
+
+  test("a chain of imports without a circle passes", (t) => {
+    const res = run(tree(t, chain("")));
+    assert.equal(res.status, 0, res.lines.join("\n"));
+    assert.match(res.lines.at(-1) ?? "", /^check-imports: 12 files keep to DESIGN §2, no import cycle/);
+  });
+
+  test("a type-only import that closes the chain into a circle fails, printed as the chain of files", (t) => {
+    const res = run(tree(t, chain('import type { db } from "./db.js";\nexport type Db = typeof db;\n')));
+    assert.equal(res.status, 1);
+    assert.deepEqual(res.lines, [
+      "import cycle: src/store/db.ts → src/store/nodes.repository.ts → src/store/views.ts ⇢ src/store/db.ts",
+      "check-imports: 0 import(s) against DESIGN §2, 0 stale allow-list entries, 1 import cycle(s) (→ import, ⇢ type-only import)",
+    ]);
+  });
+
+  test("circles across folders and in the console are found too; each closing import is one line", (t) => {
+    const res = run(
+      tree(t, {
+        ...CLEAN,
+        // services → domain is allowed, domain → services is not: the layer rule and the cycle rule both speak
+        "src/domain/render.ts": 'import { id } from "../protocol/ids.js";\nimport { m } from "../services/mesh.service.js";\nexport const r = [id, m];\n',
+        "web/src/a.tsx": 'import { b } from "./b.js";\nexport const a = () => <p>{b}</p>;\n',
+        "web/src/b.ts": 'export { a } from "./a.js";\nexport const b = "b";\n',
+      }),
+    );
+    assert.equal(res.status, 1);
+    assert.deepEqual(res.lines.slice(0, -1), [
+      "src/domain/render.ts: imports src/services/mesh.service.ts — domain may import protocol, lib",
+      "import cycle: src/domain/render.ts → src/services/mesh.service.ts → src/domain/render.ts",
+      "import cycle: web/src/a.tsx → web/src/b.ts → web/src/a.tsx",
+    ]);
+  });
+
+  test("one value reference makes an edge a value import; imports of files outside the graph are ignored", () => {
+    const g = new ImportGraph(["a.ts", "b.ts"]);
+    g.add("a.ts", "b.ts", true);
+    g.add("a.ts", "b.ts", false);
+    g.add("b.ts", "a.ts", true);
+    g.add("b.ts", "b.css", false);
+    assert.deepEqual(g.cycles(), [
+      [
+        { from: "a.ts", to: "b.ts", typeOnly: false },
+        { from: "b.ts", to: "a.ts", typeOnly: true },
+      ],
+    ]);
+  });
+
+  test("this repository with one temporary import that closes a circle fails the check, naming that import", (t) => {
+    const copy = mkdtempSync(join(tmpdir(), "svc-cycle-"));
+    t.after(() => rmSync(copy, { recursive: true, force: true }));
+    cpSync(join(repoRoot, "src"), join(copy, "src"), { recursive: true });
+    cpSync(join(repoRoot, "web", "src"), join(copy, "web", "src"), { recursive: true });
+    const before = checkImports(copy, ALLOWED);
+    // the first import between two files of one folder, turned back on itself (no layer rule is broken)
+    const inCycles = new Set(before.cycles.flat().map((e) => e.from));
+    const edge = before.graph.files().flatMap((f) => before.graph.importsOf(f)).find((e) => dirname(e.from) === dirname(e.to) && !inCycles.has(e.from));
+    assert.ok(edge !== undefined, "some import inside a folder outside every known cycle");
+    const back = `./${relative(dirname(edge.to), edge.from).replace(/\.tsx?$/, ".js")}`;
+    appendFileSync(join(copy, edge.to), `\nimport type {} from "${back}";\n`);
+    const after = checkImports(copy, ALLOWED);
+    assert.deepEqual(after.violations, []);
+    const closing = after.cycles.filter((c) => c.some((e) => e.from === edge.to && e.to === edge.from && e.typeOnly));
+    assert.ok(closing.length > 0, `a circle through ${edge.to} ⇢ ${edge.from}`);
+    assert.ok(after.cycles.length > before.cycles.length);
+  });
+});
+

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import type { ServiceHost, ServiceSpec, ServiceStatus } from "./index.js";
+import type { ServiceHost, ServiceSpec, ServiceStatus } from "./host.js";
 
 /**
  * macOS: the agent as the LaunchDaemon `com.svc.agent`, running as root (spec §5 service identity

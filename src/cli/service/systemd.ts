@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import type { ServiceHost, ServiceSpec, ServiceStatus } from "./index.js";
+import type { ServiceHost, ServiceSpec, ServiceStatus } from "./host.js";
 
 /**
  * Linux: the agent as the systemd unit `svc-agent.service`, running as root (spec §5 service

@@ -1,4 +1,4 @@
-import type { ServiceHost, ServiceSpec, ServiceStatus } from "./index.js";
+import type { ServiceHost, ServiceSpec, ServiceStatus } from "./host.js";
 
 /**
  * Windows: the agent as the service `SvcAgent`, running as LocalSystem, started automatically
