@@ -68,3 +68,9 @@ export async function seedNodes(store: Store, ids: string[]): Promise<void> {
     );
   }
 }
+
+/** A logger that keeps every line it writes (JSON objects), for tests that check what is logged. */
+export function capturingLog(level = "info"): { log: ReturnType<typeof createLogger>; lines: Array<Record<string, unknown>> } {
+  const lines: Array<Record<string, unknown>> = [];
+  return { log: createLogger(level, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) }), lines };
+}
