@@ -1,7 +1,7 @@
 import type { Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
 import type { NodeMode } from "../protocol/enums.js";
-import { nodeMachine, type NodeContext, type NodeMachine } from "../machines/node.machine.js";
+import { nodeMachine, type NodeContext } from "../machines/node.machine.js";
 import type { Store } from "../store/db.js";
 import type { NodeActorRow } from "../store/node-client-state.repository.js";
 import { GroupCommit, type CommitTimer } from "./group-commit.js";
@@ -96,7 +96,6 @@ export interface RegistryDeps {
 export class NodeActorRegistry {
   readonly #deps: RegistryDeps;
   readonly #entries = new NodeEntries();
-  readonly #machine: NodeMachine;
   readonly #quarantine: Quarantine;
   readonly #recorder: RecorderSink;
   readonly #sweep: PresenceSweep<Entry>;
@@ -108,7 +107,7 @@ export class NodeActorRegistry {
     this.#deps = deps;
     const timersEnabled = deps.timersEnabled ?? true;
     // The effects run after the commit of the state that asked for them (GroupCommit).
-    this.#machine = nodeMachine.provide({
+    const machine = nodeMachine.provide({
       actions: {
         revokeClient: ({ context }, params) => {
           this.#commit.queueEffect(() => deps.effects.revokeClient(context.configId, context.nodeId, params.reason));
@@ -124,7 +123,7 @@ export class NodeActorRegistry {
       store,
       clock,
       log,
-      afterEvents: afterEventsOf(this.#machine.root),
+      afterEvents: afterEventsOf(machine.root),
       ...(deps.currentRoute === undefined ? {} : { currentRoute: deps.currentRoute }),
       ...(deps.timelineRetention === undefined ? {} : { timelineRetention: deps.timelineRetention }),
     });
@@ -142,7 +141,7 @@ export class NodeActorRegistry {
     });
     const { onlineTtlMs, detectTimeoutMs } = deps;
     this.#rehydrator = new Rehydrator({
-      machine: this.#machine,
+      machine,
       clock,
       log,
       onlineTtlMs,
