@@ -9,7 +9,7 @@ import { listClientStates } from "../../src/store/nodes.repository.js";
 import { CONFIG, log, openStores, seedNodes, tempDbFile } from "./harness.js";
 
 /**
- * Coalesced heartbeats (src/actors/registry.ts, class doc): a heartbeat that would change nothing
+ * Coalesced heartbeats (src/actors/heartbeat-coalescer.ts): a heartbeat that would change nothing
  * but `lastSignalAt` is held instead of delivered to XState. The rule: for every sequence of
  * events, a registry that coalesces is indistinguishable from one that delivers every heartbeat
  * (`coalesceHeartbeats: false`): the same projections and machine states at every step, the same

@@ -2,6 +2,17 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TestContext } from "node:test";
+import { createActor, type Actor } from "xstate";
+import { GroupCommit, type GroupCommitDeps } from "../../src/actors/group-commit.js";
+import { HeartbeatCoalescer } from "../../src/actors/heartbeat-coalescer.js";
+import { newEntry, NodeEntries, type Entry } from "../../src/actors/node-entries.js";
+import { PresenceSweep } from "../../src/actors/presence-sweep.js";
+import type { NodeProjection } from "../../src/actors/projection.js";
+import { RecorderSink, type RecorderSinkDeps } from "../../src/actors/recorder-sink.js";
+import { afterEventsOf, type RoutedNodeEvent } from "../../src/actors/recorder.js";
+import { Rehydrator } from "../../src/actors/rehydration.js";
+import type { ManualClock } from "../../src/lib/clock.js";
+import { nodeMachine, type NodeMachine } from "../../src/machines/node.machine.js";
 import { createLogger } from "../../src/logger.js";
 import { insertConfig } from "../../src/store/configs.repository.js";
 import { Store } from "../../src/store/db.js";
@@ -67,4 +78,74 @@ export async function seedNodes(store: Store, ids: string[]): Promise<void> {
       0,
     );
   }
+}
+
+/** A logger that keeps every line it writes (JSON objects), for tests that check what is logged. */
+export function capturingLog(level = "info"): { log: ReturnType<typeof createLogger>; lines: Array<Record<string, unknown>> } {
+  const lines: Array<Record<string, unknown>> = [];
+  return { log: createLogger(level, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) }), lines };
+}
+
+/** The online TTL and detect timeout the part tests give their node machines, ms. */
+export const PART_TTL_MS = 45 * 60_000;
+export const PART_DETECT_MS = 20_000;
+
+/**
+ * The registry's parts wired as `NodeActorRegistry` wires them, over a real store and a
+ * ManualClock, for the tests of one part with its real neighbours: `told` collects the status
+ * changes the group commit reports, `effects` the machine effects it ran.
+ */
+export interface Parts {
+  entries: NodeEntries;
+  recorder: RecorderSink;
+  sweep: PresenceSweep<Entry>;
+  coalescer: HeartbeatCoalescer;
+  commit: GroupCommit;
+  rehydrator: Rehydrator;
+  told: Array<{ nodeId: string; projection: NodeProjection }>;
+  effects: string[];
+  /** Delivers an event as the registry does (coalescing aside): through the recorder, as the cause. */
+  deliver(entry: Entry, event: RoutedNodeEvent): void;
+}
+
+export function buildParts(
+  store: Store,
+  clock: ManualClock,
+  opts: { coalesce?: boolean; listener?: GroupCommitDeps["listener"]; retention?: RecorderSinkDeps["timelineRetention"]; partLog?: typeof log } = {},
+): Parts {
+  const partLog = opts.partLog ?? log;
+  const told: Parts["told"] = [];
+  const effects: string[] = [];
+  let commit: GroupCommit | undefined;
+  const queue = (effect: string) => commit?.queueEffect(() => void effects.push(effect));
+  const machine = nodeMachine.provide({
+    actions: {
+      revokeClient: ({ context }, params) => queue(`revoke ${context.nodeId} ${params.reason}`),
+      requestConfigPush: ({ context }) => queue(`push ${context.nodeId}`),
+    },
+  });
+  const entries = new NodeEntries();
+  const recorder = new RecorderSink({ store, clock, log: partLog, afterEvents: afterEventsOf(machine.root), ...(opts.retention ? { timelineRetention: opts.retention } : {}) });
+  const parts: Partial<Parts> = {};
+  const sweep = new PresenceSweep<Entry>({ clock, enabled: true, onDue: (entry, now) => parts.deliver?.(entry, { type: "presence.ttl_check", at: now }) });
+  const coalescer = new HeartbeatCoalescer({ enabled: opts.coalesce ?? false, sweep, recorder });
+  commit = new GroupCommit({
+    store,
+    clock,
+    log: partLog,
+    recorder,
+    coalescer,
+    listener: opts.listener ?? { onStatusChanged: (_c, nodeId, projection) => void told.push({ nodeId, projection }) },
+  });
+  const rehydrator = new Rehydrator({ machine, clock, log: partLog, onlineTtlMs: PART_TTL_MS, detectTimeoutMs: PART_DETECT_MS, timersEnabled: true, entries, recorder, sweep, commit });
+  const deliver = (entry: Entry, event: RoutedNodeEvent) => recorder.sendAs(rehydrator.actorOf(entry), event);
+  return Object.assign(parts, { entries, recorder, sweep, coalescer, commit, rehydrator, told, effects, deliver });
+}
+
+/** A started node actor of the plain node machine and a live entry holding it (not under any part). */
+export function liveNode(clock: ManualClock, nodeId: string): { actor: Actor<NodeMachine>; entry: Entry } {
+  const actor = createActor(nodeMachine, { input: { configId: CONFIG, nodeId, mode: "dynamic", onlineTtlMs: PART_TTL_MS, detectTimeoutMs: PART_DETECT_MS }, clock });
+  actor.start();
+  const row = { node_id: nodeId, config_id: CONFIG, mode: "dynamic" as const, staged_config_version: 0, staged_config_sha256: null, machine_snapshot: null, machine_version: null };
+  return { actor, entry: newEntry({ configId: CONFIG, nodeId, mode: "dynamic" }, row, { kind: "live", actor }, undefined) };
 }

@@ -9,8 +9,9 @@ import { listClientStates } from "../../src/store/nodes.repository.js";
 import { CONFIG, log, openStores, seedNodes, tempDbFile } from "./harness.js";
 
 /**
- * The node actor registry on its own (src/actors/registry.ts): a real SQLite file through
- * `Store`, the real node machine, an injected ManualClock. What the registry promises: one
+ * The node actor registry as a whole (src/actors/registry.ts, the front door over its parts, each
+ * tested on its own beside this file): a real SQLite file through `Store`, the real node
+ * machine, an injected ManualClock. What the registry promises: one
  * transaction per batch of state changes (group commit, DESIGN §3 "Persistence order"), SSE
  * notifications only after that commit (spec §6.5 rule 6), dormant restored nodes (no actor
  * until their first event), and the presence sweep dropping a node at its online TTL (spec §3.1).
