@@ -4,7 +4,7 @@ import { fileURLToPath } from "node:url";
 import fastifyStatic from "@fastify/static";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { AppError } from "../errors.js";
-import type { App } from "./app.js";
+import type { App } from "./route-kit.js";
 
 /**
  * The console's Content-Security-Policy (issue 12): everything from this origin only. No inline

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { AppError } from "../../errors.js";
 import type { EventHub } from "../../events/hub.js";
 import type { AuthService } from "../../services/auth.service.js";
-import { bearerToken, type App } from "../app.js";
+import { bearerToken, type App } from "../route-kit.js";
 import { errorResponses } from "../schemas.js";
 
 /**
@@ -30,6 +30,7 @@ export async function eventsRoutes(app: App, opts: { hub: EventHub; auth: AuthSe
       // HEAD would open a stream that can never carry a frame.
       exposeHeadRoute: false,
       schema: {
+        operationId: "streamEvents",
         tags: ["events"],
         summary: "Realtime console events (Server-Sent Events)",
         description: [

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { MeshService } from "../../services/mesh.service.js";
-import type { App } from "../app.js";
+import type { App } from "../route-kit.js";
 import { portForwardListAnswer } from "../../protocol/rest.schema.js";
 import {
   createPortForwardBody,
@@ -20,6 +20,7 @@ export async function portForwardsRoutes(app: App, opts: { mesh: MeshService }):
     "/api/v1/configs/:config_id/nodes/:node_id/port-forwards",
     {
       schema: {
+        operationId: "listPortForwards",
         tags,
         summary: "List a node's port forwards",
         params: nodeParams,
@@ -33,6 +34,7 @@ export async function portForwardsRoutes(app: App, opts: { mesh: MeshService }):
     "/api/v1/configs/:config_id/nodes/:node_id/port-forwards",
     {
       schema: {
+        operationId: "createPortForward",
         tags,
         summary: "Forward a port of the node to a target address",
         params: nodeParams,
@@ -48,6 +50,7 @@ export async function portForwardsRoutes(app: App, opts: { mesh: MeshService }):
     "/api/v1/configs/:config_id/nodes/:node_id/port-forwards/:forward_id",
     {
       schema: {
+        operationId: "updatePortForward",
         tags,
         summary: "Change or enable/disable a port forward",
         params: forwardParams,
@@ -62,7 +65,7 @@ export async function portForwardsRoutes(app: App, opts: { mesh: MeshService }):
   app.delete(
     "/api/v1/configs/:config_id/nodes/:node_id/port-forwards/:forward_id",
     {
-      schema: { tags, summary: "Delete a port forward", params: forwardParams, response: { 204: z.null(), ...errorResponses(404) } },
+      schema: { operationId: "deletePortForward", tags, summary: "Delete a port forward", params: forwardParams, response: { 204: z.null(), ...errorResponses(404) } },
     },
     async (req, reply) => {
       await mesh.deletePortForward(req.params.config_id, req.params.node_id, req.params.forward_id);

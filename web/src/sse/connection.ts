@@ -7,7 +7,7 @@
  * opens; a 401 ends the session (back to login) instead.
  *
  * Frames are `event: <type>` with `data: {"type", "payload"}`; each payload goes to the listeners
- * of its type. Pages never use this class directly: see `useSseEvent` and `useSseStatus`.
+ * of its type. Pages never use this class directly: the provider binds the cache table (`cache-effects.ts`) to it; see `useSseStatus`.
  */
 import { fetchEventSource, type EventSourceMessage } from "@microsoft/fetch-event-source";
 import type { SseEventType, SseWirePayloads } from "../api/types.js";
