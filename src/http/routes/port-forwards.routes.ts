@@ -42,8 +42,7 @@ export async function portForwardsRoutes(app: App, opts: { mesh: MeshService }):
         response: { 201: portForwardResponse, ...errorResponses(404, 409) },
       },
     },
-    async (req, reply) =>
-      reply.status(201).send(await mesh.createPortForward(req.params.config_id, req.params.node_id, req.body)),
+    async (req, reply) => reply.status(201).send(await mesh.createPortForward(req.params.config_id, req.params.node_id, req.body)),
   );
 
   app.patch(
@@ -58,8 +57,7 @@ export async function portForwardsRoutes(app: App, opts: { mesh: MeshService }):
         response: { 200: portForwardResponse, ...errorResponses(404, 409) },
       },
     },
-    async (req) =>
-      mesh.updatePortForward(req.params.config_id, req.params.node_id, req.params.forward_id, req.body),
+    async (req) => mesh.updatePortForward(req.params.config_id, req.params.node_id, req.params.forward_id, req.body),
   );
 
   app.delete(
