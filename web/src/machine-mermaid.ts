@@ -73,7 +73,7 @@ export function machineToMermaid(graph: MachineGraph): string {
   const add = (from: string, to: string, label: string) => {
     // Written inside the innermost composite holding both ends (Mermaid scopes states by block).
     let parent = byId.get(from)?.parent ?? graph.machine_id;
-    while (!to.startsWith(`${parent}.`) && byId.get(parent)?.parent != null) parent = byId.get(parent)!.parent!;
+    for (let up = byId.get(parent)?.parent; !to.startsWith(`${parent}.`) && up != null; up = byId.get(parent)?.parent) parent = up;
     const line = `${id(from)} --> ${id(to)} : ${label}`;
     if (seen.has(`${parent} ${line}`)) return;
     seen.add(`${parent} ${line}`);

@@ -95,7 +95,8 @@ export function NodesTable({
             </tr>
           )}
           {items.map((item) => {
-            const n = nodes[item.index]!;
+            const n = nodes[item.index];
+            if (n === undefined) return null;
             return (
               <NodeRow key={n.node_id} configId={configId} node={n} index={item.index} checked={selected.has(n.node_id)} onToggle={onToggle}
                 watch={watch} last={latest === undefined ? null : lastTransitionText(latest.get(n.node_id))} />

@@ -108,30 +108,16 @@ function MeshBody({ config }: { config: ConfigDetailView }) {
         <div className="toolbar">
           <h2 id="nodes-title">Nodes</h2>
           <WatchSelect value={watchValue} onChange={setWatch} />
-          <div className="view-switch" role="group" aria-label="View">
-            <button type="button" aria-pressed={view === "table"} onClick={() => setParam("view", "")}>
-              Table
-            </button>
-            <button type="button" aria-pressed={view === "topology"} onClick={() => setParam("view", "topology")}>
-              Topology
-            </button>
-          </div>
+          <ViewSwitch view={view} onChange={(v) => setParam("view", v === "table" ? "" : v)} />
         </div>
         {view === "table" ? (
           <>
-            <div className="filters">
-              <div>
-                <label htmlFor="node-search">Search nodes</label>
-                <input id="node-search" type="search" placeholder="Name, address or tag" value={text}
-                  onChange={(e) => {
-                    setText(e.target.value);
-                    setParam("q", e.target.value);
-                  }} />
-              </div>
-              <FilterSelect id="filter-presence" label="Presence" value={presence} options={PRESENCE} onChange={(v) => setParam("presence", v)} />
-              <FilterSelect id="filter-mode" label="Mode" value={mode} options={MODES} onChange={(v) => setParam("mode", v)} />
-              <FilterSelect id="filter-sync" label="Sync" value={sync} options={SYNCS} onChange={(v) => setParam("sync", v)} />
-            </div>
+            <NodeFilters text={text} presence={presence} mode={mode} sync={sync}
+              onText={(v) => {
+                setText(v);
+                setParam("q", v);
+              }}
+              onFilter={setParam} />
             <BulkActions config={config} selected={live} onDone={() => setSelected(new Set())} />
             <NodeCounts counts={counts} />
             {config.nodes.length === 0 ? (
@@ -213,6 +199,36 @@ function TopologyView({ config, watch, latest }: { config: ConfigDetailView; wat
         </Suspense>
       )}
     </QueryView>
+  );
+}
+
+/** The search box and the presence, mode and sync filters of the nodes table (each kept in the URL by the caller). */
+function NodeFilters(props: { text: string; presence: string; mode: string; sync: string; onText: (v: string) => void; onFilter: (key: string, v: string) => void }) {
+  const { onFilter } = props;
+  return (
+    <div className="filters">
+      <div>
+        <label htmlFor="node-search">Search nodes</label>
+        <input id="node-search" type="search" placeholder="Name, address or tag" value={props.text} onChange={(e) => props.onText(e.target.value)} />
+      </div>
+      <FilterSelect id="filter-presence" label="Presence" value={props.presence} options={PRESENCE} onChange={(v) => onFilter("presence", v)} />
+      <FilterSelect id="filter-mode" label="Mode" value={props.mode} options={MODES} onChange={(v) => onFilter("mode", v)} />
+      <FilterSelect id="filter-sync" label="Sync" value={props.sync} options={SYNCS} onChange={(v) => onFilter("sync", v)} />
+    </div>
+  );
+}
+
+/** Table or topology (`?view=topology`). */
+function ViewSwitch({ view, onChange }: { view: "table" | "topology"; onChange: (view: "table" | "topology") => void }) {
+  return (
+    <div className="view-switch" role="group" aria-label="View">
+      <button type="button" aria-pressed={view === "table"} onClick={() => onChange("table")}>
+        Table
+      </button>
+      <button type="button" aria-pressed={view === "topology"} onClick={() => onChange("topology")}>
+        Topology
+      </button>
+    </div>
   );
 }
 

@@ -95,8 +95,7 @@ function layout(
     if (seen.has(root.node_id)) continue;
     seen.add(root.node_id);
     const queue = [root.node_id];
-    while (queue.length > 0) {
-      const at = queue.shift()!;
+    for (let at = queue.shift(); at !== undefined; at = queue.shift()) {
       for (const next of adjacent.get(at) ?? []) {
         if (seen.has(next)) continue;
         seen.add(next);
@@ -126,7 +125,7 @@ function layout(
   const edges: Edge[] = pairs
     .filter((p) => names.has(p.node_a) && names.has(p.node_b))
     .map((p) => {
-      const [a, b] = [names.get(p.node_a)!, names.get(p.node_b)!].sort((x, y) => x.localeCompare(y));
+      const [a, b] = [names.get(p.node_a) ?? p.node_a, names.get(p.node_b) ?? p.node_b].sort((x, y) => x.localeCompare(y));
       const reason = p.integrity.status === "broken" && p.integrity.reason !== null ? ` (${p.integrity.reason})` : "";
       return {
         id: p.pair_id,

@@ -28,9 +28,9 @@ export function NodeTabs({ node, children }: { node: NodeView; children: ReactNo
   const onKey = (e: KeyboardEvent<HTMLDivElement>) => {
     const i = tabs.findIndex((t) => t.id === tab);
     const next = e.key === "ArrowRight" ? (i + 1) % tabs.length : e.key === "ArrowLeft" ? (i - 1 + tabs.length) % tabs.length : e.key === "Home" ? 0 : e.key === "End" ? tabs.length - 1 : -1;
-    if (next < 0) return;
+    const id = tabs[next]?.id;
+    if (id === undefined) return;
     e.preventDefault();
-    const id = tabs[next]!.id;
     select(id);
     refs.current[id]?.focus();
   };
