@@ -65,7 +65,7 @@ export interface AppDeps {
   backups: BackupsService;
   metrics: ServiceMetrics;
   mqttSettings: MqttSettingsService;
-  /** The built web console (issue 12); default `dist/web` of this installation ({@link defaultConsoleDir}). */
+  /** The built web console; default `dist/web` of this installation ({@link defaultConsoleDir}). */
   consoleDir?: string;
   machines: MachinesService;
 }
@@ -87,7 +87,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     // carry download tokens) removed.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: deps.settings.maxBodyBytes,
-    // Slow and unfinished requests (issue 15 item 1): a client has this long to send a whole
+    // Slow and unfinished requests: a client has this long to send a whole
     // request, then it is answered 408 REQUEST_TIMEOUT (clientErrorHandler) and closed. Node checks
     // at `connectionsCheckingInterval`, so that runs at a quarter of the limit (at most 30 s).
     requestTimeout: deps.settings.httpRequestTimeoutMs,
@@ -156,9 +156,9 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       }),
   });
 
-  // The web console (issue 12): what no route takes, a GET of a non-API path, is its file or page.
+  // The web console: what no route takes, a GET of a non-API path, is its file or page.
   const serveConsole = await consoleHandler(app, { root: deps.consoleDir ?? defaultConsoleDir() });
-  // Issue 15 item 1: a header that decides who is asking or how the body is read must not be
+  // A header that decides who is asking or how the body is read must not be
   // ambiguous. Node keeps the first Authorization and Host of duplicates and joins the rest; a
   // proxy in front may keep another one. Refused before auth, so nothing runs.
   app.addHook("onRequest", async (req) => {
@@ -172,7 +172,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     }
   });
 
-  // Issue 13: what a request changes in a node's machine is recorded with its route.
+  // What a request changes in a node's machine is recorded with its route.
   app.addHook("onRequest", (req, _reply, done) => {
     runInRoute(`${req.method} ${req.routeOptions.url ?? "?"}`, done);
   });
@@ -249,7 +249,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   return app;
 }
 
-/** Headers a request may carry once only (issue 15 item 1; docs/decisions.md "Issue 15"). */
+/** Headers a request may carry once only: a duplicate could be read differently by a proxy in front (request smuggling). */
 const SINGLE_HEADERS: ReadonlySet<string> = new Set(["authorization", "host", "content-type", "content-length", "transfer-encoding", "x-svc-internal-key"]);
 
 /**

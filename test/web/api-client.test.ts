@@ -8,8 +8,7 @@
 import assert from "node:assert/strict";
 import test from "node:test";
 import { z } from "zod";
-import { ENDPOINTS, type Endpoint } from "../../web/src/api/endpoints.js";
-import { operationUrl } from "../../web/src/api/client.js";
+import { ENDPOINTS, operationUrl, type Endpoint } from "../../web/src/api/endpoints.js";
 import { startHarness } from "../http/harness.js";
 
 type Json = Record<string, unknown>;

@@ -14,7 +14,7 @@ import { NotFoundPage } from "./shell/not-found.js";
 import { SseProvider } from "./sse/provider.js";
 
 // The heavy pages (topology, QR codes) load on first visit: their code stays out of the initial
-// bundle (issue 12: initial JavaScript ≤ 250 KB gzip). Use this pattern for any page or view that
+// bundle (initial JavaScript ≤ 250 KB gzip, test/web/bundle.test.ts). Use this pattern for any page or view that
 // brings a large library.
 const MeshPage = lazy(() => import("./features/mesh/page.js").then((m) => ({ default: m.MeshPage })));
 const NodePage = lazy(() => import("./features/node/page.js").then((m) => ({ default: m.NodePage })));

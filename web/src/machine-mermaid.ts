@@ -1,5 +1,5 @@
 /**
- * Pure helpers of the "State machine" tab (issue 13 item 4): the Mermaid export of the node
+ * Pure helpers of the "State machine" tab: the Mermaid export of the node
  * statechart and the labels the drawing and the timeline share. No React, no DOM: unit-tested
  * in Node over the real `GET /api/v1/machines/node` answer (test/web/machine-mermaid.test.ts).
  */
@@ -53,7 +53,7 @@ function mermaidId(id: string, machineId: string): string {
 }
 
 /**
- * The node statechart as Mermaid `stateDiagram-v2` text (issue 13 item 4, "Copy as Mermaid").
+ * The node statechart as Mermaid `stateDiagram-v2` text.
  * Compound states are composite states with `[*] -->` their initial child; the root's parallel
  * regions are concurrent (`--` between them). A transition a region (or compound state) defines
  * applies to each of its direct children: it is written from each child other than its target.

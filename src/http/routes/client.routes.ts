@@ -127,7 +127,7 @@ export async function clientRoutes(app: App, opts: { control: ControlService; ra
       schema: {
         operationId: "listControlLogs",
         tags,
-        summary: "One page of the node's control logs, newest first, filtered by kind and status, with counts by kind (issue 14)",
+        summary: "One page of the node's control logs, newest first, filtered by kind and status, with counts by kind",
         params: nodeParams,
         querystring: controlLogListQuery,
         response: { 200: controlLogListAnswer, ...errorResponses(404) },

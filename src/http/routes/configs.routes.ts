@@ -22,7 +22,7 @@ export async function configsRoutes(app: App, opts: { mesh: MeshService }): Prom
       schema: {
         operationId: "listConfigs",
         tags,
-        summary: "One page of configs in creation order, with counts (issue 14)",
+        summary: "One page of configs in creation order, with counts",
         querystring: configListQuery,
         response: { 200: configListAnswer, ...errorResponses() },
       },

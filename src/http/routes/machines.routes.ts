@@ -4,7 +4,7 @@ import type { App } from "../route-kit.js";
 import { configParams, errorResponses, nodeParams } from "../schemas.js";
 
 /**
- * Issue 13: the node statechart as data, a node's live machine state and its flight recorder
+ * The node statechart as data, a node's live machine state and its flight recorder
  * (admin auth, as every route not marked public). Reads only: they answer while MQTT is off too.
  */
 export async function machinesRoutes(app: App, opts: { machines: MachinesService }): Promise<void> {

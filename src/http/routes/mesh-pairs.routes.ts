@@ -15,7 +15,7 @@ export async function meshPairsRoutes(app: App, opts: { mesh: MeshService }): Pr
       schema: {
         operationId: "listMeshPairs",
         tags,
-        summary: "One page of the mesh pairs with connection integrity, in creation order; optionally one node's pairs (issue 14)",
+        summary: "One page of the mesh pairs with connection integrity, in creation order; optionally one node's pairs",
         params: configParams,
         querystring: meshPairListQuery,
         response: { 200: meshPairListAnswer, ...errorResponses(404) },

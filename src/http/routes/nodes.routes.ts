@@ -40,7 +40,7 @@ export async function nodesRoutes(
       schema: {
         operationId: "listNodes",
         tags,
-        summary: "One page of the nodes of a config, in creation order, filtered by presence, mode, sync state and text (issue 14)",
+        summary: "One page of the nodes of a config, in creation order, filtered by presence, mode, sync state and text",
         params: configParams,
         querystring: nodeListQuery,
         response: { 200: nodeListAnswer, ...errorResponses(404) },
@@ -55,7 +55,7 @@ export async function nodesRoutes(
       schema: {
         operationId: "countNodes",
         tags,
-        summary: "The config's nodes counted by presence, mode and sync state, and how many match the filters (issue 14)",
+        summary: "The config's nodes counted by presence, mode and sync state, and how many match the filters",
         params: configParams,
         querystring: nodeFilterQuery,
         response: { 200: nodeCountsAnswer, ...errorResponses(404) },

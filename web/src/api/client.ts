@@ -11,7 +11,7 @@
  *   {@link onUnauthorized} (the auth provider, which returns to the login page).
  */
 import type { z } from "zod";
-import { ENDPOINTS, type Endpoint, type OperationId } from "./endpoints.js";
+import { ENDPOINTS, operationUrl, type Endpoint, type OperationId } from "./endpoints.js";
 const TOKEN_KEY = "svc.access_token";
 
 /** The access token of this tab (sessionStorage: a new tab logs in again). */
@@ -89,17 +89,6 @@ interface RawInput {
   body?: unknown;
   file?: Blob;
   signal?: AbortSignal;
-}
-
-/** The URL of an operation: `{param}`s filled in (encoded), the query's non-empty fields appended. */
-export function operationUrl(endpoint: Endpoint, input: Pick<RawInput, "params" | "query">): string {
-  const path = endpoint.path.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(input.params?.[name] ?? ""));
-  const query = new URLSearchParams();
-  for (const [key, value] of Object.entries(input.query ?? {})) {
-    if (value !== undefined && value !== null && value !== "") query.set(key, String(value));
-  }
-  const qs = query.toString();
-  return qs === "" ? path : `${path}?${qs}`;
 }
 
 async function call(endpoint: Endpoint, input: RawInput): Promise<unknown> {

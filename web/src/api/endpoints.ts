@@ -96,3 +96,14 @@ export const ENDPOINTS = {
 } as const satisfies Record<string, Endpoint>;
 
 export type OperationId = keyof typeof ENDPOINTS;
+
+/** The URL of an operation: `{param}`s filled in (encoded), the query's non-empty fields appended. */
+export function operationUrl(endpoint: Endpoint, input: { params?: Record<string, string>; query?: Record<string, unknown> }): string {
+  const path = endpoint.path.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(input.params?.[name] ?? ""));
+  const query = new URLSearchParams();
+  for (const [key, value] of Object.entries(input.query ?? {})) {
+    if (value !== undefined && value !== null && value !== "") query.set(key, String(value));
+  }
+  const qs = query.toString();
+  return qs === "" ? path : `${path}?${qs}`;
+}

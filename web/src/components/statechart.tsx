@@ -50,7 +50,7 @@ function StateBox({ data }: NodeProps<StateNode>) {
 const NODE_TYPES = { state: StateBox };
 
 /**
- * The node statechart (issue 13 item 4), drawn with the console's graph library (xyflow, laid
+ * The node statechart, drawn with the console's graph library (xyflow, laid
  * out by dagre): the root's parallel regions side by side, compound states as groups holding
  * their children, transitions as labelled arrows (timers as `after <delay>`), a region's own
  * transitions ("from any state") listed as text in its box. `active` ids are highlighted, with

@@ -21,7 +21,7 @@ export function formatBytes(bytes: number): string {
 }
 
 /**
- * Backups (issue 12 "Backups"; DESIGN §5 snapshots, spec §2.4): list, create, download through a
+ * Backups (DESIGN §5 snapshots, spec §2.4): list, create, download through a
  * 5-minute `snapshot_export` token link, import a zip, restore (confirmation; every view is read
  * again), delete (confirmation). The list is replaced by every `snapshot.list.updated` (sse/cache-effects.ts).
  */

@@ -9,7 +9,7 @@ import { useCreateConfig, useDeleteConfig } from "./mutations.js";
 import { useConfigs } from "./queries.js";
 
 /**
- * Configs (issue 12): the list with a search kept in the URL (`?q=`), create (name, protocol,
+ * Configs: the list with a search kept in the URL (`?q=`), create (name, protocol,
  * CIDR; the API's error shown as is) and delete with a confirmation. Live through
  * `config.list.updated` (spec §6.5 table: "home config cards, sidebar list").
  */

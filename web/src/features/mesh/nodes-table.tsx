@@ -10,15 +10,15 @@ import { lastTransitionText, regionState, stateTone, WatchChip, type WatchRegion
 export const ROW_HEIGHT = 44;
 
 /**
- * The nodes table of the mesh page (issue 12): virtualised with `@tanstack/react-virtual`, so only
+ * The nodes table of the mesh page: virtualised with `@tanstack/react-virtual`, so only
  * the rows in view (plus a few) are in the DOM and a 1,000-node config stays fast. A real
  * `<table>`: spacer rows above and below keep the scroll height; `aria-rowcount` says how many
  * rows there are in all. Every value is the backend's (spec §6.5 rule 7): presence, runtime,
  * sync state and version as the node view carries them.
- * Issue 13 item 5: with `watch` set, each row is coloured by that region's state (with the state
+ * With `watch` set, each row is coloured by that region's state (with the state
  * written in a chip); the node's last recorded transition (`latest`) is the name link's
  * description, shown as a tooltip on hover and keyboard focus.
- * Issue 14 item 5: `nodes` are the pages loaded so far and `total` the server's count of matching
+ * `nodes` are the pages loaded so far and `total` the server's count of matching
  * nodes (`aria-rowcount`); when the rows in view come near the last loaded one, `onLoadMore`
  * fetches the next page (a "Load more nodes" button does the same for keyboard users).
  */
@@ -43,7 +43,7 @@ export function NodesTable({
   selected: ReadonlySet<string>;
   onToggle: (nodeId: string) => void;
   onToggleAll: (select: boolean) => void;
-  /** Issue 14 item 5: the server has more rows after `nodes`; `onLoadMore` fetches the next page. */
+  /** The server has more rows after `nodes`; `onLoadMore` fetches the next page. */
   hasMore?: boolean;
   loadingMore?: boolean;
   onLoadMore?: () => void;

@@ -20,13 +20,13 @@ const MODES = ["static", "dynamic"] as const;
 const SYNCS = ["latest", "pending", "static"] as const;
 
 /**
- * Mesh page of a config, `/configs/:configId` (issue 12): the nodes table (virtualised) with
+ * Mesh page of a config, `/configs/:configId`: the nodes table (virtualised) with
  * search and filters in the URL (`q`, `presence`, `mode`, `sync`, `view`), row selection with
  * bulk actions, the topology, add node, pairs, tags, the protocol switch and the bulk config
  * package. Live through the SSE cache table (`sse/cache-effects.ts`; spec §6.5 rule 7).
- * Issue 13 item 5: "Colour nodes by" (`watch`) colours table rows and topology nodes by a
+ * "Colour nodes by" (`watch`) colours table rows and topology nodes by a
  * region's state, and each node's last recorded transition shows on hover and focus.
- * Issue 14 item 5: the table's rows come from the server page by page (`GET …/nodes` with
+ * The table's rows come from the server page by page (`GET …/nodes` with
  * `limit` and the answer's cursor, loaded as the table scrolls); the filters and the search are
  * sent to the server, and the counts shown are `GET …/node-counts`.
  */
@@ -66,7 +66,7 @@ function MeshBody({ config }: { config: ConfigDetailView }) {
     setParams(next, { replace: true });
   };
 
-  // Issue 14 item 5: the server filters, counts and pages; the table loads pages as it scrolls.
+  // The server filters, counts and pages; the table loads pages as it scrolls.
   const filters = useMemo(() => nodeFilters({ q, presence, mode, sync }), [q, presence, mode, sync]);
   const pages = useNodePages(config.config_id, filters);
   const counts = useNodeCounts(config.config_id, filters).data;

@@ -12,13 +12,13 @@ const NODE_W = 170;
 const NODE_H = 54;
 
 /**
- * The mesh topology (issue 12): nodes and pairs laid out by dagre and drawn by xyflow, read-only.
+ * The mesh topology: nodes and pairs laid out by dagre and drawn by xyflow, read-only.
  * Each pair is coloured by the integrity the backend computed (`ok` solid, `broken` dashed red
  * with its reason, `disabled` dotted grey; spec §6.5: broken-link indicators shown from
  * `connections[*]` directly, never re-derived). Nodes and edges carry accessible names
  * (`Node <name>`, `Pair <a> – <b>: <status>`), and the broken pairs are listed as text below.
  * Its own chunk: the mesh page loads it with `React.lazy` only when the view is opened.
- * Issue 13 item 5: with `watch` set, each node is coloured by that region's state and the state
+ * With `watch` set, each node is coloured by that region's state and the state
  * is written in it; its last recorded transition (`latest`) is its `title` and in its name.
  */
 export default function Topology({ nodes, pairs, watch = null, latest }: {

@@ -2,7 +2,7 @@ import type { NodeTransitionView, NodeView } from "../../api/types.js";
 import { describe } from "../node/machine.js";
 
 /**
- * "Watch a whole config" (issue 13 item 5): the mesh page colours each node by one region's
+ * "Watch a whole config": the mesh page colours each node by one region's
  * state, chosen in a select kept in the URL (`watch=presence|runtime|sync`), and shows each
  * node's last recorded transition on hover and focus. The states are the node view's own
  * (`client.client_presence_state`, `client.runtime_state`, `client.config_version_state`): shown

@@ -8,7 +8,7 @@ import { useMachineGraph, useNodeMachine, useNodeTimeline } from "./queries.js";
 const Statechart = lazy(() => import("../../components/statechart.js"));
 
 /**
- * The "State machine" tab of a dynamic node (issue 13 item 4): the statechart with the node's
+ * The "State machine" tab of a dynamic node: the statechart with the node's
  * active states highlighted (from `GET …/machine`, refetched on `endpoint.status.updated`; never
  * derived here), "Copy as Mermaid", and the flight recorder below it (`GET …/timeline`, newest
  * first, "Older" pages back). Choosing a row shows the states as they were after it, from the

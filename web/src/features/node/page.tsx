@@ -13,7 +13,7 @@ export const MQTT_OFF_NOTICE =
   "MQTT services are disabled (SVC_ENABLE_MQTT_SERVICES=false): binding and endpoint control are unavailable, so the client-download and control pages cannot be opened. This node is treated as static.";
 
 /**
- * Node page, `/configs/:configId/nodes/:nodeId` (issue 12 "Node page"). Dispatches on what the
+ * Node page, `/configs/:configId/nodes/:nodeId`. Dispatches on what the
  * backend says, never on a guess (spec §3.2):
  * - a static node (or any node while MQTT is off, spec §1.7 bullet 7: treated as static, with a
  *   notice) → the static view;

@@ -10,7 +10,7 @@ import { useConfigDownload, usePortForwardWrites, useSaveTags } from "./mutation
 import { usePortForwards, useStagedConfig } from "./queries.js";
 
 /**
- * The node page of a static node (issue 12 "Node page. Static"): the staged config text, a
+ * The node page of a static node: the staged config text, a
  * download-token link with a copy-paste `curl` command, a QR code of the config (drawn on a
  * canvas: no inline script, CSP 'self'), the node's tags and port forwards. Live through the SSE
  * cache table (the staged text refetches on `node.apply.updated` of this node). `before` is shown under

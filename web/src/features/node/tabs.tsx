@@ -6,7 +6,7 @@ import { NodeMachineView } from "./machine.js";
 type TabId = "main" | "machine";
 
 /**
- * The tabs of a dynamic node's page (issue 13 item 4): its page as before ("Control", or "Setup"
+ * The tabs of a dynamic node's page: its page as before ("Control", or "Setup"
  * before binding) and "State machine". WAI-ARIA tabs: `role=tablist/tab/tabpanel`, one tab in
  * the tab order, arrow keys (and Home/End) move and select. The chosen tab is in the URL
  * (`?tab=machine`), so a reload or a shared link keeps it. The first panel stays mounted while
