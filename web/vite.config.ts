@@ -20,6 +20,14 @@ export default defineConfig({
     sourcemap: false,
     target: "es2022",
     rolldownOptions: {
+      output: {
+        // A lazily loaded page is `features/<area>/page.tsx`: its chunk is named after the area
+        // (`mesh-…js`, `node-…js`), not after the file every feature shares.
+        chunkFileNames: (chunk) => {
+          const area = /features\/([\w-]+)\/page\.tsx$/.exec(chunk.facadeModuleId ?? "")?.[1];
+          return `assets/${area ?? "[name]"}-[hash].js`;
+        },
+      },
       // Libraries' "use client" directives mean nothing in a client-only bundle.
       onwarn(warning, warn) {
         if (warning.code === "MODULE_LEVEL_DIRECTIVE") return;

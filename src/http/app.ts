@@ -2,7 +2,7 @@ import { STATUS_CODES } from "node:http";
 import type { Duplex } from "node:stream";
 import fastifyRateLimit from "@fastify/rate-limit";
 import fastifySwagger from "@fastify/swagger";
-import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import Fastify, { LogController, type FastifyError, type FastifyReply, type FastifyRequest, type RouteOptions } from "fastify";
 import {
   hasZodFastifySchemaValidationErrors,
   isResponseSerializationError,
@@ -23,6 +23,7 @@ import type { ControlService } from "../services/control.service.js";
 import type { SystemStatus } from "../services/notifier.js";
 import type { EventHub } from "../events/hub.js";
 import type { BrokerIdentity } from "../mqtt/authz.policy.js";
+import { bearerToken, type App } from "./route-kit.js";
 import { consoleHandler, defaultConsoleDir, isConsoleRequest } from "./console.plugin.js";
 import { clientRoutes } from "./routes/client.routes.js";
 import { eventsRoutes } from "./routes/events.routes.js";
@@ -64,28 +65,13 @@ export interface AppDeps {
   backups: BackupsService;
   metrics: ServiceMetrics;
   mqttSettings: MqttSettingsService;
-  /** The built web console (issue 12); default `dist/web` of this installation ({@link defaultConsoleDir}). */
+  /** The built web console; default `dist/web` of this installation ({@link defaultConsoleDir}). */
   consoleDir?: string;
   machines: MachinesService;
 }
 
-/** Who may call a route: the admin (bearer token) or anyone (the route checks its own token). */
-export type RouteAuth = "admin" | "public";
-
-declare module "fastify" {
-  interface FastifyContextConfig {
-    /** Defaults to "admin". */
-    auth?: RouteAuth;
-  }
-}
-
-export type App = FastifyInstance<
-  import("node:http").Server,
-  import("node:http").IncomingMessage,
-  import("node:http").ServerResponse,
-  Logger,
-  ZodTypeProvider
->;
+export type { App, RouteAuth } from "./route-kit.js";
+export { bearerToken } from "./route-kit.js";
 
 /**
  * Builds the Fastify application: zod validation and response whitelists, OpenAPI at
@@ -101,7 +87,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     // carry download tokens) removed.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: deps.settings.maxBodyBytes,
-    // Slow and unfinished requests (issue 15 item 1): a client has this long to send a whole
+    // Slow and unfinished requests: a client has this long to send a whole
     // request, then it is answered 408 REQUEST_TIMEOUT (clientErrorHandler) and closed. Node checks
     // at `connectionsCheckingInterval`, so that runs at a quarter of the limit (at most 30 s).
     requestTimeout: deps.settings.httpRequestTimeoutMs,
@@ -140,7 +126,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
         title: "Device mesh control service",
         version: VERSION,
         description: errorCodesDescription(),
+        license: { name: "MIT", identifier: "MIT" },
       },
+      // Generated clients resolve every path against this (SVC_PUBLIC_URL, the address operators reach).
+      servers: [{ url: deps.settings.publicUrl }],
       components: {
         securitySchemes: { bearer: { type: "http", scheme: "bearer" } },
       },
@@ -167,9 +156,9 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       }),
   });
 
-  // The web console (issue 12): what no route takes, a GET of a non-API path, is its file or page.
+  // The web console: what no route takes, a GET of a non-API path, is its file or page.
   const serveConsole = await consoleHandler(app, { root: deps.consoleDir ?? defaultConsoleDir() });
-  // Issue 15 item 1: a header that decides who is asking or how the body is read must not be
+  // A header that decides who is asking or how the body is read must not be
   // ambiguous. Node keeps the first Authorization and Host of duplicates and joins the rest; a
   // proxy in front may keep another one. Refused before auth, so nothing runs.
   app.addHook("onRequest", async (req) => {
@@ -183,7 +172,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     }
   });
 
-  // Issue 13: what a request changes in a node's machine is recorded with its route.
+  // What a request changes in a node's machine is recorded with its route.
   app.addHook("onRequest", (req, _reply, done) => {
     runInRoute(`${req.method} ${req.routeOptions.url ?? "?"}`, done);
   });
@@ -223,6 +212,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     sendError(reply, toAppError(err, httpLog));
   });
 
+  app.addHook("onRoute", operationIdCheck());
   await app.register(healthRoutes);
   const guessing = { max: deps.settings.authRateLimitMax, timeWindow: 60_000 };
   await app.register(authRoutes, { auth: deps.auth, rateLimit: guessing });
@@ -259,7 +249,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   return app;
 }
 
-/** Headers a request may carry once only (issue 15 item 1; docs/decisions.md "Issue 15"). */
+/** Headers a request may carry once only: a duplicate could be read differently by a proxy in front (request smuggling). */
 const SINGLE_HEADERS: ReadonlySet<string> = new Set(["authorization", "host", "content-type", "content-length", "transfer-encoding", "x-svc-internal-key"]);
 
 /**
@@ -275,14 +265,6 @@ export function duplicateHeader(rawHeaders: readonly string[]): string | undefin
     seen.add(name);
   }
   return undefined;
-}
-
-/** The token of an `Authorization: Bearer <token>` header, if any. */
-export function bearerToken(req: FastifyRequest): string | undefined {
-  const header = req.headers.authorization;
-  if (typeof header !== "string") return undefined;
-  const m = /^Bearer ([^\s]+)$/i.exec(header.trim());
-  return m?.[1];
 }
 
 /**
@@ -362,6 +344,27 @@ function toAppError(err: FastifyError | Error, log: Logger): AppError {
   if (status === 429) return new AppError("RATE_LIMITED", err.message);
   log.error({ err }, "unhandled error");
   return new AppError("INTERNAL", "internal error");
+}
+
+/**
+ * An `onRoute` hook that refuses to register a documented route without an `operationId`, or with
+ * one that is not camelCase or is taken: generated clients name their functions after it, so it is
+ * declared next to the route's schema and never derived. Hidden routes (aliases, the document
+ * itself) and the HEAD twins of GET routes are not in the document and are not checked.
+ * @throws Error at registration, naming the route
+ */
+function operationIdCheck(): (route: RouteOptions) => void {
+  const taken = new Map<string, string>();
+  return (route) => {
+    const schema = route.schema as { hide?: boolean; operationId?: string } | undefined;
+    if (schema?.hide === true || route.method === "HEAD") return;
+    const where = `${String(route.method)} ${route.url}`;
+    const id = schema?.operationId;
+    if (id === undefined || !/^[a-z][A-Za-z0-9]*$/.test(id)) throw new Error(`route ${where}: schema.operationId must be camelCase, got ${String(id)}`);
+    const other = taken.get(id);
+    if (other !== undefined && other !== where) throw new Error(`route ${where}: operationId ${id} is already ${other}'s`);
+    taken.set(id, where);
+  };
 }
 
 function errorCodesDescription(): string {

@@ -4,10 +4,10 @@ import { fileURLToPath } from "node:url";
 import fastifyStatic from "@fastify/static";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { AppError } from "../errors.js";
-import type { App } from "./app.js";
+import type { App } from "./route-kit.js";
 
 /**
- * The console's Content-Security-Policy (issue 12): everything from this origin only. No inline
+ * The console's Content-Security-Policy: everything from this origin only. No inline
  * script or style is needed (the Vite build emits none); `data:` images for QR codes.
  */
 export const CONSOLE_CSP = [
@@ -61,7 +61,7 @@ export function isConsoleRequest(req: FastifyRequest): boolean {
 }
 
 /**
- * The web console (issue 12; DESIGN §2 "the console's static files") from `root` (`dist/web`,
+ * The web console (DESIGN §2 "the console's static files") from `root` (`dist/web`,
  * built by `npm run build:web`), served at `/` by the app's not-found handler, so that every
  * route of the API keeps its own answers (errors included) and the console takes only what no
  * route takes. For a request {@link isConsoleRequest} accepts (no admin token needed):

@@ -3,21 +3,21 @@ import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import { BrowserRouter, Navigate, Route, Routes, useLocation } from "react-router";
 import { AuthProvider, useAuth } from "./api/auth.js";
 import { ApiError } from "./api/client.js";
-import { BackupsPage } from "./pages/backups.js";
-import { ConfigsPage } from "./pages/configs.js";
-import { HomePage } from "./pages/home.js";
-import { Layout } from "./pages/layout.js";
-import { LoginPage } from "./pages/login.js";
-import { NotFoundPage } from "./pages/not-found.js";
-import { SettingsPage } from "./pages/settings.js";
-import { SseProvider } from "./sse/provider.js";
 import { Loading } from "./components/states.js";
+import { BackupsPage } from "./features/backups/page.js";
+import { ConfigsPage } from "./features/configs/page.js";
+import { HomePage } from "./features/home/page.js";
+import { LoginPage } from "./features/login/page.js";
+import { SettingsPage } from "./features/settings/page.js";
+import { Layout } from "./shell/layout.js";
+import { NotFoundPage } from "./shell/not-found.js";
+import { SseProvider } from "./sse/provider.js";
 
 // The heavy pages (topology, QR codes) load on first visit: their code stays out of the initial
-// bundle (issue 12: initial JavaScript ≤ 250 KB gzip). Use this pattern for any page or view that
+// bundle (initial JavaScript ≤ 250 KB gzip, test/web/bundle.test.ts). Use this pattern for any page or view that
 // brings a large library.
-const MeshPage = lazy(() => import("./pages/mesh.js").then((m) => ({ default: m.MeshPage })));
-const NodePage = lazy(() => import("./pages/node.js").then((m) => ({ default: m.NodePage })));
+const MeshPage = lazy(() => import("./features/mesh/page.js").then((m) => ({ default: m.MeshPage })));
+const NodePage = lazy(() => import("./features/node/page.js").then((m) => ({ default: m.NodePage })));
 
 /**
  * REST snapshots are kept until an SSE event says they changed (spec §6.5 rule 7), so no
@@ -46,8 +46,9 @@ function RequireAuth({ children }: { children: ReactNode }) {
 }
 
 /**
- * The routes. Add a page: a file in `pages/`, a `<Route>` here, a link in `pages/layout.tsx` if it
- * belongs in the main navigation (docs/console.md).
+ * The routes. Add a page: a feature folder `features/<area>/` with `page.tsx` (and its
+ * `queries.tsx`, `mutations.tsx`), a `<Route>` here, a link in `shell/layout.tsx` if it belongs in
+ * the main navigation (docs/console.md).
  */
 export function App() {
   return (

@@ -1,5 +1,5 @@
 /**
- * Pure helpers of the "State machine" tab (issue 13 item 4): the Mermaid export of the node
+ * Pure helpers of the "State machine" tab: the Mermaid export of the node
  * statechart and the labels the drawing and the timeline share. No React, no DOM: unit-tested
  * in Node over the real `GET /api/v1/machines/node` answer (test/web/machine-mermaid.test.ts).
  */
@@ -53,7 +53,7 @@ function mermaidId(id: string, machineId: string): string {
 }
 
 /**
- * The node statechart as Mermaid `stateDiagram-v2` text (issue 13 item 4, "Copy as Mermaid").
+ * The node statechart as Mermaid `stateDiagram-v2` text.
  * Compound states are composite states with `[*] -->` their initial child; the root's parallel
  * regions are concurrent (`--` between them). A transition a region (or compound state) defines
  * applies to each of its direct children: it is written from each child other than its target.
@@ -73,7 +73,7 @@ export function machineToMermaid(graph: MachineGraph): string {
   const add = (from: string, to: string, label: string) => {
     // Written inside the innermost composite holding both ends (Mermaid scopes states by block).
     let parent = byId.get(from)?.parent ?? graph.machine_id;
-    while (!to.startsWith(`${parent}.`) && byId.get(parent)?.parent != null) parent = byId.get(parent)!.parent!;
+    for (let up = byId.get(parent)?.parent; !to.startsWith(`${parent}.`) && up != null; up = byId.get(parent)?.parent) parent = up;
     const line = `${id(from)} --> ${id(to)} : ${label}`;
     if (seen.has(`${parent} ${line}`)) return;
     seen.add(`${parent} ${line}`);

@@ -2,7 +2,7 @@ import { useCallback } from "react";
 import { useSearchParams } from "react-router";
 
 /**
- * A page filter kept in the URL's query string (issue 12: search and filters survive a reload
+ * A page filter kept in the URL's query string (search and filters survive a reload
  * and can be shared as a link). `""` (or the default) removes the parameter. Changes replace the
  * history entry, so typing in a search box does not fill the back button.
  * @returns `[value, setValue]` like `useState`

@@ -7,7 +7,7 @@ import { artifactBuildAnswer, artifactGrantAnswer, artifactRequestBody } from ".
 import type { ArtifactsService } from "../../services/artifacts.service.js";
 import type { AuthService } from "../../services/auth.service.js";
 import type { DownloadsService } from "../../services/downloads.service.js";
-import { bearerToken, type App } from "../app.js";
+import { bearerToken, type App } from "../route-kit.js";
 import { downloadQuery, errorResponses } from "../schemas.js";
 
 const artifactParams = z.strictObject({
@@ -31,6 +31,7 @@ export async function artifactsRoutes(
     "/api/v1/tools/download/client-artifacts/build",
     {
       schema: {
+        operationId: "buildClientArtifact",
         tags,
         summary:
           "remote_release: look up the release asset of the server's version (download_url); local_build: build or locate the zip on this server",
@@ -56,6 +57,7 @@ export async function artifactsRoutes(
     "/api/v1/tools/download/client-artifacts/download-grant",
     {
       schema: {
+        operationId: "grantClientArtifactDownload",
         tags,
         summary: "local_build: build or locate the zip and issue a 5-minute client_artifact download token (spec §4 rule 6)",
         body: artifactRequestBody,
@@ -107,6 +109,7 @@ export async function artifactsRoutes(
     {
       config: { auth: "public" },
       schema: {
+        operationId: "downloadClientArtifact",
         tags,
         summary: "Download a local_build zip with an admin session or a download_token (spec §4 rule 7)",
         // Either the admin bearer token, or none when `download_token` is given.

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { isoTime } from "../../lib/clock.js";
 import type { AuthService } from "../../services/auth.service.js";
-import { bearerToken, type App } from "../app.js";
+import { bearerToken, type App } from "../route-kit.js";
 import { loginAnswer } from "../../protocol/rest.schema.js";
 import { errorResponses, loginBody } from "../schemas.js";
 import type { GuessingRateLimit } from "./client.routes.js";
@@ -13,6 +13,7 @@ export async function authRoutes(app: App, opts: { auth: AuthService; rateLimit:
     {
       config: { auth: "public", rateLimit: opts.rateLimit },
       schema: {
+        operationId: "login",
         tags: ["auth"],
         summary: "Exchange the admin password for a bearer access token",
         security: [],
@@ -33,6 +34,7 @@ export async function authRoutes(app: App, opts: { auth: AuthService; rateLimit:
     "/api/v1/auth/logout",
     {
       schema: {
+        operationId: "logout",
         tags: ["auth"],
         summary: "End the presented bearer token's session",
         response: { 204: z.null(), ...errorResponses() },

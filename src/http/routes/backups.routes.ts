@@ -7,7 +7,7 @@ import type { AuthService } from "../../services/auth.service.js";
 import { SnapshotUpload, type BackupsService, type DownloadFile } from "../../services/backups.service.js";
 import type { DownloadsService } from "../../services/downloads.service.js";
 import type { DownloadTokenKind } from "../../protocol/download-tokens.js";
-import { bearerToken, type App } from "../app.js";
+import { bearerToken, type App } from "../route-kit.js";
 import { downloadQuery, errorResponses, snapshotEntryResponse as snapshotEntry } from "../schemas.js";
 
 const idSchema = z.string().regex(ID_PATTERN, "must match ^[a-z0-9][a-z0-9_-]{0,63}$");
@@ -70,6 +70,7 @@ export async function backupsRoutes(
     "/api/v1/backups",
     {
       schema: {
+        operationId: "listSnapshots",
         tags,
         summary: "List snapshots, newest first",
         response: { 200: snapshotListAnswer, ...errorResponses() },
@@ -82,6 +83,7 @@ export async function backupsRoutes(
     "/api/v1/backups",
     {
       schema: {
+        operationId: "createSnapshot",
         tags,
         summary: "Take a snapshot: a consistent copy of the database (without secrets, sessions or tokens), zipped with its manifest",
         response: { 201: snapshotEntry, ...errorResponses() },
@@ -94,6 +96,7 @@ export async function backupsRoutes(
     "/api/v1/backups/import",
     {
       schema: {
+        operationId: "importSnapshot",
         tags,
         summary: "Import a snapshot zip (raw body, application/zip or application/octet-stream) as a new snapshot; it is not restored",
         description:
@@ -114,6 +117,7 @@ export async function backupsRoutes(
     "/api/v1/backups/:snapshot_id/restore",
     {
       schema: {
+        operationId: "restoreSnapshot",
         tags,
         summary: "Restore a snapshot in place: configs, nodes, pairs, port forwards, client state and logs are replaced atomically",
         params: snapshotParams,
@@ -127,6 +131,7 @@ export async function backupsRoutes(
     "/api/v1/backups/:snapshot_id",
     {
       schema: {
+        operationId: "deleteSnapshot",
         tags,
         summary: "Delete a snapshot and revoke its download tokens",
         params: snapshotParams,
@@ -143,6 +148,7 @@ export async function backupsRoutes(
     "/api/v1/backups/:snapshot_id/download-token",
     {
       schema: {
+        operationId: "grantSnapshotDownload",
         tags,
         summary: "Issue a 5-minute snapshot_export token for this snapshot",
         params: snapshotParams,
@@ -157,6 +163,7 @@ export async function backupsRoutes(
     {
       config: { auth: "public" },
       schema: {
+        operationId: "downloadSnapshot",
         tags,
         summary: "Download a snapshot zip with a snapshot_export download token or an admin session",
         security: [],
@@ -177,6 +184,7 @@ export async function backupsRoutes(
     "/api/v1/tools/download/config-bulk/package",
     {
       schema: {
+        operationId: "buildConfigPackage",
         tags,
         summary: "Create the config bulk package (all configs, or config_ids), replacing the previous one, with a 5-minute download token",
         body: bulkPackageBody,
@@ -191,6 +199,7 @@ export async function backupsRoutes(
     {
       config: { auth: "public" },
       schema: {
+        operationId: "downloadConfigPackage",
         tags,
         summary: "Download the current config bulk package with a config_bulk_package download token or an admin session",
         security: [],

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { ControlService } from "../../services/control.service.js";
-import type { App } from "../app.js";
+import type { App } from "../route-kit.js";
 import { endpointStatusResponse, errorResponses, nodeParams } from "../schemas.js";
 import { bindCommandAnswer, controlAnswer, controlBody, controlLogListAnswer, controlLogListQuery } from "../../protocol/rest.schema.js";
 
@@ -48,6 +48,7 @@ export async function clientRoutes(app: App, opts: { control: ControlService; ra
     "/api/v1/configs/:config_id/nodes/:node_id/bind-command",
     {
       schema: {
+        operationId: "issueBindCommand",
         tags,
         summary: "Issue a one-time bind token (5 minutes) and the svcctl command that uses it (spec §4 rule 10)",
         "x-mqtt-write": true, // spec §4 rule 14: MQTT_DISABLED while MQTT is off (app.ts)
@@ -63,6 +64,7 @@ export async function clientRoutes(app: App, opts: { control: ControlService; ra
     {
       config: { auth: "public", rateLimit: opts.rateLimit },
       schema: {
+        operationId: "bindClient",
         tags,
         summary: "Redeem a bind token: the agent's profile with fresh MQTT credentials (spec §4 rule 11)",
         "x-mqtt-write": true, // spec §4 rule 14: MQTT_DISABLED while MQTT is off (app.ts)
@@ -78,6 +80,7 @@ export async function clientRoutes(app: App, opts: { control: ControlService; ra
     "/api/v1/configs/:config_id/nodes/:node_id/reset-client",
     {
       schema: {
+        operationId: "resetClient",
         tags,
         summary: "Forget the bound client: credentials revoked, connection cut, state cleared (spec §4 rule 12)",
         "x-mqtt-write": true, // spec §4 rule 14: MQTT_DISABLED while MQTT is off (app.ts)
@@ -92,6 +95,7 @@ export async function clientRoutes(app: App, opts: { control: ControlService; ra
     "/api/v1/configs/:config_id/nodes/:node_id/control",
     {
       schema: {
+        operationId: "sendControlCommand",
         tags,
         summary: "Send start, stop, push_config or wg_show to the node's agent; the ACK closes it later",
         "x-mqtt-write": true, // spec §4 rule 14: MQTT_DISABLED while MQTT is off (app.ts)
@@ -107,6 +111,7 @@ export async function clientRoutes(app: App, opts: { control: ControlService; ra
     "/api/v1/configs/:config_id/nodes/:node_id/endpoint-status",
     {
       schema: {
+        operationId: "getEndpointStatus",
         tags,
         summary: "Presence, runtime and config version state of the node's client",
         params: nodeParams,
@@ -120,8 +125,9 @@ export async function clientRoutes(app: App, opts: { control: ControlService; ra
     "/api/v1/configs/:config_id/nodes/:node_id/control-logs",
     {
       schema: {
+        operationId: "listControlLogs",
         tags,
-        summary: "One page of the node's control logs, newest first, filtered by kind and status, with counts by kind (issue 14)",
+        summary: "One page of the node's control logs, newest first, filtered by kind and status, with counts by kind",
         params: nodeParams,
         querystring: controlLogListQuery,
         response: { 200: controlLogListAnswer, ...errorResponses(404) },

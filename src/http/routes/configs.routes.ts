@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { MeshService } from "../../services/mesh.service.js";
-import type { App } from "../app.js";
+import type { App } from "../route-kit.js";
 import { configListAnswer, configListQuery, tagListAnswer } from "../../protocol/rest.schema.js";
 import {
   configDetailResponse,
@@ -20,8 +20,9 @@ export async function configsRoutes(app: App, opts: { mesh: MeshService }): Prom
     "/api/v1/configs",
     {
       schema: {
+        operationId: "listConfigs",
         tags,
-        summary: "One page of configs in creation order, with counts (issue 14)",
+        summary: "One page of configs in creation order, with counts",
         querystring: configListQuery,
         response: { 200: configListAnswer, ...errorResponses() },
       },
@@ -33,6 +34,7 @@ export async function configsRoutes(app: App, opts: { mesh: MeshService }): Prom
     "/api/v1/configs",
     {
       schema: {
+        operationId: "createConfig",
         tags,
         summary: "Create a config (a mesh network)",
         body: createConfigBody,
@@ -46,6 +48,7 @@ export async function configsRoutes(app: App, opts: { mesh: MeshService }): Prom
     "/api/v1/configs/:config_id",
     {
       schema: {
+        operationId: "getConfig",
         tags,
         summary: "A config with its nodes and tags",
         params: configParams,
@@ -59,6 +62,7 @@ export async function configsRoutes(app: App, opts: { mesh: MeshService }): Prom
     "/api/v1/configs/:config_id",
     {
       schema: {
+        operationId: "updateConfig",
         tags,
         summary: "Change a config's name, tunnel protocol or (while it has no nodes) network",
         params: configParams,
@@ -73,6 +77,7 @@ export async function configsRoutes(app: App, opts: { mesh: MeshService }): Prom
     "/api/v1/configs/:config_id",
     {
       schema: {
+        operationId: "deleteConfig",
         tags,
         summary: "Delete a config with all its nodes",
         params: configParams,
@@ -89,6 +94,7 @@ export async function configsRoutes(app: App, opts: { mesh: MeshService }): Prom
     "/api/v1/configs/:config_id/tags",
     {
       schema: {
+        operationId: "listConfigTags",
         tags,
         summary: "Tags used in a config, with the nodes carrying each",
         params: configParams,

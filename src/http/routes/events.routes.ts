@@ -2,7 +2,7 @@ import { z } from "zod";
 import { AppError } from "../../errors.js";
 import type { EventHub } from "../../events/hub.js";
 import type { AuthService } from "../../services/auth.service.js";
-import { bearerToken, type App } from "../app.js";
+import { bearerToken, type App } from "../route-kit.js";
 import { errorResponses } from "../schemas.js";
 
 /**
@@ -11,8 +11,8 @@ import { errorResponses } from "../schemas.js";
  * onRequest hook, so a refused stream answers the usual error body and never reaches the hub).
  * The stream ends when that session logs out or expires (docs/decisions.md "A stream lives no longer than its admin session").
  *
- * One session holds at most `opts.maxStreamsPerSession` open streams (`SVC_SSE_MAX_STREAMS_PER_SESSION`,
- * issue 15 item 7): one more answers 429 `RATE_LIMITED` before anything is hijacked.
+ * One session holds at most `opts.maxStreamsPerSession` open streams (`SVC_SSE_MAX_STREAMS_PER_SESSION`),
+ * so a leaking tab cannot hold the hub's memory: one more answers 429 `RATE_LIMITED` before anything is hijacked.
  *
  * The reply is hijacked and served by {@link EventHub.attach}. A `preClose` hook closes the hub,
  * so `app.close()` ends open streams instead of waiting on them (spec §6.5 rule 4).
@@ -30,6 +30,7 @@ export async function eventsRoutes(app: App, opts: { hub: EventHub; auth: AuthSe
       // HEAD would open a stream that can never carry a frame.
       exposeHeadRoute: false,
       schema: {
+        operationId: "streamEvents",
         tags: ["events"],
         summary: "Realtime console events (Server-Sent Events)",
         description: [
@@ -73,7 +74,7 @@ export async function eventsRoutes(app: App, opts: { hub: EventHub; auth: AuthSe
 }
 
 /**
- * Refuses one more stream of a session that holds `max` open ones (issue 15 item 7).
+ * Refuses one more stream of a session that holds `max` open ones.
  * @throws AppError RATE_LIMITED with details `{ open_streams, limit }`
  */
 function assertStreamAllowed(hub: EventHub, session: string, max: number): void {

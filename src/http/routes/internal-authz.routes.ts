@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { z } from "zod";
 import { AppError } from "../../errors.js";
 import { authorize, type BrokerIdentity } from "../../mqtt/authz.policy.js";
-import type { App } from "../app.js";
+import type { App } from "../route-kit.js";
 import { errorResponses } from "../schemas.js";
 
 /** The header EMQX sends the shared key in (spec §5 "Broker to backend authorization"). */
@@ -73,6 +73,7 @@ export async function internalAuthzRoutes(
         }
       },
       schema: {
+        operationId: "authorizeEmqxClient",
         tags: ["internal"],
         summary: "EMQX HTTP authorization: may this client publish or subscribe to this topic",
         description:

@@ -1,10 +1,10 @@
 import { configLatestTransitionsSchema, machineGraphSchema, nodeMachineViewSchema, nodeTimelineSchema, timelineQuerySchema } from "../../protocol/machine.schema.js";
 import type { MachinesService } from "../../services/machines.service.js";
-import type { App } from "../app.js";
+import type { App } from "../route-kit.js";
 import { configParams, errorResponses, nodeParams } from "../schemas.js";
 
 /**
- * Issue 13: the node statechart as data, a node's live machine state and its flight recorder
+ * The node statechart as data, a node's live machine state and its flight recorder
  * (admin auth, as every route not marked public). Reads only: they answer while MQTT is off too.
  */
 export async function machinesRoutes(app: App, opts: { machines: MachinesService }): Promise<void> {
@@ -15,6 +15,7 @@ export async function machinesRoutes(app: App, opts: { machines: MachinesService
     "/api/v1/machines/node",
     {
       schema: {
+        operationId: "getNodeMachineGraph",
         tags,
         summary: "The node statechart: states and transitions, generated from the machine definition",
         response: { 200: machineGraphSchema, ...errorResponses() },
@@ -27,6 +28,7 @@ export async function machinesRoutes(app: App, opts: { machines: MachinesService
     "/api/v1/configs/:config_id/nodes/:node_id/machine",
     {
       schema: {
+        operationId: "getNodeMachine",
         tags,
         summary: "A node's active states per region and its machine context (live actor or stored snapshot)",
         params: nodeParams,
@@ -40,6 +42,7 @@ export async function machinesRoutes(app: App, opts: { machines: MachinesService
     "/api/v1/configs/:config_id/nodes/:node_id/timeline",
     {
       schema: {
+        operationId: "getNodeTimeline",
         tags,
         summary: "A node's flight recorder: its recorded transitions, newest first, paged by `before`",
         params: nodeParams,
@@ -54,6 +57,7 @@ export async function machinesRoutes(app: App, opts: { machines: MachinesService
     "/api/v1/configs/:config_id/timeline/latest",
     {
       schema: {
+        operationId: "getLatestTransitions",
         tags,
         summary: "The newest recorded transition of each node of a config (the mesh page's last transition per node)",
         params: configParams,

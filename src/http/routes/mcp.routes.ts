@@ -10,7 +10,8 @@ import type { BackupsService } from "../../services/backups.service.js";
 import type { ControlService } from "../../services/control.service.js";
 import type { MeshService } from "../../services/mesh.service.js";
 import { VERSION } from "../../lib/version.js";
-import type { App } from "../app.js";
+import type { App } from "../route-kit.js";
+import { errorResponses } from "../schemas.js";
 
 export interface McpRoutesOptions {
   backups: BackupsService;
@@ -22,6 +23,15 @@ export interface McpRoutesOptions {
 }
 
 const idSchema = z.string().regex(ID_PATTERN, "must match ^[a-z0-9][a-z0-9_-]{0,63}$");
+
+/** A JSON-RPC 2.0 message as the MCP transport answers it (documentation only). */
+const jsonRpcMessage = z.looseObject({ jsonrpc: z.literal("2.0") });
+/** The JSON-RPC error the refused methods answer. */
+const jsonRpcError = z.object({
+  jsonrpc: z.literal("2.0"),
+  error: z.object({ code: z.number().int(), message: z.string() }),
+  id: z.null(),
+});
 
 /**
  * The MCP server at `/api/v1/mcp`, alias `/mcp` (spec §4 rule 9): Streamable HTTP in stateless mode, a fresh server
@@ -74,15 +84,20 @@ export async function mcpRoutes(app: App, opts: McpRoutesOptions): Promise<void>
       path,
       {
         schema: {
+          operationId: "callMcp",
           hide,
           tags,
           summary: "MCP Streamable HTTP endpoint (JSON-RPC; stateless): tools write_export_snapshot, list_configs, get_node_status",
+          // The transport writes the answer itself (the reply is hijacked): these document it, the
+          // serializer never sees a 200. Errors before the transport runs are the API's own.
+          response: { 200: jsonRpcMessage.describe("the JSON-RPC answer"), ...errorResponses() },
         },
       },
       handle,
     );
-    app.get(path, { schema: { hide, tags, summary: "Not allowed (stateless MCP endpoint): 405" } }, notAllowed);
-    app.delete(path, { schema: { hide, tags, summary: "Not allowed (stateless MCP endpoint): 405" } }, notAllowed);
+    const refused = { 405: jsonRpcError.describe("method not allowed: the endpoint is stateless, use POST"), ...errorResponses() };
+    app.get(path, { schema: { operationId: "openMcpStream", hide, tags, summary: "Not allowed (stateless MCP endpoint): 405", response: refused } }, notAllowed);
+    app.delete(path, { schema: { operationId: "endMcpSession", hide, tags, summary: "Not allowed (stateless MCP endpoint): 405", response: refused } }, notAllowed);
   }
 }
 

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { MeshService } from "../../services/mesh.service.js";
-import type { App } from "../app.js";
+import type { App } from "../route-kit.js";
 import { meshPairListAnswer, meshPairListQuery } from "../../protocol/rest.schema.js";
 import { configParams, createPairBody, errorResponses, meshPairResponse, pairParams, updatePairBody } from "../schemas.js";
 
@@ -13,8 +13,9 @@ export async function meshPairsRoutes(app: App, opts: { mesh: MeshService }): Pr
     "/api/v1/configs/:config_id/mesh-pairs",
     {
       schema: {
+        operationId: "listMeshPairs",
         tags,
-        summary: "One page of the mesh pairs with connection integrity, in creation order; optionally one node's pairs (issue 14)",
+        summary: "One page of the mesh pairs with connection integrity, in creation order; optionally one node's pairs",
         params: configParams,
         querystring: meshPairListQuery,
         response: { 200: meshPairListAnswer, ...errorResponses(404) },
@@ -27,6 +28,7 @@ export async function meshPairsRoutes(app: App, opts: { mesh: MeshService }): Pr
     "/api/v1/configs/:config_id/mesh-pairs",
     {
       schema: {
+        operationId: "createMeshPair",
         tags,
         summary: "Pair two nodes of the config",
         params: configParams,
@@ -41,6 +43,7 @@ export async function meshPairsRoutes(app: App, opts: { mesh: MeshService }): Pr
     "/api/v1/configs/:config_id/mesh-pairs/:pair_id",
     {
       schema: {
+        operationId: "updateMeshPair",
         tags,
         summary: "Enable or disable a mesh pair",
         params: pairParams,
@@ -54,7 +57,7 @@ export async function meshPairsRoutes(app: App, opts: { mesh: MeshService }): Pr
   app.delete(
     "/api/v1/configs/:config_id/mesh-pairs/:pair_id",
     {
-      schema: { tags, summary: "Delete a mesh pair", params: pairParams, response: { 204: z.null(), ...errorResponses(404) } },
+      schema: { operationId: "deleteMeshPair", tags, summary: "Delete a mesh pair", params: pairParams, response: { 204: z.null(), ...errorResponses(404) } },
     },
     async (req, reply) => {
       await mesh.deletePair(req.params.config_id, req.params.pair_id);

@@ -3,7 +3,7 @@ import { digestsEqual, hashToken } from "../../domain/tokens.js";
 import { AppError } from "../../errors.js";
 import type { AuthService } from "../../services/auth.service.js";
 import type { ServiceMetrics } from "../../services/metrics.js";
-import { bearerToken, type App } from "../app.js";
+import { bearerToken, type App } from "../route-kit.js";
 import { errorResponses } from "../schemas.js";
 
 /**
@@ -42,6 +42,7 @@ export async function metricsRoutes(
           }
         },
         schema: {
+          operationId: "getMetrics",
           hide,
           tags: ["system"],
           summary: "Prometheus metrics (text format 0.0.4): nodes, commands, MQTT messages and drops, SSE, broker",

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { isoTime, type Clock } from "../../lib/clock.js";
 import type { DownloadsService } from "../../services/downloads.service.js";
 import type { MeshService } from "../../services/mesh.service.js";
-import type { App } from "../app.js";
+import type { App } from "../route-kit.js";
 import { nodeCountsAnswer, nodeFilterQuery, nodeListAnswer, nodeListQuery } from "../../protocol/rest.schema.js";
 import {
   createNodeBody,
@@ -38,8 +38,9 @@ export async function nodesRoutes(
     "/api/v1/configs/:config_id/nodes",
     {
       schema: {
+        operationId: "listNodes",
         tags,
-        summary: "One page of the nodes of a config, in creation order, filtered by presence, mode, sync state and text (issue 14)",
+        summary: "One page of the nodes of a config, in creation order, filtered by presence, mode, sync state and text",
         params: configParams,
         querystring: nodeListQuery,
         response: { 200: nodeListAnswer, ...errorResponses(404) },
@@ -52,8 +53,9 @@ export async function nodesRoutes(
     "/api/v1/configs/:config_id/node-counts",
     {
       schema: {
+        operationId: "countNodes",
         tags,
-        summary: "The config's nodes counted by presence, mode and sync state, and how many match the filters (issue 14)",
+        summary: "The config's nodes counted by presence, mode and sync state, and how many match the filters",
         params: configParams,
         querystring: nodeFilterQuery,
         response: { 200: nodeCountsAnswer, ...errorResponses(404) },
@@ -66,6 +68,7 @@ export async function nodesRoutes(
     "/api/v1/configs/:config_id/nodes",
     {
       schema: {
+        operationId: "createNode",
         tags,
         summary: "Create a node; it is paired with every existing node unless auto_pair is false",
         params: configParams,
@@ -78,7 +81,7 @@ export async function nodesRoutes(
 
   app.get(
     "/api/v1/configs/:config_id/nodes/:node_id",
-    { schema: { tags, summary: "A node", params: nodeParams, response: { 200: nodeResponse, ...errorResponses(404) } } },
+    { schema: { operationId: "getNode", tags, summary: "A node", params: nodeParams, response: { 200: nodeResponse, ...errorResponses(404) } } },
     async (req) => mesh.getNode(req.params.config_id, req.params.node_id),
   );
 
@@ -86,6 +89,7 @@ export async function nodesRoutes(
     "/api/v1/configs/:config_id/nodes/:node_id",
     {
       schema: {
+        operationId: "updateNode",
         tags,
         summary: "Change a node",
         params: nodeParams,
@@ -100,6 +104,7 @@ export async function nodesRoutes(
     "/api/v1/configs/:config_id/nodes/:node_id",
     {
       schema: {
+        operationId: "deleteNode",
         tags,
         summary: "Delete a node with its mesh pairs, port forwards and download tokens",
         params: nodeParams,
@@ -116,6 +121,7 @@ export async function nodesRoutes(
     "/api/v1/configs/:config_id/nodes/:node_id/config",
     {
       schema: {
+        operationId: "getStagedConfig",
         tags,
         summary: "The node's staged config (holds its private key; admin only)",
         params: nodeParams,
@@ -138,6 +144,7 @@ export async function nodesRoutes(
     "/api/v1/configs/:config_id/nodes/:node_id/download-token",
     {
       schema: {
+        operationId: "grantNodeConfigDownload",
         tags,
         summary: "Issue a 5-minute token that downloads this node's config (spec §4 rule 1)",
         params: nodeParams,
@@ -161,6 +168,7 @@ export async function nodesRoutes(
     {
       config: { auth: "public" },
       schema: {
+        operationId: "downloadNodeConfig",
         tags,
         summary: "Download the node's config text with a download token (no admin session)",
         security: [],

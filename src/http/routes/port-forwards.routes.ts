@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { MeshService } from "../../services/mesh.service.js";
-import type { App } from "../app.js";
+import type { App } from "../route-kit.js";
 import { portForwardListAnswer } from "../../protocol/rest.schema.js";
 import {
   createPortForwardBody,
@@ -20,6 +20,7 @@ export async function portForwardsRoutes(app: App, opts: { mesh: MeshService }):
     "/api/v1/configs/:config_id/nodes/:node_id/port-forwards",
     {
       schema: {
+        operationId: "listPortForwards",
         tags,
         summary: "List a node's port forwards",
         params: nodeParams,
@@ -33,6 +34,7 @@ export async function portForwardsRoutes(app: App, opts: { mesh: MeshService }):
     "/api/v1/configs/:config_id/nodes/:node_id/port-forwards",
     {
       schema: {
+        operationId: "createPortForward",
         tags,
         summary: "Forward a port of the node to a target address",
         params: nodeParams,
@@ -40,14 +42,14 @@ export async function portForwardsRoutes(app: App, opts: { mesh: MeshService }):
         response: { 201: portForwardResponse, ...errorResponses(404, 409) },
       },
     },
-    async (req, reply) =>
-      reply.status(201).send(await mesh.createPortForward(req.params.config_id, req.params.node_id, req.body)),
+    async (req, reply) => reply.status(201).send(await mesh.createPortForward(req.params.config_id, req.params.node_id, req.body)),
   );
 
   app.patch(
     "/api/v1/configs/:config_id/nodes/:node_id/port-forwards/:forward_id",
     {
       schema: {
+        operationId: "updatePortForward",
         tags,
         summary: "Change or enable/disable a port forward",
         params: forwardParams,
@@ -55,14 +57,13 @@ export async function portForwardsRoutes(app: App, opts: { mesh: MeshService }):
         response: { 200: portForwardResponse, ...errorResponses(404, 409) },
       },
     },
-    async (req) =>
-      mesh.updatePortForward(req.params.config_id, req.params.node_id, req.params.forward_id, req.body),
+    async (req) => mesh.updatePortForward(req.params.config_id, req.params.node_id, req.params.forward_id, req.body),
   );
 
   app.delete(
     "/api/v1/configs/:config_id/nodes/:node_id/port-forwards/:forward_id",
     {
-      schema: { tags, summary: "Delete a port forward", params: forwardParams, response: { 204: z.null(), ...errorResponses(404) } },
+      schema: { operationId: "deletePortForward", tags, summary: "Delete a port forward", params: forwardParams, response: { 204: z.null(), ...errorResponses(404) } },
     },
     async (req, reply) => {
       await mesh.deletePortForward(req.params.config_id, req.params.node_id, req.params.forward_id);

@@ -1,5 +1,5 @@
 import type { MqttSettingsService } from "../../services/mqtt-settings.service.js";
-import type { App } from "../app.js";
+import type { App } from "../route-kit.js";
 import { mqttSettingsBody } from "../../protocol/rest.schema.js";
 import { errorResponses, mqttSettingsResponse } from "../schemas.js";
 
@@ -16,6 +16,7 @@ export async function settingsRoutes(app: App, opts: { mqttSettings: MqttSetting
     "/api/v1/settings/mqtt",
     {
       schema: {
+        operationId: "getMqttSettings",
         tags,
         summary: "MQTT settings: the switch, the broker, what bind profiles tell agents (no secrets)",
         response: { 200: mqttSettingsResponse, ...errorResponses() },
@@ -28,6 +29,7 @@ export async function settingsRoutes(app: App, opts: { mqttSettings: MqttSetting
     "/api/v1/settings/mqtt",
     {
       schema: {
+        operationId: "updateMqttSettings",
         tags,
         summary: "Override public_host, public_port, public_tls_port of bind profiles (null: back to the environment)",
         description:

@@ -1,5 +1,5 @@
 import type { SystemStatus } from "../../services/notifier.js";
-import type { App } from "../app.js";
+import type { App } from "../route-kit.js";
 import { errorResponses, systemStatusResponse } from "../schemas.js";
 
 /** `GET /api/v1/system/status`: the `system.status.updated` payload (DESIGN §5). */
@@ -8,6 +8,7 @@ export async function systemRoutes(app: App, opts: { status: () => Promise<Syste
     "/api/v1/system/status",
     {
       schema: {
+        operationId: "getSystemStatus",
         tags: ["system"],
         summary: "Summary, services, sync, topology and version (the system.status.updated payload)",
         response: {

@@ -1,7 +1,6 @@
 import { useQueryClient } from "@tanstack/react-query";
 import { createContext, useCallback, useContext, useEffect, useMemo, useState, type ReactNode } from "react";
-import { apiFetch, onUnauthorized, tokenStore } from "./client.js";
-import type { LoginAnswer } from "./types.js";
+import { api, onUnauthorized, tokenStore } from "./client.js";
 
 interface AuthState {
   /** The bearer token of this tab, or null when logged out. */
@@ -28,14 +27,14 @@ export function AuthProvider({ children }: { children: ReactNode }) {
   }, [queryClient]);
 
   const login = useCallback(async (password: string) => {
-    const answer = await apiFetch<LoginAnswer>("/api/v1/auth/login", { method: "POST", body: { password }, auth: false });
+    const answer = await api.login({ body: { password } });
     tokenStore.set(answer.access_token);
     setToken(answer.access_token);
   }, []);
 
   const logout = useCallback(async () => {
     try {
-      await apiFetch<void>("/api/v1/auth/logout", { method: "POST", auth: true });
+      await api.logout();
     } catch {
       // already ended: forgetting the token is all that is left
     }

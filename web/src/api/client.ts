@@ -1,5 +1,8 @@
 /**
- * The console's one fetch client (issue 12). Every REST call goes through {@link apiFetch}:
+ * The console's one REST client. Pages call `api.<operationId>(input)`: each operation is declared
+ * once in `endpoints.ts` with its schemas from `src/protocol`; its input (path parameters, query,
+ * body) is typed from them and its answer is parsed with its schema, so a page never names a URL
+ * or casts an answer.
  *
  * - the admin bearer token is read from sessionStorage (kept for the tab only; {@link tokenStore});
  * - a non-2xx answer with the API error body `{error: {code, message, details?}}` (DESIGN §3) is
@@ -7,7 +10,8 @@
  * - a 401 on an authenticated call clears the token and calls the handler set with
  *   {@link onUnauthorized} (the auth provider, which returns to the login page).
  */
-
+import type { z } from "zod";
+import { ENDPOINTS, operationUrl, type Endpoint, type OperationId } from "./endpoints.js";
 const TOKEN_KEY = "svc.access_token";
 
 /** The access token of this tab (sessionStorage: a new tab logs in again). */
@@ -53,57 +57,90 @@ export function sessionEnded(): void {
   unauthorizedHandler();
 }
 
-export interface ApiOptions {
-  method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
-  /** Sent as JSON. */
-  body?: unknown;
-  /** Sent as the raw body instead (a file upload, e.g. a snapshot zip), with `contentType`. */
-  file?: Blob;
-  /** Content type of `file`; default its own type, else `application/octet-stream`. */
-  contentType?: string;
-  signal?: AbortSignal;
-  /** false: no bearer token, and a 401 is an ordinary error (the login call). Default true. */
-  auth?: boolean;
-}
+/** The names of a path template's `{params}`. */
+type ParamNames<P extends string> = P extends `${string}{${infer N}}${infer Rest}` ? N | ParamNames<Rest> : never;
+
+/** A query as the console gives it: the schema's fields, numbers allowed where the wire wants digits. */
+type QueryInput<Q extends z.ZodType> = { [K in keyof z.input<Q>]?: z.input<Q>[K] | number };
+
+/** What one operation takes: path parameters, query, body or file, as its declaration says. */
+export type ApiInput<E extends Endpoint> = ([ParamNames<E["path"]>] extends [never] ? {} : { params: Record<ParamNames<E["path"]>, string> }) &
+  (E extends { query: infer Q extends z.ZodType } ? { query?: QueryInput<Q> } : {}) &
+  (E extends { body: infer B extends z.ZodType } ? { body: z.input<B> } : {}) &
+  (E extends { upload: string } ? { file: Blob } : {}) & { signal?: AbortSignal };
+
+/** What one operation answers: the `z.output` of its answer schema; nothing for a 204. */
+export type ApiAnswer<E extends Endpoint> = E["response"] extends z.ZodType ? z.output<E["response"]> : void;
+
+type ApiFunction<E extends Endpoint> = {} extends ApiInput<E> ? (input?: ApiInput<E>) => Promise<ApiAnswer<E>> : (input: ApiInput<E>) => Promise<ApiAnswer<E>>;
 
 /**
- * Calls the API at `path` (`/api/v1/...`) and returns the parsed JSON answer (undefined for 204).
- * @throws ApiError with the server's code and message, or code `NETWORK` (status 0)
+ * One typed function per operation of {@link ENDPOINTS}, named by its operationId.
+ * @throws ApiError with the server's code and message; code `NETWORK` (status 0) when the service
+ *   cannot be reached; code `UNEXPECTED_ANSWER` when a 2xx answer does not fit its schema
  */
-export async function apiFetch<T>(path: string, opts: ApiOptions = {}): Promise<T> {
-  const auth = opts.auth ?? true;
+export const api = Object.fromEntries(
+  Object.entries(ENDPOINTS).map(([id, endpoint]) => [id, (input?: RawInput) => call(endpoint, input ?? {})]),
+) as { [K in OperationId]: ApiFunction<(typeof ENDPOINTS)[K]> };
+
+interface RawInput {
+  params?: Record<string, string>;
+  query?: Record<string, unknown>;
+  body?: unknown;
+  file?: Blob;
+  signal?: AbortSignal;
+}
+
+async function call(endpoint: Endpoint, input: RawInput): Promise<unknown> {
+  const auth = endpoint.auth ?? true;
   const headers: Record<string, string> = { accept: "application/json" };
   const token = tokenStore.get();
   if (auth && token !== null) headers["authorization"] = `Bearer ${token}`;
-  if (opts.file !== undefined) headers["content-type"] = opts.contentType ?? (opts.file.type || "application/octet-stream");
-  else if (opts.body !== undefined) headers["content-type"] = "application/json";
+  let body: BodyInit | undefined;
+  if (endpoint.upload !== undefined && input.file !== undefined) {
+    headers["content-type"] = endpoint.upload;
+    body = input.file;
+  } else if (input.body !== undefined) {
+    headers["content-type"] = "application/json";
+    body = JSON.stringify(input.body);
+  }
   let res: Response;
   try {
-    res = await fetch(path, {
-      method: opts.method ?? "GET",
+    res = await fetch(operationUrl(endpoint, input), {
+      method: endpoint.method,
       headers,
-      ...(opts.file !== undefined ? { body: opts.file } : opts.body === undefined ? {} : { body: JSON.stringify(opts.body) }),
-      ...(opts.signal === undefined ? {} : { signal: opts.signal }),
+      ...(body === undefined ? {} : { body }),
+      ...(input.signal === undefined ? {} : { signal: input.signal }),
     });
   } catch (err) {
     if (err instanceof DOMException && err.name === "AbortError") throw err;
     throw new ApiError(0, "NETWORK", "The service cannot be reached. Check that it is running, then retry.");
   }
-  const text = await res.text();
-  let body: unknown = undefined;
-  if (text !== "") {
-    try {
-      body = JSON.parse(text);
-    } catch {
-      body = undefined;
-    }
-  }
+  const answer = await readJson(res);
   if (!res.ok) {
-    const error = errorOf(body);
+    const error = errorOf(answer);
     if (res.status === 401 && auth) sessionEnded();
     throw new ApiError(res.status, error?.code ?? "HTTP_" + res.status, error?.message ?? `The service answered ${res.status} ${res.statusText}`.trim(), error?.details);
   }
-  return body as T;
+  if (endpoint.response === null) return undefined;
+  const parsed = endpoint.response.safeParse(answer);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue === undefined ? "" : ` (${issue.path.join(".") || "body"}: ${issue.message})`;
+    throw new ApiError(res.status, "UNEXPECTED_ANSWER", `The service answered in an unexpected shape${where}.`);
+  }
+  return parsed.data;
+}
+
+/** The answer's JSON; undefined for an empty or non-JSON body. */
+async function readJson(res: Response): Promise<unknown> {
+  const text = await res.text();
+  if (text === "") return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
 }
 
 function errorOf(body: unknown): { code: string; message: string; details?: unknown } | undefined {
@@ -113,22 +150,6 @@ function errorOf(body: unknown): { code: string; message: string; details?: unkn
   const { code, message, details } = error as { code?: unknown; message?: unknown; details?: unknown };
   if (typeof code !== "string" || typeof message !== "string") return undefined;
   return { code, message, details };
-}
-
-/**
- * Starts the browser's download of a file the API serves at `downloadPath` (a `download_path`
- * answer carrying its own `?download_token=…`, spec §4; no bearer header is needed or sent).
- * Prefer rendering `<a href={downloadPath} download>` when the path is known before the click;
- * this is for paths obtained by the click (grant, then download).
- */
-export function startDownload(downloadPath: string, filename = ""): void {
-  const a = document.createElement("a");
-  a.href = downloadPath;
-  a.download = filename;
-  a.rel = "noopener";
-  document.body.append(a);
-  a.click();
-  a.remove();
 }
 
 /** The message to show for anything a query or mutation threw. */

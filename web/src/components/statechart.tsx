@@ -50,7 +50,7 @@ function StateBox({ data }: NodeProps<StateNode>) {
 const NODE_TYPES = { state: StateBox };
 
 /**
- * The node statechart (issue 13 item 4), drawn with the console's graph library (xyflow, laid
+ * The node statechart, drawn with the console's graph library (xyflow, laid
  * out by dagre): the root's parallel regions side by side, compound states as groups holding
  * their children, transitions as labelled arrows (timers as `after <delay>`), a region's own
  * transitions ("from any state") listed as text in its box. `active` ids are highlighted, with
@@ -158,7 +158,7 @@ function layoutGraph(graph: MachineGraph, rowWidth: number): { nodes: StateNode[
     let h = 0;
     for (const k of kids) {
       const pos = g.node(k.id);
-      const size = sizes.get(k.id)!;
+      const size = sizes.get(k.id) ?? { w: LEAF_W, h: LEAF_H };
       const x = PAD + (pos?.x ?? 0) - size.w / 2;
       const y = HEAD + (pos?.y ?? 0) - size.h / 2;
       offsets.set(k.id, { x, y });
@@ -191,7 +191,7 @@ function layoutGraph(graph: MachineGraph, rowWidth: number): { nodes: StateNode[
     rowH = Math.max(rowH, size.h);
   }
   const push = (s: MachineState) => {
-    const size = sizes.get(s.id)!;
+    const size = sizes.get(s.id) ?? { w: LEAF_W, h: LEAF_H };
     const compound = (children.get(s.id)?.length ?? 0) > 0;
     nodes.push({
       id: s.id,
@@ -207,7 +207,10 @@ function layoutGraph(graph: MachineGraph, rowWidth: number): { nodes: StateNode[
     });
     for (const k of children.get(s.id) ?? []) push(k);
   };
-  const depth = (s: MachineState): number => (s.parent === null ? 0 : 1 + depth(byId.get(s.parent)!));
+  const depth = (s: MachineState): number => {
+    const parent = s.parent === null ? undefined : byId.get(s.parent);
+    return parent === undefined ? 0 : 1 + depth(parent);
+  };
   for (const region of children.get(root.id) ?? []) push(region);
 
   return { nodes, edges: arrowEdges(arrows, graph.machine_id) };

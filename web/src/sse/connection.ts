@@ -1,5 +1,5 @@
 /**
- * The console's ONE realtime connection (spec §6.5 rule 3; issue 12): `GET /api/v1/events/stream`
+ * The console's ONE realtime connection (spec §6.5 rule 3): `GET /api/v1/events/stream`
  * with `Authorization: Bearer` (spec §5 table), which `EventSource` cannot send, hence
  * `@microsoft/fetch-event-source`. It resends `Last-Event-ID` (the id of the last frame read) on
  * every reconnect, so the hub replays what was missed. One reconnect layer: a dropped or ended
@@ -7,7 +7,7 @@
  * opens; a 401 ends the session (back to login) instead.
  *
  * Frames are `event: <type>` with `data: {"type", "payload"}`; each payload goes to the listeners
- * of its type. Pages never use this class directly: see `useSseEvent` and `useSseStatus`.
+ * of its type. Pages never use this class directly: the provider binds the cache table (`cache-effects.ts`) to it; see `useSseStatus`.
  */
 import { fetchEventSource, type EventSourceMessage } from "@microsoft/fetch-event-source";
 import type { SseEventType, SseWirePayloads } from "../api/types.js";

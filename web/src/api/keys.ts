@@ -1,0 +1,32 @@
+/**
+ * Every query key of the console, in one place: the feature queries read under them and the SSE
+ * cache table (`sse/cache-effects.ts`) patches or invalidates them. A config's keys all start
+ * with `["configs", config_id]`, a node's with `["configs", config_id, "nodes", node_id]`, so
+ * dropping a config or a node drops everything cached about it (spec §6.5 rule 7: one key per
+ * projection, so an event touches exactly what it concerns).
+ */
+import type { NodeFilterQuery } from "./types.js";
+
+export const keys = {
+  systemStatus: ["system", "status"] as const,
+  mqttSettings: ["settings", "mqtt"] as const,
+  backups: ["backups"] as const,
+  machineGraph: ["machines", "node"] as const,
+  configs: ["configs"] as const,
+  config: (configId: string) => ["configs", configId] as const,
+  pairs: (configId: string) => ["configs", configId, "mesh-pairs"] as const,
+  latestTransitions: (configId: string) => ["configs", configId, "timeline", "latest"] as const,
+  /** Every page list and count of the config's nodes (a prefix: invalidates all filters at once). */
+  nodeLists: (configId: string) => ["configs", configId, "node-lists"] as const,
+  nodePages: (configId: string, filters: NodeFilterQuery) => ["configs", configId, "node-lists", "pages", filters] as const,
+  nodeCounts: (configId: string, filters: NodeFilterQuery) => ["configs", configId, "node-lists", "counts", filters] as const,
+  node: (configId: string, nodeId: string) => ["configs", configId, "nodes", nodeId] as const,
+  stagedConfig: (configId: string, nodeId: string) => ["configs", configId, "nodes", nodeId, "staged-config"] as const,
+  portForwards: (configId: string, nodeId: string) => ["configs", configId, "nodes", nodeId, "port-forwards"] as const,
+  endpointStatus: (configId: string, nodeId: string) => ["configs", configId, "nodes", nodeId, "endpoint-status"] as const,
+  controlLogs: (configId: string, nodeId: string) => ["configs", configId, "nodes", nodeId, "control-logs"] as const,
+  /** The control log rows the stream brought while the node's control page is open (not a REST answer). */
+  controlLogLive: (configId: string, nodeId: string) => ["configs", configId, "nodes", nodeId, "control-logs-live"] as const,
+  machine: (configId: string, nodeId: string) => ["configs", configId, "nodes", nodeId, "machine"] as const,
+  timeline: (configId: string, nodeId: string) => ["configs", configId, "nodes", nodeId, "timeline"] as const,
+};

@@ -1,0 +1,80 @@
+/**
+ * Pure functions that put what the backend sent into a cached answer: used by the SSE cache
+ * table (`sse/cache-effects.ts`) and by mutations that already hold the new value. They copy
+ * the backend's fields, never compute presence, sync or integrity in the browser (spec §6.5
+ * rule 7).
+ */
+import type { CommandStatus, ConfigListAnswer, ControlLogView, EndpointStatusView, NodeView } from "./types.js";
+
+/**
+ * A whole config list as `GET /api/v1/configs` answers it (one page, no next): what an SSE
+ * `config.list.updated` payload or a local edit puts into the cache.
+ */
+export function configListOf(configs: ConfigListAnswer["configs"]): ConfigListAnswer {
+  return { configs, next_cursor: null, total: configs.length, matching: configs.length };
+}
+
+/**
+ * A cached node with the fields `endpoint.status.updated` carries for it put in: mode, effective
+ * mode, staged config and the client's state (spec §3.1, §3.2, §3.5). Copied from the backend's
+ * frame, never computed in the browser (spec §6.5 rule 7).
+ */
+export function withEndpointStatus(n: NodeView, s: EndpointStatusView): NodeView {
+  return {
+    ...n,
+    mode: s.mode,
+    effective_mode: s.effective_mode,
+    staged_config: s.staged_config,
+    client: {
+      client_initialized: s.client_initialized,
+      client_presence_state: s.client_presence_state,
+      runtime_state: s.runtime_state,
+      last_reachable_at: s.last_reachable_at,
+      client_version: s.client_version,
+      config_version_state: s.config_version_state,
+    },
+  };
+}
+
+/**
+ * `nodes` with the node `nodeId` replaced by `patch(node)`, same order; undefined when it holds
+ * no such node (the caller then reads the list again).
+ */
+export function withNode(nodes: readonly NodeView[], nodeId: string, patch: (n: NodeView) => NodeView): NodeView[] | undefined {
+  const i = nodes.findIndex((n) => n.node_id === nodeId);
+  const old = nodes[i];
+  if (old === undefined) return undefined;
+  const out = nodes.slice();
+  out[i] = patch(old);
+  return out;
+}
+
+/** A control log row with the statuses the console saw it take (e.g. accepted → applied). */
+export interface LogRow extends ControlLogView {
+  history: Array<CommandStatus>;
+}
+
+/** The rows the stream brought for one node's control log, by `log_id`. */
+export type LiveLog = ReadonlyMap<number, LogRow>;
+
+/** pending < accepted < a final status (spec §3.4: only an ACK closes a command). */
+export function logRank(status: CommandStatus | null): number {
+  if (status === null) return 0;
+  if (status === "pending") return 0;
+  if (status === "accepted") return 1;
+  return 2;
+}
+
+/**
+ * `live` with one report of a row added: of two reports of a row, the further-advanced status
+ * wins (an event may arrive before or after another that already holds it), and each new status
+ * is appended to the row's history.
+ */
+export function withLogReport(live: LiveLog, log: ControlLogView): LiveLog {
+  const prev = live.get(log.log_id);
+  if (prev !== undefined && logRank(prev.status) > logRank(log.status)) return live;
+  const history = prev?.history ?? [];
+  const next = new Map(live);
+  next.set(log.log_id, { ...log, history: log.status === null || history[history.length - 1] === log.status ? history : [...history, log.status] });
+  return next;
+}

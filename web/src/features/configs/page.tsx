@@ -1,0 +1,166 @@
+import { useState, type FormEvent } from "react";
+import { Link, useNavigate, useSearchParams } from "react-router";
+import { errorMessage } from "../../api/client.js";
+import type { ConfigView, TunnelProtocol } from "../../api/types.js";
+import { ConfirmDialog } from "../../components/confirm-dialog.js";
+import { RelativeTime } from "../../components/relative-time.js";
+import { QueryView } from "../../components/states.js";
+import { useCreateConfig, useDeleteConfig } from "./mutations.js";
+import { useConfigs } from "./queries.js";
+
+/**
+ * Configs: the list with a search kept in the URL (`?q=`), create (name, protocol,
+ * CIDR; the API's error shown as is) and delete with a confirmation. Live through
+ * `config.list.updated` (spec §6.5 table: "home config cards, sidebar list").
+ */
+export function ConfigsPage() {
+  const query = useConfigs();
+  const [params, setParams] = useSearchParams();
+  const [q, setQ] = useState(() => params.get("q") ?? "");
+  const [deleting, setDeleting] = useState<ConfigView | null>(null);
+  const remove = useDeleteConfig();
+
+  return (
+    <section aria-labelledby="configs-title">
+      <h1 id="configs-title">Configs</h1>
+      <CreateConfigForm />
+      <section className="card" aria-labelledby="config-list-title">
+        <div className="toolbar">
+          <h2 id="config-list-title">All configs</h2>
+          <div className="toolbar-search">
+            <label htmlFor="config-search" className="visually-hidden">
+              Search configs
+            </label>
+            <input
+              id="config-search"
+              type="search"
+              placeholder="Search by name, protocol or CIDR"
+              value={q}
+              onChange={(e) => {
+                setQ(e.target.value);
+                setParams(e.target.value === "" ? {} : { q: e.target.value }, { replace: true });
+              }}
+            />
+          </div>
+        </div>
+        <QueryView query={query} isEmpty={(d) => d.configs.length === 0} empty={<p>No configs yet. Create the first one above.</p>} loadingLabel="Loading configs…">
+          {(data) => {
+            const needle = q.trim().toLowerCase();
+            const rows = data.configs.filter(
+              (c) => needle === "" || c.name.toLowerCase().includes(needle) || c.tunnel_protocol.includes(needle) || c.network_cidr.includes(needle),
+            );
+            if (rows.length === 0) return <p className="state state-empty">No config matches “{q}”.</p>;
+            return (
+              <div className="table-wrap">
+                <table className="table">
+                  <caption className="visually-hidden">Configs</caption>
+                  <thead>
+                    <tr>
+                      <th scope="col">Name</th>
+                      <th scope="col">Protocol</th>
+                      <th scope="col">Network</th>
+                      <th scope="col">Updated</th>
+                      <th scope="col">
+                        <span className="visually-hidden">Actions</span>
+                      </th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {rows.map((c) => (
+                      <tr key={c.config_id}>
+                        <th scope="row">
+                          <Link to={`/configs/${encodeURIComponent(c.config_id)}`}>{c.name}</Link>
+                        </th>
+                        <td>{c.tunnel_protocol}</td>
+                        <td className="mono">{c.network_cidr}</td>
+                        <td>
+                          <RelativeTime iso={c.updated_at} />
+                        </td>
+                        <td className="actions">
+                          <button type="button" className="danger-outline" aria-label={`Delete config ${c.name}`} onClick={() => setDeleting(c)}>
+                            Delete
+                          </button>
+                        </td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
+            );
+          }}
+        </QueryView>
+      </section>
+      <ConfirmDialog
+        open={deleting !== null}
+        title={`Delete config ${deleting?.name ?? ""}?`}
+        confirmLabel="Delete config"
+        danger
+        busy={remove.isPending}
+        onConfirm={() => deleting && remove.mutate(deleting, { onSuccess: () => setDeleting(null) })}
+        onCancel={() => {
+          setDeleting(null);
+          remove.reset();
+        }}
+      >
+        <p>Its nodes, pairs and port forwards are deleted with it. Bound clients lose their access.</p>
+        {remove.isError && (
+          <p className="form-error" role="alert">
+            {errorMessage(remove.error)}
+          </p>
+        )}
+      </ConfirmDialog>
+    </section>
+  );
+}
+
+function CreateConfigForm() {
+  const [name, setName] = useState("");
+  const [protocol, setProtocol] = useState<TunnelProtocol>("wireguard");
+  const [cidr, setCidr] = useState("10.0.0.0/24");
+  const navigate = useNavigate();
+  const create = useCreateConfig();
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    create.mutate(
+      { name: name.trim(), tunnel_protocol: protocol, network_cidr: cidr.trim() },
+      {
+        onSuccess: (config) => {
+          setName("");
+          void navigate(`/configs/${encodeURIComponent(config.config_id)}`);
+        },
+      },
+    );
+  };
+  return (
+    <form className="card form form-inline" onSubmit={submit} aria-labelledby="create-config-title">
+      <h2 id="create-config-title">New config</h2>
+      <div className="form-row">
+        <div>
+          <label htmlFor="config-name">Name</label>
+          <input id="config-name" value={name} onChange={(e) => setName(e.target.value)} required />
+        </div>
+        <div>
+          <label htmlFor="config-protocol">Protocol</label>
+          <select id="config-protocol" value={protocol} onChange={(e) => setProtocol(e.target.value as TunnelProtocol)}>
+            <option value="wireguard">wireguard</option>
+            <option value="awg_2">awg_2</option>
+          </select>
+        </div>
+        <div>
+          <label htmlFor="config-cidr">Network CIDR</label>
+          <input id="config-cidr" className="mono" value={cidr} onChange={(e) => setCidr(e.target.value)} required />
+        </div>
+        <div className="form-row-action">
+          <button type="submit" className="primary" disabled={create.isPending || name.trim() === ""}>
+            Create config
+          </button>
+        </div>
+      </div>
+      {create.isError && (
+        <p className="form-error" role="alert">
+          {errorMessage(create.error)}
+        </p>
+      )}
+    </form>
+  );
+}

@@ -1,0 +1,170 @@
+import { useVirtualizer } from "@tanstack/react-virtual";
+import { useEffect, useRef } from "react";
+import { Link } from "react-router";
+import type { NodeTransitionView, NodeView } from "../../api/types.js";
+import { PresenceBadge } from "../../components/presence-badge.js";
+import { RelativeTime } from "../../components/relative-time.js";
+import { lastTransitionText, regionState, stateTone, WatchChip, type WatchRegion } from "./watch.js";
+
+/** Height of one table row in px (fixed: the virtualiser needs no measuring). */
+export const ROW_HEIGHT = 44;
+
+/**
+ * The nodes table of the mesh page: virtualised with `@tanstack/react-virtual`, so only
+ * the rows in view (plus a few) are in the DOM and a 1,000-node config stays fast. A real
+ * `<table>`: spacer rows above and below keep the scroll height; `aria-rowcount` says how many
+ * rows there are in all. Every value is the backend's (spec §6.5 rule 7): presence, runtime,
+ * sync state and version as the node view carries them.
+ * With `watch` set, each row is coloured by that region's state (with the state
+ * written in a chip); the node's last recorded transition (`latest`) is the name link's
+ * description, shown as a tooltip on hover and keyboard focus.
+ * `nodes` are the pages loaded so far and `total` the server's count of matching
+ * nodes (`aria-rowcount`); when the rows in view come near the last loaded one, `onLoadMore`
+ * fetches the next page (a "Load more nodes" button does the same for keyboard users).
+ */
+export function NodesTable({
+  configId,
+  nodes,
+  total,
+  selected,
+  onToggle,
+  onToggleAll,
+  watch = null,
+  latest,
+  hasMore = false,
+  loadingMore = false,
+  onLoadMore,
+}: {
+  configId: string;
+  nodes: NodeView[];
+  watch?: WatchRegion | null;
+  latest?: ReadonlyMap<string, NodeTransitionView> | undefined;
+  total: number;
+  selected: ReadonlySet<string>;
+  onToggle: (nodeId: string) => void;
+  onToggleAll: (select: boolean) => void;
+  /** The server has more rows after `nodes`; `onLoadMore` fetches the next page. */
+  hasMore?: boolean;
+  loadingMore?: boolean;
+  onLoadMore?: () => void;
+}) {
+  const scrollRef = useRef<HTMLDivElement>(null);
+  const virtualizer = useVirtualizer({
+    count: nodes.length,
+    getScrollElement: () => scrollRef.current,
+    estimateSize: () => ROW_HEIGHT,
+    overscan: 8,
+    initialRect: { width: 1200, height: 600 },
+  });
+  const items = virtualizer.getVirtualItems();
+  // The next page is fetched when the rows in view come within a screen of the last loaded row.
+  const lastInView = items[items.length - 1]?.index ?? -1;
+  useEffect(() => {
+    if (hasMore && !loadingMore && lastInView >= nodes.length - 1 - 15) onLoadMore?.();
+  }, [hasMore, loadingMore, lastInView, nodes.length, onLoadMore]);
+  const top = items[0]?.start ?? 0;
+  const bottom = virtualizer.getTotalSize() - (items[items.length - 1]?.end ?? 0);
+  const allSelected = nodes.length > 0 && nodes.every((n) => selected.has(n.node_id));
+
+  return (
+    <div className="table-wrap nodes-scroll" ref={scrollRef} tabIndex={0} aria-label="Nodes table, scrollable">
+      <table className="table nodes-table" aria-rowcount={Math.max(total, nodes.length) + 1} aria-busy={loadingMore}>
+        <caption className="visually-hidden">
+          Nodes ({nodes.length} loaded of {total})
+        </caption>
+        <thead>
+          <tr aria-rowindex={1}>
+            <th scope="col" className="col-select">
+              <input type="checkbox" aria-label="Select all shown nodes" checked={allSelected} onChange={(e) => onToggleAll(e.target.checked)} />
+            </th>
+            <th scope="col">Name</th>
+            <th scope="col">Mode</th>
+            <th scope="col">Tunnel address</th>
+            <th scope="col">Endpoint</th>
+            <th scope="col">Presence</th>
+            <th scope="col">Runtime</th>
+            <th scope="col">Sync</th>
+            <th scope="col">Client</th>
+            <th scope="col">Last reachable</th>
+          </tr>
+        </thead>
+        <tbody>
+          {top > 0 && (
+            <tr aria-hidden="true" className="spacer">
+              <td colSpan={10} style={{ height: top }} />
+            </tr>
+          )}
+          {items.map((item) => {
+            const n = nodes[item.index];
+            if (n === undefined) return null;
+            return (
+              <NodeRow key={n.node_id} configId={configId} node={n} index={item.index} checked={selected.has(n.node_id)} onToggle={onToggle}
+                watch={watch} last={latest === undefined ? null : lastTransitionText(latest.get(n.node_id))} />
+            );
+          })}
+          {bottom > 0 && (
+            <tr aria-hidden="true" className="spacer">
+              <td colSpan={10} style={{ height: bottom }} />
+            </tr>
+          )}
+          {hasMore && (
+            <tr className="load-more">
+              <td colSpan={10}>
+                <button type="button" disabled={loadingMore} onClick={onLoadMore}>
+                  {loadingMore ? "Loading more nodes…" : "Load more nodes"}
+                </button>
+              </td>
+            </tr>
+          )}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+function NodeRow({ configId, node: n, index, checked, onToggle, watch, last }: {
+  configId: string;
+  node: NodeView;
+  index: number;
+  checked: boolean;
+  onToggle: (id: string) => void;
+  watch: WatchRegion | null;
+  /** The last transition's text; null while it loads. */
+  last: string | null;
+}) {
+  const sync = n.client.config_version_state;
+  const tipId = `last-${n.node_id}`;
+  const rowClass = [checked ? "selected" : "", watch === null ? "" : `watch-row watch-row-${stateTone(regionState(n, watch))}`].filter(Boolean).join(" ");
+  return (
+    <tr aria-rowindex={index + 2} className={rowClass === "" ? undefined : rowClass} style={{ height: ROW_HEIGHT }}>
+      <td className="col-select">
+        <input type="checkbox" aria-label={`Select ${n.name}`} checked={checked} onChange={() => onToggle(n.node_id)} />
+      </td>
+      <th scope="row" className="node-name-cell">
+        <Link to={`/configs/${encodeURIComponent(configId)}/nodes/${encodeURIComponent(n.node_id)}`} aria-describedby={last === null ? undefined : tipId} title={last ?? undefined}>
+          {n.name}
+        </Link>
+        {watch !== null && <> <WatchChip node={n} region={watch} /></>}
+        {last !== null && (
+          <span role="tooltip" id={tipId} className="last-transition-tip">
+            {last}
+          </span>
+        )}
+      </th>
+      <td>{n.effective_mode === n.mode ? n.mode : `${n.mode} (as ${n.effective_mode})`}</td>
+      <td className="mono">{n.address}</td>
+      <td className="mono">{n.public_address === null ? <span className="muted">none</span> : `${n.public_address}:${n.listen_port ?? "?"}`}</td>
+      <td>
+        <PresenceBadge presence={n.client.client_presence_state} />
+      </td>
+      <td>{n.client.runtime_state}</td>
+      <td>
+        <span className={`sync sync-${sync ?? "static"}`}>{sync ?? "static"}</span> <span className="muted">v{n.staged_config.config_version}</span>
+      </td>
+      <td>{n.client.client_version ?? <span className="muted">—</span>}</td>
+      <td>
+        <RelativeTime iso={n.client.last_reachable_at} />
+      </td>
+    </tr>
+  );
+}

@@ -1,0 +1,280 @@
+import { lazy, Suspense, useCallback, useEffect, useMemo, useState } from "react";
+import { Link, useParams, useSearchParams } from "react-router";
+import { errorMessage } from "../../api/client.js";
+import type { ConfigDetailView, NodeCountsAnswer, NodeFilterQuery, NodeTransitionView } from "../../api/types.js";
+import { ConfirmDialog } from "../../components/confirm-dialog.js";
+import { Loading, QueryView } from "../../components/states.js";
+import { useUrlState } from "../../url-state.js";
+import { AddNodeForm, PackageDownload, ProtocolSwitch } from "./forms.js";
+import { useDeleteNodes, usePushConfigToNodes } from "./mutations.js";
+import { NodesTable } from "./nodes-table.js";
+import { PairsSection, TagsSection } from "./pairs.js";
+import { useConfigDetail, useLatestTransitions, useMeshPairs, useNodeCounts, useNodePages } from "./queries.js";
+import { WatchSelect, watchRegion, type WatchRegion } from "./watch.js";
+
+/** The topology (xyflow + dagre) is its own chunk, loaded when the view is opened. */
+const Topology = lazy(() => import("./topology.js"));
+
+const PRESENCE = ["online", "dropped", "offline"] as const;
+const MODES = ["static", "dynamic"] as const;
+const SYNCS = ["latest", "pending", "static"] as const;
+
+/**
+ * Mesh page of a config, `/configs/:configId`: the nodes table (virtualised) with
+ * search and filters in the URL (`q`, `presence`, `mode`, `sync`, `view`), row selection with
+ * bulk actions, the topology, add node, pairs, tags, the protocol switch and the bulk config
+ * package. Live through the SSE cache table (`sse/cache-effects.ts`; spec §6.5 rule 7).
+ * "Colour nodes by" (`watch`) colours table rows and topology nodes by a
+ * region's state, and each node's last recorded transition shows on hover and focus.
+ * The table's rows come from the server page by page (`GET …/nodes` with
+ * `limit` and the answer's cursor, loaded as the table scrolls); the filters and the search are
+ * sent to the server, and the counts shown are `GET …/node-counts`.
+ */
+export function MeshPage() {
+  const { configId = "" } = useParams();
+  const detail = useConfigDetail(configId);
+  return (
+    <section aria-labelledby="mesh-title">
+      <p className="breadcrumb">
+        <Link to="/configs">Configs</Link> /
+      </p>
+      {!detail.isSuccess && <h1 id="mesh-title">Config</h1>}
+      <QueryView query={detail} loadingLabel="Loading the config…">
+        {(config) => <MeshBody config={config} />}
+      </QueryView>
+    </section>
+  );
+}
+
+function MeshBody({ config }: { config: ConfigDetailView }) {
+  const [params, setParams] = useSearchParams();
+  const view = params.get("view") === "topology" ? "topology" : "table";
+  // The search box keeps its own state (typing stays immediate whatever the router does) and
+  // writes the URL; the server is asked 200 ms after the last keystroke.
+  const [text, setText] = useState(() => params.get("q") ?? "");
+  const q = useDebounced(text.trim(), 200);
+  const presence = params.get("presence") ?? "";
+  const mode = params.get("mode") ?? "";
+  const sync = params.get("sync") ?? "";
+  const [watchValue, setWatch] = useUrlState("watch");
+  const watch = watchRegion(watchValue);
+  const latest = useLatestTransitions(config.config_id).data;
+  const setParam = (key: string, value: string) => {
+    const next = new URLSearchParams(params);
+    if (value === "") next.delete(key);
+    else next.set(key, value);
+    setParams(next, { replace: true });
+  };
+
+  // The server filters, counts and pages; the table loads pages as it scrolls.
+  const filters = useMemo(() => nodeFilters({ q, presence, mode, sync }), [q, presence, mode, sync]);
+  const pages = useNodePages(config.config_id, filters);
+  const counts = useNodeCounts(config.config_id, filters).data;
+  const shown = useMemo(() => pages.data?.pages.flatMap((p) => p.nodes) ?? [], [pages.data]);
+  const { fetchNextPage } = pages;
+  const loadMore = useCallback(() => void fetchNextPage({ cancelRefetch: false }), [fetchNextPage]);
+
+  const [selected, setSelected] = useState<ReadonlySet<string>>(new Set());
+  // Rows deleted meanwhile leave the selection.
+  const live = useMemo(() => new Set([...selected].filter((id) => config.nodes.some((n) => n.node_id === id))), [selected, config.nodes]);
+  const toggle = (id: string) =>
+    setSelected((s) => {
+      const next = new Set(s);
+      if (next.has(id)) next.delete(id);
+      else next.add(id);
+      return next;
+    });
+  const toggleAll = (on: boolean) => setSelected(on ? new Set(shown.map((n) => n.node_id)) : new Set());
+
+  return (
+    <>
+      <div className="page-head">
+        <div>
+          <h1 id="mesh-title">{config.name}</h1>
+          <p className="muted">
+            <span className="mono">{config.network_cidr}</span> · protocol <strong>{config.tunnel_protocol}</strong> · {config.nodes.length}{" "}
+            {config.nodes.length === 1 ? "node" : "nodes"}
+          </p>
+        </div>
+        <div className="page-actions">
+          <ProtocolSwitch config={config} />
+          <PackageDownload configId={config.config_id} />
+        </div>
+      </div>
+
+      <AddNodeForm config={config} />
+
+      <section className="card" aria-labelledby="nodes-title">
+        <div className="toolbar">
+          <h2 id="nodes-title">Nodes</h2>
+          <WatchSelect value={watchValue} onChange={setWatch} />
+          <ViewSwitch view={view} onChange={(v) => setParam("view", v === "table" ? "" : v)} />
+        </div>
+        {view === "table" ? (
+          <>
+            <NodeFilters text={text} presence={presence} mode={mode} sync={sync}
+              onText={(v) => {
+                setText(v);
+                setParam("q", v);
+              }}
+              onFilter={setParam} />
+            <BulkActions config={config} selected={live} onDone={() => setSelected(new Set())} />
+            <NodeCounts counts={counts} />
+            {config.nodes.length === 0 ? (
+              <p className="state state-empty">No nodes yet. Add the first one above.</p>
+            ) : pages.isError ? (
+              <p className="state state-error" role="alert">Could not load the nodes: {errorMessage(pages.error)}</p>
+            ) : (
+              <NodesTable configId={config.config_id} nodes={shown} watch={watch} latest={latest} total={counts?.matching ?? shown.length} selected={live} onToggle={toggle} onToggleAll={toggleAll}
+                hasMore={pages.hasNextPage} loadingMore={pages.isFetchingNextPage} onLoadMore={loadMore} />
+            )}
+          </>
+        ) : (
+          <TopologyView config={config} watch={watch} latest={latest} />
+        )}
+      </section>
+
+      <PairsSection config={config} />
+      <TagsSection config={config} />
+    </>
+  );
+}
+
+/** The filters that filter (empty ones left out), as the node list and counts take them. */
+function nodeFilters(f: { q: string; presence: string; mode: string; sync: string }): NodeFilterQuery {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(f)) if (value !== "") out[key] = value;
+  return out as NodeFilterQuery;
+}
+
+/** `value`, once it has not changed for `ms`. */
+function useDebounced<T>(value: T, ms: number): T {
+  const [settled, setSettled] = useState(value);
+  useEffect(() => {
+    const timer = setTimeout(() => setSettled(value), ms);
+    return () => clearTimeout(timer);
+  }, [value, ms]);
+  return settled;
+}
+
+/** How many nodes match, and the config's nodes by presence and sync state: the server's counts (spec §6.5 rule 7). */
+function NodeCounts({ counts }: { counts: NodeCountsAnswer | undefined }) {
+  if (counts === undefined) return <p className="muted table-count">Counting nodes…</p>;
+  const { total, matching, presence, sync } = counts;
+  return (
+    <div className="table-count">
+      <p className="muted" role="status">
+        {matching === total ? `${total} ${total === 1 ? "node" : "nodes"}` : `${matching} of ${total} nodes match`}
+      </p>
+      <p className="muted state-counts" aria-label="Nodes by state">
+        online {presence.online} · dropped {presence.dropped} · offline {presence.offline} · latest {sync.latest} · pending {sync.pending} · static {sync.static}
+      </p>
+    </div>
+  );
+}
+
+function FilterSelect({ id, label, value, options, onChange }: { id: string; label: string; value: string; options: readonly string[]; onChange: (v: string) => void }) {
+  return (
+    <div>
+      <label htmlFor={id}>{label}</label>
+      <select id={id} value={value} onChange={(e) => onChange(e.target.value)}>
+        <option value="">any</option>
+        {options.map((o) => (
+          <option key={o} value={o}>
+            {o}
+          </option>
+        ))}
+      </select>
+    </div>
+  );
+}
+
+function TopologyView({ config, watch, latest }: { config: ConfigDetailView; watch: WatchRegion | null; latest: ReadonlyMap<string, NodeTransitionView> | undefined }) {
+  const pairs = useMeshPairs(config.config_id);
+  return (
+    <QueryView query={pairs} loadingLabel="Loading pairs…">
+      {(data) => (
+        <Suspense fallback={<Loading label="Loading the topology…" />}>
+          <Topology nodes={config.nodes} pairs={data.mesh_pairs} watch={watch} latest={latest} />
+        </Suspense>
+      )}
+    </QueryView>
+  );
+}
+
+/** The search box and the presence, mode and sync filters of the nodes table (each kept in the URL by the caller). */
+function NodeFilters(props: { text: string; presence: string; mode: string; sync: string; onText: (v: string) => void; onFilter: (key: string, v: string) => void }) {
+  const { onFilter } = props;
+  return (
+    <div className="filters">
+      <div>
+        <label htmlFor="node-search">Search nodes</label>
+        <input id="node-search" type="search" placeholder="Name, address or tag" value={props.text} onChange={(e) => props.onText(e.target.value)} />
+      </div>
+      <FilterSelect id="filter-presence" label="Presence" value={props.presence} options={PRESENCE} onChange={(v) => onFilter("presence", v)} />
+      <FilterSelect id="filter-mode" label="Mode" value={props.mode} options={MODES} onChange={(v) => onFilter("mode", v)} />
+      <FilterSelect id="filter-sync" label="Sync" value={props.sync} options={SYNCS} onChange={(v) => onFilter("sync", v)} />
+    </div>
+  );
+}
+
+/** Table or topology (`?view=topology`). */
+function ViewSwitch({ view, onChange }: { view: "table" | "topology"; onChange: (view: "table" | "topology") => void }) {
+  return (
+    <div className="view-switch" role="group" aria-label="View">
+      <button type="button" aria-pressed={view === "table"} onClick={() => onChange("table")}>
+        Table
+      </button>
+      <button type="button" aria-pressed={view === "topology"} onClick={() => onChange("topology")}>
+        Topology
+      </button>
+    </div>
+  );
+}
+
+/** Push config / delete for the selected rows; one request per node, failures listed by node name. */
+function BulkActions({ config, selected, onDone }: { config: ConfigDetailView; selected: ReadonlySet<string>; onDone: () => void }) {
+  const [confirmDelete, setConfirmDelete] = useState(false);
+  const [result, setResult] = useState<string | null>(null);
+  const nodes = config.nodes.filter((n) => selected.has(n.node_id));
+  const counted = `${nodes.length} ${nodes.length === 1 ? "node" : "nodes"}`;
+  const push = usePushConfigToNodes(config.config_id);
+  const remove = useDeleteNodes(config.config_id);
+  const pushAll = () => push.mutate(nodes, { onSuccess: (failures) => setResult(failures.length === 0 ? `Config push sent to ${counted}.` : failures.join("; ")) });
+  const deleteAll = () =>
+    remove.mutate(nodes, {
+      onSuccess: (failures) => {
+        setConfirmDelete(false);
+        setResult(failures.length === 0 ? `Deleted ${counted}.` : failures.join("; "));
+        onDone();
+      },
+    });
+  const none = nodes.length === 0;
+  return (
+    <div className="bulk" role="group" aria-label="Bulk actions">
+      <span className="muted">{none ? "No node selected" : `${nodes.length} selected`}</span>
+      <button type="button" disabled={none || push.isPending} onClick={() => { setResult(null); pushAll(); }}>
+        Push config to selected
+      </button>
+      <button type="button" className="danger-outline" disabled={none} onClick={() => { setResult(null); setConfirmDelete(true); }}>
+        Delete selected
+      </button>
+      {result !== null && (
+        <span className="bulk-result" role="status">
+          {result}
+        </span>
+      )}
+      <ConfirmDialog
+        open={confirmDelete}
+        title={`Delete ${nodes.length} ${nodes.length === 1 ? "node" : "nodes"}?`}
+        confirmLabel="Delete nodes"
+        danger
+        busy={remove.isPending}
+        onConfirm={deleteAll}
+        onCancel={() => setConfirmDelete(false)}
+      >
+        <p>{nodes.map((n) => n.name).slice(0, 10).join(", ") + (nodes.length > 10 ? ` and ${nodes.length - 10} more` : "")} will be deleted with their pairs and port forwards.</p>
+      </ConfirmDialog>
+    </div>
+  );
+}

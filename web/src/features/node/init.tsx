@@ -1,0 +1,171 @@
+import { useId, useState } from "react";
+import { CLIENT_GOOS, CLIENT_TARGETS, artifactFilename, downloadCommand, releaseAssetUrl, type ClientGoarch, type ClientGoos } from "../../../../src/protocol/client-targets.js";
+import { errorMessage } from "../../api/client.js";
+import type { ArtifactRequestBody, NodeView } from "../../api/types.js";
+import { CopyButton } from "../../components/copy-button.js";
+import { Countdown } from "../../components/countdown.js";
+import { QueryView } from "../../components/states.js";
+import { useSystemStatus } from "../system/queries.js";
+import { useBindCommand, useClientDownload } from "./mutations.js";
+
+/**
+ * The initialization page of a dynamic node with `client_initialized=false` (spec §3.2): download
+ * the client, install it, bind it. Binding flips the node to `client_initialized=true`, and the
+ * dispatcher (`node.tsx`) shows the control page as soon as SSE says so.
+ */
+export function NodeInitView({ node }: { node: NodeView }) {
+  return (
+    <div className="node-init">
+      <p className="muted">This dynamic node has no bound client yet: download the client on the endpoint host, then run the bind command there.</p>
+      <ClientDownload />
+      <BindCommand node={node} />
+    </div>
+  );
+}
+
+type Source = ArtifactRequestBody["source"];
+
+/**
+ * Client download with an OS/architecture picker. `remote_release`: the console builds the release
+ * asset URL itself from the server version and `update.release_download_url` and asks the backend
+ * nothing (spec §4 rules 2 and 5). `local_build`: download-grant gives a 5-minute file-token link
+ * (rule 6); the copied command carries only that token.
+ */
+function ClientDownload() {
+  const status = useSystemStatus();
+  const [source, setSource] = useState<Source>("remote_release");
+  const [goos, setGoos] = useState<ClientGoos>("linux");
+  const [goarch, setGoarch] = useState<ClientGoarch>("amd64");
+  const ids = { os: useId(), arch: useId() };
+  const arches: readonly ClientGoarch[] = CLIENT_TARGETS[goos];
+  const chooseOs = (os: ClientGoos) => {
+    setGoos(os);
+    if (!(CLIENT_TARGETS[os] as readonly string[]).includes(goarch)) setGoarch(CLIENT_TARGETS[os][0]);
+    grant.reset();
+  };
+  const grant = useClientDownload();
+
+  return (
+    <section className="card" aria-labelledby="client-download-title">
+      <h2 id="client-download-title">1. Download the client</h2>
+      <div className="picker">
+        <fieldset className="radios">
+          <legend>Source</legend>
+          <label>
+            <input type="radio" name="client-source" value="remote_release" checked={source === "remote_release"} onChange={() => { setSource("remote_release"); grant.reset(); }} />
+            Release host
+          </label>
+          <label>
+            <input type="radio" name="client-source" value="local_build" checked={source === "local_build"} onChange={() => { setSource("local_build"); grant.reset(); }} />
+            Built by this server
+          </label>
+        </fieldset>
+        <div className="field">
+          <label htmlFor={ids.os}>Operating system</label>
+          <select id={ids.os} value={goos} onChange={(e) => chooseOs(e.target.value as ClientGoos)}>
+            {CLIENT_GOOS.map((os) => (
+              <option key={os} value={os}>
+                {os}
+              </option>
+            ))}
+          </select>
+        </div>
+        <div className="field">
+          <label htmlFor={ids.arch}>Architecture</label>
+          <select id={ids.arch} value={goarch} onChange={(e) => { setGoarch(e.target.value as ClientGoarch); grant.reset(); }}>
+            {arches.map((a) => (
+              <option key={a} value={a}>
+                {a}
+              </option>
+            ))}
+          </select>
+        </div>
+      </div>
+      <QueryView query={status}>
+        {(s) => {
+          if (source === "remote_release") {
+            const target = { goos, goarch };
+            const filename = artifactFilename(target, s.update.version);
+            const url = releaseAssetUrl(s.update.release_download_url, target, s.update.version);
+            return <DownloadBlock filename={filename} url={url} command={downloadCommand(filename, url)} />;
+          }
+          return (
+            <>
+              <button type="button" onClick={() => grant.mutate({ source: "local_build", goos, goarch })} disabled={grant.isPending}>
+                {grant.isPending ? "Preparing the client…" : "Get download link"}
+              </button>
+              {grant.data && (
+                <DownloadBlock
+                  filename={grant.data.filename}
+                  url={grant.data.download_path}
+                  command={grant.data.command}
+                  expiresAt={grant.data.download_token_expires_at}
+                />
+              )}
+              {grant.isError && (
+                <p className="form-error" role="alert">
+                  {errorMessage(grant.error)}
+                </p>
+              )}
+            </>
+          );
+        }}
+      </QueryView>
+    </section>
+  );
+}
+
+function DownloadBlock({ filename, url, command, expiresAt }: { filename: string; url: string; command: string; expiresAt?: string }) {
+  return (
+    <div className="download-block">
+      <p>
+        <a href={url} download={filename}>
+          Download {filename}
+        </a>
+        {expiresAt !== undefined && (
+          <>
+            {" "}
+            (link <Countdown iso={expiresAt} />)
+          </>
+        )}
+      </p>
+      <p className="muted">Or on the endpoint host:</p>
+      <div className="command">
+        <pre aria-label="Download command">
+          <code>{command}</code>
+        </pre>
+        <CopyButton text={command} label="download command" />
+      </div>
+    </div>
+  );
+}
+
+/** The one-time bind command (spec §4 rule 10, §3.6: valid 5 minutes) with its countdown and a copy button. */
+function BindCommand({ node }: { node: NodeView }) {
+  const issue = useBindCommand(node.config_id, node.node_id);
+  return (
+    <section className="card" aria-labelledby="bind-title">
+      <h2 id="bind-title">2. Bind the client</h2>
+      <p className="muted">Run this on the endpoint host after unpacking the client. It works once, for 5 minutes; a new one invalidates the old.</p>
+      <button type="button" className="primary" onClick={() => issue.mutate()} disabled={issue.isPending}>
+        {issue.data ? "Generate a new bind command" : "Generate bind command"}
+      </button>
+      {issue.data && (
+        <div className="command">
+          <pre aria-label="Bind command">
+            <code>{issue.data.command}</code>
+          </pre>
+          <CopyButton text={issue.data.command} label="bind command" />
+          <p className="muted">
+            Bind command <Countdown iso={issue.data.expires_at} />
+          </p>
+        </div>
+      )}
+      {issue.isError && (
+        <p className="form-error" role="alert">
+          {errorMessage(issue.error)}
+        </p>
+      )}
+    </section>
+  );
+}

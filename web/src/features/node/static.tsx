@@ -1,0 +1,273 @@
+import QRCode from "qrcode";
+import { useEffect, useRef, useState, type FormEvent, type ReactNode } from "react";
+import { Link } from "react-router";
+import { errorMessage } from "../../api/client.js";
+import type { ConfigDetailView, NodeView } from "../../api/types.js";
+import { CopyButton } from "../../components/copy-button.js";
+import { QueryView } from "../../components/states.js";
+import { useConfigDetail } from "../mesh/queries.js";
+import { useConfigDownload, usePortForwardWrites, useSaveTags } from "./mutations.js";
+import { usePortForwards, useStagedConfig } from "./queries.js";
+
+/**
+ * The node page of a static node: the staged config text, a
+ * download-token link with a copy-paste `curl` command, a QR code of the config (drawn on a
+ * canvas: no inline script, CSP 'self'), the node's tags and port forwards. Live through the SSE
+ * cache table (the staged text refetches on `node.apply.updated` of this node). `before` is shown under
+ * the heading: the MQTT-off notice and disabled controls of a dynamic node (spec §1.7 bullet 7).
+ */
+export function StaticNodeView({ configId, nodeId, before }: { configId: string; nodeId: string; before?: ReactNode }) {
+  const detail = useConfigDetail(configId);
+  const node = detail.data?.nodes.find((n) => n.node_id === nodeId);
+  return (
+    <section aria-labelledby="node-title">
+      <p className="breadcrumb">
+        <Link to="/configs">Configs</Link> / <Link to={`/configs/${encodeURIComponent(configId)}`}>{detail.data?.name ?? "config"}</Link> /
+      </p>
+      <h1 id="node-title">{node?.name ?? "Node"}</h1>
+      {before}
+      <QueryView query={detail} loadingLabel="Loading the node…">
+        {(config) =>
+          node === undefined ? (
+            <p className="state state-error" role="alert">
+              This node does not exist (any more) in {config.name}.
+            </p>
+          ) : (
+            <StaticNodeBody config={config} node={node} />
+          )
+        }
+      </QueryView>
+    </section>
+  );
+}
+
+function StaticNodeBody({ config, node }: { config: ConfigDetailView; node: NodeView }) {
+  const staged = useStagedConfig(config.config_id, node.node_id);
+  return (
+    <>
+      <dl className="facts card">
+        <div>
+          <dt>Mode</dt>
+          <dd>{node.mode}</dd>
+        </div>
+        <div>
+          <dt>Tunnel address</dt>
+          <dd className="mono">{node.address}</dd>
+        </div>
+        <div>
+          <dt>Endpoint</dt>
+          <dd className="mono">{node.public_address === null ? "none" : `${node.public_address}:${node.listen_port ?? "?"}`}</dd>
+        </div>
+        <div>
+          <dt>Interface</dt>
+          <dd className="mono">{node.interface_name}</dd>
+        </div>
+        <div>
+          <dt>Staged config</dt>
+          <dd>v{node.staged_config.config_version}</dd>
+        </div>
+        <div>
+          <dt>Protocol</dt>
+          <dd>{config.tunnel_protocol}</dd>
+        </div>
+      </dl>
+      <div className="node-grid">
+        <section className="card" aria-labelledby="staged-title">
+          <h2 id="staged-title">Staged config</h2>
+          <QueryView query={staged} loadingLabel="Loading the config text…">
+            {(s) => (
+              <>
+                <p className="muted">
+                  Version {s.config_version} · sha256 <span className="mono">{s.config_sha256.slice(0, 12)}</span>
+                </p>
+                <pre className="config-text" tabIndex={0} aria-label="Config text">
+                  {s.config_text}
+                </pre>
+                <CopyButton text={s.config_text} label="config text" />
+              </>
+            )}
+          </QueryView>
+        </section>
+        <div>
+          <DownloadLink configId={config.config_id} node={node} />
+          <section className="card" aria-labelledby="qr-title">
+            <h2 id="qr-title">QR code</h2>
+            {staged.data !== undefined ? <ConfigQr text={staged.data.config_text} name={node.name} /> : <p className="muted">Waiting for the config text…</p>}
+          </section>
+        </div>
+      </div>
+      <TagsEditor config={config} node={node} />
+      <PortForwards configId={config.config_id} nodeId={node.node_id} />
+    </>
+  );
+}
+
+/** A 5-minute download link (`POST …/download-token`) and the curl command that fetches it. */
+function DownloadLink({ configId, node }: { configId: string; node: NodeView }) {
+  const issue = useConfigDownload(configId, node.node_id);
+  const file = `${node.interface_name}.conf`;
+  const url = issue.data === undefined ? "" : new URL(issue.data.download_path, window.location.origin).toString();
+  const curl = `curl -fsSL -o ${file} '${url}'`;
+  return (
+    <section className="card" aria-labelledby="download-title">
+      <h2 id="download-title">Download</h2>
+      <p className="muted">A link valid for a few minutes, usable without logging in (for the endpoint host).</p>
+      <button type="button" onClick={() => issue.mutate()} disabled={issue.isPending}>
+        {issue.isSuccess ? "New download link" : "Create download link"}
+      </button>
+      {issue.isError && (
+        <p className="form-error" role="alert">
+          {errorMessage(issue.error)}
+        </p>
+      )}
+      {issue.isSuccess && (
+        <div className="download">
+          <p>
+            <a href={issue.data.download_path} download={file}>
+              Download {file}
+            </a>{" "}
+            <span className="muted">(valid until {new Date(issue.data.download_token_expires_at).toLocaleTimeString()})</span>
+          </p>
+          <label htmlFor="curl-command">curl command</label>
+          <div className="command">
+            <input id="curl-command" className="mono" readOnly value={curl} onFocus={(e) => e.currentTarget.select()} />
+            <CopyButton text={curl} label="curl command" />
+          </div>
+        </div>
+      )}
+    </section>
+  );
+}
+
+/** The config text as a QR code on a canvas (WireGuard mobile apps import it by scanning). */
+function ConfigQr({ text, name }: { text: string; name: string }) {
+  const ref = useRef<HTMLCanvasElement>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    if (ref.current === null) return;
+    QRCode.toCanvas(ref.current, text, { errorCorrectionLevel: "L", margin: 2, width: 256 }).then(
+      () => setError(null),
+      (err: unknown) => setError(errorMessage(err)),
+    );
+  }, [text]);
+  return (
+    <>
+      <canvas ref={ref} className="qr" role="img" aria-label={`QR code of the config of ${name}`} width={256} height={256} />
+      {error !== null && (
+        <p className="form-error" role="alert">
+          The QR code could not be drawn: {error}
+        </p>
+      )}
+    </>
+  );
+}
+
+/** The node's tags (`PATCH …/nodes/{id}` `tags`), comma or space separated. */
+function TagsEditor({ config, node }: { config: ConfigDetailView; node: NodeView }) {
+  const [value, setValue] = useState(node.tags.join(", "));
+  useEffect(() => setValue(node.tags.join(", ")), [node.tags]);
+  const save = useSaveTags(config.config_id, node.node_id);
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    save.mutate(value.split(/[\s,]+/).filter((t) => t !== ""));
+  };
+  return (
+    <form className="card form" onSubmit={submit} aria-labelledby="tags-edit-title">
+      <h2 id="tags-edit-title">Tags</h2>
+      <label htmlFor="node-tags">Tags of this node</label>
+      <div className="command">
+        <input id="node-tags" value={value} placeholder="e.g. office, eu-west" onChange={(e) => setValue(e.target.value)} />
+        <button type="submit" disabled={save.isPending}>
+          Save tags
+        </button>
+      </div>
+      {save.isError && (
+        <p className="form-error" role="alert">
+          {errorMessage(save.error)}
+        </p>
+      )}
+    </form>
+  );
+}
+
+/** Port forwards of the node: list, create, enable/disable, delete (each write re-stages the node). */
+function PortForwards({ configId, nodeId }: { configId: string; nodeId: string }) {
+  const query = usePortForwards(configId, nodeId);
+  const [proto, setProto] = useState<"tcp" | "udp">("tcp");
+  const [listen, setListen] = useState("");
+  const [target, setTarget] = useState("");
+  const [targetPort, setTargetPort] = useState("");
+  const { create, toggle: update, remove } = usePortForwardWrites(configId, nodeId);
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    create.mutate(
+      { protocol: proto, listen_port: Number(listen), target_address: target.trim(), target_port: Number(targetPort) },
+      {
+        onSuccess: () => {
+          setListen("");
+          setTargetPort("");
+        },
+      },
+    );
+  };
+  const error = create.error ?? update.error ?? remove.error;
+  return (
+    <section className="card" aria-labelledby="pf-title">
+      <h2 id="pf-title">Port forwards</h2>
+      <QueryView query={query} isEmpty={(d) => d.port_forwards.length === 0} empty={<p>No port forwards.</p>}>
+        {(d) => (
+          <ul className="pair-list" aria-label="Port forwards">
+            {d.port_forwards.map((pf) => {
+              const label = `${pf.protocol} ${pf.listen_port} → ${pf.target_address}:${pf.target_port}`;
+              return (
+                <li key={pf.forward_id} className="pair">
+                  <span className="mono">{label}</span>
+                  <span className="badge">{pf.enabled ? "enabled" : "disabled"}</span>
+                  <span className="pair-actions">
+                    <button type="button" aria-label={`${pf.enabled ? "Disable" : "Enable"} forward ${label}`} onClick={() => update.mutate(pf)}>
+                      {pf.enabled ? "Disable" : "Enable"}
+                    </button>
+                    <button type="button" className="danger-outline" aria-label={`Delete forward ${label}`} onClick={() => remove.mutate(pf)}>
+                      Delete
+                    </button>
+                  </span>
+                </li>
+              );
+            })}
+          </ul>
+        )}
+      </QueryView>
+      <form className="form-row" onSubmit={submit} aria-label="Add a port forward">
+        <div>
+          <label htmlFor="pf-proto">Protocol</label>
+          <select id="pf-proto" value={proto} onChange={(e) => setProto(e.target.value as "tcp" | "udp")}>
+            <option value="tcp">tcp</option>
+            <option value="udp">udp</option>
+          </select>
+        </div>
+        <div>
+          <label htmlFor="pf-listen">Listen port</label>
+          <input id="pf-listen" type="number" min={1} max={65535} value={listen} onChange={(e) => setListen(e.target.value)} required />
+        </div>
+        <div>
+          <label htmlFor="pf-target">Target address</label>
+          <input id="pf-target" className="mono" value={target} onChange={(e) => setTarget(e.target.value)} required placeholder="10.0.0.5" />
+        </div>
+        <div>
+          <label htmlFor="pf-target-port">Target port</label>
+          <input id="pf-target-port" type="number" min={1} max={65535} value={targetPort} onChange={(e) => setTargetPort(e.target.value)} required />
+        </div>
+        <div className="form-row-action">
+          <button type="submit" disabled={create.isPending}>
+            Add port forward
+          </button>
+        </div>
+      </form>
+      {error !== null && (
+        <p className="form-error" role="alert">
+          {errorMessage(error)}
+        </p>
+      )}
+    </section>
+  );
+}

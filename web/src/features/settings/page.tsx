@@ -1,0 +1,146 @@
+import { useEffect, useState, type FormEvent } from "react";
+import { errorMessage } from "../../api/client.js";
+import type { MqttSettingsView } from "../../api/types.js";
+import { ConfirmDialog } from "../../components/confirm-dialog.js";
+import { QueryView } from "../../components/states.js";
+import { usePageTitle } from "../../page-title.js";
+import { useSystemStatus } from "../system/queries.js";
+import { useSaveMqttSettings } from "./mutations.js";
+import { useMqttSettings } from "./queries.js";
+
+/**
+ * Settings: MQTT settings (`GET/PUT /api/v1/settings/mqtt`, DESIGN §5) and the server version.
+ * With MQTT services off (spec §1.7 bullet 7) the form stays, its controls disabled with the reason.
+ */
+export function SettingsPage() {
+  usePageTitle("Settings");
+  const query = useMqttSettings();
+  const status = useSystemStatus();
+  return (
+    <section className="narrow" aria-labelledby="settings-title">
+      <h1 id="settings-title">Settings</h1>
+      <QueryView query={query}>{(mqtt) => <MqttForm mqtt={mqtt} />}</QueryView>
+      <section className="card" aria-labelledby="version-title">
+        <h2 id="version-title">Version</h2>
+        <dl className="facts">
+          <div>
+            <dt>Server version</dt>
+            <dd>{status.data?.update.version ?? "…"}</dd>
+          </div>
+          <div>
+            <dt>Client releases</dt>
+            <dd className="mono break">{status.data?.update.release_download_url ?? "…"}</dd>
+          </div>
+        </dl>
+        <p className="muted small">
+          Client downloads of the release source are built from this address (SVC_RELEASE_DOWNLOAD_URL) and the server
+          version: <span className="mono break">{"{address}/v{version}/{file}"}</span>.
+        </p>
+      </section>
+    </section>
+  );
+}
+
+const DISABLED_REASON = "MQTT services are disabled (SVC_ENABLE_MQTT_SERVICES=false), so these settings cannot be changed.";
+
+function MqttForm({ mqtt }: { mqtt: MqttSettingsView }) {
+  const [host, setHost] = useState(mqtt.public_host);
+  const [port, setPort] = useState(String(mqtt.public_port));
+  const [tlsPort, setTlsPort] = useState(String(mqtt.public_tls_port));
+  const [saved, setSaved] = useState(false);
+  // Another tab (or the API) changed them: show the new values.
+  useEffect(() => {
+    setHost(mqtt.public_host);
+    setPort(String(mqtt.public_port));
+    setTlsPort(String(mqtt.public_tls_port));
+  }, [mqtt.public_host, mqtt.public_port, mqtt.public_tls_port]);
+
+  const save = useSaveMqttSettings();
+  const onSaved = { onSuccess: () => setSaved(true) };
+  const disabled = !mqtt.mqtt_enabled;
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    setSaved(false);
+    save.mutate({ public_host: host.trim(), public_port: Number(port), public_tls_port: Number(tlsPort) }, onSaved);
+  };
+  const [confirmReset, setConfirmReset] = useState(false);
+  const reset = () => {
+    setConfirmReset(false);
+    setSaved(false);
+    save.mutate({ public_host: null, public_port: null, public_tls_port: null }, onSaved);
+  };
+  const reasonProps = disabled ? { title: DISABLED_REASON, "aria-describedby": "mqtt-disabled-reason" } : {};
+
+  return (
+    <form className="card form" onSubmit={submit} aria-labelledby="mqtt-title">
+      <h2 id="mqtt-title">MQTT</h2>
+      <dl className="facts">
+        <div>
+          <dt>MQTT services</dt>
+          <dd>{mqtt.mqtt_enabled ? "enabled" : "disabled"}</dd>
+        </div>
+        <div>
+          <dt>Broker</dt>
+          <dd>
+            {mqtt.broker} {mqtt.mqtt_enabled && `(${mqtt.broker_connected ? "connected" : "disconnected"})`}
+          </dd>
+        </div>
+        <div>
+          <dt>TLS</dt>
+          <dd>{mqtt.tls_enabled ? "on" : "off"}</dd>
+        </div>
+      </dl>
+      {disabled && (
+        <p id="mqtt-disabled-reason" className="notice">
+          {DISABLED_REASON}
+        </p>
+      )}
+      <p className="muted">What bind profiles tell agents to connect to. A field set here wins over the environment.</p>
+      <fieldset disabled={disabled || save.isPending}>
+        <legend className="visually-hidden">Public broker address</legend>
+        <label htmlFor="public_host">
+          Public host <span className="source">({mqtt.sources.public_host})</span>
+        </label>
+        <input id="public_host" value={host} onChange={(e) => setHost(e.target.value)} required {...reasonProps} />
+        <label htmlFor="public_port">
+          Public port <span className="source">({mqtt.sources.public_port})</span>
+        </label>
+        <input id="public_port" type="number" min={1} max={65535} value={port} onChange={(e) => setPort(e.target.value)} required {...reasonProps} />
+        <label htmlFor="public_tls_port">
+          Public TLS port <span className="source">({mqtt.sources.public_tls_port})</span>
+        </label>
+        <input id="public_tls_port" type="number" min={1} max={65535} value={tlsPort} onChange={(e) => setTlsPort(e.target.value)} required {...reasonProps} />
+        <div className="form-actions">
+          <button type="submit" className="primary" {...reasonProps}>
+            Save MQTT settings
+          </button>
+          <button type="button" onClick={() => setConfirmReset(true)} {...reasonProps}>
+            Use environment values
+          </button>
+        </div>
+      </fieldset>
+      {save.isError && (
+        <p className="form-error" role="alert">
+          {errorMessage(save.error)}
+        </p>
+      )}
+      <ConfirmDialog
+        open={confirmReset}
+        title="Use the environment's values?"
+        confirmLabel="Use environment values"
+        onConfirm={reset}
+        onCancel={() => setConfirmReset(false)}
+      >
+        <p>
+          The public host and ports set here are removed; bind profiles issued from now on carry the values of
+          SVC_MQTT_PUBLIC_HOST, SVC_MQTT_PUBLIC_PORT and SVC_MQTT_PUBLIC_TLS_PORT. Agents already bound keep theirs.
+        </p>
+      </ConfirmDialog>
+      {saved && !save.isPending && (
+        <p className="form-ok" role="status">
+          Saved.
+        </p>
+      )}
+    </form>
+  );
+}
