@@ -11,7 +11,7 @@ import type { Store } from "../store/db.js";
 import { countStore, type StoreCounts } from "../store/summary.repository.js";
 import type { ControlService } from "./control.service.js";
 import type { MeshChange, MeshService } from "./mesh.service.js";
-import type { StagedChange } from "../store/staging.js";
+import type { StagedChange } from "./rendering.service.js";
 import { PAIR_PAGE_LIMIT_MAX } from "../protocol/rest.schema.js";
 import type { MeshPairView, NodeView } from "./views.js";
 

@@ -35,7 +35,7 @@ import {
   openSnapshotReader,
   setStagedConfigShas,
 } from "../store/snapshots.repository.js";
-import { restageConfig } from "../store/staging.js";
+import { restageConfig } from "./rendering.service.js";
 
 /**
  * Row-by-row validation and sanitizing of a snapshot's database (spec §2.4; docs/decisions.md "Rows

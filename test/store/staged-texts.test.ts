@@ -17,7 +17,7 @@ import { createLogger } from "../../src/logger.js";
 import { Store } from "../../src/store/db.js";
 import { migrations } from "../../src/store/migrations.js";
 import { bumpStagedVersionsOfConfig, findStagedText, listNodes, putStagedText, storeStagedRendering } from "../../src/store/nodes.repository.js";
-import { materializeStaged, renderConfigTexts } from "../../src/store/staging.js";
+import { materializeStaged, renderConfigTexts } from "../../src/services/rendering.service.js";
 import { lazyMesh, servedText } from "../helpers/lazy-mesh.js";
 
 const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");

@@ -18,7 +18,7 @@ import type { Logger } from "../../src/logger.js";
 import { Store, WAL_AUTOCHECKPOINT_PAGES, WAL_AUTOCHECKPOINT_PAGES_WITH_WORKER, WAL_SIZE_LIMIT_BYTES, type Db } from "../../src/store/db.js";
 import { listNodes } from "../../src/store/nodes.repository.js";
 import { MAX_WORKER_STARTS, StoreWorker, type WalCheckpoint } from "../../src/store/store-worker.js";
-import { renderConfigTexts, renderDeferred, type StagedChange } from "../../src/store/staging.js";
+import { renderConfigTexts, renderDeferred, type StagedChange } from "../../src/services/rendering.service.js";
 import { lazyMesh, servedText } from "../helpers/lazy-mesh.js";
 import { ManualClock } from "../../src/clock.js";
 import { MeshService } from "../../src/services/mesh.service.js";
