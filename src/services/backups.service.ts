@@ -284,7 +284,7 @@ export class BackupsService {
     try {
       const entry = await this.#snapshots.add(async () => {
         const { manifest, dbFile } = await extractSnapshotZip(upload.file, upload.dir, settings.maxSnapshotBytes);
-        await prepareSnapshotDatabase(dbFile, tableDefinitions(store.sqlite), log);
+        await prepareSnapshotDatabase(dbFile, await store.read(tableDefinitions), log);
         await validateSnapshotRows(dbFile);
         // A trial of the restore's re-rendering on this throw-away copy: every config renders.
         await sanitizeSnapshotDatabase(dbFile, clock.now(), log);
@@ -333,13 +333,13 @@ export class BackupsService {
       try {
         // Checked again (the file may have been touched on disk); bounded by what it recorded.
         const { dbFile } = await extractSnapshotZip(snapshotZipPath(dir, snapshotId), work, record.manifest.db_size_bytes);
-        await prepareSnapshotDatabase(dbFile, tableDefinitions(store.sqlite), log);
+        await prepareSnapshotDatabase(dbFile, await store.read(tableDefinitions), log);
         await validateSnapshotRows(dbFile);
         await sanitizeSnapshotDatabase(dbFile, clock.now(), log);
         let reloading: Promise<number> | undefined;
-        // Holding Kysely's connection: no request transaction is open while the tables change.
-        await store.db.connection().execute(async () => {
-          replaceDataFromSnapshot(store.sqlite, dbFile, (table) => invalidSnapshot(`table ${table} differs from this server's schema`));
+        // On the read path's hold: no request transaction is open while the tables change.
+        await store.read((conn) => {
+          replaceDataFromSnapshot(conn, dbFile, (table) => invalidSnapshot(`table ${table} differs from this server's schema`));
           // Synchronously after the commit: no queued write of an old actor can land in between.
           reloading = registry.reload();
         });

@@ -304,9 +304,8 @@ export async function systemStatus(
   },
   counts?: StoreCounts,
 ): Promise<SystemStatus> {
-  // Counted while holding Kysely's one connection, as its own queries do: never in the middle of
-  // another caller's open transaction, whose uncommitted rows the handle would show.
-  const c = counts ?? (await deps.store.db.connection().execute(async () => countStore(deps.store.sqlite)));
+  // Counted on the read path: never in the middle of another caller's open transaction.
+  const c = counts ?? (await deps.store.read(countStore));
   let dynamic = 0;
   let online = 0;
   let dropped = 0;
