@@ -1,8 +1,7 @@
 import type { Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
-import { allocateAddress, isHostAddress, parseConfigNetwork } from "../domain/address-pool.js";
+import { parseConfigNetwork } from "../domain/address-pool.js";
 import { generateAwgParams } from "../domain/awg.js";
-import { generateKeyPair } from "../domain/keys.js";
 import { AppError } from "../errors.js";
 import { newId } from "../protocol/ids.js";
 import type { NodeMode } from "../protocol/enums.js";
@@ -16,12 +15,10 @@ import { materializeStaged, stageChanged, StagedRendering } from "./rendering.se
 import { clearClientCredentials } from "./control.service.js";
 import { requireConfig, requireNode } from "./node-lookup.js";
 import * as lists from "./lists.js";
-import { decodeCursor, encodeCursor } from "./list-cursor.js";
-import { autoPairIdPrefix, newNodeId } from "./mesh/mesh-ids.js";
+import { autoPairIdPrefix } from "./mesh/mesh-ids.js";
 import { dedupe, forwardKey, requirePair } from "./mesh/mesh-helpers.js";
 import {
   DEFAULT_EAGER_PEER_BUDGET,
-  DEFAULT_INTERFACE_NAME,
   DEFAULT_LISTEN_PORT,
   type ConfigDetailView,
   type CreateConfigInput,
@@ -38,7 +35,7 @@ import {
 import { newNodeRow, newPortForwardRow, patchedPortForward } from "./mesh/mesh-rows.js";
 import { configNodeViews, nodeViewOf, pairPage, tagViews } from "./mesh/mesh-views.js";
 import { changedByNodeCreated, changedByNodeUpdated, changedByPair, renderedPeerIds } from "./mesh/staged-changes.js";
-import { meshPairCursorSchema, PAIR_PAGE_LIMIT_MAX } from "../protocol/rest.schema.js";
+import { PAIR_PAGE_LIMIT_MAX } from "../protocol/rest.schema.js";
 import * as tokensRepo from "../store/tokens.repository.js";
 import { configView, meshPairView, portForwardView, type ConfigView, type MeshPairView, type NodeView, type PortForwardView } from "./views.js";
 

@@ -1,4 +1,3 @@
-import type SQLite from "better-sqlite3";
 import { sqliteOf, type Connection } from "./connection.js";
 
 /** Repository of the whole-store counts the system status shows (DESIGN §5 `system.status.updated`). */
