@@ -83,8 +83,10 @@ export const WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
  * - reads: Kysely's `db` outside a transaction, or {@link Store.read} for the raw prepared
  *   statements of the large reads (lists, views, counts);
  * - background writers that must never land inside a request's transaction (client events,
- *   retention): {@link Store.whenIdle}.
- * Repositories of raw statements take the store itself (a {@link Connected}).
+ *   retention): {@link Store.whenIdle};
+ * - the hot path's writers (the actors' group commit, the command tracker): the prepared
+ *   statements of a store factory made from the store, in the factory's own transaction.
+ * Repositories of raw statements and statement factories take the store itself (a {@link Connected}).
  */
 export class Store implements Connected {
   readonly [CONNECTION]: SQLite.Database;
@@ -199,7 +201,8 @@ export class Store implements Connected {
    * Runs `fn` while holding the connection, as Kysely's own queries do: no caller's transaction
    * is open meanwhile, so the raw statements `fn` runs through repository functions (given the
    * store as `conn`) never read another caller's uncommitted rows, and a synchronous batch of
-   * its own (a restore's replace) never lands inside one. Waits for an open transaction to end.
+   * its own (a restore's replace) never lands inside one. Waits for an open transaction to end,
+   * so it must not be called from inside a transaction of this store (it would wait for itself).
    * @returns what `fn` returns; rejects with what it throws
    */
   async read<T>(fn: (conn: Connected) => T | Promise<T>): Promise<T> {
