@@ -189,7 +189,7 @@ async function createBrokerLink(core: Core, adapters: Partial<BrokerAdapterFacto
   const backendPassword = settings.mqttBackendPassword ?? (await storedSecret(store, clock, "mqtt_backend_password"));
   const authzKey = settings.brokerAuthzSharedKey ?? (await storedSecret(store, clock, "broker_authz_shared_key"));
   const vault = new BrokerPasswordVault(settings.dataDir, log.child({ name: "broker-sync" }));
-  const accounts = createNodeAccountStatements(store.sqlite);
+  const accounts = createNodeAccountStatements(store);
   const mqtt = new BrokerConnection({
     settings,
     log,

@@ -15,6 +15,7 @@ import { NODE_MACHINE_VERSION, nodeMachine } from "../../src/machines/node.machi
 import { nodeClientId, nodeUsername } from "../../src/mqtt/authz.policy.js";
 import { nodeTopic } from "../../src/protocol/topics.js";
 import { Store } from "../../src/store/db.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 // ---- seeding ------------------------------------------------------------------------------
 
@@ -97,7 +98,7 @@ export const SEED_PER_CONFIG = 250;
 export async function seedStore(opts: SeedOptions): Promise<AgentSpec[]> {
   const perConfig = opts.perConfig ?? SEED_PER_CONFIG;
   const store = await Store.open(opts.file, createLogger("silent"));
-  const db = store.sqlite;
+  const db = sqliteOf(store);
   const now = Date.now();
   const template = opts.snapshot === "none" ? null : snapshotTemplate(opts.snapshot, opts.onlineTtlMs, opts.detectTimeoutMs);
   const insConfig = db.prepare(

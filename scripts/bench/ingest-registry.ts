@@ -23,6 +23,7 @@ import { systemClock } from "../../src/lib/clock.js";
 import { createLogger } from "../../src/logger.js";
 import { Store } from "../../src/store/db.js";
 import { benchConfigId, benchNodeId, commitStats, fmt, instrumentRegistryCommits, seedStore } from "./ingest-lib.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 const argv = process.argv.slice(2);
 const num = (name: string, fallback: number) => {
@@ -91,7 +92,7 @@ async function main(): Promise<void> {
     for (const mode of MODES) await window(mode); // warm-up
     const results = new Map<Mode, Array<{ cpu: number; commit: number }>>(MODES.map((m) => [m, []]));
     for (let r = 0; r < ROUNDS; r++) for (const mode of MODES) results.get(mode)?.push(await window(mode));
-    const rows = (store.sqlite.prepare("SELECT count(*) AS n FROM node_transitions").get() as { n: number }).n;
+    const rows = (sqliteOf(store).prepare("SELECT count(*) AS n FROM node_transitions").get() as { n: number }).n;
     await registry.stop();
     await store.close();
     const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;

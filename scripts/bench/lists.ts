@@ -19,6 +19,7 @@ import { createLogger } from "../../src/logger.js";
 import { encodeCursor } from "../../src/services/list-cursor.js";
 import { createServer } from "../../src/server.js";
 import { Store } from "../../src/store/db.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 const N = Number(process.argv[2] ?? 100_000);
 const REQUESTS = Number(process.argv[3] ?? 200);
@@ -32,7 +33,7 @@ async function seed(dataDir: string): Promise<(i: number) => { at: number; id: s
   const store = await Store.open(join(dataDir, "svc.db"), createLogger("silent"));
   const t0 = 1_700_000_000_000;
   const key = (i: number) => ({ at: t0 + i, id: `node-${String(i).padStart(16, "0")}` });
-  const s = store.sqlite;
+  const s = sqliteOf(store);
   const started = performance.now();
   s.transaction(() => {
     s.prepare("INSERT INTO configs (config_id, name, tunnel_protocol, network_cidr, created_at, updated_at) VALUES (?, 'fleet', 'wireguard', '10.0.0.0/8', ?, ?)").run(CONFIG, t0, t0);
@@ -71,7 +72,7 @@ async function main(): Promise<void> {
     console.log(`service started over ${N} nodes in ${(performance.now() - startedAt).toFixed(0)} ms`);
     // Client states after start (the service's start-up projects stored presence and re-stages):
     // dynamic nodes 60 % online, 10 % dropped, 30 % offline; half of them confirmed (latest).
-    const s = server.store.sqlite;
+    const s = sqliteOf(server.store);
     s.transaction(() => {
       s.exec(`UPDATE node_client_state SET client_initialized = 1, client_presence_state = CASE
           WHEN CAST(substr(node_id, 6) AS INTEGER) % 50 = 0 THEN 'dropped'

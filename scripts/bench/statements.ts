@@ -20,6 +20,7 @@ import { Kysely, SqliteDialect } from "kysely";
 import { createLogger } from "../../src/logger.js";
 import { Store, type Db } from "../../src/store/db.js";
 import type { Database } from "../../src/store/schema.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 const { values } = parseArgs({ options: { nodes: { type: "string", default: "1000" }, calls: { type: "string", default: "100000" }, rounds: { type: "string", default: "3" } } });
 const NODES = Number(values.nodes);
@@ -29,7 +30,7 @@ const CONFIG = "cfg-benchstmts00000000";
 
 const dir = mkdtempSync(join(tmpdir(), "svc-stmts-"));
 const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));
-const s = store.sqlite;
+const s = sqliteOf(store);
 s.transaction(() => {
   s.prepare("INSERT INTO configs (config_id, name, tunnel_protocol, network_cidr, created_at, updated_at) VALUES (?, 'bench', 'wireguard', '10.0.0.0/8', 0, 0)").run(CONFIG);
   const node = s.prepare("INSERT INTO nodes (node_id, config_id, name, mode, interface_name, address, private_key, public_key, created_at, updated_at) VALUES (?, ?, ?, 'static', 'svc0', ?, 'k', 'K', 0, 0)");

@@ -52,6 +52,7 @@ import { createServer } from "../../src/server.js";
 import { fmt, loadWindow, percentile } from "./ingest-lib.js";
 import { maxStall, recordStalls, type Stall } from "./stalls.js";
 import type { FromSwitchAgents, LatencySample, SwitchAgentSpec, SwitchAgentTotals, ToSwitchAgents } from "./switch-agents.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, "..", "..");
@@ -206,7 +207,7 @@ const server = await createServer(
   testSettings({ dataDir, adminPassword: PASSWORD, httpHost: "127.0.0.1", authRateLimitMax: 100_000, embeddedBrokerThread: loadSettings({ SVC_EMBEDDED_BROKER_THREAD: process.env["SVC_EMBEDDED_BROKER_THREAD"] }).embeddedBrokerThread }),
   createLogger(LOG_LEVEL),
 );
-const sqlProf = SQL_PROF ? sqlProfiler(server.store.sqlite) : undefined;
+const sqlProf = SQL_PROF ? sqlProfiler(sqliteOf(server.store)) : undefined;
 const child = fork(AGENTS, [], { cwd: ROOT, execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
 const waiters: Array<(m: FromSwitchAgents) => boolean> = [];
 let progress = { pushes: 0, acked: 0 };

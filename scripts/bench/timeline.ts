@@ -25,6 +25,7 @@ import { createServer } from "../../src/server.js";
 import { Store } from "../../src/store/db.js";
 import { appendNodeTransitions, type NewNodeTransition } from "../../src/store/node-transitions.repository.js";
 import { benchConfigId, benchNodeId, fmt, percentile, seedStore } from "./ingest-lib.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 const argv = process.argv.slice(2);
 function num(name: string, fallback: number): number {
@@ -68,12 +69,12 @@ function seedTransitions(store: Store): number {
         changes: "{}",
       });
     }
-    store.sqlite.transaction(() => {
-      for (const [first, head] of appendNodeTransitions(store.sqlite, batch, (t) => heads.get(t.node_id) ?? null).heads) heads.set(first.node_id, head);
+    sqliteOf(store).transaction(() => {
+      for (const [first, head] of appendNodeTransitions(sqliteOf(store), batch, (t) => heads.get(t.node_id) ?? null).heads) heads.set(first.node_id, head);
     })();
   }
-  const head = store.sqlite.prepare("UPDATE node_client_state SET transition_head = ? WHERE node_id = ?");
-  store.sqlite.transaction(() => {
+  const head = sqliteOf(store).prepare("UPDATE node_client_state SET transition_head = ? WHERE node_id = ?");
+  sqliteOf(store).transaction(() => {
     for (const [nodeId, id] of heads) head.run(id, nodeId);
   })();
   return (performance.now() - started) / 1000;
@@ -93,7 +94,7 @@ async function main(): Promise<void> {
       const base = await server.app.listen({ host: "127.0.0.1", port: 0 });
       const login = (await (await fetch(`${base}/api/v1/auth/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ password: ADMIN_PASSWORD }) })).json()) as { access_token: string };
       const auth = { authorization: `Bearer ${login.access_token}` };
-      const count = (server.store.sqlite.prepare("SELECT count(*) AS n FROM node_transitions").get() as { n: number }).n;
+      const count = (sqliteOf(server.store).prepare("SELECT count(*) AS n FROM node_transitions").get() as { n: number }).n;
       const get = async (path: string) => {
         const started = performance.now();
         const res = await fetch(`${base}${path}`, { headers: auth });

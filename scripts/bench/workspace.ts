@@ -23,6 +23,7 @@ import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { createServer } from "../../src/server.js";
 import { Store } from "../../src/store/db.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 const N = Number(process.argv[2] ?? 5_000);
 const REQUESTS = Number(process.argv[3] ?? 100);
@@ -36,7 +37,7 @@ const fakeKey = (s: string) => createHash("sha256").update(s).digest("base64");
 async function seed(dataDir: string): Promise<void> {
   const store = await Store.open(join(dataDir, "svc.db"), createLogger("silent"));
   const t0 = 1_700_000_000_000;
-  const s = store.sqlite;
+  const s = sqliteOf(store);
   s.transaction(() => {
     s.prepare("INSERT INTO configs (config_id, name, tunnel_protocol, network_cidr, created_at, updated_at) VALUES (?, 'mesh', 'wireguard', '10.0.0.0/16', ?, ?)").run(CONFIG, t0, t0);
     const node = s.prepare(`INSERT INTO nodes (node_id, config_id, name, mode, interface_name, address, public_address, listen_port, private_key, public_key,
@@ -72,7 +73,7 @@ async function main(): Promise<void> {
     // Client states after start (start-up projects stored presence): dynamic nodes initialized,
     // 60 % online, 10 % dropped, 30 % offline, with a client version and a last reachable time;
     // half of them confirmed (latest).
-    const s = server.store.sqlite;
+    const s = sqliteOf(server.store);
     s.transaction(() => {
       s.exec(`UPDATE node_client_state SET client_initialized = 1, client_version = '1.4.2', runtime_state = 'running',
           last_reachable_at = 1700000500000 + CAST(substr(node_id, 6) AS INTEGER), client_presence_state = CASE

@@ -138,7 +138,7 @@ export class CommandTracker {
 
   constructor(deps: CommandTrackerDeps) {
     this.#deps = deps;
-    this.#logs = createCommandLogStatements(deps.store.sqlite);
+    this.#logs = createCommandLogStatements(deps.store);
     this.#pushes = new PQueue({ concurrency: deps.pushConcurrency ?? PUSH_CONCURRENCY });
   }
 
@@ -154,7 +154,7 @@ export class CommandTracker {
    */
   start(): void {
     const now = this.#deps.clock.now();
-    for (const row of listOpenCommandLogs(this.#deps.store.sqlite)) {
+    for (const row of listOpenCommandLogs(this.#deps.store)) {
       if (row.request_id === null) continue;
       const kind = (row.action === "push_config" ? "config_push" : row.action === "wg_show" ? "info" : "control") as CommandKind;
       const { target, invalid } = pushTargetOf(row);
@@ -188,7 +188,7 @@ export class CommandTracker {
     let log: ControlLogView | null = null;
     let logId: number | null = null;
     if (kind !== "detect") {
-      logId = insertCommandLog(this.#deps.store.sqlite, { configId, nodeId, requestId, action, status: "pending", message: "", at: now, pushed });
+      logId = insertCommandLog(this.#deps.store, { configId, nodeId, requestId, action, status: "pending", message: "", at: now, pushed });
       log = controlLogView(this.#logs.byId(logId) as LogRow);
       this.#deps.onLog("created", log);
     }
@@ -263,7 +263,7 @@ export class CommandTracker {
     this.#deps.log.warn({ config_id: configId, node_id: nodeId, action, err: message }, "command failed before it was sent");
     let logId: number;
     try {
-      logId = insertCommandLog(this.#deps.store.sqlite, { configId, nodeId, requestId: null, action, status: "failed", message, at: this.#deps.clock.now(), pushed: null });
+      logId = insertCommandLog(this.#deps.store, { configId, nodeId, requestId: null, action, status: "failed", message, at: this.#deps.clock.now(), pushed: null });
     } catch (err) {
       this.#deps.log.warn({ config_id: configId, node_id: nodeId, action, err: String(err) }, "the failed command could not be logged");
       return null;

@@ -97,7 +97,7 @@ export class GroupCommit {
     this.#coalescer = deps.coalescer;
     this.#pace = deps.commitPaceMs ?? 0;
     this.#commitTimer = deps.commitTimer ?? REAL_TIME;
-    this.#nodeState = createNodeStateStatements(deps.store.sqlite);
+    this.#nodeState = createNodeStateStatements(deps.store);
   }
 
   /** Every stored node with what its actor is built from, read through the commit's statements (start, reload). */

@@ -182,7 +182,7 @@ export class RecorderSink {
     const rows = recorded.some((r) => r.entry.gone === true) ? recorded.filter((r) => r.entry.gone !== true) : recorded;
     const heads = new Map<Entry, number>();
     if (rows.length === 0) return { heads, appended: rows, rowIds: [] };
-    const appended = appendNodeTransitions(this.#deps.store.sqlite, rows, (first) => first.entry.head);
+    const appended = appendNodeTransitions(this.#deps.store, rows, (first) => first.entry.head);
     for (const [first, head] of appended.heads) heads.set(first.entry, head);
     return { heads, appended: rows, rowIds: appended.rowIds };
   }
@@ -214,7 +214,7 @@ export class RecorderSink {
 
   /** The commit's transaction rolled back: a state value it stored first is gone with it, so the store forgets its interned ids. */
   rolledBack(): void {
-    forgetNodeStateValues(this.#deps.store.sqlite);
+    forgetNodeStateValues(this.#deps.store);
   }
 
   /** Puts a failed commit's rows back in front of those queued since, dropping the oldest past {@link MAX_REQUEUED_TRANSITIONS}. */

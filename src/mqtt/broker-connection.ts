@@ -214,8 +214,8 @@ export class BrokerConnection {
   /** The embedded broker thread's account source, or null to run it on the main thread (setting off, or no database file). */
   #brokerThread(backendPasswordHash: string): BrokerAdapterDeps["brokerThread"] {
     const { settings, store } = this.#d;
-    const file = store.sqlite.name;
-    if (!settings.embeddedBrokerThread || store.sqlite.memory || file === "" || file === ":memory:") return null;
+    if (!settings.embeddedBrokerThread || store.inMemory) return null;
+    const file = store.file;
     // A broker thread that dies and is restarted takes the backend's link down and up again.
     return { dbFile: file, backendUsername: settings.mqttBackendUsername, backendPasswordHash, onLinksChanged: () => this.#d.onConnectionChanged() };
   }

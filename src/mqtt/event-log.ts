@@ -4,6 +4,9 @@ import { insertClientEventLog, insertClientEventLogs, type NewClientEventLog } f
 import type { Store } from "../store/db.js";
 import type { ControlLogRow } from "../store/schema.js";
 
+/** Turns of the event loop {@link EventLog.close} waits for an open transaction to end. */
+const CLOSE_TURNS = 100;
+
 export interface EventLogDeps {
   store: Store;
   log: Logger;
@@ -49,15 +52,15 @@ export class EventLog {
   }
 
   /**
-   * Writes what is queued (shutdown). Waits out a transaction that holds the connection, a few
-   * turns of the event loop at most; whatever still cannot be written is logged as lost.
+   * Writes what is queued (shutdown). Waits out a transaction that holds the connection,
+   * {@link CLOSE_TURNS} turns of the event loop at most; whatever still cannot be written is
+   * logged as lost.
    */
   async close(): Promise<void> {
-    for (let i = 0; i < 100 && this.#queue.length > 0; i++) {
-      if (!this.#deps.store.sqlite.inTransaction) this.#flush();
-      else await new Promise<void>((resolve) => setImmediate(resolve));
-    }
-    if (this.#queue.length > 0) {
+    if (this.#queue.length === 0) return;
+    try {
+      await this.#deps.store.whenIdle(() => this.#flush(), { turns: CLOSE_TURNS });
+    } catch {
       this.#deps.log.error({ events: this.#queue.length }, "client events not stored at shutdown: the database stayed busy");
       this.#queue = [];
     }
@@ -66,31 +69,29 @@ export class EventLog {
   #schedule(): void {
     if (this.#scheduled) return;
     this.#scheduled = true;
-    setImmediate(() => {
-      this.#scheduled = false;
-      if (this.#deps.store.sqlite.inTransaction) {
-        // A request's transaction holds the connection: write after it, never inside it.
-        this.#schedule();
-        return;
-      }
-      this.#flush();
-    });
+    // Written after a request's open transaction, never inside it.
+    this.#deps.store.whenIdle(this.#flushTurn).catch((err: unknown) => this.#deps.log.error({ err }, "storing client events failed"));
   }
+
+  readonly #flushTurn = (): void => {
+    this.#scheduled = false;
+    this.#flush();
+  };
 
   #flush(): void {
     const batch = this.#queue;
     if (batch.length === 0) return;
     this.#queue = [];
-    const sqlite = this.#deps.store.sqlite;
+    const store = this.#deps.store;
     let rows: ControlLogRow[];
     try {
-      rows = insertClientEventLogs(sqlite, batch);
+      rows = insertClientEventLogs(store, batch);
     } catch {
       // One bad row (its node deleted meanwhile, say) must not cost the others: one at a time.
       rows = [];
       for (const row of batch) {
         try {
-          rows.push(insertClientEventLog(sqlite, row));
+          rows.push(insertClientEventLog(store, row));
         } catch (err) {
           this.#deps.log.error({ err, config_id: row.config_id, node_id: row.node_id, event: row.event }, "storing a client event failed; it is lost");
         }

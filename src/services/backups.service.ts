@@ -1,18 +1,16 @@
 import { createWriteStream } from "node:fs";
-import { mkdir, mkdtemp, open, readdir, rename, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
 import PQueue from "p-queue";
-import type { z } from "zod";
 import type { NodeActorRegistry } from "../actors/registry.js";
 import { isoTime, type Clock } from "../lib/clock.js";
 import type { Settings } from "../config.js";
-import { AppError, isAppError } from "../errors.js";
+import { AppError } from "../errors.js";
 import type { EventHub } from "../events/hub.js";
 import { isAtomicWriteTemp } from "../lib/atomic-write.js";
 import type { Logger } from "../logger.js";
 import { newId } from "../protocol/ids.js";
-import type { snapshotEntrySchema } from "../protocol/views.schema.js";
 import type { Store } from "../store/db.js";
 import { copyDatabaseTo, replaceDataFromSnapshot } from "../store/snapshots.repository.js";
 import * as tokensRepo from "../store/tokens.repository.js";
@@ -24,7 +22,6 @@ import {
   packageZipPath,
   readPackageRecords,
   writePackageZip,
-  type PackageConfig,
   type PackageRecord,
 } from "./bulk-package.js";
 import type { DownloadsService } from "./downloads.service.js";
@@ -51,6 +48,28 @@ import {
   type SnapshotRecord,
 } from "./snapshots.js";
 import { sanitizeSnapshotDatabase, validateSnapshotRows } from "./snapshot-rows.js";
+import {
+  entryOf,
+  openDownload,
+  packageDownloadPath,
+  snapshotExportPath,
+  SnapshotUpload,
+  type DownloadFile,
+  type PackageDownloadGrant,
+  type SnapshotDownloadGrant,
+  type SnapshotEntry,
+} from "./backups/backup-files.js";
+
+export {
+  packageDownloadPath,
+  snapshotExportPath,
+  SnapshotUpload,
+  type DownloadFile,
+  type DownloadGrant,
+  type PackageDownloadGrant,
+  type SnapshotDownloadGrant,
+  type SnapshotEntry,
+} from "./backups/backup-files.js";
 
 export interface BackupsServiceDeps {
   settings: Settings;
@@ -66,60 +85,6 @@ export interface BackupsServiceDeps {
    * restore changes the whole mesh). Optional: without it a restore publishes the config list only.
    */
   status?: () => Promise<SystemStatus>;
-}
-
-/** One snapshot in the list and the create/import answers (DESIGN §5). */
-export type SnapshotEntry = z.output<typeof snapshotEntrySchema>;
-
-/** The one answer shape of every download the backend creates (DESIGN §5). */
-export interface DownloadGrant {
-  filename: string;
-  download_path: string;
-  download_token: string;
-  download_token_expires_at: string;
-}
-
-export interface SnapshotDownloadGrant extends DownloadGrant {
-  snapshot_id: string;
-}
-
-export interface PackageDownloadGrant extends DownloadGrant {
-  package_id: string;
-}
-
-/** An opened file to stream to a downloader (the handle stays valid if the file is deleted meanwhile). */
-export interface DownloadFile {
-  filename: string;
-  size: number;
-  stream: Readable;
-}
-
-/** The route of snapshot exports (spec §4: download token or session). */
-export function snapshotExportPath(snapshotId: string): string {
-  return `/api/v1/backups/export/${snapshotId}`;
-}
-
-/** The route of bulk package downloads (spec §4: download token). */
-export function packageDownloadPath(packageId: string): string {
-  return `/api/v1/tools/download/config-bulk/package/${packageId}`;
-}
-
-/**
- * A snapshot zip received as a request body, in its own work directory under the snapshot
- * directory until it is accepted (moved into place) or discarded.
- */
-export class SnapshotUpload {
-  constructor(
-    /** The private work directory. */
-    readonly dir: string,
-    readonly file: string,
-    readonly size: number,
-  ) {}
-
-  /** Removes the work directory and whatever is left in it. Idempotent. */
-  async discard(): Promise<void> {
-    await removePath(this.dir);
-  }
 }
 
 /**
@@ -284,7 +249,7 @@ export class BackupsService {
     try {
       const entry = await this.#snapshots.add(async () => {
         const { manifest, dbFile } = await extractSnapshotZip(upload.file, upload.dir, settings.maxSnapshotBytes);
-        await prepareSnapshotDatabase(dbFile, tableDefinitions(store.sqlite), log);
+        await prepareSnapshotDatabase(dbFile, await store.read(tableDefinitions), log);
         await validateSnapshotRows(dbFile);
         // A trial of the restore's re-rendering on this throw-away copy: every config renders.
         await sanitizeSnapshotDatabase(dbFile, clock.now(), log);
@@ -333,13 +298,13 @@ export class BackupsService {
       try {
         // Checked again (the file may have been touched on disk); bounded by what it recorded.
         const { dbFile } = await extractSnapshotZip(snapshotZipPath(dir, snapshotId), work, record.manifest.db_size_bytes);
-        await prepareSnapshotDatabase(dbFile, tableDefinitions(store.sqlite), log);
+        await prepareSnapshotDatabase(dbFile, await store.read(tableDefinitions), log);
         await validateSnapshotRows(dbFile);
         await sanitizeSnapshotDatabase(dbFile, clock.now(), log);
         let reloading: Promise<number> | undefined;
-        // Holding Kysely's connection: no request transaction is open while the tables change.
-        await store.db.connection().execute(async () => {
-          replaceDataFromSnapshot(store.sqlite, dbFile, (table) => invalidSnapshot(`table ${table} differs from this server's schema`));
+        // On the read path's hold: no request transaction is open while the tables change.
+        await store.read((conn) => {
+          replaceDataFromSnapshot(conn, dbFile, (table) => invalidSnapshot(`table ${table} differs from this server's schema`));
           // Synchronously after the commit: no queued write of an old actor can land in between.
           reloading = registry.reload();
         });
@@ -511,25 +476,4 @@ export class BackupsService {
       log.error({ err }, "publishing the restore refresh failed");
     }
   }
-}
-
-function entryOf(record: SnapshotRecord): SnapshotEntry {
-  return {
-    snapshot_id: record.snapshot_id,
-    created_at: record.created_at,
-    size_bytes: record.size_bytes,
-    sha256: record.sha256,
-  };
-}
-
-async function openDownload(path: string, filename: string): Promise<DownloadFile> {
-  let fh;
-  try {
-    fh = await open(path, "r");
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") throw new AppError("NOT_FOUND", `no file ${filename}`);
-    throw err;
-  }
-  const { size } = await fh.stat();
-  return { filename, size, stream: fh.createReadStream({ autoClose: true }) };
 }

@@ -2,7 +2,7 @@ import { performance } from "node:perf_hooks";
 import type { Clock } from "../lib/clock.js";
 import type { Logger } from "../logger.js";
 import { deleteControlLogsBelow, nodeIdsAfter, retentionCutoff } from "../store/control-logs.repository.js";
-import type { Store } from "../store/db.js";
+import type { Connected, Store } from "../store/db.js";
 
 export interface ControlLogRetentionDeps {
   store: Store;
@@ -29,9 +29,9 @@ export interface RetentionRows {
   /** Names the table in log lines. */
   table: string;
   /** The id of the node's `keep`-th newest row, or undefined when it has at most `keep` rows. */
-  cutoff(sqlite: Store["sqlite"], nodeId: string, keep: number): number | undefined;
+  cutoff(conn: Connected, nodeId: string, keep: number): number | undefined;
   /** Deletes up to `limit` of the node's oldest rows below `cutoff`; returns how many. */
-  deleteBelow(sqlite: Store["sqlite"], nodeId: string, cutoff: number, limit: number): number;
+  deleteBelow(conn: Connected, nodeId: string, cutoff: number, limit: number): number;
 }
 
 const CONTROL_LOG_ROWS: RetentionRows = { table: "control_logs", cutoff: retentionCutoff, deleteBelow: deleteControlLogsBelow };
@@ -172,14 +172,16 @@ export class ControlLogRetention {
   #schedule(): void {
     if (this.#scheduled || this.#stopped) return;
     this.#scheduled = true;
-    setImmediate(() => {
-      this.#scheduled = false;
-      if (this.#stopped) return;
-      // A request's transaction holds the connection: never delete inside it.
-      if (!this.#deps.store.sqlite.inTransaction) this.#step();
-      if (this.#busy()) this.#schedule();
-      else this.#settle();
-    });
+    // Never inside a request's transaction: the store runs the step once none is open.
+    this.#deps.store
+      .whenIdle(() => {
+        this.#scheduled = false;
+        if (this.#stopped) return;
+        this.#step();
+        if (this.#busy()) this.#schedule();
+        else this.#settle();
+      })
+      .catch((err: unknown) => this.#deps.log.error({ err, table: this.#rows.table }, "retention stopped"));
   }
 
   #settle(): void {
@@ -190,7 +192,7 @@ export class ControlLogRetention {
 
   /** One synchronous step, timed. */
   #step(): void {
-    const sqlite = this.#deps.store.sqlite;
+    const store = this.#deps.store;
     const started = performance.now();
     const cpuStarted = process.cpuUsage();
     let deletedRows: number | null = null;
@@ -198,7 +200,7 @@ export class ControlLogRetention {
     try {
       if (this.#current !== null) {
         const { nodeId, cutoff } = this.#current;
-        deletedRows = this.#rows.deleteBelow(sqlite, nodeId, cutoff, this.#stats.chunkRows);
+        deletedRows = this.#rows.deleteBelow(store, nodeId, cutoff, this.#stats.chunkRows);
         this.#stats.deleted += deletedRows;
         if (deletedRows < this.#stats.chunkRows) this.#current = null;
       } else if (this.#queue.size > 0) {
@@ -206,10 +208,10 @@ export class ControlLogRetention {
         this.#queue.delete(nodeId);
         const known = this.#known.get(nodeId);
         this.#known.delete(nodeId);
-        const cutoff = known ?? this.#rows.cutoff(sqlite, nodeId, this.#deps.keep);
+        const cutoff = known ?? this.#rows.cutoff(store, nodeId, this.#deps.keep);
         if (cutoff !== undefined) this.#current = { nodeId, cutoff };
       } else if (this.#sweepAfter !== null) {
-        const ids = nodeIdsAfter(sqlite, this.#sweepAfter, SWEEP_PAGE);
+        const ids = nodeIdsAfter(store, this.#sweepAfter, SWEEP_PAGE);
         for (const id of ids) this.#queue.add(id);
         this.#sweepAfter = ids.length < SWEEP_PAGE ? null : (ids[ids.length - 1] ?? null);
       }

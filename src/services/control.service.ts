@@ -21,7 +21,7 @@ import { listControlLogs } from "../store/control-logs.repository.js";
 import type { Db, Store } from "../store/db.js";
 import { clearClientState, recordClientBound } from "../store/node-client-state.repository.js";
 import { getNodeById } from "../store/nodes.repository.js";
-import { materializeStaged } from "../store/staging.js";
+import { materializeStaged } from "./rendering.service.js";
 import type { NodeRow } from "../store/schema.js";
 import { listControlLogPage } from "./lists.js";
 import { requireNode } from "./node-lookup.js";

@@ -61,10 +61,12 @@ export async function listNodePage(store: Store, mqttEnabled: boolean, configId:
   const cursor = decodeCursor(nodeCursorSchema, query.cursor, (p) => p.c === configId);
   const after = cursor && { created_at: cursor.at, node_id: cursor.id };
   const filter = nodeFilter(query);
-  const until = hasFilter(filter) ? nodeScanBoundary(store.sqlite, configId, after, NODE_SCAN_BUDGET) : undefined;
-  const rows = nodePage(store.sqlite, configId, filter, after, query.limit, mqttEnabled, until);
-  const page = rows.slice(0, query.limit);
-  const tags = tagsOfNodes(store.sqlite, page.map((r) => r.node.node_id));
+  const { until, rows, page, tags } = await store.read((conn) => {
+    const until = hasFilter(filter) ? nodeScanBoundary(conn, configId, after, NODE_SCAN_BUDGET) : undefined;
+    const rows = nodePage(conn, configId, filter, after, query.limit, mqttEnabled, until);
+    const page = rows.slice(0, query.limit);
+    return { until, rows, page, tags: tagsOfNodes(conn, page.map((r) => r.node.node_id)) };
+  });
   const last = page[page.length - 1];
   // More rows matched than the page holds: continue after its last; else, a bounded scan that
   // stopped before the end continues after its bound; else this was the last page.
@@ -87,8 +89,12 @@ export async function countNodes(store: Store, mqttEnabled: boolean, configId: s
   const counts = emptyNodeStateCounts();
   let after: NodeListPosition | undefined;
   for (;;) {
-    const until = nodeScanBoundary(store.sqlite, configId, after, NODE_COUNT_CHUNK);
-    nodeStateCounts(store.sqlite, configId, filter, mqttEnabled, { after, until }, counts);
+    const from = after;
+    const until = await store.read((conn) => {
+      const end = nodeScanBoundary(conn, configId, from, NODE_COUNT_CHUNK);
+      nodeStateCounts(conn, configId, filter, mqttEnabled, { after: from, until: end }, counts);
+      return end;
+    });
     if (until === undefined) return counts;
     after = until;
     await yieldToEventLoop();

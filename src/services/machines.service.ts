@@ -84,7 +84,7 @@ export class MachinesService {
   async timeline(configId: string, nodeId: string, before: number | undefined, limit: number): Promise<NodeTimeline> {
     await requireNode(this.#d.store.db, configId, nodeId);
     // One more than asked: tells whether an older page exists without a count.
-    const rows = listNodeTransitions(this.#d.store.sqlite, nodeId, before ?? Number.MAX_SAFE_INTEGER, limit + 1, this.#d.timelineMaxPerNode);
+    const rows = await this.#d.store.read((conn) => listNodeTransitions(conn, nodeId, before ?? Number.MAX_SAFE_INTEGER, limit + 1, this.#d.timelineMaxPerNode));
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     return {
@@ -101,7 +101,7 @@ export class MachinesService {
   async latestTransitions(configId: string): Promise<ConfigLatestTransitions> {
     await requireConfig(this.#d.store.db, configId);
     return {
-      transitions: latestNodeTransitionsOfConfig(this.#d.store.sqlite, configId).map((r) => ({ node_id: r.node_id, ...transitionRowView(r) })),
+      transitions: (await this.#d.store.read((conn) => latestNodeTransitionsOfConfig(conn, configId))).map((r) => ({ node_id: r.node_id, ...transitionRowView(r) })),
     };
   }
 

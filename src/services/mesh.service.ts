@@ -1,139 +1,60 @@
-import type { z } from "zod";
 import type { Clock } from "../lib/clock.js";
 import type { Logger } from "../logger.js";
-import { allocateAddress, isHostAddress, parseConfigNetwork } from "../domain/address-pool.js";
+import { parseConfigNetwork } from "../domain/address-pool.js";
 import { generateAwgParams } from "../domain/awg.js";
-import { generateKeyPair } from "../domain/keys.js";
 import { AppError } from "../errors.js";
 import { newId } from "../protocol/ids.js";
-import type { NodeMode, TunnelProtocol } from "../protocol/enums.js";
-import type { configDetailViewSchema, tagViewSchema } from "../protocol/views.schema.js";
+import type { NodeMode } from "../protocol/enums.js";
 import * as configsRepo from "../store/configs.repository.js";
 import type { AfterCommit, Db, Store } from "../store/db.js";
 import * as pairsRepo from "../store/mesh-pairs.repository.js";
-import * as nodeListRepo from "../store/node-list.repository.js";
 import * as nodesRepo from "../store/nodes.repository.js";
 import * as forwardsRepo from "../store/port-forwards.repository.js";
 import type { ConfigRow, MeshPairRow, NodeRow } from "../store/schema.js";
-import { changedByNodeCreated, changedByNodeUpdated, changedByPair, materializeStaged, renderDeferred, renderedPeerIds, stageChanged, type StagedChange } from "../store/staging.js";
+import { materializeStaged, stageChanged, StagedRendering } from "./rendering.service.js";
 import { clearClientCredentials } from "./control.service.js";
 import { requireConfig, requireNode } from "./node-lookup.js";
 import * as lists from "./lists.js";
-import { decodeCursor, encodeCursor } from "./list-cursor.js";
-import { meshPairCursorSchema, PAIR_PAGE_LIMIT_MAX, type meshPairListQuery } from "../protocol/rest.schema.js";
-import * as tokensRepo from "../store/tokens.repository.js";
+import { autoPairIdPrefix } from "./mesh/mesh-ids.js";
+import { dedupe, forwardKey, requirePair } from "./mesh/mesh-helpers.js";
 import {
-  configView,
-  meshPairView,
-  nodeView,
-  portForwardView,
-  type ConfigView,
-  type MeshPairView,
-  type NodeView,
-  type PortForwardView,
-} from "./views.js";
+  DEFAULT_EAGER_PEER_BUDGET,
+  DEFAULT_LISTEN_PORT,
+  type ConfigDetailView,
+  type CreateConfigInput,
+  type CreateNodeInput,
+  type MeshChange,
+  type MeshHooks,
+  type MeshPairListQuery,
+  type MeshServiceDeps,
+  type PortForwardInput,
+  type TagView,
+  type UpdateConfigInput,
+  type UpdateNodeInput,
+} from "./mesh/mesh-types.js";
+import { newNodeRow, newPortForwardRow, patchedPortForward } from "./mesh/mesh-rows.js";
+import { configNodeViews, nodeViewOf, pairPage, tagViews } from "./mesh/mesh-views.js";
+import { changedByNodeCreated, changedByNodeUpdated, changedByPair, renderedPeerIds } from "./mesh/staged-changes.js";
+import { PAIR_PAGE_LIMIT_MAX } from "../protocol/rest.schema.js";
+import * as tokensRepo from "../store/tokens.repository.js";
+import { configView, meshPairView, portForwardView, type ConfigView, type MeshPairView, type NodeView, type PortForwardView } from "./views.js";
 
-/** Default WireGuard listen port when a node has a public address but no port (DESIGN decision, docs/decisions.md). */
-export const DEFAULT_LISTEN_PORT = 51820;
-/** Default profile interface name. */
-export const DEFAULT_INTERFACE_NAME = "svc0";
-
-export interface CreateConfigInput {
-  name: string;
-  tunnel_protocol: TunnelProtocol;
-  network_cidr: string;
-}
-
-export interface UpdateConfigInput {
-  name?: string | undefined;
-  tunnel_protocol?: TunnelProtocol | undefined;
-  network_cidr?: string | undefined;
-}
-
-export interface CreateNodeInput {
-  name: string;
-  mode: NodeMode;
-  address?: string | undefined;
-  public_address?: string | null | undefined;
-  listen_port?: number | null | undefined;
-  interface_name?: string | undefined;
-  tags?: string[] | undefined;
-  auto_pair?: boolean | undefined;
-}
-
-export interface UpdateNodeInput {
-  name?: string | undefined;
-  mode?: NodeMode | undefined;
-  public_address?: string | null | undefined;
-  listen_port?: number | null | undefined;
-  interface_name?: string | undefined;
-  tags?: string[] | undefined;
-}
-
-export interface PortForwardInput {
-  protocol: "tcp" | "udp";
-  listen_port: number;
-  target_address: string;
-  target_port: number;
-  enabled?: boolean | undefined;
-}
-
-/** The query of the mesh-pair list (parsed: `limit` defaulted). */
-export type MeshPairListQuery = Pick<z.output<typeof meshPairListQuery>, "limit"> & { cursor?: string | undefined; node_id?: string | undefined };
-
-/** A config with its nodes and tags (the config-detail answer). */
-export type ConfigDetailView = z.output<typeof configDetailViewSchema>;
-
-/** A tag and the nodes carrying it. */
-export type TagView = z.output<typeof tagViewSchema>;
-
-/** What one committed write changed; handed to {@link MeshHooks.afterCommit}. */
-export interface MeshChange {
-  configId: string;
-  configDeleted?: boolean;
-  created: NodeRow[];
-  deleted: string[];
-  modeChanged: Array<{ nodeId: string; mode: NodeMode }>;
-  /** Nodes whose staged config changed, with the new pair. */
-  staged: StagedChange[];
-  /** Nodes whose own fields changed. */
-  touched: string[];
-  /** The two sides of the mesh pair this write created, enabled, disabled or deleted (spec §6.5 "mesh pair changes"). */
-  paired?: string[];
-  /** The peers of the nodes this write deleted: their pairs with them went too (spec §6.5 "affected peer endpoints"). */
-  unpaired?: string[];
-  /**
-   * True when this is no write but the after-commit rendering of an earlier one reporting nodes
-   * it rendered (`staged` only): the notifier may coalesce such reports (docs/decisions.md
-   * "Issue 14: switch rendering and notifier coalescing").
-   */
-  rendered?: true;
-}
-
-/** Called after a mesh write commits: node actors, SSE (spec §6.5 rule 6: after the write). */
-export interface MeshHooks {
-  /** May return a promise: the write's caller waits for it (actors settled before the answer). */
-  afterCommit(change: MeshChange): void | Promise<unknown>;
-}
-
-export interface MeshServiceDeps {
-  store: Store;
-  clock: Clock;
-  /** spec §1.7 feature switch. */
-  mqttEnabled: boolean;
-  hooks?: MeshHooks;
-  /**
-   * Peer lines (changed nodes × nodes of the config) up to which a write renders the static
-   * nodes it changed at once; above it they are rendered on demand (issue 14, lazy staging).
-   * Default {@link DEFAULT_EAGER_PEER_BUDGET}; 0 = always lazy.
-   */
-  eagerPeerBudget?: number;
-  /** Where failures of after-commit rendering are logged. */
-  log?: Logger;
-}
-
-/** ≈ 2,000 peer blocks (≈ 300 kB of text): a few ms of validating, rendering and hashing. */
-export const DEFAULT_EAGER_PEER_BUDGET = 2_000;
+export {
+  DEFAULT_EAGER_PEER_BUDGET,
+  DEFAULT_INTERFACE_NAME,
+  DEFAULT_LISTEN_PORT,
+  type ConfigDetailView,
+  type CreateConfigInput,
+  type CreateNodeInput,
+  type MeshChange,
+  type MeshHooks,
+  type MeshPairListQuery,
+  type MeshServiceDeps,
+  type PortForwardInput,
+  type TagView,
+  type UpdateConfigInput,
+  type UpdateNodeInput,
+} from "./mesh/mesh-types.js";
 
 /**
  * Configs, nodes, mesh pairs, port forwards and tags: every write runs in one transaction,
@@ -148,7 +69,7 @@ export class MeshService {
   readonly #hooks: MeshHooks | undefined;
   readonly #eagerPeerBudget: number;
   readonly #log: Logger | undefined;
-  #background: Promise<void> = Promise.resolve();
+  #staged: StagedRendering | undefined;
 
   constructor(deps: MeshServiceDeps) {
     this.#store = deps.store;
@@ -280,41 +201,7 @@ export class MeshService {
       if (await nodesRepo.findNodeByName(trx, configId, input.name)) {
         throw new AppError("CONFLICT", `a node named "${input.name}" already exists in this config`, { field: "name" });
       }
-      const used = await nodesRepo.listNodeAddresses(trx, configId);
-      let address: string;
-      if (input.address !== undefined) {
-        if (!isHostAddress(input.address, config.network_cidr)) {
-          throw new AppError("VALIDATION_FAILED", `address must be a host address inside ${config.network_cidr}`, {
-            field: "address",
-          });
-        }
-        if (used.includes(input.address)) {
-          throw new AppError("CONFLICT", `address ${input.address} is already used in this config`, { field: "address" });
-        }
-        address = input.address;
-      } else {
-        address = allocateAddress(config.network_cidr, used);
-      }
-      const publicAddress = input.public_address ?? null;
-      const keys = generateKeyPair();
-      const row: NodeRow = {
-        node_id: newNodeId(now),
-        config_id: configId,
-        name: input.name,
-        mode: input.mode,
-        interface_name: input.interface_name ?? DEFAULT_INTERFACE_NAME,
-        address,
-        public_address: publicAddress,
-        listen_port: input.listen_port ?? (publicAddress !== null ? DEFAULT_LISTEN_PORT : null),
-        private_key: keys.privateKey,
-        public_key: keys.publicKey,
-        staged_config_version: 0,
-        staged_config_sha256: null,
-        confirmed_config_version: null,
-        confirmed_config_sha256: null,
-        created_at: now,
-        updated_at: now,
-      };
+      const row = newNodeRow(config, input, await nodesRepo.listNodeAddresses(trx, configId), now);
       await nodesRepo.insertNode(trx, row, now);
       await nodesRepo.replaceNodeTags(trx, row.node_id, dedupe(input.tags ?? []));
       if (input.auto_pair !== false) await pairsRepo.insertPairsWithAll(trx, configId, row.node_id, autoPairIdPrefix(now), now);
@@ -379,7 +266,7 @@ export class MeshService {
     nodeId: string,
   ): Promise<{ node: NodeRow; config_version: number; config_sha256: string; config_text: string }> {
     const node = await requireNode(this.#store.db, configId, nodeId);
-    // Rendered on first demand after a write changed it (lazy staging, src/store/staging.ts).
+    // Rendered on first demand after a write changed it (lazy staging, src/services/rendering.service.ts).
     const staged = await materializeStaged(this.#store.db, node);
     if (staged === null) {
       // Every write stages, so this only happens on a database edited by hand.
@@ -397,23 +284,7 @@ export class MeshService {
    * @throws AppError NOT_FOUND (config, or the `node_id` in it), INVALID_CURSOR (not this list's cursor)
    */
   async listPairs(configId: string, query: MeshPairListQuery = { limit: PAIR_PAGE_LIMIT_MAX }): Promise<{ mesh_pairs: MeshPairView[]; next_cursor: string | null }> {
-    const db = this.#store.db;
-    await requireConfig(db, configId);
-    if (query.node_id !== undefined) await requireNode(db, configId, query.node_id);
-    const cursor = decodeCursor(meshPairCursorSchema, query.cursor, (p) => p.c === configId && p.n === query.node_id);
-    const rows = await pairsRepo.pairPage(db, configId, {
-      nodeId: query.node_id,
-      after: cursor && { created_at: cursor.at, pair_id: cursor.id },
-      limit: query.limit,
-    });
-    const page = rows.slice(0, query.limit);
-    const sides = await pairsRepo.pairSides(db, page.flatMap((p) => [p.node_a, p.node_b]));
-    const last = page[page.length - 1];
-    const more = rows.length > query.limit && last !== undefined;
-    return {
-      mesh_pairs: page.map((p) => meshPairView(p, sides)),
-      next_cursor: more ? encodeCursor({ l: "mesh_pairs", c: configId, ...(query.node_id === undefined ? {} : { n: query.node_id }), at: last.created_at, id: last.pair_id }) : null,
-    };
+    return pairPage(this.#store.db, configId, query);
   }
 
   async createPair(configId: string, input: { node_a: string; node_b: string; enabled?: boolean | undefined }): Promise<MeshPairView> {
@@ -483,17 +354,7 @@ export class MeshService {
           field: "listen_port",
         });
       }
-      const row = {
-        forward_id: newId("pf"),
-        node_id: nodeId,
-        protocol: input.protocol,
-        listen_port: input.listen_port,
-        target_address: input.target_address,
-        target_port: input.target_port,
-        enabled: input.enabled === false ? 0 : 1,
-        created_at: now,
-        updated_at: now,
-      };
+      const row = newPortForwardRow(nodeId, input, now);
       await forwardsRepo.insertPortForward(trx, row);
       await this.#changed(trx, afterCommit, configId, now, row.enabled === 1 ? [nodeId] : []);
       return portForwardView(row);
@@ -511,15 +372,7 @@ export class MeshService {
       await requireNode(trx, configId, nodeId);
       const current = await forwardsRepo.findPortForward(trx, nodeId, forwardId);
       if (!current) throw new AppError("NOT_FOUND", `port forward ${forwardId} not found`);
-      const next = {
-        ...current,
-        ...(input.protocol !== undefined ? { protocol: input.protocol } : {}),
-        ...(input.listen_port !== undefined ? { listen_port: input.listen_port } : {}),
-        ...(input.target_address !== undefined ? { target_address: input.target_address } : {}),
-        ...(input.target_port !== undefined ? { target_port: input.target_port } : {}),
-        ...(input.enabled !== undefined ? { enabled: input.enabled ? 1 : 0 } : {}),
-        updated_at: now,
-      };
+      const next = patchedPortForward(current, input, now);
       const clash = await forwardsRepo.findPortForwardByPort(trx, nodeId, next.protocol, next.listen_port);
       if (clash && clash.forward_id !== forwardId) {
         throw new AppError("CONFLICT", `${next.protocol} port ${next.listen_port} is already forwarded on this node`, {
@@ -555,7 +408,7 @@ export class MeshService {
   /**
    * Bookkeeping of every write that changes a config's mesh: the config's `updated_at`, the
    * staging of the nodes whose text the write changes (`changed`, worked out by the write:
-   * src/store/staging.ts), and the change report handed to the hooks after commit.
+   * src/services/mesh/staged-changes.ts), and the change report handed to the hooks after commit.
    */
   async #changed(
     trx: Db,
@@ -582,37 +435,22 @@ export class MeshService {
     };
     afterCommit(() => {
       const settled = this.#hooks?.afterCommit(change);
-      if (deferred.length > 0) this.#renderAfterCommit(configId, deferred);
+      if (deferred.length > 0) this.#rendering().afterCommit(configId, deferred);
       return settled;
     });
   }
 
   /**
-   * Renders a large write's dynamic nodes after its commit, on the store worker (in this thread
-   * for an in-memory store), and hands them to the hooks in batches (node actors:
-   * `config.staged`, then the debounced push).
-   * Runs one after another across writes; {@link settled} resolves when all are done.
+   * The after-commit rendering of large writes' dynamic nodes (src/services/rendering.service.ts),
+   * reported through the hooks in batches (node actors: `config.staged`, then the debounced push).
    */
-  #renderAfterCommit(configId: string, nodeIds: string[]): void {
-    this.#inBackground(() => this.#renderAndReport(configId, nodeIds));
-  }
-
-  #renderAndReport(configId: string, nodeIds: readonly string[]): Promise<void> {
-    const source = this.#store.worker() ?? undefined;
-    return renderDeferred(
-      this.#store.db,
-      configId,
-      nodeIds,
-      (staged) => this.#hooks?.afterCommit({ configId, created: [], deleted: [], modeChanged: [], touched: [], rendered: true, staged }),
-      source === undefined ? {} : { source },
-    );
-  }
-
-  /** Chains background work after the previous one; a failure is logged, never thrown. */
-  #inBackground(work: () => Promise<void>): void {
-    this.#background = this.#background
-      .then(work)
-      .catch((err: unknown) => this.#log?.error({ err }, "rendering staged configs in the background failed"));
+  #rendering(): StagedRendering {
+    this.#staged ??= new StagedRendering({
+      store: this.#store,
+      log: this.#log,
+      report: (configId, staged) => this.#hooks?.afterCommit({ configId, created: [], deleted: [], modeChanged: [], touched: [], rendered: true, staged }),
+    });
+    return this.#staged;
   }
 
   /**
@@ -621,18 +459,12 @@ export class MeshService {
    * and push it. Call once the hooks' node actors run (start-up); {@link settled} covers it.
    */
   resumeRendering(): void {
-    this.#inBackground(async () => {
-      const byConfig = new Map<string, string[]>();
-      for (const r of await nodesRepo.listUnrenderedDynamicNodes(this.#store.db)) {
-        byConfig.set(r.config_id, [...(byConfig.get(r.config_id) ?? []), r.node_id]);
-      }
-      for (const [configId, ids] of byConfig) await this.#renderAndReport(configId, ids);
-    });
+    this.#rendering().resume();
   }
 
   /** Resolves once every write's after-commit rendering has finished (tests, benchmarks, shutdown). */
   settled(): Promise<void> {
-    return this.#background;
+    return this.#rendering().settled();
   }
 
   /** Nodes whose text changes when `pair` goes to `enabled` (null: deleted). */
@@ -641,92 +473,14 @@ export class MeshService {
     return changedByPair(a, b, pair.enabled === 1, enabled);
   }
 
-  /**
-   * Every node's view of a config, in list order (the workspace read, issue 14 item 4: two raw
-   * statements). They run while this holds Kysely's one connection, as the Kysely reads they
-   * replace did: never in the middle of another caller's open transaction, whose uncommitted
-   * rows the handle would show.
-   */
-  async #nodeViews(configId: string): Promise<NodeView[]> {
-    return this.#store.db.connection().execute(async () => {
-      const sqlite = this.#store.sqlite;
-      const tags = nodeListRepo.configTagsByNode(sqlite, configId);
-      return nodeListRepo.mapConfigNodes(sqlite, configId, (node, client) => nodeView(node, tags.get(node.node_id) ?? [], client, this.#mqttEnabled));
-    });
+  /** Every node's view of a config, in list order (src/services/mesh/node-views.ts). */
+  #nodeViews(configId: string): Promise<NodeView[]> {
+    return configNodeViews(this.#store, configId, this.#mqttEnabled);
   }
 
   /** One node's view: reads that node's tags and client state only (O(1) in the config's size). */
-  async #nodeView(db: Db, node: NodeRow): Promise<NodeView> {
-    const [tags, client] = await Promise.all([nodesRepo.listTagsOfNode(db, node.node_id), nodesRepo.findClientState(db, node.node_id)]);
-    return nodeView(node, tags, client, this.#mqttEnabled);
+  #nodeView(db: Db, node: NodeRow): Promise<NodeView> {
+    return nodeViewOf(db, node, this.#mqttEnabled);
   }
-}
 
-async function requirePair(db: Db, configId: string, pairId: string) {
-  const pair = await pairsRepo.findPair(db, configId, pairId);
-  if (!pair) {
-    await requireConfig(db, configId);
-    throw new AppError("NOT_FOUND", `mesh pair ${pairId} not found in config ${configId}`);
-  }
-  return pair;
-}
-
-
-const BASE32 = "abcdefghijklmnopqrstuvwxyz234567";
-/** The same 32 characters in ASCII order: digit i sorts before digit i + 1. */
-const SORTED_BASE32 = "234567abcdefghijklmnopqrstuvwxyz";
-
-/**
- * A new node's id: `node-` + 8 base32 characters of a countdown of the time (2^40 − 1 − ms mod
- * 2^40, big-endian, digits in ASCII order so that the strings sort as the numbers) + 8 random
- * ones (40 bits), the syntax of `newId`. A node created later
- * sorts before the nodes before it, so it is `node_a` of each pair it gets when it joins a mesh
- * and its n − 1 entries of `mesh_pairs`' `UNIQUE (node_a, node_b)` lie together, on a few
- * pages, instead of one in each other node's range (issue 14: the 5,000-node build, ~n/2 dirty
- * pages per write; docs/decisions.md "Issue 14: the 5,000-node build (2026-11-26)"). The
- * countdown wraps every 34.8 years. Node ids are names, not secrets (DESIGN §3 Ids).
- */
-function newNodeId(now: number): string {
-  const countdown = 2 ** 40 - 1 - (now % 2 ** 40);
-  let out = "node-";
-  for (let shift = 35; shift >= 0; shift -= 5) out += SORTED_BASE32[Math.floor(countdown / 2 ** shift) % 32];
-  for (const b of globalThis.crypto.getRandomValues(new Uint8Array(8))) out += BASE32[b & 31];
-  return out;
-}
-
-/**
- * The id prefix of the n − 1 pairs a node joining a mesh gets (`insertPairsWithAll` appends 5
- * base32 digits of each row's number): `pair-` + 8 base32 characters of the time (ms, 40 bits,
- * big-endian) + 8 random ones (40 bits, one draw per write), so the ids are unique within the
- * write by construction and across writes unless two writes of the same millisecond draw the
- * same 40 bits. The ids of one write share their prefix, so they land on a few adjacent pages of
- * the primary-key index instead of one random page each (issue 14). Pair ids are names, not
- * secrets; pairs made one by one (`POST …/mesh-pairs`) keep `newId`.
- */
-function autoPairIdPrefix(now: number): string {
-  let out = "pair-";
-  for (let shift = 35; shift >= 0; shift -= 5) out += BASE32[Math.floor(now / 2 ** shift) % 32];
-  for (const b of globalThis.crypto.getRandomValues(new Uint8Array(8))) out += BASE32[b & 31];
-  return out;
-}
-
-/** What of a port forward reaches its node's text: nothing while disabled (spec §6.3 config_text). */
-function forwardKey(f: { enabled: number; protocol: string; listen_port: number; target_address: string; target_port: number }): string {
-  return f.enabled === 1 ? `${f.protocol}|${f.listen_port}|${f.target_address}|${f.target_port}` : "";
-}
-
-function dedupe(tags: readonly string[]): string[] {
-  return [...new Set(tags)].sort();
-}
-
-function tagViews(nodes: readonly NodeView[]): TagView[] {
-  const out = new Map<string, string[]>();
-  for (const n of nodes) {
-    for (const t of n.tags) {
-      const ids = out.get(t);
-      if (ids === undefined) out.set(t, [n.node_id]);
-      else ids.push(n.node_id);
-    }
-  }
-  return [...out.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([tag, node_ids]) => ({ tag, node_ids }));
 }

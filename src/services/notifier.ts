@@ -12,7 +12,7 @@ import { countStore, type StoreCounts } from "../store/summary.repository.js";
 import type { AppEvents } from "./app-events.js";
 import type { ControlService } from "./control.service.js";
 import type { MeshChange, MeshService } from "./mesh.service.js";
-import type { StagedChange } from "../store/staging.js";
+import type { StagedChange } from "./rendering.service.js";
 import { PAIR_PAGE_LIMIT_MAX } from "../protocol/rest.schema.js";
 import type { MeshPairView, NodeView } from "./views.js";
 
@@ -315,9 +315,8 @@ export async function systemStatus(
   },
   counts?: StoreCounts,
 ): Promise<SystemStatus> {
-  // Counted while holding Kysely's one connection, as its own queries do: never in the middle of
-  // another caller's open transaction, whose uncommitted rows the handle would show.
-  const c = counts ?? (await deps.store.db.connection().execute(async () => countStore(deps.store.sqlite)));
+  // Counted on the read path: never in the middle of another caller's open transaction.
+  const c = counts ?? (await deps.store.read(countStore));
   let dynamic = 0;
   let online = 0;
   let dropped = 0;

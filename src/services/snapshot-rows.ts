@@ -35,7 +35,7 @@ import {
   openSnapshotReader,
   setStagedConfigShas,
 } from "../store/snapshots.repository.js";
-import { restageConfig } from "../store/staging.js";
+import { restageConfig } from "./rendering.service.js";
 
 /**
  * Row-by-row validation and sanitizing of a snapshot's database (spec §2.4; docs/decisions.md "Rows
@@ -345,16 +345,15 @@ export async function validateSnapshotRows(dbFile: string): Promise<void> {
 export async function sanitizeSnapshotDatabase(dbFile: string, now: number, log: Logger): Promise<void> {
   const store = await Store.open(dbFile, log);
   try {
-    const sqlite = store.sqlite;
     // A stored sha is replaced by the digest of the stored text, so a text altered without its
     // sha compares unequal to the rendering and is rewritten (restageConfig writes on sha change).
-    const staged = listStagedConfigTexts(sqlite);
-    const configs = listConfigIds(sqlite);
+    const staged = listStagedConfigTexts(store);
+    const configs = listConfigIds(store);
     await store.transaction(async (trx) => {
-      resetAllClientStates(sqlite, now);
-      clearConfirmedConfigs(sqlite);
+      resetAllClientStates(store, now);
+      clearConfirmedConfigs(store);
       setStagedConfigShas(
-        sqlite,
+        store,
         staged.map((n) => [n.node_id, createHash("sha256").update(n.staged_config_text ?? "", "utf8").digest("hex")] as const),
       );
       for (const configId of configs) {
@@ -370,7 +369,7 @@ export async function sanitizeSnapshotDatabase(dbFile: string, now: number, log:
         }
       }
       // What restore copies is now only the renderer's text.
-      const unrendered = listStagedConfigs(sqlite);
+      const unrendered = listStagedConfigs(store);
       for (const n of unrendered) {
         if (n.t === null || n.s !== createHash("sha256").update(n.t, "utf8").digest("hex")) {
           throw new AppError("VALIDATION_FAILED", `the snapshot is not acceptable: table nodes, row node_id=${JSON.stringify(n.node_id)}: its config could not be rendered`);

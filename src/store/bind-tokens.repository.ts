@@ -1,5 +1,5 @@
 import type { Selectable } from "kysely";
-import type { Db } from "./db.js";
+import type { Db } from "./connection.js";
 import type { BindTokensTable } from "./schema.js";
 
 /**

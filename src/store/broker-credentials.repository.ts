@@ -1,4 +1,4 @@
-import type { Db } from "./db.js";
+import type { Db } from "./connection.js";
 
 /**
  * Repository of `broker_credentials` (sealed broker passwords, spec §1.8) as the broker

@@ -2,7 +2,7 @@ import type SQLite from "better-sqlite3";
 import { z } from "zod";
 import { tunnelProtocolSchema, type TunnelProtocol } from "../protocol/envelope.schema.js";
 import type { CommandStatus } from "../protocol/enums.js";
-import { perConnection } from "./db.js";
+import { perConnection, sqliteOf, type Connection } from "./connection.js";
 import type { ControlLogRow } from "./schema.js";
 
 /**
@@ -56,7 +56,7 @@ const statements = perConnection(
  * @throws SqliteError when the node no longer exists (foreign key) or the database fails
  */
 export function insertCommandLog(
-  sqlite: SQLite.Database,
+  conn: Connection,
   row: {
     configId: string;
     nodeId: string;
@@ -68,6 +68,7 @@ export function insertCommandLog(
     pushed: PushTarget | null;
   },
 ): number {
+  const sqlite = sqliteOf(conn);
   const info = statements(sqlite).insert.run(
     row.nodeId,
     row.configId,
@@ -85,7 +86,8 @@ export function insertCommandLog(
 }
 
 /** Command rows still waiting for a final ACK (`pending` or `accepted`), oldest first. */
-export function listOpenCommandLogs(sqlite: SQLite.Database): ControlLogRow[] {
+export function listOpenCommandLogs(conn: Connection): ControlLogRow[] {
+  const sqlite = sqliteOf(conn);
   return statements(sqlite).open.all() as ControlLogRow[];
 }
 
@@ -117,7 +119,8 @@ export interface CommandLogStatements {
  * Prepares the command tracker's status write and row read once (every ACK of every command
  * goes through them, DESIGN §2 "prepared statements for the hot path made by store factories").
  */
-export function createCommandLogStatements(sqlite: SQLite.Database): CommandLogStatements {
+export function createCommandLogStatements(conn: Connection): CommandLogStatements {
+  const sqlite = sqliteOf(conn);
   const update = sqlite.prepare("UPDATE control_logs SET status = ?, message = ?, updated_at = ? WHERE log_id = ?");
   const select = sqlite.prepare<[number], ControlLogRow>("SELECT * FROM control_logs WHERE log_id = ?");
   return {

@@ -1,5 +1,5 @@
 import { sql } from "kysely";
-import type { Db } from "./db.js";
+import type { Db } from "./connection.js";
 import type { ConfigRow, ConfigUpdate, NewConfigRow } from "./schema.js";
 
 /** Repository of `configs`: plain functions, one query each, `db` or a transaction first. */

@@ -1,6 +1,6 @@
 import { sql } from "kysely";
 import type SQLite from "better-sqlite3";
-import { perConnection, type Db } from "./db.js";
+import { perConnection, sqliteOf, type Connection, type Db } from "./connection.js";
 import type { ControlLogRow } from "./schema.js";
 
 /**
@@ -62,7 +62,8 @@ const statements = perConnection(
  * rule 9).
  * @returns the stored row
  */
-export function insertClientEventLog(sqlite: SQLite.Database, row: NewClientEventLog): ControlLogRow {
+export function insertClientEventLog(conn: Connection, row: NewClientEventLog): ControlLogRow {
+  const sqlite = sqliteOf(conn);
   const s = statements(sqlite);
   const info = s.insert.run(
     row.node_id,
@@ -86,7 +87,8 @@ export function insertClientEventLog(sqlite: SQLite.Database, row: NewClientEven
  * are stored or, when one fails, none (the transaction rolls back and the error is thrown).
  * @returns the stored rows, in the order given
  */
-export function insertClientEventLogs(sqlite: SQLite.Database, rows: readonly NewClientEventLog[]): ControlLogRow[] {
+export function insertClientEventLogs(conn: Connection, rows: readonly NewClientEventLog[]): ControlLogRow[] {
+  const sqlite = sqliteOf(conn);
   return sqlite.transaction(() => rows.map((row) => insertClientEventLog(sqlite, row)))();
 }
 
@@ -96,7 +98,8 @@ export function insertClientEventLogs(sqlite: SQLite.Database, rows: readonly Ne
  * @param keep rows kept per node, >= 1
  * @returns the cut-off, or undefined when the node has at most `keep` rows
  */
-export function retentionCutoff(sqlite: SQLite.Database, nodeId: string, keep: number): number | undefined {
+export function retentionCutoff(conn: Connection, nodeId: string, keep: number): number | undefined {
+  const sqlite = sqliteOf(conn);
   const row = statements(sqlite).cutoff.get(nodeId, keep - 1) as { log_id: number } | undefined;
   return row?.log_id;
 }
@@ -106,7 +109,8 @@ export function retentionCutoff(sqlite: SQLite.Database, nodeId: string, keep: n
  * bounded chunk of retention work (one autocommit statement unless a transaction is open).
  * @returns the number of rows deleted (less than `limit`: nothing below the cut-off is left)
  */
-export function deleteControlLogsBelow(sqlite: SQLite.Database, nodeId: string, cutoff: number, limit: number): number {
+export function deleteControlLogsBelow(conn: Connection, nodeId: string, cutoff: number, limit: number): number {
+  const sqlite = sqliteOf(conn);
   return statements(sqlite).deleteBelow.run(nodeId, cutoff, limit).changes;
 }
 
@@ -114,7 +118,8 @@ export function deleteControlLogsBelow(sqlite: SQLite.Database, nodeId: string, 
  * One page of node ids in id order, after `after` (exclusive; "" for the first page): the
  * retention sweep walks every node with it.
  */
-export function nodeIdsAfter(sqlite: SQLite.Database, after: string, limit: number): string[] {
+export function nodeIdsAfter(conn: Connection, after: string, limit: number): string[] {
+  const sqlite = sqliteOf(conn);
   return (statements(sqlite).nodesAfter.all(after, limit) as Array<{ node_id: string }>).map((r) => r.node_id);
 }
 

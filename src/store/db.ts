@@ -1,21 +1,14 @@
 import { accessSync, constants, mkdirSync, statfsSync } from "node:fs";
 import { dirname } from "node:path";
 import SQLite from "better-sqlite3";
-import { Kysely, Migrator, SqliteDialect, type Driver, type MigrationProvider, type SqliteDatabase, type Transaction } from "kysely";
+import { Kysely, Migrator, SqliteDialect, type Driver, type MigrationProvider } from "kysely";
 import type { Logger } from "../logger.js";
+import { CONNECTION, StatementCache, type AfterCommit, type Connected, type Db, type Trx } from "./connection.js";
 import { migrations } from "./migrations.js";
 import { StoreWorker } from "./store-worker.js";
 import type { Database } from "./schema.js";
 
-/** A Kysely handle usable both outside and inside a transaction. */
-export type Db = Kysely<Database>;
-export type Trx = Transaction<Database>;
-
-/**
- * Registers work to run after the surrounding transaction commits (actors, SSE frames, kicks).
- * A hook may return a promise; the transaction's own promise settles after it.
- */
-export type AfterCommit = (fn: () => void | Promise<unknown>) => void;
+export { perConnection, StatementCache, STATEMENT_CACHE_SIZE, type AfterCommit, type Connected, type Db, type Trx } from "./connection.js";
 
 /**
  * Kysely's SQLite dialect, except that ROLLBACK is skipped when SQLite has already rolled the
@@ -39,62 +32,6 @@ class RollbackSafeSqliteDialect extends SqliteDialect {
       if (this.#sqlite.inTransaction) await rollback(connection);
     };
     return driver;
-  }
-}
-
-/** Statements {@link StatementCache} keeps for Kysely's queries (docs/decisions.md "Issue 14: prepared-statement cache (2026-11-26)"). */
-export const STATEMENT_CACHE_SIZE = 500;
-
-/**
- * The better-sqlite3 handle as Kysely's SQLite driver sees it, with `prepare` answered from a
- * bounded LRU keyed by SQL text: the driver prepares on every query, which was ~12 % of the
- * service's CPU at 1,000 nodes (docs/decisions.md "Issue 14: prepared-statement cache
- * (2026-11-26)"). Only Kysely's path goes through it; statements prepared on `Store.sqlite` by
- * repositories are theirs (they may set `raw`/`pluck`/`expand`, which Kysely never does).
- * - A cached statement that is still being iterated (`busy`: a `stream()` in progress) is not
- *   handed out again: that query gets a fresh, uncached statement.
- * - Past `capacity` texts (dynamic IN lists) the least recently used statement is dropped;
- *   better-sqlite3 finalizes it when it is collected.
- * - A schema change needs nothing: SQLite re-prepares a statement whose schema changed.
- */
-export class StatementCache implements SqliteDatabase {
-  readonly #sqlite: SQLite.Database;
-  readonly #capacity: number;
-  /** In use order, least recent first: a hit is deleted and set again. */
-  readonly #statements = new Map<string, SQLite.Statement>();
-
-  constructor(sqlite: SQLite.Database, capacity = STATEMENT_CACHE_SIZE) {
-    this.#sqlite = sqlite;
-    this.#capacity = capacity;
-  }
-
-  /** Statements held. */
-  get size(): number {
-    return this.#statements.size;
-  }
-
-  /** The cached statement for `sql`, or a new one. @throws SqliteError when `sql` does not prepare */
-  prepare(sql: string): SQLite.Statement {
-    const cached = this.#statements.get(sql);
-    if (cached !== undefined) {
-      if (cached.busy) return this.#sqlite.prepare(sql);
-      this.#statements.delete(sql);
-      this.#statements.set(sql, cached);
-      return cached;
-    }
-    const made = this.#sqlite.prepare(sql);
-    this.#statements.set(sql, made);
-    if (this.#statements.size > this.#capacity) {
-      const oldest = this.#statements.keys().next();
-      if (oldest.done !== true) this.#statements.delete(oldest.value);
-    }
-    return made;
-  }
-
-  /** Drops the statements and closes the database (Kysely's `destroy`). */
-  close(): void {
-    this.#statements.clear();
-    this.#sqlite.close();
   }
 }
 
@@ -139,24 +76,47 @@ export const WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
 
 /**
  * The one owner of the SQLite file: WAL, `busy_timeout`, foreign keys on, a 64 MiB page cache,
- * checkpoints by the store worker (or every 50,000 WAL pages without one), Kysely's statements kept in a {@link StatementCache},
- * migrations at open, and {@link Store.transaction} with commit hooks.
+ * checkpoints by the store worker (or every 50,000 WAL pages without one), Kysely's statements
+ * kept in a {@link StatementCache}, migrations at open. Nobody outside `src/store` touches the
+ * connection; they go through one of three doors:
+ * - writes: {@link Store.transaction} (Kysely, commit hooks);
+ * - reads: Kysely's `db` outside a transaction, or {@link Store.read} for the raw prepared
+ *   statements of the large reads (lists, views, counts);
+ * - background writers that must never land inside a request's transaction (client events,
+ *   retention): {@link Store.whenIdle};
+ * - the hot path's writers (the actors' group commit, the command tracker): the prepared
+ *   statements of a store factory made from the store, in the factory's own transaction.
+ * Repositories of raw statements and statement factories take the store itself (a {@link Connected}).
  */
-export class Store {
-  readonly sqlite: SQLite.Database;
+export class Store implements Connected {
+  readonly [CONNECTION]: SQLite.Database;
+  /** Kysely's handle: queries outside a transaction (each on the one connection, in turn). */
   readonly db: Db;
   /** Kysely's prepared statements, by SQL text. */
   readonly statements: StatementCache;
   readonly #log: Logger;
   readonly #file: string;
   #worker: StoreWorker | null = null;
+  /** {@link whenIdle}'s work, in the order asked. */
+  #idle: IdleTask[] = [];
+  #idleScheduled = false;
 
   private constructor(sqlite: SQLite.Database, file: string, log: Logger) {
-    this.sqlite = sqlite;
+    this[CONNECTION] = sqlite;
     this.#file = file;
     this.#log = log;
     this.statements = new StatementCache(sqlite);
     this.db = new Kysely<Database>({ dialect: new RollbackSafeSqliteDialect(sqlite, this.statements) });
+  }
+
+  /** The database file's path (":memory:" for an in-memory store). */
+  get file(): string {
+    return this.#file;
+  }
+
+  /** True for an in-memory database, which no other connection or thread can open. */
+  get inMemory(): boolean {
+    return this[CONNECTION].memory || this.#file === "" || this.#file === ":memory:";
   }
 
   /**
@@ -228,6 +188,62 @@ export class Store {
   }
 
   /**
+   * Runs `fn` while holding the connection, as Kysely's own queries do: no caller's transaction
+   * is open meanwhile, so the raw statements `fn` runs through repository functions (given the
+   * store as `conn`) never read another caller's uncommitted rows, and a synchronous batch of
+   * its own (a restore's replace) never lands inside one. Waits for an open transaction to end,
+   * so it must not be called from inside a transaction of this store (it would wait for itself).
+   * @returns what `fn` returns; rejects with what it throws
+   */
+  async read<T>(fn: (conn: Connected) => T | Promise<T>): Promise<T> {
+    return this.db.connection().execute(async () => fn(this));
+  }
+
+  /**
+   * Runs `fn` (synchronous raw statements: a background writer's batch or step) at the next
+   * turn of the event loop at which no transaction is open on the connection, so that it never
+   * lands inside a request's transaction; while one is open it waits a turn at a time. Work
+   * asked in the same turn runs in that order, in one turn.
+   * @param opts.turns turns to wait at most (default: no limit)
+   * @returns what `fn` returns; rejects with what it throws, or with an Error "the database
+   *   stayed busy" after `opts.turns` turns inside a transaction
+   */
+  whenIdle<T>(fn: () => T, opts: { turns?: number } = {}): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.#idle.push({ run: () => resolve(fn()), fail: reject, turns: opts.turns ?? Number.POSITIVE_INFINITY });
+      this.#scheduleIdle();
+    });
+  }
+
+  #scheduleIdle(): void {
+    if (this.#idleScheduled) return;
+    this.#idleScheduled = true;
+    setImmediate(() => this.#runIdle());
+  }
+
+  #runIdle(): void {
+    this.#idleScheduled = false;
+    const tasks = this.#idle;
+    this.#idle = [];
+    if (this[CONNECTION].inTransaction) {
+      // A request's transaction holds the connection: write after it, never inside it.
+      for (const t of tasks) {
+        if (--t.turns > 0) this.#idle.push(t);
+        else t.fail(new Error("the database stayed busy"));
+      }
+      if (this.#idle.length > 0) this.#scheduleIdle();
+      return;
+    }
+    for (const t of tasks) {
+      try {
+        t.run();
+      } catch (err) {
+        t.fail(err);
+      }
+    }
+  }
+
+  /**
    * The worker thread of this store's file (src/store/store-worker.ts: renders large writes'
    * nodes, checkpoints the WAL), made on first use; null for ":memory:" (another thread cannot
    * open it), where callers render in this thread and commits checkpoint as before.
@@ -236,7 +252,7 @@ export class Store {
     if (this.#file === ":memory:") return null;
     this.#worker ??= new StoreWorker(this.#file, this.db, this.#log.child({ name: "store-worker" }), {
       // While the worker checkpoints, the commits' own checkpoint is only a far backstop.
-      onRunning: (running) => void this.sqlite.pragma(`wal_autocheckpoint = ${running ? WAL_AUTOCHECKPOINT_PAGES_WITH_WORKER : WAL_AUTOCHECKPOINT_PAGES}`),
+      onRunning: (running) => void this[CONNECTION].pragma(`wal_autocheckpoint = ${running ? WAL_AUTOCHECKPOINT_PAGES_WITH_WORKER : WAL_AUTOCHECKPOINT_PAGES}`),
     });
     return this.#worker;
   }
@@ -246,6 +262,14 @@ export class Store {
     await this.#worker?.close();
     await this.db.destroy();
   }
+}
+
+/** One piece of {@link Store.whenIdle}'s work. */
+interface IdleTask {
+  run(): void;
+  fail(err: unknown): void;
+  /** Turns it may still wait. */
+  turns: number;
 }
 
 /** Why a directory cannot take files, in words, from an errno code. */
@@ -287,20 +311,4 @@ function openError(file: string, err: unknown): Error {
     // no statfs answer: the reason alone
   }
   return new Error(`cannot open the database ${file}: ${reason}${free}`, { cause: err });
-}
-
-/**
- * Makes `build` run once per better-sqlite3 connection and returns its result from then on: the
- * prepared statements of a repository, created at first use and kept as long as the connection.
- */
-export function perConnection<T>(build: (sqlite: SQLite.Database) => T): (sqlite: SQLite.Database) => T {
-  const cache = new WeakMap<SQLite.Database, T>();
-  return (sqlite) => {
-    let made = cache.get(sqlite);
-    if (made === undefined) {
-      made = build(sqlite);
-      cache.set(sqlite, made);
-    }
-    return made;
-  };
 }

@@ -1,5 +1,5 @@
 import { sql } from "kysely";
-import type { Db } from "./db.js";
+import type { Db } from "./connection.js";
 import type { MeshPairRow, NodeRow } from "./schema.js";
 
 /** Repository of `mesh_pairs`. Pairs are stored with `node_a < node_b`. */

@@ -1,6 +1,6 @@
 import SQLite from "better-sqlite3";
 import type { NodeMode } from "../protocol/enums.js";
-import type { Db } from "./db.js";
+import { sqliteOf, type Connection, type Db } from "./connection.js";
 
 /**
  * Repository of `node_client_state`: the reads of the broker's hot path (CONNECT, authz) and the
@@ -26,7 +26,8 @@ export interface NodeAccountStatements {
  * `/api/internal/emqx/authz` call, DESIGN §3 Broker identity), so rotated or deleted credentials
  * stop working at once without a query plan per call.
  */
-export function createNodeAccountStatements(sqlite: SQLite.Database): NodeAccountStatements {
+export function createNodeAccountStatements(conn: Connection): NodeAccountStatements {
+  const sqlite = sqliteOf(conn);
   const byUsername = sqlite.prepare<[string], NodeAccountRow>(
     `SELECT s.mqtt_password_hash AS hash, n.config_id, n.node_id, n.mode
        FROM node_client_state s JOIN nodes n ON n.node_id = s.node_id
@@ -110,7 +111,8 @@ export interface NodeStateStatements {
  * factories"): every heartbeat of every node goes through {@link NodeStateStatements.writeSignal}
  * or {@link NodeStateStatements.writeState}, so no statement is prepared per call.
  */
-export function createNodeStateStatements(sqlite: SQLite.Database): NodeStateStatements {
+export function createNodeStateStatements(conn: Connection): NodeStateStatements {
+  const sqlite = sqliteOf(conn);
   const state = sqlite.prepare(
     `UPDATE node_client_state SET client_initialized = ?, client_presence_state = ?, runtime_state = ?,
        last_reachable_at = ?, last_signal_at = ?, client_version = ?, machine_snapshot = ?, machine_version = ?,
@@ -163,7 +165,8 @@ export function createNodeStateStatements(sqlite: SQLite.Database): NodeStateSta
  * broker credentials, machine snapshot and version, session ids, presence, runtime and reported
  * times cleared, `client_initialized` = 0; `now` (ms) goes to `updated_at`.
  */
-export function resetAllClientStates(sqlite: SQLite.Database, now: number): void {
+export function resetAllClientStates(conn: Connection, now: number): void {
+  const sqlite = sqliteOf(conn);
   sqlite
     .prepare(
       `UPDATE node_client_state SET client_initialized = 0, client_presence_state = 'offline', runtime_state = 'unknown',

@@ -1,6 +1,6 @@
 import type SQLite from "better-sqlite3";
 import { likePattern } from "./configs.repository.js";
-import { perConnection } from "./db.js";
+import { perConnection, sqliteOf, type Connection } from "./connection.js";
 import { NODE_VIEW_COLUMNS } from "./nodes.repository.js";
 import type { NodeClientStateRow, NodeRow } from "./schema.js";
 
@@ -125,7 +125,8 @@ const CLIENT_COLUMNS = [
  * undefined when fewer follow: the end of a bounded scan. Reads only the index
  * `nodes_config_created` (covering), about `n` entries.
  */
-export function nodeScanBoundary(sqlite: SQLite.Database, configId: string, after: NodeListPosition | undefined, n: number): NodeListPosition | undefined {
+export function nodeScanBoundary(conn: Connection, configId: string, after: NodeListPosition | undefined, n: number): NodeListPosition | undefined {
+  const sqlite = sqliteOf(conn);
   const text = `SELECT created_at, node_id FROM nodes INDEXED BY nodes_config_created WHERE config_id = @config_id
     ${after === undefined ? "" : "AND (created_at, node_id) > (@after_at, @after_id)"} ORDER BY created_at, node_id LIMIT 1 OFFSET @skip`;
   const params = { config_id: configId, skip: n - 1, ...(after === undefined ? {} : { after_at: after.created_at, after_id: after.node_id }) };
@@ -141,7 +142,7 @@ export function nodeScanBoundary(sqlite: SQLite.Database, configId: string, afte
  * @returns the rows with their client state, in order
  */
 export function nodePage(
-  sqlite: SQLite.Database,
+  conn: Connection,
   configId: string,
   filter: NodeListFilter,
   after: NodeListPosition | undefined,
@@ -149,6 +150,7 @@ export function nodePage(
   mqttEnabled: boolean,
   until?: NodeListPosition,
 ): NodePageRow[] {
+  const sqlite = sqliteOf(conn);
   const where = ["n.config_id = @config_id", ...filterSql(filter)];
   if (after !== undefined) where.push("(n.created_at, n.node_id) > (@after_at, @after_id)");
   if (until !== undefined) where.push("(n.created_at, n.node_id) <= (@until_at, @until_id)");
@@ -180,7 +182,8 @@ function splitRow(row: Record<string, unknown>): NodePageRow {
  * Tags of the given nodes: node_id → tags sorted by name (one query for a page's nodes).
  * @param nodeIds at most a page (<= 1000: one prepared statement per length is kept)
  */
-export function tagsOfNodes(sqlite: SQLite.Database, nodeIds: readonly string[]): Map<string, string[]> {
+export function tagsOfNodes(conn: Connection, nodeIds: readonly string[]): Map<string, string[]> {
+  const sqlite = sqliteOf(conn);
   const out = new Map<string, string[]>();
   if (nodeIds.length === 0) return out;
   const text = `SELECT node_id, tag FROM node_tags WHERE node_id IN (${nodeIds.map(() => "?").join(", ")}) ORDER BY tag`;
@@ -203,7 +206,8 @@ export function tagsOfNodes(sqlite: SQLite.Database, nodeIds: readonly string[])
  * (docs/decisions.md "Issue 14: the workspace read"); each row object lives only while `f` runs.
  * @returns what `f` returned for each node, in list order
  */
-export function mapConfigNodes<T>(sqlite: SQLite.Database, configId: string, f: (node: NodeListRow, client: NodeClientViewRow | undefined) => T): T[] {
+export function mapConfigNodes<T>(conn: Connection, configId: string, f: (node: NodeListRow, client: NodeClientViewRow | undefined) => T): T[] {
+  const sqlite = sqliteOf(conn);
   // config_id is the parameter's (one string fewer per row).
   const text = `SELECT n.node_id, n.name, n.mode, n.interface_name, n.address, n.public_address, n.listen_port, n.public_key,
       n.staged_config_version, n.staged_config_sha256, n.confirmed_config_version, n.confirmed_config_sha256, n.created_at, n.updated_at,
@@ -263,7 +267,8 @@ type ConfigNodeTuple = [
 ];
 
 /** Tags of every node of a config: node_id → tags sorted by name (raw mode, as {@link mapConfigNodes}). */
-export function configTagsByNode(sqlite: SQLite.Database, configId: string): Map<string, string[]> {
+export function configTagsByNode(conn: Connection, configId: string): Map<string, string[]> {
+  const sqlite = sqliteOf(conn);
   const text = `SELECT t.node_id, t.tag FROM node_tags t JOIN nodes n ON n.node_id = t.node_id WHERE n.config_id = ? ORDER BY t.tag`;
   const rows = statement(sqlite, text).raw(true).all(configId) as Array<[string, string]>;
   const out = new Map<string, string[]>();
@@ -293,13 +298,14 @@ export function emptyNodeStateCounts(): NodeStateCounts {
  * (`nodeScanBoundary`), so that no statement holds the event loop for long.
  */
 export function nodeStateCounts(
-  sqlite: SQLite.Database,
+  conn: Connection,
   configId: string,
   filter: NodeListFilter,
   mqttEnabled: boolean,
   range: { after?: NodeListPosition | undefined; until?: NodeListPosition | undefined } = {},
   into: NodeStateCounts = emptyNodeStateCounts(),
 ): NodeStateCounts {
+  const sqlite = sqliteOf(conn);
   const conditions = filterSql(filter);
   const matching = conditions.length === 0 ? "1" : conditions.join(" AND ");
   const where = ["n.config_id = @config_id"];

@@ -1,6 +1,6 @@
 import type SQLite from "better-sqlite3";
 import type { TransitionSource } from "../protocol/machine.schema.js";
-import { perConnection } from "./db.js";
+import { perConnection, sqliteOf, type Connection } from "./connection.js";
 
 /**
  * Repository of `node_transitions`, the flight recorder of issue 13 (docs/decisions.md "Issue 13:
@@ -160,7 +160,8 @@ function valueJsonOf(sqlite: SQLite.Database, id: number): string {
  * Forgets the interned state values this connection cached (call after a transaction that ran
  * {@link appendNodeTransitions} rolled back: a value it stored first is gone with it).
  */
-export function forgetNodeStateValues(sqlite: SQLite.Database): void {
+export function forgetNodeStateValues(conn: Connection): void {
+  const sqlite = sqliteOf(conn);
   const s = statements(sqlite);
   s.valueIds.clear();
   s.values.clear();
@@ -198,10 +199,11 @@ function eventJson(sqlite: SQLite.Database, event: string): string {
  *   the batch, and the row id of each input transition (`rowIds[i]` holds `rows[i]`)
  */
 export function appendNodeTransitions<T extends NewNodeTransition>(
-  sqlite: SQLite.Database,
+  conn: Connection,
   rows: readonly T[],
   headOf: (first: T) => number | null,
 ): { heads: Map<T, number>; rowIds: number[] } {
+  const sqlite = sqliteOf(conn);
   const heads = new Map<T, number>();
   const rowIds = new Array<number>(rows.length);
   if (rows.length === 0) return { heads, rowIds };
@@ -281,12 +283,13 @@ function publicTransition(sqlite: SQLite.Database, r: StoredRow, k: number, e: E
  * chain from its head: one primary-key lookup per row up to the page's end (at most `keep`).
  */
 export function listNodeTransitions(
-  sqlite: SQLite.Database,
+  conn: Connection,
   nodeId: string,
   before: number,
   limit: number,
   keep = Number.POSITIVE_INFINITY,
 ): NodeTransitionRow[] {
+  const sqlite = sqliteOf(conn);
   const s = statements(sqlite);
   let id: number | null | undefined = s.head.get(nodeId);
   const out: NodeTransitionRow[] = [];
@@ -312,7 +315,8 @@ export function listNodeTransitions(
  * transition"), ordered by `node_id`. A node without any recorded transition has no row; a
  * config that does not exist answers none (the caller checks it exists).
  */
-export function latestNodeTransitionsOfConfig(sqlite: SQLite.Database, configId: string): NodeTransitionRow[] {
+export function latestNodeTransitionsOfConfig(conn: Connection, configId: string): NodeTransitionRow[] {
+  const sqlite = sqliteOf(conn);
   return statements(sqlite)
     .latestOfConfig.all(configId)
     .map((r) => publicRows(sqlite, r).at(-1))
@@ -335,7 +339,8 @@ export function timelineSlack(keep: number): number {
  * @param keep transitions kept per node, >= 1
  * @returns the cut-off row's id, or undefined when the node is within the cap
  */
-export function transitionCutoff(sqlite: SQLite.Database, nodeId: string, keep: number): number | undefined {
+export function transitionCutoff(conn: Connection, nodeId: string, keep: number): number | undefined {
+  const sqlite = sqliteOf(conn);
   const r = statements(sqlite).cutoff.get({ node: nodeId, keep });
   return r === undefined || r.prev === null ? undefined : r.id;
 }
@@ -346,7 +351,8 @@ export function transitionCutoff(sqlite: SQLite.Database, nodeId: string, keep: 
  * between chunks.
  * @returns the number of rows deleted (0 when `cutoff` is no longer one of the node's rows)
  */
-export function deleteNodeTransitionsBelow(sqlite: SQLite.Database, nodeId: string, cutoff: number, limit: number): number {
+export function deleteNodeTransitionsBelow(conn: Connection, nodeId: string, cutoff: number, limit: number): number {
+  const sqlite = sqliteOf(conn);
   const s = statements(sqlite);
   return sqlite.transaction(() => {
     if (s.isOwn.get(cutoff, nodeId) === undefined) return 0;

@@ -1,4 +1,4 @@
-import type { Db } from "./db.js";
+import type { Db } from "./connection.js";
 import { insertClientState } from "./node-client-state.repository.js";
 import type { ConfigRow, NewNodeRow, NodeClientStateRow, NodeRow, NodeUpdate } from "./schema.js";
 

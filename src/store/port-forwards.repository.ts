@@ -1,4 +1,4 @@
-import type { Db } from "./db.js";
+import type { Db } from "./connection.js";
 import type { PortForwardRow } from "./schema.js";
 
 /** Repository of `port_forwards`. */

@@ -4,7 +4,7 @@
  * statement per 500 ids and never reads a config text (texts are in `node_staged_texts`,
  * migration 0013).
  */
-import type { Db } from "./db.js";
+import type { Db } from "./connection.js";
 import type { NodeRow, PortForwardRow } from "./schema.js";
 
 /** What rendering and staging need of a node: its render fields, key, mode and staged version/sha. */

@@ -1,4 +1,4 @@
-import type { Db } from "./db.js";
+import type { Db } from "./connection.js";
 
 /** Repository of `settings_kv`: generated secrets and server-side settings. */
 

@@ -1,4 +1,5 @@
 import SQLite from "better-sqlite3";
+import { sqliteOf, type Connection } from "./connection.js";
 import type { Store } from "./db.js";
 
 /**
@@ -57,13 +58,13 @@ export const SCRUBBED_TABLES = [
 ] as const;
 
 /**
- * Writes a consistent copy of the live database to `file` (`VACUUM INTO`), holding Kysely's
+ * Writes a consistent copy of the live database to `file` (`VACUUM INTO`), holding the
  * connection so that no request transaction is open meanwhile.
  * @param file path of a file that does not exist yet
  */
 export async function copyDatabaseTo(store: Store, file: string): Promise<void> {
-  await store.db.connection().execute(async () => {
-    store.sqlite.prepare("VACUUM INTO ?").run(file);
+  await store.read((conn) => {
+    sqliteOf(conn).prepare("VACUUM INTO ?").run(file);
   });
 }
 
@@ -88,7 +89,8 @@ export function scrubDatabaseCopy(file: string): void {
 }
 
 /** CREATE TABLE text of every table of a database (`schema`: "main" or an attached name), by name. */
-export function tableDefinitions(db: SQLite.Database, schema = "main"): Map<string, string> {
+export function tableDefinitions(conn: Connection, schema = "main"): Map<string, string> {
+  const db = sqliteOf(conn);
   const rows = db
     .prepare(`SELECT name, sql FROM "${schema}".sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`)
     .all() as Array<{ name: string; sql: string | null }>;
@@ -151,7 +153,8 @@ export interface StagedConfigText {
 }
 
 /** Nodes of a database whose staged config has a stored sha256, with their staged text. */
-export function listStagedConfigTexts(sqlite: SQLite.Database): StagedConfigText[] {
+export function listStagedConfigTexts(conn: Connection): StagedConfigText[] {
+  const sqlite = sqliteOf(conn);
   return sqlite
     .prepare(
       `SELECT n.node_id, t.config_text AS staged_config_text FROM nodes n
@@ -162,12 +165,14 @@ export function listStagedConfigTexts(sqlite: SQLite.Database): StagedConfigText
 }
 
 /** Every config id of a database, sorted. */
-export function listConfigIds(sqlite: SQLite.Database): string[] {
+export function listConfigIds(conn: Connection): string[] {
+  const sqlite = sqliteOf(conn);
   return (sqlite.prepare("SELECT config_id FROM configs ORDER BY config_id").all() as Array<{ config_id: string }>).map((r) => r.config_id);
 }
 
 /** Clears every node's confirmed config (`confirmed_config_version`/`_sha256` to NULL). */
-export function clearConfirmedConfigs(sqlite: SQLite.Database): void {
+export function clearConfirmedConfigs(conn: Connection): void {
+  const sqlite = sqliteOf(conn);
   sqlite.prepare("UPDATE nodes SET confirmed_config_version = NULL, confirmed_config_sha256 = NULL").run();
 }
 
@@ -175,7 +180,8 @@ export function clearConfirmedConfigs(sqlite: SQLite.Database): void {
  * Sets the stored staged-config sha256 of nodes, one `[nodeId, sha256]` pair each, and labels
  * the text stored for each node's staged version with the same sha.
  */
-export function setStagedConfigShas(sqlite: SQLite.Database, shas: Iterable<readonly [nodeId: string, sha256: string]>): void {
+export function setStagedConfigShas(conn: Connection, shas: Iterable<readonly [nodeId: string, sha256: string]>): void {
+  const sqlite = sqliteOf(conn);
   const setSha = sqlite.prepare("UPDATE nodes SET staged_config_sha256 = ? WHERE node_id = ?");
   const label = sqlite.prepare(
     "UPDATE node_staged_texts SET config_sha256 = ? WHERE node_id = ? AND config_version = (SELECT staged_config_version FROM nodes WHERE node_id = ?)",
@@ -187,7 +193,8 @@ export function setStagedConfigShas(sqlite: SQLite.Database, shas: Iterable<read
 }
 
 /** Every node's served staged config text (`t`: the text of its staged version and sha, or null) and stored sha256 (`s`). */
-export function listStagedConfigs(sqlite: SQLite.Database): Array<{ node_id: string; t: string | null; s: string | null }> {
+export function listStagedConfigs(conn: Connection): Array<{ node_id: string; t: string | null; s: string | null }> {
+  const sqlite = sqliteOf(conn);
   return sqlite
     .prepare(
       `SELECT n.node_id, t.config_text AS t, n.staged_config_sha256 AS s FROM nodes n
@@ -206,7 +213,8 @@ export function listStagedConfigs(sqlite: SQLite.Database): Array<{ node_id: str
  * back and leaves the live database as it was.
  * @param schemaMismatch builds the error thrown when a table's definition differs (named)
  */
-export function replaceDataFromSnapshot(sqlite: SQLite.Database, dbFile: string, schemaMismatch: (table: string) => Error): void {
+export function replaceDataFromSnapshot(conn: Connection, dbFile: string, schemaMismatch: (table: string) => Error): void {
+  const sqlite = sqliteOf(conn);
   sqlite.prepare("ATTACH DATABASE ? AS snap").run(dbFile);
   try {
     const live = tableDefinitions(sqlite, "main");

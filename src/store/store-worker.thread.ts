@@ -11,10 +11,10 @@
  */
 import { parentPort, workerData } from "node:worker_threads";
 import SQLite from "better-sqlite3";
-import type { Db } from "./db.js";
+import type { Db } from "./connection.js";
 import type { RenderRequest, RenderResponse, WalCheckpoint } from "./store-worker.js";
 import type { Database } from "./schema.js";
-import type { RenderJob, openRenderJob } from "./staging.js";
+import type { RenderJob, openRenderJob } from "./render-job.js";
 import { countStore } from "./summary.repository.js";
 
 const port = parentPort;
@@ -31,7 +31,7 @@ sqlite.pragma("busy_timeout = 5000");
  */
 let rendering: Promise<{ db: Db; open: typeof openRenderJob }> | null = null;
 function loadRendering(): Promise<{ db: Db; open: typeof openRenderJob }> {
-  rendering ??= Promise.all([import("kysely"), import("./db.js"), import("./staging.js")]).then(([{ Kysely, SqliteDialect }, { StatementCache }, { openRenderJob }]) => ({
+  rendering ??= Promise.all([import("kysely"), import("./connection.js"), import("./render-job.js")]).then(([{ Kysely, SqliteDialect }, { StatementCache }, { openRenderJob }]) => ({
     db: new Kysely<Database>({ dialect: new SqliteDialect({ database: new StatementCache(sqlite) }) }),
     open: openRenderJob,
   }));

@@ -5,7 +5,7 @@
  * - **Render jobs** for `renderDeferred` (a {@link ChunkSource}; issue 14 items 2–3): it reads a
  *   job's inputs once and renders its steps while the main thread stores the previous step and
  *   keeps serving MQTT, HTTP and SSE. The main thread keeps every write: a rendering is stored
- *   only if its node is still at the version the worker read (src/store/staging.ts), so a
+ *   only if its node is still at the version the worker read (src/services/rendering.service.ts), so a
  *   rendering raced by a write is never stored.
  * - **WAL checkpoints** every {@link CHECKPOINT_INTERVAL_MS}.
  * - **The store's counts** for the system status ({@link StoreWorker.counts}), while it runs.
@@ -23,8 +23,8 @@ import type { Worker } from "node:worker_threads";
 import PQueue from "p-queue";
 import { moduleExtension, startWorker } from "../lib/worker.js";
 import type { Logger } from "../logger.js";
-import type { Db } from "./db.js";
-import { openRenderJob, type ChunkSource, type RenderedChunk, type RenderJob } from "./staging.js";
+import type { Db } from "./connection.js";
+import { openRenderJob, type ChunkSource, type RenderedChunk, type RenderJob } from "./render-job.js";
 import type { StoreCounts } from "./summary.repository.js";
 
 /**

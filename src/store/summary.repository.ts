@@ -1,4 +1,4 @@
-import type SQLite from "better-sqlite3";
+import { sqliteOf, type Connection } from "./connection.js";
 
 /** Repository of the whole-store counts the system status shows (DESIGN §5 `system.status.updated`). */
 
@@ -13,7 +13,8 @@ export type StoreCounts = Record<CountedTable, number>;
  * the pairs of a 1,000-node full mesh, 499,500 rows, takes 15–30 ms; issue 14 item 2).
  * @throws the driver's `SqliteError`
  */
-export function countStore(sqlite: SQLite.Database): StoreCounts {
+export function countStore(conn: Connection): StoreCounts {
+  const sqlite = sqliteOf(conn);
   const row = sqlite
     .prepare("SELECT (SELECT count(*) FROM configs) AS configs, (SELECT count(*) FROM nodes) AS nodes, (SELECT count(*) FROM mesh_pairs) AS mesh_pairs")
     .get() as StoreCounts;

@@ -1,4 +1,4 @@
-import type { Db } from "./db.js";
+import type { Db } from "./connection.js";
 import type { DownloadTokenKind } from "../protocol/download-tokens.js";
 import type { DownloadTokenRow } from "./schema.js";
 

@@ -7,6 +7,7 @@ import { ManualClock } from "../../src/lib/clock.js";
 import { listNodeTransitions } from "../../src/store/node-transitions.repository.js";
 import { listClientStates } from "../../src/store/nodes.repository.js";
 import { CONFIG, log, openStores, seedNodes, tempDbFile } from "./harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * Coalesced heartbeats (src/actors/heartbeat-coalescer.ts): a heartbeat that would change nothing
@@ -98,7 +99,7 @@ async function openSide(t: TestContext, clock: ManualClock, coalesceHeartbeats: 
     rows: async () => {
       const states = [...(await listClientStates(reader.db, CONFIG))].sort(([a], [b]) => a.localeCompare(b));
       const transitions = [];
-      for (const id of IDS) transitions.push(listNodeTransitions(reader.sqlite, id, Number.MAX_SAFE_INTEGER, 10_000).map(({ transition_id: _id, ...row }) => row));
+      for (const id of IDS) transitions.push(listNodeTransitions(sqliteOf(reader), id, Number.MAX_SAFE_INTEGER, 10_000).map(({ transition_id: _id, ...row }) => row));
       return { states, transitions };
     },
     close: async () => {

@@ -6,6 +6,7 @@ import { createLogger } from "../../src/logger.js";
 import type { Envelope } from "../../src/protocol/envelope.schema.js";
 import { api, bind, connectAgent, dynamicNode, nextMessage } from "../control/agent-harness.js";
 import { fileSseServer, type SseServer } from "../events/sse-harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * The command tracker (spec §6.4 rules 1-2, §3.4 ACK status, §2.8 control log): log row before
@@ -107,7 +108,7 @@ async function rig(opts: { start?: number } = {}): Promise<Rig> {
       failure = m;
     },
     warnings,
-    row: (logId) => s.server.store.sqlite.prepare("SELECT * FROM control_logs WHERE log_id = ?").get(logId) as ReturnType<Rig["row"]>,
+    row: (logId) => sqliteOf(s.server.store).prepare("SELECT * FROM control_logs WHERE log_id = ?").get(logId) as ReturnType<Rig["row"]>,
   };
 }
 
@@ -438,7 +439,7 @@ describe("timeouts and restart (DESIGN §3: command ACK timeout 60 s, detect 20 
   test("a command whose log row is gone (node deleted, snapshot restored meanwhile) still closes on its ACK, and no view of a missing row is emitted", async () => {
     const r = await rig();
     const ctl = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "control", action: "start", payload: { action: "start" } });
-    r.s.server.store.sqlite.prepare("DELETE FROM control_logs WHERE log_id = ?").run(ctl.log!.log_id);
+    sqliteOf(r.s.server.store).prepare("DELETE FROM control_logs WHERE log_id = ?").run(ctl.log!.log_id);
     const events = r.logEvents.length;
     const c = r.tracker.ack("control_ack", r.configId, r.nodeId, ctl.requestId, applied);
     assert.equal(c?.requestId, ctl.requestId);
@@ -454,7 +455,7 @@ describe("timeouts and restart (DESIGN §3: command ACK timeout 60 s, detect 20 
     const partial = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "config_push", action: "push_config", payload: {}, pushed: target });
     const ctl = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "control", action: "start", payload: {} });
     const ctlPartial = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "control", action: "stop", payload: {} });
-    const sqlite = r.s.server.store.sqlite;
+    const sqlite = sqliteOf(r.s.server.store);
     sqlite.prepare("UPDATE control_logs SET pushed_config_sha256 = NULL WHERE log_id = ?").run(partial.log!.log_id);
     sqlite.prepare("UPDATE control_logs SET pushed_config_version = 7 WHERE log_id = ?").run(ctlPartial.log!.log_id);
     r.tracker.stop();
@@ -496,7 +497,7 @@ function t_assertOpen(tracker: CommandTracker, r: Rig, ids: string[]): void {
   // Every open row in the store is tracked again (other tests' rows included): at least ours.
   assert.ok(tracker.openCount >= ids.length, `open ${tracker.openCount}`);
   for (const id of ids) {
-    const row = r.s.server.store.sqlite.prepare("SELECT status FROM control_logs WHERE request_id = ?").get(id) as { status: string };
+    const row = sqliteOf(r.s.server.store).prepare("SELECT status FROM control_logs WHERE request_id = ?").get(id) as { status: string };
     assert.ok(row.status === "pending" || row.status === "accepted", id);
   }
 }

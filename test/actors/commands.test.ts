@@ -9,6 +9,7 @@ import { nodeTopic } from "../../src/protocol/topics.js";
 import { listOpenCommandLogs } from "../../src/store/commands.repository.js";
 import type { ControlLogRow } from "../../src/store/schema.js";
 import { CONFIG, log, openStores, seedNodes, tempDbFile } from "./harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * The command tracker on its own (src/actors/commands.ts): a real SQLite file through `Store`,
@@ -44,7 +45,7 @@ async function openHarness(t: TestContext) {
         delivered.push({
           topic: packet.topic,
           envelope: JSON.parse(packet.payload.toString()) as Envelope,
-          openRowsAtDelivery: listOpenCommandLogs(reader.sqlite),
+          openRowsAtDelivery: listOpenCommandLogs(sqliteOf(reader)),
         });
         for (const wake of deliveries.splice(0)) wake();
         done();
@@ -84,7 +85,7 @@ async function openHarness(t: TestContext) {
     return sent;
   };
   /** Status of each command row still open, as the committed store holds it. */
-  const openRows = () => new Map(listOpenCommandLogs(reader.sqlite).map((r) => [r.request_id, r.status]));
+  const openRows = () => new Map(listOpenCommandLogs(sqliteOf(reader)).map((r) => [r.request_id, r.status]));
   return { store, reader, clock, broker, tracker, delivered, logs, timeouts, finals, sendControl, openRows };
 }
 

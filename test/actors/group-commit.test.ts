@@ -6,6 +6,7 @@ import { ManualClock } from "../../src/lib/clock.js";
 import type { Store } from "../../src/store/db.js";
 import { listClientStates } from "../../src/store/nodes.repository.js";
 import { buildParts, CONFIG, liveNode, openStores, seedNodes, tempDbFile, type Parts } from "./harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * The group commit on its own (src/actors/group-commit.ts) with its real neighbours (recorder
@@ -28,14 +29,14 @@ async function open(t: TestContext, ids: string[]): Promise<{ store: Store; read
   await seedNodes(store, ids);
   // Observation only: count the transactions opened on the real connection.
   let transactions = 0;
-  const realTransaction = store.sqlite.transaction.bind(store.sqlite);
-  store.sqlite.transaction = ((fn: Parameters<typeof realTransaction>[0]) => {
+  const realTransaction = sqliteOf(store).transaction.bind(sqliteOf(store));
+  sqliteOf(store).transaction = ((fn: Parameters<typeof realTransaction>[0]) => {
     const tx = realTransaction(fn);
     return ((...args: unknown[]) => {
       transactions++;
       return tx(...(args as []));
     }) as unknown as typeof tx;
-  }) as typeof store.sqlite.transaction;
+  }) as ReturnType<typeof sqliteOf>["transaction"];
   const clock = new ManualClock();
   const told: Told[] = [];
   const listener = {
@@ -43,7 +44,7 @@ async function open(t: TestContext, ids: string[]): Promise<{ store: Store; read
       void told.push({
         nodeId,
         projection,
-        inTransaction: store.sqlite.inTransaction,
+        inTransaction: sqliteOf(store).inTransaction,
         committed: listClientStates(reader.db, CONFIG).then((rows) => new Map([...rows].map(([id, r]) => [id, r.client_presence_state]))),
       }),
   };
@@ -109,13 +110,13 @@ test("DESIGN §3: a change of the newest signal alone writes last_signal_at and 
 
 test("DESIGN §3: a failed commit tells nobody, runs no effect and rejects the waiting caller; the retry FLUSH_RETRY_MS later on the clock writes it, then tells and runs it once", async (t) => {
   const h = await open(t, ["n-a"]);
-  h.reader.sqlite.exec("CREATE TRIGGER refuse BEFORE UPDATE ON node_client_state BEGIN SELECT RAISE(ABORT, 'refused by test'); END");
+  sqliteOf(h.reader).exec("CREATE TRIGGER refuse BEFORE UPDATE ON node_client_state BEGIN SELECT RAISE(ABORT, 'refused by test'); END");
   const effects: string[] = [];
   h.parts.deliver(entryOf(h.parts, "n-a"), { type: "mqtt.signal", at: h.clock.now(), source: "heartbeat" });
   h.parts.commit.queueEffect(() => void effects.push("ran"));
   await assert.rejects(h.parts.commit.wait(), /refused by test/);
   assert.deepEqual([h.told.length, effects.length], [0, 0]);
-  h.reader.sqlite.exec("DROP TRIGGER refuse");
+  sqliteOf(h.reader).exec("DROP TRIGGER refuse");
   h.clock.advance(FLUSH_RETRY_MS - 1);
   await settle();
   assert.equal((await listClientStates(h.reader.db, CONFIG)).get("n-a")?.client_presence_state, "offline", "no attempt before the retry time");
@@ -129,12 +130,12 @@ test("DESIGN §3: a failed commit tells nobody, runs no effect and rejects the w
 test("DESIGN §3: while a request's transaction holds the connection the commit waits, and writes once it ends (never inside it)", async (t) => {
   const h = await open(t, ["n-a"]);
   const before = h.transactions();
-  h.store.sqlite.exec("BEGIN");
+  sqliteOf(h.store).exec("BEGIN");
   h.parts.deliver(entryOf(h.parts, "n-a"), { type: "mqtt.signal", at: h.clock.now(), source: "heartbeat" });
   await settle();
   assert.equal(h.transactions() - before, 0);
   assert.equal(h.told.length, 0);
-  h.store.sqlite.exec("COMMIT");
+  sqliteOf(h.store).exec("COMMIT");
   await settle();
   assert.equal(h.transactions() - before, 1);
   assert.deepEqual(h.told.map((c) => c.nodeId), ["n-a"]);

@@ -4,6 +4,7 @@ import { Quarantine } from "../../src/actors/quarantine.js";
 import { NodeActorRegistry } from "../../src/actors/registry.js";
 import { ManualClock } from "../../src/lib/clock.js";
 import { capturingLog, CONFIG, log, openStores, seedNodes, tempDbFile } from "./harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * Quarantine at start and reload (src/actors/quarantine.ts; docs/decisions.md "Quarantine at
@@ -36,7 +37,7 @@ test("a node with a broken stored snapshot is left out at start (no actor, not c
   const first = new NodeActorRegistry(deps);
   assert.equal(await first.start(), 2);
   await first.stop();
-  reader.sqlite.exec("UPDATE node_client_state SET machine_snapshot = '{\"status\":\"active\"' WHERE node_id = 'n-bad'");
+  sqliteOf(reader).exec("UPDATE node_client_state SET machine_snapshot = '{\"status\":\"active\"' WHERE node_id = 'n-bad'");
 
   const { log: capture, lines } = capturingLog();
   const registry = new NodeActorRegistry({ ...deps, log: capture });
@@ -51,7 +52,7 @@ test("a node with a broken stored snapshot is left out at start (no actor, not c
   assert.equal(registry.has(CONFIG, "n-good"), true);
   assert.ok(lines.some((l) => l.level === 50 && l.node_id === "n-bad"), "the error line names the node");
 
-  reader.sqlite.exec("UPDATE node_client_state SET machine_snapshot = NULL, machine_version = NULL WHERE node_id = 'n-bad'");
+  sqliteOf(reader).exec("UPDATE node_client_state SET machine_snapshot = NULL, machine_version = NULL WHERE node_id = 'n-bad'");
   assert.equal(await registry.reload(), 2);
   assert.deepEqual(registry.quarantined(), []);
   assert.equal(registry.has(CONFIG, "n-bad"), true);

@@ -7,6 +7,7 @@ import { nodeMachine } from "../../src/machines/node.machine.js";
 import { createNodeStateStatements } from "../../src/store/node-client-state.repository.js";
 import { listNodeTransitions } from "../../src/store/node-transitions.repository.js";
 import { capturingLog, liveNode, openStores, PART_DETECT_MS, seedNodes, tempDbFile } from "./harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * The flight recorder's sink on its own (src/actors/recorder-sink.ts): which snapshot changes of
@@ -30,7 +31,7 @@ async function open(t: TestContext, opts: { retention?: { keep: number; slack: n
     actor.stop();
     await close();
   });
-  const nodeState = createNodeStateStatements(store.sqlite);
+  const nodeState = createNodeStateStatements(sqliteOf(store));
   /** The group commit's share: append the queued rows and store each node's newest row in one transaction, then note them. */
   const commit = () => {
     let stored: StoredRows | undefined;
@@ -41,7 +42,7 @@ async function open(t: TestContext, opts: { retention?: { keep: number; slack: n
     });
     if (stored) sink.committed(stored);
   };
-  const timeline = () => listNodeTransitions(reader.sqlite, "n-1", Number.MAX_SAFE_INTEGER, 1000);
+  const timeline = () => listNodeTransitions(sqliteOf(reader), "n-1", Number.MAX_SAFE_INTEGER, 1000);
   return { store, reader, clock, sink, actor, entry, commit, timeline, pruned, lines };
 }
 
@@ -110,7 +111,7 @@ test("a rolled-back append leaves nothing behind: once the store forgets what it
   h.sink.sendAs(h.actor, { type: "client.bound", at: h.clock.now(), clientVersion: "1.0.0" });
   const rows = h.sink.take();
   assert.throws(() =>
-    h.store.sqlite.transaction(() => {
+    sqliteOf(h.store).transaction(() => {
       h.sink.append(rows);
       throw new Error("disk full");
     })(),

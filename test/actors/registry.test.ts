@@ -7,6 +7,7 @@ import type { Store } from "../../src/store/db.js";
 import { listNodeTransitions } from "../../src/store/node-transitions.repository.js";
 import { listClientStates } from "../../src/store/nodes.repository.js";
 import { CONFIG, log, openStores, seedNodes, tempDbFile } from "./harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * The node actor registry as a whole (src/actors/registry.ts, the front door over its parts, each
@@ -22,7 +23,7 @@ const TTL_MS = 45 * 60_000;
 interface StatusChange {
   nodeId: string;
   projection: NodeProjection;
-  /** `store.sqlite.inTransaction` when the notification ran. */
+  /** `sqliteOf(store).inTransaction` when the notification ran. */
   inTransaction: boolean;
   /** Presence of every node of the config as a second connection read it right then. */
   committed: Promise<Map<string, string>>;
@@ -46,14 +47,14 @@ async function openHarness(t: TestContext, opts: { file?: string; clock?: Manual
   const clock = opts.clock ?? new ManualClock();
   // Observation only: count the transactions the registry opens on the real connection.
   let transactions = 0;
-  const realTransaction = store.sqlite.transaction.bind(store.sqlite);
-  store.sqlite.transaction = ((fn: Parameters<typeof realTransaction>[0]) => {
+  const realTransaction = sqliteOf(store).transaction.bind(sqliteOf(store));
+  sqliteOf(store).transaction = ((fn: Parameters<typeof realTransaction>[0]) => {
     const tx = realTransaction(fn);
     return ((...args: unknown[]) => {
       transactions++;
       return tx(...(args as []));
     }) as unknown as typeof tx;
-  }) as typeof store.sqlite.transaction;
+  }) as ReturnType<typeof sqliteOf>["transaction"];
   const changes: StatusChange[] = [];
   const registry = new NodeActorRegistry({
     store,
@@ -66,7 +67,7 @@ async function openHarness(t: TestContext, opts: { file?: string; clock?: Manual
       changes.push({
         nodeId,
         projection,
-        inTransaction: store.sqlite.inTransaction,
+        inTransaction: sqliteOf(store).inTransaction,
         committed: listClientStates(reader.db, CONFIG).then((rows) => new Map([...rows].map(([id, r]) => [id, r.client_presence_state]))),
       });
     },
@@ -153,7 +154,7 @@ test("DESIGN §3 group commit: a failed batch write notifies nobody and rejects 
   const h = await openHarness(t);
   await boundNodes(h, ["n-a"]);
   // The row the batch updates is made unwritable: a trigger aborts the UPDATE (the real SQLite error path).
-  h.reader.sqlite.exec(
+  sqliteOf(h.reader).exec(
     "CREATE TRIGGER refuse BEFORE UPDATE ON node_client_state BEGIN SELECT RAISE(ABORT, 'refused by test'); END",
   );
   await assert.rejects(h.registry.send(CONFIG, "n-a", { type: "mqtt.signal", at: h.clock.now(), source: "heartbeat" }), /refused by test/);
@@ -165,7 +166,7 @@ test("DESIGN §3 group commit: a failed batch write notifies nobody and rejects 
 test("DESIGN §3 group commit: a failed batch stays queued and is written by the next attempt once the store takes writes again; then, and only then, the change is notified (issue 15 item 6)", async (t) => {
   const h = await openHarness(t);
   await boundNodes(h, ["n-a"]);
-  h.reader.sqlite.exec(
+  sqliteOf(h.reader).exec(
     "CREATE TRIGGER refuse BEFORE UPDATE ON node_client_state BEGIN SELECT RAISE(ABORT, 'refused by test'); END",
   );
   await assert.rejects(h.registry.send(CONFIG, "n-a", { type: "mqtt.signal", at: h.clock.now(), source: "heartbeat" }), /refused by test/);
@@ -175,14 +176,14 @@ test("DESIGN §3 group commit: a failed batch stays queued and is written by the
   assert.equal(h.changes.length, 0);
   assert.equal((await listClientStates(h.reader.db, CONFIG)).get("n-a")?.client_presence_state, "offline");
   // The fault ends: the next retry writes the state the actor holds, then notifies it once.
-  h.reader.sqlite.exec("DROP TRIGGER refuse");
+  sqliteOf(h.reader).exec("DROP TRIGGER refuse");
   h.clock.advance(1000);
   await settle();
   assert.equal((await listClientStates(h.reader.db, CONFIG)).get("n-a")?.client_presence_state, "online", "the queued state was written");
   assert.deepEqual(h.changes.map((c) => [c.nodeId, c.projection.presence]), [["n-a", "online"]]);
   // Read through another connection: a state value first stored by the rolled-back attempt must
   // have been stored again by the one that committed (the writer forgets what it had interned).
-  const timeline = listNodeTransitions(h.reader.sqlite, "n-a", Number.MAX_SAFE_INTEGER, 1)[0];
+  const timeline = listNodeTransitions(sqliteOf(h.reader), "n-a", Number.MAX_SAFE_INTEGER, 1)[0];
   assert.match(timeline?.value_after ?? "", /online/, "the flight-recorder row of the change was kept and written with it");
 });
 

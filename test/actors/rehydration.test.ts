@@ -7,6 +7,7 @@ import type { Store } from "../../src/store/db.js";
 import { listNodeTransitions } from "../../src/store/node-transitions.repository.js";
 import { listClientStates } from "../../src/store/nodes.repository.js";
 import { buildParts, CONFIG, openStores, PART_DETECT_MS, PART_TTL_MS, seedNodes, tempDbFile, type Parts } from "./harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * Rehydration on its own (src/actors/rehydration.ts) with its real neighbours: stored nodes
@@ -69,7 +70,7 @@ test("DESIGN §2 rehydration: a stored node without a snapshot gets a live actor
   startAll(parts);
   assert.equal(entryOf(parts, "n-a").state.kind, "live");
   await parts.commit.flushNow();
-  const [init, ...more] = listNodeTransitions(reader.sqlite, "n-a", Number.MAX_SAFE_INTEGER, 10);
+  const [init, ...more] = listNodeTransitions(sqliteOf(reader), "n-a", Number.MAX_SAFE_INTEGER, 10);
   assert.deepEqual([init?.event, init?.source, init?.value_before, more.length], ["xstate.init", "restore", null, 0]);
   assert.notEqual((await listClientStates(reader.db, CONFIG)).get("n-a")?.machine_snapshot, null, "its first state is stored");
 });
@@ -92,7 +93,7 @@ test("DESIGN §2 rehydration, spec §3.1: after a restart a stored node is dorma
 test("DESIGN §2 rehydration: a newer stored last_signal_at (a signal-only write) wins over the snapshot's, and a dormant node's first event wakes its actor with it", async (t) => {
   const { store, reader, clock } = await firstRun(t, ["n-a"]);
   const newer = clock.now() + 30_000;
-  reader.sqlite.exec(`UPDATE node_client_state SET last_signal_at = ${newer} WHERE node_id = 'n-a'`);
+  sqliteOf(reader).exec(`UPDATE node_client_state SET last_signal_at = ${newer} WHERE node_id = 'n-a'`);
   const parts = run(t, store, clock);
   startAll(parts);
   const entry = entryOf(parts, "n-a");
@@ -104,12 +105,12 @@ test("DESIGN §2 rehydration: a newer stored last_signal_at (a signal-only write
 
 test("DESIGN §2 rehydration: a mode changed in the store while the service was down wakes the actor at start; the catch-up is recorded as `restore` and the state written back", async (t) => {
   const { store, reader, clock } = await firstRun(t, ["n-a"]);
-  reader.sqlite.exec("UPDATE nodes SET mode = 'static' WHERE node_id = 'n-a'");
+  sqliteOf(reader).exec("UPDATE nodes SET mode = 'static' WHERE node_id = 'n-a'");
   const parts = run(t, store, clock);
   startAll(parts);
   assert.equal(entryOf(parts, "n-a").state.kind, "live");
   await parts.commit.flushNow();
-  const [row] = listNodeTransitions(reader.sqlite, "n-a", Number.MAX_SAFE_INTEGER, 1);
+  const [row] = listNodeTransitions(sqliteOf(reader), "n-a", Number.MAX_SAFE_INTEGER, 1);
   assert.deepEqual([row?.event, row?.source], ["node.mode_changed", "restore"]);
   assert.match((await listClientStates(reader.db, CONFIG)).get("n-a")?.machine_snapshot ?? "", /"mode":"static"/);
 });
@@ -132,13 +133,13 @@ test("spec §3.1 detect timeout across a restart: a pending timer is re-armed wi
   clock.advance(1);
   await parts.commit.flushNow();
   assert.equal((await listClientStates(reader.db, CONFIG)).get("n-a")?.client_presence_state, "dropped");
-  const [timeout] = listNodeTransitions(reader.sqlite, "n-a", Number.MAX_SAFE_INTEGER, 1);
+  const [timeout] = listNodeTransitions(sqliteOf(reader), "n-a", Number.MAX_SAFE_INTEGER, 1);
   assert.deepEqual([timeout?.source, timeout?.at], ["timer", sentAt + PART_DETECT_MS]);
 });
 
 test("docs/decisions.md quarantine: a stored snapshot that fails the check throws, and nothing of the node is under management", async (t) => {
   const { store, reader, clock } = await firstRun(t, ["n-a"]);
-  reader.sqlite.exec(`UPDATE node_client_state SET machine_snapshot = '{"status":"done"}' WHERE node_id = 'n-a'`);
+  sqliteOf(reader).exec(`UPDATE node_client_state SET machine_snapshot = '{"status":"done"}' WHERE node_id = 'n-a'`);
   const parts = run(t, store, clock);
   const [row] = parts.commit.storedNodes();
   assert.ok(row);

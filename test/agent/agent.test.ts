@@ -10,6 +10,7 @@ import type { CommandRunner } from "../../src/agent/toolchain.types.js";
 import { createToolchains } from "../../src/agent/toolchains.js";
 import { api, dynamicNode, eventually, status } from "../control/agent-harness.js";
 import { startSseServer, type SseServer } from "../events/sse-harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * The real agent runtime against the real service (embedded broker, SQLite, HTTP), in one
@@ -148,14 +149,14 @@ test("an agent refused at CONNECT (its broker account not there yet, e.g. bound 
   let held = "";
   const r = await rig(t, {
     beforeStart: (s, nodeId) => {
-      const row = s.server.store.sqlite.prepare("SELECT mqtt_password_hash AS h FROM node_client_state WHERE node_id = ?").get(nodeId) as { h: string };
+      const row = sqliteOf(s.server.store).prepare("SELECT mqtt_password_hash AS h FROM node_client_state WHERE node_id = ?").get(nodeId) as { h: string };
       held = row.h;
-      s.server.store.sqlite.prepare("UPDATE node_client_state SET mqtt_password_hash = ? WHERE node_id = ?").run("0".repeat(64), nodeId);
+      sqliteOf(s.server.store).prepare("UPDATE node_client_state SET mqtt_password_hash = ? WHERE node_id = ?").run("0".repeat(64), nodeId);
     },
   });
   await eventually("refused", () => (r.logs.some((l) => l.msg === "mqtt error" && /bad user ?name or password|not authorized/i.test(String(l.err))) ? true : undefined));
   assert.equal((await status(r.s, r.configId, r.nodeId)).client_presence_state, "offline");
-  r.s.server.store.sqlite.prepare("UPDATE node_client_state SET mqtt_password_hash = ? WHERE node_id = ?").run(held, r.nodeId);
+  sqliteOf(r.s.server.store).prepare("UPDATE node_client_state SET mqtt_password_hash = ? WHERE node_id = ?").run(held, r.nodeId);
   // The agent's own reconnect backoff (1 s doubling) paces this: poll up to 20 s.
   for (let i = 0; ; i++) {
     if ((await status(r.s, r.configId, r.nodeId)).client_presence_state === "online") break;

@@ -13,6 +13,7 @@ import { VERSION } from "../../src/lib/version.js";
 import { sampleProfile } from "../cli/fixtures.js";
 import { assertError, createConfig, createNode, startHarness, type Harness } from "../http/harness.js";
 import { requireSystem } from "../helpers/system.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * spec §4 rules 4, 6, 7 (local_build), §3.7 and §5 (file tokens), against the real service
@@ -199,7 +200,7 @@ test("local_build: build, grant and download of the client zip (spec §4 rules 4
     assert.equal(g.download_token_expires_at, new Date(h.clock.now() + FIVE_MINUTES).toISOString());
     assert.equal(g.command, `curl -fL -o ${FILE} '${baseUrl}${g.download_path}' && unzip -oq ${FILE} -d svc-client`);
     assert.ok(!g.command.includes(h.token), "never the admin session token");
-    const rows = h.server.store.sqlite.prepare("SELECT kind, resource_id FROM download_tokens").all();
+    const rows = sqliteOf(h.server.store).prepare("SELECT kind, resource_id FROM download_tokens").all();
     assert.deepEqual(rows, [{ kind: "client_artifact", resource_id: ID }]);
 
     const dir = tempDir(st, "svc-artifact-curl-");

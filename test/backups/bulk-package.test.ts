@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { assertError, createConfig, createNode } from "../http/harness.js";
 import { FIVE_MINUTES, assertHttpError, startBackupsHarness, unzip, zipEntries, type BackupsHarness } from "./harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 const PACKAGE = "/api/v1/tools/download/config-bulk/package";
 
@@ -86,7 +87,7 @@ test("spec §4 rule 8, §8: a new package replaces the previous one; the old tok
   assertHttpError(await h.http(`${PACKAGE}/${first.package_id}`, { bearer: h.token }), "NOT_FOUND", "admin, old package");
   // The new one works.
   assert.equal((await h.http(second.download_path)).status, 200);
-  const rows = h.server.store.sqlite.prepare("SELECT resource_id FROM download_tokens WHERE kind = 'config_bulk_package'").all();
+  const rows = sqliteOf(h.server.store).prepare("SELECT resource_id FROM download_tokens WHERE kind = 'config_bulk_package'").all();
   assert.deepEqual(rows, [{ resource_id: second.package_id }], "only the current package has tokens");
 });
 

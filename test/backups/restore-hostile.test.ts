@@ -13,6 +13,7 @@ import { nodeClientId, nodeUsername } from "../../src/mqtt/authz.policy.js";
 import { createServer, type AppContext } from "../../src/server.js";
 import { ADMIN_PASSWORD, assertError, createConfig, createNode, injectJson, type Res } from "../http/harness.js";
 import { assertHttpError, buildZip, importAndRestore, importZip, packSnapshot, snapshotDb, startBackupsHarness, unzip, type BackupsHarness } from "./harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * Issue 10 "Security: fix first": a snapshot is input from whoever handed the operator the zip.
@@ -70,7 +71,7 @@ test("issue 10 HIGH 1, spec §2.4: a crafted machine_snapshot cannot break resto
 
   await importAndRestore(h, db);
 
-  const stored = h.server.store.sqlite.prepare("SELECT machine_snapshot FROM node_client_state WHERE node_id = ?").get(node.node_id) as { machine_snapshot: string | null };
+  const stored = sqliteOf(h.server.store).prepare("SELECT machine_snapshot FROM node_client_state WHERE node_id = ?").get(node.node_id) as { machine_snapshot: string | null };
   assert.ok(!stored.machine_snapshot?.includes('"x":"y"'), "the snapshot's machine state is not kept");
   const p = h.server.registry.projection(config.config_id, node.node_id);
   assert.ok(p, "the node is under management");
@@ -138,7 +139,7 @@ test("issue 10 HIGH 2, spec §2.4/§5: an MQTT password hash chosen by a snapsho
 
   await importAndRestore(h, db);
 
-  const row = h.server.store.sqlite
+  const row = sqliteOf(h.server.store)
     .prepare("SELECT client_initialized, mqtt_username, mqtt_password_hash FROM node_client_state WHERE node_id = ?")
     .get(node.node_id);
   assert.deepEqual(row, { client_initialized: 0, mqtt_username: null, mqtt_password_hash: null });

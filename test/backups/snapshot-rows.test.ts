@@ -7,6 +7,7 @@ import { createLogger } from "../../src/logger.js";
 import { SNAPSHOT_ROW_SCHEMAS } from "../../src/services/snapshot-rows.js";
 import { DATA_TABLES, SCRUBBED_TABLES } from "../../src/services/snapshots.js";
 import { Store } from "../../src/store/db.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 test("issue 10, spec §2.4: there is one row schema per snapshot data table, with exactly the live table's columns (a new migration column must be validated too)", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "svc-rows-"));
@@ -15,7 +16,7 @@ test("issue 10, spec §2.4: there is one row schema per snapshot data table, wit
   t.after(() => store.close());
   assert.deepEqual(Object.keys(SNAPSHOT_ROW_SCHEMAS).sort(), [...DATA_TABLES].sort());
   for (const table of DATA_TABLES) {
-    const columns = (store.sqlite.prepare("SELECT name FROM pragma_table_info(?)").all(table) as Array<{ name: string }>).map((c) => c.name).sort();
+    const columns = (sqliteOf(store).prepare("SELECT name FROM pragma_table_info(?)").all(table) as Array<{ name: string }>).map((c) => c.name).sort();
     assert.deepEqual(Object.keys(SNAPSHOT_ROW_SCHEMAS[table].shape).sort(), columns, `table ${table}`);
   }
 });
@@ -25,7 +26,7 @@ test("issue 13, spec §2.4: every table a migration creates is either carried by
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));
   t.after(() => store.close());
-  const tables = (store.sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all() as Array<{ name: string }>)
+  const tables = (sqliteOf(store).prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all() as Array<{ name: string }>)
     .map((r) => r.name)
     .filter((name) => !name.startsWith("kysely_"));
   const placed = new Set<string>([...DATA_TABLES, ...SCRUBBED_TABLES]);

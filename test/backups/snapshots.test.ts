@@ -9,6 +9,7 @@ import { VERSION } from "../../src/lib/version.js";
 import { opening, startSseServer } from "../events/sse-harness.js";
 import { assertError, createConfig, createNode, type Harness } from "../http/harness.js";
 import { FIVE_MINUTES, assertHttpError, buildZip, startBackupsHarness, unzip, zipEntries } from "./harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 const sha256 = (b: Buffer) => createHash("sha256").update(b).digest("hex");
 
@@ -197,7 +198,7 @@ test("issue 5 item 4: restore brings configs, nodes, mesh pairs, port forwards a
   assert.equal(actorsBefore, 4);
   const projectionBefore = registry.projection(a.config_id, a2.node_id);
   assert.ok(projectionBefore);
-  const secretsBefore = h.server.store.sqlite.prepare("SELECT * FROM settings_kv ORDER BY key").all();
+  const secretsBefore = sqliteOf(h.server.store).prepare("SELECT * FROM settings_kv ORDER BY key").all();
 
   const snap = (await h.req("POST", "/api/v1/backups")).json;
 
@@ -229,12 +230,12 @@ test("issue 5 item 4: restore brings configs, nodes, mesh pairs, port forwards a
   assert.equal(projectionBefore.bindToken, "valid");
   assert.deepEqual(registry.projection(a.config_id, a2.node_id), { ...projectionBefore, bindToken: "none" });
   // Decisions: settings and secrets are the live ones; bind tokens are dropped; node config tokens revoked.
-  assert.deepEqual(h.server.store.sqlite.prepare("SELECT * FROM settings_kv ORDER BY key").all(), secretsBefore);
-  assert.equal((h.server.store.sqlite.prepare("SELECT count(*) AS n FROM bind_tokens").get() as { n: number }).n, 0);
+  assert.deepEqual(sqliteOf(h.server.store).prepare("SELECT * FROM settings_kv ORDER BY key").all(), secretsBefore);
+  assert.equal((sqliteOf(h.server.store).prepare("SELECT count(*) AS n FROM bind_tokens").get() as { n: number }).n, 0);
   assertError(await h.req("GET", nodeToken, undefined, { auth: false }), "INVALID_DOWNLOAD_TOKEN");
-  assert.equal((h.server.store.sqlite.pragma("foreign_key_check") as unknown[]).length, 0);
+  assert.equal((sqliteOf(h.server.store).pragma("foreign_key_check") as unknown[]).length, 0);
   assert.equal(
-    (h.server.store.sqlite.prepare("SELECT count(*) AS n FROM pragma_database_list WHERE name = 'snap'").get() as { n: number }).n,
+    (sqliteOf(h.server.store).prepare("SELECT count(*) AS n FROM pragma_database_list WHERE name = 'snap'").get() as { n: number }).n,
     0,
     "the snapshot database is detached",
   );

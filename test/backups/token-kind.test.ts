@@ -3,6 +3,7 @@ import { createHash } from "node:crypto";
 import { test } from "node:test";
 import { api } from "../control/agent-harness.js";
 import { startSseServer } from "../events/sse-harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /** spec §2.1: the stored kind of a snapshot's file token, read back from `download_tokens`. */
 
@@ -12,7 +13,7 @@ test("spec §2.1 row kind: a snapshot download grant stores one token of kind sn
   assert.equal(snap.status, 201);
   const grant = await api(s, "POST", `/api/v1/backups/${snap.json.snapshot_id}/download-token`);
   assert.equal(grant.status, 200, JSON.stringify(grant.json));
-  const rows = s.server.store.sqlite.prepare("SELECT token_hash, kind, resource_id, expires_at FROM download_tokens").all() as Array<{
+  const rows = sqliteOf(s.server.store).prepare("SELECT token_hash, kind, resource_id, expires_at FROM download_tokens").all() as Array<{
     token_hash: string;
     kind: string;
     resource_id: string;

@@ -12,6 +12,7 @@ import { createServer, type AppContext } from "../../src/server.js";
 import { api, bind, connectAgent, dynamicNode, envelope, eventually, nextMessage, status } from "../control/agent-harness.js";
 import { ADMIN_PASSWORD, listenAndLogin, type SseServer } from "../events/sse-harness.js";
 import { requireSystem } from "../helpers/system.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * Resource faults (issue 15 item 6; docs/decisions.md "Issue 15: chaos and resource faults").
@@ -119,7 +120,7 @@ test("data directory full (2 MiB tmpfs): writes answer 503 STORAGE_UNAVAILABLE r
   agent.on("message", (topic) => received.push(topic));
   assert.equal((await api(s, "POST", "/api/v1/configs", config("before"))).status, 201);
   // The WAL keeps its pages after a checkpoint; truncate it so the next write must grow a file.
-  s.server.store.sqlite.pragma("wal_checkpoint(TRUNCATE)");
+  sqliteOf(s.server.store).pragma("wal_checkpoint(TRUNCATE)");
   const filler = fill(mnt);
 
   const write = await api(s, "POST", "/api/v1/configs", config("during"));

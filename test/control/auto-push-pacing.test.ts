@@ -10,6 +10,7 @@ import { nodeTopic } from "../../src/protocol/topics.js";
 import { createServer } from "../../src/server.js";
 import { AUTO_PUSH_CONCURRENCY } from "../../src/services/control.service.js";
 import { eventually } from "./agent-harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * Issue 14 item 2 (src/services/control.service.ts `#autoPushes`, src/lib/background-turn.ts):
@@ -39,10 +40,10 @@ test("issue 14 item 2, spec §3.5: automatic pushes due at once start one per lo
     ids.push(nodeId);
   }
   // The debounce timers are armed right after the commit that made each node online.
-  const online = () => (server.store.sqlite.prepare("SELECT COUNT(*) AS n FROM node_client_state WHERE client_presence_state = 'online'").get() as { n: number }).n;
+  const online = () => (sqliteOf(server.store).prepare("SELECT COUNT(*) AS n FROM node_client_state WHERE client_presence_state = 'online'").get() as { n: number }).n;
   await eventually("all online, committed", () => (online() === count ? true : undefined));
   await new Promise((resolve) => setImmediate(resolve));
-  const pushRows = () => (server.store.sqlite.prepare("SELECT COUNT(*) AS n FROM control_logs WHERE action = 'push_config'").get() as { n: number }).n;
+  const pushRows = () => (sqliteOf(server.store).prepare("SELECT COUNT(*) AS n FROM control_logs WHERE action = 'push_config'").get() as { n: number }).n;
   assert.equal(pushRows(), 0, "nothing before the debounce");
 
   clock.advance(2000); // DESIGN §3: push debounce 2 s; every node's timer runs out in this call

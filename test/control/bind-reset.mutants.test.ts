@@ -4,6 +4,7 @@ import { describe, test } from "node:test";
 import { isoTime } from "../../src/lib/clock.js";
 import { fileSseServer, type SseServer } from "../events/sse-harness.js";
 import { api, bind, connectAgent, dynamicNode, type Profile } from "./agent-harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * bind-command, bind and reset-client (spec §4 rules 10-12, §2.5, §2.6, §3.2, §3.6) over real
@@ -27,15 +28,15 @@ function redeem(s: SseServer, token: string, extra: Partial<{ client_version: st
 }
 
 function clientRow(s: SseServer, nodeId: string): Record<string, unknown> {
-  return s.server.store.sqlite.prepare("SELECT * FROM node_client_state WHERE node_id = ?").get(nodeId) as Record<string, unknown>;
+  return sqliteOf(s.server.store).prepare("SELECT * FROM node_client_state WHERE node_id = ?").get(nodeId) as Record<string, unknown>;
 }
 
 function tokenStates(s: SseServer, nodeId: string): string[] {
-  return (s.server.store.sqlite.prepare("SELECT state FROM bind_tokens WHERE node_id = ? ORDER BY created_at, rowid").all(nodeId) as Array<{ state: string }>).map((r) => r.state);
+  return (sqliteOf(s.server.store).prepare("SELECT state FROM bind_tokens WHERE node_id = ? ORDER BY created_at, rowid").all(nodeId) as Array<{ state: string }>).map((r) => r.state);
 }
 
 function credential(s: SseServer, username: string): { password_sealed: string; updated_at: number } | undefined {
-  return s.server.store.sqlite.prepare("SELECT * FROM broker_credentials WHERE mqtt_username = ?").get(username) as { password_sealed: string; updated_at: number } | undefined;
+  return sqliteOf(s.server.store).prepare("SELECT * FROM broker_credentials WHERE mqtt_username = ?").get(username) as { password_sealed: string; updated_at: number } | undefined;
 }
 
 async function staticNode(s: SseServer, configId: string): Promise<string> {

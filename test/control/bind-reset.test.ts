@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { startSseServer } from "../events/sse-harness.js";
 import { api, bind, boundAgent, connectAgent, dynamicNode, envelope, eventually, status } from "./agent-harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * Bind tokens, bind-command and the broker password over real HTTP and the real embedded broker
@@ -49,7 +50,7 @@ test("spec §2.6 mqtt.password, §3.2 row 1: a second bind rotates the password 
   t.after(() => agent.end(true));
   await agent.publishAsync(first.topics.heartbeat!, envelope(first, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
   await eventually("online", async () => ((await status(s, configId, nodeId)).client_presence_state === "online" ? true : undefined));
-  const hashBefore = (s.server.store.sqlite.prepare("SELECT mqtt_password_hash AS h FROM node_client_state WHERE node_id = ?").get(nodeId) as { h: string }).h;
+  const hashBefore = (sqliteOf(s.server.store).prepare("SELECT mqtt_password_hash AS h FROM node_client_state WHERE node_id = ?").get(nodeId) as { h: string }).h;
 
   const closed = new Promise<void>((resolve) => agent.once("close", () => resolve()));
   const second = await bind(s, configId, nodeId);
@@ -62,7 +63,7 @@ test("spec §2.6 mqtt.password, §3.2 row 1: a second bind rotates the password 
     assert.doesNotMatch(key, /protocol/, "no protocol field");
     assert.ok(value !== "wireguard" && value !== "awg_2", `${key} names no protocol`);
   }
-  const hashAfter = (s.server.store.sqlite.prepare("SELECT mqtt_password_hash AS h FROM node_client_state WHERE node_id = ?").get(nodeId) as { h: string }).h;
+  const hashAfter = (sqliteOf(s.server.store).prepare("SELECT mqtt_password_hash AS h FROM node_client_state WHERE node_id = ?").get(nodeId) as { h: string }).h;
   assert.notEqual(hashAfter, hashBefore);
   assert.ok(!hashAfter.includes(second.mqtt.password), "stored hashed, never as the password");
   await closed; // the session on the old password is cut
@@ -80,6 +81,6 @@ test("spec §4 rule 10: bind-command on a static node answers 409 NODE_NOT_DYNAM
   assert.equal(res.status, 409);
   assert.equal(res.json.error.code, "NODE_NOT_DYNAMIC");
   assert.equal(res.json.command, undefined);
-  const rows = s.server.store.sqlite.prepare("SELECT COUNT(*) AS n FROM bind_tokens").get() as { n: number };
+  const rows = sqliteOf(s.server.store).prepare("SELECT COUNT(*) AS n FROM bind_tokens").get() as { n: number };
   assert.equal(rows.n, 0, "no token row written");
 });

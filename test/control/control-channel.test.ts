@@ -4,6 +4,7 @@ import { test, type TestContext } from "node:test";
 import { bumpStagedVersions } from "../../src/store/nodes.repository.js";
 import { startSseServer, type SseServer } from "../events/sse-harness.js";
 import { api, bind, boundAgent, connectAgent, dynamicNode, envelope, eventually, nextMessage, status } from "./agent-harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * The control channel end to end inside one process: the real service (embedded aedes on a free
@@ -161,7 +162,7 @@ test("spec §3.5, §6.3: a manual push of a node a large write staged lazily (no
 
   // What a large write does before its rendering after commit: an input of the text changes, the
   // version moves, the sha is unknown.
-  s.server.store.sqlite.prepare("UPDATE nodes SET listen_port = 51999 WHERE node_id = ?").run(nodeId);
+  sqliteOf(s.server.store).prepare("UPDATE nodes SET listen_port = 51999 WHERE node_id = ?").run(nodeId);
   await bumpStagedVersions(s.server.store.db, [nodeId], s.clock.now());
   const manual = nextMessage(agent, p.topics.config_push!);
   const sent = await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "push_config" });
@@ -216,7 +217,7 @@ test("endpoint.status.updated reaches an SSE subscriber only after the state is 
   await agent.publishAsync(p.topics.heartbeat!, envelope(p, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
   const frame = await sse.waitFor((f) => f.event === "endpoint.status.updated" && (f.json.payload.status as { client_presence_state: string }).client_presence_state === "online");
   // The frame left the server: the row must already say so.
-  const row = s.server.store.sqlite.prepare("SELECT client_presence_state, runtime_state FROM node_client_state WHERE node_id = ?").get(nodeId);
+  const row = sqliteOf(s.server.store).prepare("SELECT client_presence_state, runtime_state FROM node_client_state WHERE node_id = ?").get(nodeId);
   assert.deepEqual(row, { client_presence_state: "online", runtime_state: "running" });
   assert.equal(frame.json.payload.node_id, nodeId);
 });

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { startSseServer, type SseClient, type SseFrame, type SseServer } from "../events/sse-harness.js";
 import { api, boundAgent, envelope, eventually, nextMessage, status } from "./agent-harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * spec §6.5 emission rules and publishing points, end to end: the real service (embedded aedes,
@@ -33,7 +34,7 @@ async function statusFrame(sse: SseClient, nodeId: string, match: (st: Status) =
 
 /** The node's `node_client_state` row as committed now. */
 function row(s: SseServer, nodeId: string): { client_presence_state: string; runtime_state: string; client_initialized: number } {
-  return s.server.store.sqlite
+  return sqliteOf(s.server.store)
     .prepare("SELECT client_presence_state, runtime_state, client_initialized FROM node_client_state WHERE node_id = ?")
     .get(nodeId) as { client_presence_state: string; runtime_state: string; client_initialized: number };
 }
@@ -163,7 +164,7 @@ test("spec §6.5 publishing points (sync state changes), §3.3 note: the applied
   await agent.publishAsync(p.topics.config_push_ack!, envelope(p, "ack", { status: "applied", message: "", action: "push_config" }, m.request_id), { qos: 1 });
   const latest = await statusFrame(sse, nodeId, (x) => x.config_version_state === "latest");
   assert.equal(latest.runtime_state, "running");
-  const committed = s.server.store.sqlite.prepare("SELECT confirmed_config_sha256 AS sha FROM nodes WHERE node_id = ?").get(nodeId) as { sha: string };
+  const committed = sqliteOf(s.server.store).prepare("SELECT confirmed_config_sha256 AS sha FROM nodes WHERE node_id = ?").get(nodeId) as { sha: string };
   assert.equal(committed.sha, m.payload.config_sha256, "the frame left after the confirmed pair was stored");
 
   // spec §3.3: raw output is diagnostic only, even when it says the interface is down.

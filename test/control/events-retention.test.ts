@@ -13,6 +13,7 @@ import { createLogger } from "../../src/logger.js";
 import { Store } from "../../src/store/db.js";
 import { startSseServer, watchCommits, type SseServer } from "../events/sse-harness.js";
 import { api, boundAgent, envelope, eventually } from "./agent-harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * Client events stored as control logs and control log retention (spec ยง2.8, ยง6.3 event payload,
@@ -24,7 +25,7 @@ const T = { timeout: 120_000 };
 
 /** A second, read-only connection to the service's database file: sees only committed rows. */
 function reader(t: TestContext, s: SseServer): SQLite.Database {
-  const db = new SQLite(s.server.store.sqlite.name, { readonly: true });
+  const db = new SQLite(sqliteOf(s.server.store).name, { readonly: true });
   t.after(() => db.close());
   return db;
 }
@@ -174,7 +175,7 @@ test("retention prunes a large table in chunks that never hold the event loop 10
   const now = Date.parse("2026-01-01T00:00:00.000Z");
   // A database grown by an older version: 300 000 rows for node a, 1 500 for b, 10 for c.
   const seed = await Store.open(join(dataDir, "svc.db"), createLogger("silent"));
-  const sqlite = seed.sqlite;
+  const sqlite = sqliteOf(seed);
   sqlite.prepare("INSERT INTO configs (config_id, name, tunnel_protocol, network_cidr, created_at, updated_at) VALUES ('cfg', 'cfg', 'wireguard', '10.9.0.0/24', ?, ?)").run(now, now);
   const addNode = sqlite.prepare(
     `INSERT INTO nodes (node_id, config_id, name, mode, interface_name, address, private_key, public_key, created_at, updated_at)
@@ -225,7 +226,7 @@ test("retention prunes a large table in chunks that never hold the event loop 10
       `${stats.longestChunkMs.toFixed(2)} ms wall, chunk rows ${stats.chunkRows}, event-loop delay max ${loopMaxMs.toFixed(1)} ms`,
   );
 
-  const db = new SQLite(server.store.sqlite.name, { readonly: true });
+  const db = new SQLite(sqliteOf(server.store).name, { readonly: true });
   t.after(() => db.close());
   const ids = (node: string) => (db.prepare("SELECT log_id FROM control_logs WHERE node_id = ? ORDER BY log_id DESC").all(node) as Array<{ log_id: number }>).map((r) => r.log_id);
   assert.deepEqual(ids("a"), keepA, "a keeps exactly its newest 1000");
@@ -239,7 +240,7 @@ test("retention prunes a large table in chunks that never hold the event loop 10
   assert.ok(stats.longestChunkCpuMs < 10, `longest step ${stats.longestChunkCpuMs.toFixed(2)} ms of CPU`);
 
   // Rows that arrive by another path (a restore, an older process): the hourly sweep prunes them.
-  const writer = new SQLite(server.store.sqlite.name);
+  const writer = new SQLite(sqliteOf(server.store).name);
   const add = writer.prepare(
     "INSERT INTO control_logs (node_id, config_id, kind, level, event, message, created_at, updated_at) VALUES ('c', 'cfg', 'event', 'info', 'note', ?, ?, ?)",
   );
@@ -266,8 +267,8 @@ test("one event whose node is gone does not cost the others of its batch (spec ย
     rmSync(dataDir, { recursive: true, force: true });
   });
   const now = Date.parse("2026-01-01T00:00:00.000Z");
-  store.sqlite.prepare("INSERT INTO configs (config_id, name, tunnel_protocol, network_cidr, created_at, updated_at) VALUES ('cfg', 'cfg', 'wireguard', '10.9.0.0/24', ?, ?)").run(now, now);
-  store.sqlite
+  sqliteOf(store).prepare("INSERT INTO configs (config_id, name, tunnel_protocol, network_cidr, created_at, updated_at) VALUES ('cfg', 'cfg', 'wireguard', '10.9.0.0/24', ?, ?)").run(now, now);
+  sqliteOf(store)
     .prepare(
       `INSERT INTO nodes (node_id, config_id, name, mode, interface_name, address, private_key, public_key, created_at, updated_at)
        VALUES ('a', 'cfg', 'a', 'dynamic', 'svc0', '10.9.0.1', 'k', 'k', ?, ?)`,
@@ -285,6 +286,6 @@ test("one event whose node is gone does not cost the others of its batch (spec ย
   await eventually("flushed", () => (events.pending === 0 && stored.length > 0 ? true : undefined));
   assert.deepEqual(stored, ["a:first", "a:second"]);
   assert.equal(events.stored, 2);
-  const rows = store.sqlite.prepare("SELECT node_id, message FROM control_logs ORDER BY log_id").all();
+  const rows = sqliteOf(store).prepare("SELECT node_id, message FROM control_logs ORDER BY log_id").all();
   assert.deepEqual(rows, [{ node_id: "a", message: "first" }, { node_id: "a", message: "second" }]);
 });

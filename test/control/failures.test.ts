@@ -9,6 +9,7 @@ import { createLogger } from "../../src/logger.js";
 import { nodeTopic } from "../../src/protocol/topics.js";
 import { createServer, type AppContext } from "../../src/server.js";
 import { eventually } from "./agent-harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * Issue 10 fix 6: failures on the command path are never swallowed. Each is logged with the node
@@ -76,7 +77,7 @@ async function rig(t: TestContext): Promise<Rig> {
   await eventually("online", () => (server.registry.projection(configId, nodeId)?.presence === "online" ? true : undefined));
   // Effects (the automatic push's debounce timer) run once the state is committed.
   await eventually("online persisted", () => {
-    const row = server.store.sqlite.prepare("SELECT client_presence_state AS p FROM node_client_state WHERE node_id = ?").get(nodeId) as { p: string };
+    const row = sqliteOf(server.store).prepare("SELECT client_presence_state AS p FROM node_client_state WHERE node_id = ?").get(nodeId) as { p: string };
     return row.p === "online" ? true : undefined;
   });
   await new Promise((resolve) => setImmediate(resolve));
@@ -108,7 +109,7 @@ test("spec §3.1, §6.4 rule 8: a detect the broker does not take (broker stoppe
   assert.equal(status.client_presence_state, "dropped", "the endpoint status shows it");
   // Persisted too: the operator sees it after a restart.
   await eventually("dropped persisted", () => {
-    const row = r.server.store.sqlite.prepare("SELECT client_presence_state AS p FROM node_client_state WHERE node_id = ?").get(r.nodeId) as { p: string };
+    const row = sqliteOf(r.server.store).prepare("SELECT client_presence_state AS p FROM node_client_state WHERE node_id = ?").get(r.nodeId) as { p: string };
     return row.p === "dropped" ? true : undefined;
   });
 });
@@ -182,8 +183,8 @@ test("an automatic config push that cannot be built (the node has no staged conf
   const pending = (await r.controlLogs()).length;
   assert.equal(pending, 0, "the automatic push waits for its debounce");
   // A stored text that is gone is rendered again (a cache); a node never staged has nothing to push.
-  r.server.store.sqlite.prepare("UPDATE nodes SET staged_config_version = 0, staged_config_sha256 = NULL WHERE node_id = ?").run(r.nodeId);
-  r.server.store.sqlite.prepare("DELETE FROM node_staged_texts WHERE node_id = ?").run(r.nodeId);
+  sqliteOf(r.server.store).prepare("UPDATE nodes SET staged_config_version = 0, staged_config_sha256 = NULL WHERE node_id = ?").run(r.nodeId);
+  sqliteOf(r.server.store).prepare("DELETE FROM node_staged_texts WHERE node_id = ?").run(r.nodeId);
   r.clock.advance(2000); // DESIGN §3: push debounce 2 s
   const row = await eventually("failed push row", async () => (await r.controlLogs()).find((l) => l.action === "push_config"));
   assert.equal(row.status, "failed");

@@ -15,6 +15,7 @@ import { openStream, opening } from "../events/sse-harness.js";
 import { sampleValue } from "../helpers/prometheus.js";
 import { injectJson } from "../http/harness.js";
 import { envelope, eventually, type Profile } from "./agent-harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * The feature switch `SVC_ENABLE_MQTT_SERVICES=false`: one test per bullet of spec §1.7
@@ -112,7 +113,7 @@ function storedRows(dataDir: string): Record<string, unknown[]> {
 }
 
 function controlLogCount(s: Booted): number {
-  return (s.server.store.sqlite.prepare("SELECT count(*) AS n FROM control_logs").get() as { n: number }).n;
+  return (sqliteOf(s.server.store).prepare("SELECT count(*) AS n FROM control_logs").get() as { n: number }).n;
 }
 
 const disabled = (res: { status: number; json: any; text: string }, what: string) => {
@@ -151,7 +152,7 @@ before(async () => {
     const pushed = new Promise<{ request_id: string }>((resolve) => agent.once("message", (_t, buf) => resolve(JSON.parse(buf.toString()))));
     await agent.publishAsync(profile.topics.heartbeat!, envelope(profile, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
     // Committed, not just decided: the automatic push is requested after the commit.
-    const stored = s.server.store.sqlite.prepare("SELECT client_presence_state FROM node_client_state WHERE node_id = ?");
+    const stored = sqliteOf(s.server.store).prepare("SELECT client_presence_state FROM node_client_state WHERE node_id = ?");
     await eventually("online", () => ((stored.get(dynamicId) as { client_presence_state: string }).client_presence_state === "online" ? true : undefined));
     s.clock.advance(testSettings().configPushDebounceMs); // the automatic push of the pending config
     const push = await pushed;
@@ -192,7 +193,7 @@ test("spec §1.7 bullet 1 (client binding is unavailable): bind-command and POST
     await s.req("POST", "/api/client/bind", { bind_token: fixture.bindToken, server_url: "http://localhost:8080", client_version: "1.2.3", platform: "linux", hostname: "edge-1" }, { auth: false }),
     "redeeming a token issued while MQTT was on",
   );
-  const tokens = s.server.store.sqlite.prepare("SELECT state FROM bind_tokens WHERE node_id = ? ORDER BY created_at").all(fixture.dynamicId);
+  const tokens = sqliteOf(s.server.store).prepare("SELECT state FROM bind_tokens WHERE node_id = ? ORDER BY created_at").all(fixture.dynamicId);
   assert.deepEqual(tokens, [{ state: "used" }, { state: "valid" }], "nothing redeemed, nothing invalidated");
 });
 
@@ -360,7 +361,7 @@ test("spec §1.7 bullet 6 (sync stops at the staged state, nothing is pushed): a
   assert.equal(s.server.commands.openCount, 0, "no command (push or detect) is open");
   assert.equal(s.server.mqtt.broker, null, "no broker");
   assert.equal(trap.connections(), 0, "no connection to the broker port");
-  const confirmed = s.server.store.sqlite.prepare("SELECT confirmed_config_version AS v, confirmed_config_sha256 AS sha FROM nodes WHERE node_id = ?").get(dynamicId);
+  const confirmed = sqliteOf(s.server.store).prepare("SELECT confirmed_config_version AS v, confirmed_config_sha256 AS sha FROM nodes WHERE node_id = ?").get(dynamicId);
   assert.deepEqual(confirmed, { v: fixture.staged.config_version, sha: fixture.staged.config_sha256 }, "confirmed stays where the agent left it");
   await s.close();
   await trap.close();

@@ -9,6 +9,7 @@ import { createLogger } from "../../src/logger.js";
 import { createServer } from "../../src/server.js";
 import { startSseServer } from "../events/sse-harness.js";
 import { api, bind, boundAgent, connectAgent, dynamicNode, envelope, eventually, nextMessage, status } from "./agent-harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 const MINUTE = 60_000;
 
@@ -26,7 +27,7 @@ test("spec §3.1: node changed from dynamic to static → offline, client kicked
   assert.equal(st.client_initialized, false);
   assert.equal(st.client_presence_state, "offline");
   assert.equal(st.runtime_state, "unknown");
-  const row = s.server.store.sqlite.prepare("SELECT mqtt_username, mqtt_password_hash FROM node_client_state WHERE node_id = ?").get(nodeId);
+  const row = sqliteOf(s.server.store).prepare("SELECT mqtt_username, mqtt_password_hash FROM node_client_state WHERE node_id = ?").get(nodeId);
   assert.deepEqual(row, { mqtt_username: null, mqtt_password_hash: null });
   // spec §3.6: making the node static invalidated the outstanding bind token.
   await api(s, "PATCH", `/api/v1/configs/${configId}/nodes/${nodeId}`, { mode: "dynamic" });
@@ -175,7 +176,7 @@ test("restart: a second server over the same database resumes every node, TTL ti
   const { configId, nodeId, p, agent } = await boundAgent(s, t, { online: true, endAfter: false });
   const onlineAt = s.clock.now();
   await agent.endAsync(); // a clean DISCONNECT sends no will: the node stays online until its TTL
-  const dbFile = join(s.server.store.sqlite.name);
+  const dbFile = join(sqliteOf(s.server.store).name);
   await s.close();
 
   const clock = new ManualClock(onlineAt + 30 * MINUTE);
@@ -199,7 +200,7 @@ test("restart: a second server over the same database resumes every node, TTL ti
   assert.deepEqual(again.registry.stats().liveActors, 1, "the sweep's TTL check woke the actor");
   assert.equal(again.registry.stats().sweepTracked, 0);
   await eventually("dropped persisted", () => {
-    const row = again.store.sqlite.prepare("SELECT client_presence_state FROM node_client_state WHERE node_id = ?").get(nodeId) as { client_presence_state: string };
+    const row = sqliteOf(again.store).prepare("SELECT client_presence_state FROM node_client_state WHERE node_id = ?").get(nodeId) as { client_presence_state: string };
     return row.client_presence_state === "dropped" ? true : undefined;
   });
 });
@@ -211,7 +212,7 @@ test("spec §3.1 TTL across a restart: a heartbeat that changes nothing else wri
   const s = await startSseServer(t);
   const { configId, nodeId, p, agent } = await boundAgent(s, t, { online: true, endAfter: false });
   const row = () =>
-    s.server.store.sqlite.prepare("SELECT machine_snapshot, last_signal_at FROM node_client_state WHERE node_id = ?").get(nodeId) as {
+    sqliteOf(s.server.store).prepare("SELECT machine_snapshot, last_signal_at FROM node_client_state WHERE node_id = ?").get(nodeId) as {
       machine_snapshot: string;
       last_signal_at: number;
     };
@@ -222,7 +223,7 @@ test("spec §3.1 TTL across a restart: a heartbeat that changes nothing else wri
   await eventually("heartbeat persisted", () => (row().last_signal_at === heartbeatAt ? true : undefined));
   assert.equal(row().machine_snapshot, before.machine_snapshot, "no snapshot rewrite for a heartbeat that changes nothing visible");
   await agent.endAsync(); // clean DISCONNECT: no will
-  const dbFile = join(s.server.store.sqlite.name);
+  const dbFile = join(sqliteOf(s.server.store).name);
   await s.close();
 
   // Restarted 40 min after the heartbeat: the stored snapshot alone would say 60 min since the

@@ -7,6 +7,7 @@ import { createServer } from "../../src/server.js";
 import type { SseServer } from "../events/sse-harness.js";
 import { ADMIN_PASSWORD, startSseServer } from "../events/sse-harness.js";
 import { api, boundAgent, connectAgent, envelope, eventually, nextMessage, status } from "./agent-harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * Issue 10 fix 2: a config push left open by a backend restart still confirms the pushed pair
@@ -26,7 +27,7 @@ test("spec §3.5, §9 rule 4: a config push ACKed `applied` after a backend rest
   assert.equal(before.config_version_state, "pending");
   const staged = before.staged_config as { config_version: number; config_sha256: string };
   await agent.endAsync(); // a clean DISCONNECT: no will
-  const dbFile = s.server.store.sqlite.name;
+  const dbFile = sqliteOf(s.server.store).name;
   const dataDir = dbFile.slice(0, dbFile.lastIndexOf("/"));
   const restartAt = s.clock.now() + 10_000; // within the 60 s command timeout
   await s.close();
@@ -35,7 +36,7 @@ test("spec §3.5, §9 rule 4: a config push ACKed `applied` after a backend rest
   const again = await createServer(testSettings({ dataDir, adminPassword: ADMIN_PASSWORD }), createLogger("silent"), { clock, dbFile });
   t.after(() => again.close());
   assert.equal(again.commands.openCount, 1, "the push is re-armed as an open command");
-  const row = again.store.sqlite
+  const row = sqliteOf(again.store)
     .prepare("SELECT pushed_config_version AS v, pushed_config_sha256 AS sha, pushed_tunnel_protocol AS proto FROM control_logs WHERE request_id = ?")
     .get(sent.json.request_id);
   assert.deepEqual(row, { v: staged.config_version, sha: staged.config_sha256, proto: "wireguard" }, "the control log row keeps what was pushed");
@@ -63,10 +64,10 @@ test("spec §3.5: a push target altered in the database while the backend was do
   const sent = await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "push_config" });
   await push;
   await agent.endAsync();
-  const dbFile = s.server.store.sqlite.name;
+  const dbFile = sqliteOf(s.server.store).name;
   const dataDir = dbFile.slice(0, dbFile.lastIndexOf("/"));
   const restartAt = s.clock.now() + 10_000;
-  s.server.store.sqlite.prepare("UPDATE control_logs SET pushed_config_sha256 = ? WHERE request_id = ?").run("Z".repeat(64), sent.json.request_id);
+  sqliteOf(s.server.store).prepare("UPDATE control_logs SET pushed_config_sha256 = ? WHERE request_id = ?").run("Z".repeat(64), sent.json.request_id);
   await s.close();
 
   const lines: Array<{ msg: string; request_id?: string }> = [];

@@ -13,6 +13,7 @@ import { EventHub, type EventHubOptions, type SystemStatusPayload } from "../../
 import { createLogger } from "../../src/logger.js";
 import { createServer, type AppContext } from "../../src/server.js";
 import { login } from "../helpers/api.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 export const ADMIN_PASSWORD = "correct horse battery staple";
 
@@ -287,7 +288,7 @@ export interface CommitWatch {
  * `checks` maps event types to their check; frames of other types pass unchecked.
  */
 export function watchCommits(t: TestContext, s: SseServer, checks: Partial<Record<SseEventType, CommittedCheck>>): CommitWatch {
-  const db = new SQLite(s.server.store.sqlite.name, { readonly: true });
+  const db = new SQLite(sqliteOf(s.server.store).name, { readonly: true });
   const watch: CommitWatch = { checked: new Map(), failures: [] };
   const hub = s.hub;
   const publish = hub.publish.bind(hub);

@@ -8,6 +8,7 @@ import { ADMIN_PASSWORD, assertError, startHarness } from "./harness.js";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { sqliteOf } from "../../src/store/connection.js";
 
 test("login answers a bearer token with its expiry; a wrong password answers UNAUTHORIZED", async (t) => {
   const h = await startHarness(t);
@@ -19,8 +20,8 @@ test("login answers a bearer token with its expiry; a wrong password answers UNA
   assertError(await h.req("POST", "/api/v1/auth/login", { password: "wrong" }, { auth: false }), "UNAUTHORIZED");
   assertError(await h.req("POST", "/api/v1/auth/login", {}, { auth: false }), "VALIDATION_FAILED");
   // Tokens and the password are stored only hashed.
-  const dump = JSON.stringify(h.server.store.sqlite.prepare("SELECT * FROM admin_sessions").all()) +
-    JSON.stringify(h.server.store.sqlite.prepare("SELECT * FROM settings_kv").all());
+  const dump = JSON.stringify(sqliteOf(h.server.store).prepare("SELECT * FROM admin_sessions").all()) +
+    JSON.stringify(sqliteOf(h.server.store).prepare("SELECT * FROM settings_kv").all());
   assert.ok(!dump.includes(res.json.access_token));
   assert.ok(!dump.includes(ADMIN_PASSWORD));
   assert.match(dump, /scrypt\$/);

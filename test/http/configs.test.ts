@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { awgParamsSchema } from "../../src/domain/awg.js";
 import { assertError, createConfig, createNode, startHarness } from "./harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 test("POST /configs creates a config with a normalized network and AmneziaWG parameters generated once (DESIGN §3 awg_2)", async (t) => {
   const h = await startHarness(t);
@@ -92,7 +93,7 @@ test("DELETE /configs removes the config, its nodes and their download tokens", 
   assert.equal(del.status, 204);
   assertError(await h.req("GET", `/api/v1/configs/${config.config_id}`), "NOT_FOUND");
   assertError(await h.req("GET", token.json.download_path, undefined, { auth: false }), "INVALID_DOWNLOAD_TOKEN");
-  const left = h.server.store.sqlite.prepare("SELECT (SELECT count(*) FROM nodes) + (SELECT count(*) FROM download_tokens) + (SELECT count(*) FROM node_client_state) AS n").get() as { n: number };
+  const left = sqliteOf(h.server.store).prepare("SELECT (SELECT count(*) FROM nodes) + (SELECT count(*) FROM download_tokens) + (SELECT count(*) FROM node_client_state) AS n").get() as { n: number };
   assert.equal(left.n, 0);
   assertError(await h.req("DELETE", `/api/v1/configs/${config.config_id}`), "NOT_FOUND");
 });

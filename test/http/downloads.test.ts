@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { assertError, createConfig, createNode, startHarness } from "./harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 const FIVE_MINUTES = 5 * 60 * 1000;
 
@@ -74,7 +75,7 @@ test("download tokens are random and stored only as SHA-256; deleting the node r
   const t2 = (await h.req("POST", url, undefined, { headers: { "content-type": "application/json" } })).json;
   assert.notEqual(t1.download_token, t2.download_token);
   assert.ok(t1.download_token.length >= 43, "32 random bytes");
-  const rows = h.server.store.sqlite.prepare("SELECT * FROM download_tokens").all() as Array<Record<string, unknown>>;
+  const rows = sqliteOf(h.server.store).prepare("SELECT * FROM download_tokens").all() as Array<Record<string, unknown>>;
   assert.equal(rows.length, 2);
   const dump = JSON.stringify(rows);
   assert.ok(!dump.includes(t1.download_token) && !dump.includes(t2.download_token), "no plaintext token stored");
@@ -84,10 +85,10 @@ test("download tokens are random and stored only as SHA-256; deleting the node r
   // Expired tokens are pruned when new ones are issued.
   h.clock.advance(FIVE_MINUTES);
   await h.req("POST", url);
-  assert.equal((h.server.store.sqlite.prepare("SELECT count(*) AS n FROM download_tokens").get() as { n: number }).n, 1);
+  assert.equal((sqliteOf(h.server.store).prepare("SELECT count(*) AS n FROM download_tokens").get() as { n: number }).n, 1);
 
   await h.req("DELETE", `/api/v1/configs/${config.config_id}/nodes/${a.node_id}`);
-  assert.equal((h.server.store.sqlite.prepare("SELECT count(*) AS n FROM download_tokens").get() as { n: number }).n, 0);
+  assert.equal((sqliteOf(h.server.store).prepare("SELECT count(*) AS n FROM download_tokens").get() as { n: number }).n, 0);
   assertError(await h.req("GET", t1.download_path, undefined, { auth: false }), "INVALID_DOWNLOAD_TOKEN");
   assertError(await h.req("POST", url), "NOT_FOUND");
 });

@@ -9,6 +9,7 @@ import { testSettings, type Settings } from "../../src/config.js";
 import { ERROR_CODES, type ErrorCode } from "../../src/errors.js";
 import { createLogger } from "../../src/logger.js";
 import { createServer, type AppContext } from "../../src/server.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 export const ADMIN_PASSWORD = "correct horse battery staple";
 
@@ -80,7 +81,7 @@ export async function startHarness(t: TestContext, overrides: Partial<Settings> 
       return injectJson(server, { method, url, headers, ...(payload === undefined ? {} : { payload }) });
     },
     fingerprint() {
-      const sqlite = server.store.sqlite;
+      const sqlite = sqliteOf(server.store);
       const tables = sqlite
         .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
         .all() as Array<{ name: string }>;

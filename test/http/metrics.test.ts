@@ -12,6 +12,7 @@ import { api, bind, connectAgent, dynamicNode, envelope, eventually, nextMessage
 import { startSseServer, subscribers, type SseServer } from "../events/sse-harness.js";
 import { familyType, sampleValue } from "../helpers/prometheus.js";
 import { ADMIN_PASSWORD, assertError, startHarness } from "./harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * `GET /api/v1/metrics` and its root alias `GET /metrics` (issue 6 item 6, issue 10 fix 5): Prometheus text format from the service's own prom-client
@@ -35,7 +36,7 @@ const node = (mode: string, presence: string, runtime: string) => ({
 
 /** Commands whose publish the broker took: every non-detect command is logged (spec §2.8). */
 function publishedCommands(s: SseServer): number {
-  const row = s.server.store.sqlite
+  const row = sqliteOf(s.server.store)
     .prepare("SELECT count(*) AS n FROM control_logs WHERE kind = 'command' AND message NOT LIKE 'publish to the broker failed%'")
     .get() as { n: number };
   return row.n;

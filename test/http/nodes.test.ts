@@ -5,6 +5,7 @@ import { publicKeyFromPrivate } from "../../src/domain/keys.js";
 import { createLogger } from "../../src/logger.js";
 import { createServer } from "../../src/server.js";
 import { assertError, createConfig, createNode, startHarness, ADMIN_PASSWORD } from "./harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 test("POST /nodes allocates the lowest free tunnel address, generates keys and defaults listen_port for public nodes", async (t) => {
   const h = await startHarness(t);
@@ -185,7 +186,7 @@ test("spec §1.7: with MQTT services disabled, a new dynamic node is refused and
     payload: { mode: "dynamic" },
   });
   assert.equal(toDynamic.json().error.code, "MQTT_DISABLED");
-  const rows = off.store.sqlite.prepare("SELECT mode FROM nodes").all();
+  const rows = sqliteOf(off.store).prepare("SELECT mode FROM nodes").all();
   assert.deepEqual(rows, [{ mode: "dynamic" }]);
   assert.ok(stored.length > 0);
 });

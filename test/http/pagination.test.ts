@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { insertClientEventLogs } from "../../src/store/control-logs.repository.js";
 import { assertError, createConfig, createNode, startHarness, type Harness } from "./harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * Issue 14 item 5, lists for big fleets: nodes, configs and control logs are keyset pages
@@ -75,7 +76,7 @@ test("issue 14 item 5, spec §3.1, §3.5: presence, mode, sync and text filters 
   const dynamics = await seedNodes(h, config.config_id, 6, "agent", { mode: "dynamic" });
   // Client states as the store holds them after binds and signals: two online (one confirmed its
   // staged config), one dropped; the rest never bound.
-  const sqlite = h.server.store.sqlite;
+  const sqlite = sqliteOf(h.server.store);
   const setClient = sqlite.prepare("UPDATE node_client_state SET client_initialized = 1, client_presence_state = ? WHERE node_id = ?");
   setClient.run("online", dynamics[0]);
   setClient.run("online", dynamics[1]);
@@ -170,7 +171,7 @@ test("issue 14 item 5, spec §2.8: control-log pages newest first cover every ro
   const config = await createConfig(h);
   const [nodeId] = await seedNodes(h, config.config_id, 1, "logger");
   assert.ok(nodeId);
-  const sqlite = h.server.store.sqlite;
+  const sqlite = sqliteOf(h.server.store);
   const event = (i: number, at: number) => ({
     config_id: config.config_id,
     node_id: nodeId,
@@ -213,7 +214,7 @@ test("issue 14 item 5, spec §2.8: control-log pages newest first cover every ro
 test("issue 14 item 5: in a 12,000-node config a rare filter answers short pages, each scan bounded, that still cover every match once; counts are summed over chunks", async (t) => {
   const h = await startHarness(t);
   const config = await createConfig(h, { network_cidr: "10.64.0.0/16" });
-  const sqlite = h.server.store.sqlite;
+  const sqlite = sqliteOf(h.server.store);
   const ids: string[] = [];
   sqlite.transaction(() => {
     const node = sqlite.prepare(`INSERT INTO nodes (node_id, config_id, name, mode, interface_name, address, private_key, public_key, created_at, updated_at)

@@ -8,6 +8,7 @@ import type { AppContext } from "../../src/server.js";
 import { api, bind, dynamicNode } from "../control/agent-harness.js";
 import { opening, startSseServer, type SseServer } from "../events/sse-harness.js";
 import { ADMIN_PASSWORD, assertError, injectJson, startHarness, type Harness, type Res } from "./harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * `GET, PUT /api/v1/settings/mqtt` (DESIGN §5 "MQTT settings (no secrets in answers)", issue 6
@@ -69,7 +70,7 @@ async function bindProfile(req: Req): Promise<{ host: string; port: number; tls:
 
 /** Every secret the service holds for the broker (generated and stored at first start). */
 function storedSecrets(h: Harness): string[] {
-  const rows = h.server.store.sqlite
+  const rows = sqliteOf(h.server.store)
     .prepare("SELECT value FROM settings_kv WHERE key IN ('mqtt_backend_password', 'broker_authz_shared_key')")
     .all() as Array<{ value: string }>;
   assert.equal(rows.length, 2, "both broker secrets exist");
@@ -105,7 +106,7 @@ test("PUT /api/v1/settings/mqtt stores overrides, publishes settings.mqtt.update
   const publish = s.hub.publish.bind(s.hub);
   s.hub.publish = (type, payload) => {
     if (type === "settings.mqtt.updated") {
-      const row = s.server.store.sqlite.prepare("SELECT value FROM settings_kv WHERE key = ?").get(STORED_KEY) as { value: string } | undefined;
+      const row = sqliteOf(s.server.store).prepare("SELECT value FROM settings_kv WHERE key = ?").get(STORED_KEY) as { value: string } | undefined;
       storedAtPublish.push(row?.value);
     }
     publish(type, payload);
@@ -131,7 +132,7 @@ test("PUT /api/v1/settings/mqtt stores overrides, publishes settings.mqtt.update
     [{ public_host: "mqtt.example.org", public_port: 18830, public_tls_port: 18883 }],
     "published once, after the write",
   );
-  const secrets = s.server.store.sqlite
+  const secrets = sqliteOf(s.server.store)
     .prepare("SELECT value FROM settings_kv WHERE key IN ('mqtt_backend_password', 'broker_authz_shared_key')")
     .all() as Array<{ value: string }>;
   for (const { value } of secrets) assert.ok(!frame.data.includes(value), "no secret in the event");
@@ -160,7 +161,7 @@ async function fresh(s: SseServer, configId: string): Promise<{ node_id: string 
 test("MQTT settings overrides survive a restart and keep winning over the environment", async (t) => {
   const h = await startHarness(t, { mqttPublicHost: "env-host.example.net" });
   assert.equal((await h.req("PUT", PATH, { public_host: "203.0.113.9", public_port: 2883 })).status, 200);
-  const dbFile = h.server.store.sqlite.name;
+  const dbFile = sqliteOf(h.server.store).name;
   await h.server.close();
 
   const again = await createServer(

@@ -8,6 +8,7 @@ import { loadSettings, SettingsError } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { nodeClientId, nodeUsername } from "../../src/mqtt/authz.policy.js";
 import { createServer, type AppContext } from "../../src/server.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * spec §5 row "broker → backend authz": the `x-svc-internal-key` the backend expects comes from
@@ -50,7 +51,7 @@ test("spec §5 broker → backend authz: SVC_BROKER_AUTHZ_SHARED_KEY is parsed f
   const server = await start(t, { SVC_DATA_DIR: dataDir, SVC_BROKER_AUTHZ_SHARED_KEY: key });
   assert.equal(await statusWith(server, key), 200);
   assert.equal(await statusWith(server, `${key}x`), 401);
-  const stored = server.store.sqlite.prepare("SELECT value FROM settings_kv WHERE key = 'broker_authz_shared_key'").get() as { value: string } | undefined;
+  const stored = sqliteOf(server.store).prepare("SELECT value FROM settings_kv WHERE key = 'broker_authz_shared_key'").get() as { value: string } | undefined;
   if (stored) assert.equal(await statusWith(server, stored.value), 401, "the environment's key wins over a stored one");
 });
 
@@ -58,7 +59,7 @@ test("spec §5 broker → backend authz: without SVC_BROKER_AUTHZ_SHARED_KEY a r
   const dataDir = mkdtempSync(join(tmpdir(), "svc-authz-key-"));
   t.after(() => rmSync(dataDir, { recursive: true, force: true }));
   const first = await start(t, { SVC_DATA_DIR: dataDir });
-  const row = first.store.sqlite.prepare("SELECT value FROM settings_kv WHERE key = 'broker_authz_shared_key'").get() as { value: string };
+  const row = sqliteOf(first.store).prepare("SELECT value FROM settings_kv WHERE key = 'broker_authz_shared_key'").get() as { value: string };
   assert.match(row.value, /^[A-Za-z0-9_-]{43}$/, "32 random bytes, base64url");
   assert.equal(await statusWith(first, row.value), 200);
   assert.equal(await statusWith(first, "x".repeat(43)), 401);
@@ -68,6 +69,6 @@ test("spec §5 broker → backend authz: without SVC_BROKER_AUTHZ_SHARED_KEY a r
   const other = mkdtempSync(join(tmpdir(), "svc-authz-key-"));
   t.after(() => rmSync(other, { recursive: true, force: true }));
   const third = await start(t, { SVC_DATA_DIR: other });
-  const otherKey = (third.store.sqlite.prepare("SELECT value FROM settings_kv WHERE key = 'broker_authz_shared_key'").get() as { value: string }).value;
+  const otherKey = (sqliteOf(third.store).prepare("SELECT value FROM settings_kv WHERE key = 'broker_authz_shared_key'").get() as { value: string }).value;
   assert.notEqual(otherKey, row.value, "random per install");
 });

@@ -10,6 +10,7 @@ import { brokerPasswordHash } from "../../src/mqtt/broker-users.js";
 import type { Envelope } from "../../src/protocol/envelope.schema.js";
 import { backendSubscriptions, nodeTopic } from "../../src/protocol/topics.js";
 import { CONFIG, openStores, seedNodes, tempDbFile } from "../actors/harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * The embedded broker in a worker thread (src/mqtt/broker-thread.ts, issue 14 item 7): real
@@ -54,7 +55,7 @@ async function setup(t: TestContext, opts: { maxRestarts?: number } = {}): Promi
   const { store, close } = await openStores(file);
   await seedNodes(store, [NODE]);
   const setAccount = (password: string | null) =>
-    store.sqlite
+    sqliteOf(store)
       .prepare("UPDATE node_client_state SET mqtt_username = ?, mqtt_password_hash = ?, client_initialized = ? WHERE node_id = ?")
       .run(nodeUsername(CONFIG, NODE), password === null ? null : brokerPasswordHash(password), password === null ? 0 : 1, NODE);
   const password = randomBytes(32).toString("base64url");

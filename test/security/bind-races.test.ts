@@ -12,6 +12,7 @@ import { startSseServer } from "../events/sse-harness.js";
 import { mosquitto, mosquittoSettings, startService, tempDataDir, until, type MosquittoBroker, type Service } from "../mqtt/mosquitto-harness.js";
 import { dynamicNode as mosquittoNode } from "../mqtt/mosquitto-harness.js";
 import { loopbackAddress, mulberry32, postFrom, seedFromEnv } from "./seed.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * Bind races (issue 15 item 4; spec §2.5, §3.6, §4 rules 11-12): many concurrent redemptions of
@@ -56,9 +57,9 @@ test(`spec §2.5 "used successfully once", §3.6 row 1, §4 rule 11: ${ROUNDS} r
     last = ok[0]?.json.mqtt.password;
   }
   // What the embedded broker reads at CONNECT: one hash, the last winner's.
-  const rows = s.server.store.sqlite.prepare("SELECT mqtt_username AS u, mqtt_password_hash AS h FROM node_client_state WHERE mqtt_password_hash IS NOT NULL").all() as Array<{ u: string; h: string }>;
+  const rows = sqliteOf(s.server.store).prepare("SELECT mqtt_username AS u, mqtt_password_hash AS h FROM node_client_state WHERE mqtt_password_hash IS NOT NULL").all() as Array<{ u: string; h: string }>;
   assert.deepEqual(rows, [{ u: nodeUsername(configId, nodeId), h: hashToken(last) }], "the last winner's password, hashed");
-  const used = s.server.store.sqlite.prepare("SELECT state, COUNT(*) AS n FROM bind_tokens GROUP BY state ORDER BY state").all();
+  const used = sqliteOf(s.server.store).prepare("SELECT state, COUNT(*) AS n FROM bind_tokens GROUP BY state ORDER BY state").all();
   assert.deepEqual(used, [{ state: "used", n: ROUNDS }]);
   assert.ok(last.length > 0);
   console.log(`# bind races: rounds=${ROUNDS} concurrency=${CONCURRENCY} successes=${wins} refused=${refused} wall_ms=${Date.now() - started}`);
@@ -80,7 +81,7 @@ async function brokerAccounts(m: MosquittoBroker): Promise<Map<string, string>> 
 
 /** The node accounts the database holds: username → fingerprint of the password sealed for it. */
 function databaseAccounts(s: Service): Map<string, string> {
-  const rows = s.server.store.sqlite
+  const rows = sqliteOf(s.server.store)
     .prepare(
       `SELECT s.mqtt_username AS u, b.password_sealed AS sealed FROM node_client_state s JOIN nodes n ON n.node_id = s.node_id
        JOIN broker_credentials b ON b.mqtt_username = s.mqtt_username

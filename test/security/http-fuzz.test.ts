@@ -13,6 +13,7 @@ import { PAGE_LIMIT_MAX, PAIR_PAGE_LIMIT_MAX } from "../../src/protocol/rest.sch
 import { createLogger } from "../../src/logger.js";
 import { createServer, type AppContext } from "../../src/server.js";
 import { encode, rawExchange, type RawAnswer, type RawRequest } from "./http-raw.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * Issue 15 item 1: HTTP fuzzing of every route of the OpenAPI document over real HTTP (raw
@@ -604,7 +605,7 @@ async function routesOf(port: number, token: string): Promise<Route[]> {
 }
 
 function fingerprint(server: AppContext): string {
-  const sqlite = server.store.sqlite;
+  const sqlite = sqliteOf(server.store);
   const tables = sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name").all() as Array<{ name: string }>;
   const hash = createHash("sha256");
   for (const { name } of tables) {

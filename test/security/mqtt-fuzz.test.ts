@@ -8,6 +8,7 @@ import { MAX_ENVELOPE_BYTES } from "../../src/protocol/envelope.schema.js";
 import { api, bind, connectAgent, dynamicNode, envelope, eventually, nextMessage, status, type Profile } from "../control/agent-harness.js";
 import { startSseServer, type SseServer } from "../events/sse-harness.js";
 import { mulberry32, seedFromEnv } from "./seed.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * MQTT fuzzing (issue 15 item 2) against the real embedded aedes broker and the backend behind
@@ -36,7 +37,7 @@ type Row = Record<string, unknown>;
 
 /** Every row a node owns, as JSON, in a stable order. */
 function fingerprint(s: SseServer, nodeId: string): string {
-  const q = (sql: string) => s.server.store.sqlite.prepare(sql).all(nodeId) as Row[];
+  const q = (sql: string) => sqliteOf(s.server.store).prepare(sql).all(nodeId) as Row[];
   return JSON.stringify({
     node: q("SELECT * FROM nodes WHERE node_id = ?"),
     state: q("SELECT * FROM node_client_state WHERE node_id = ?"),
@@ -47,7 +48,7 @@ function fingerprint(s: SseServer, nodeId: string): string {
 
 /** The columns of the sender that no upstream message may change (spec §2.7, §4 rule 11). */
 function senderFixed(s: SseServer, nodeId: string): string {
-  const q = (sql: string) => s.server.store.sqlite.prepare(sql).all(nodeId) as Row[];
+  const q = (sql: string) => sqliteOf(s.server.store).prepare(sql).all(nodeId) as Row[];
   return JSON.stringify({
     node: q("SELECT * FROM nodes WHERE node_id = ?"),
     state: q("SELECT client_initialized, client_version, platform, hostname, mqtt_username, mqtt_password_hash FROM node_client_state WHERE node_id = ?"),
@@ -167,7 +168,7 @@ async function world(t: Parameters<typeof startSseServer>[0]): Promise<World> {
   };
   const aApplied = await control(a, agentA, "start", a.topics.control as string);
   await agentA.publishAsync(a.topics.control_ack as string, envelope(a, "ack", { status: "applied", message: "", action: "start" }, aApplied), { qos: 1 });
-  const logStatus = (id: string) => (s.server.store.sqlite.prepare("SELECT status FROM control_logs WHERE request_id = ?").get(id) as { status: string } | undefined)?.status;
+  const logStatus = (id: string) => (sqliteOf(s.server.store).prepare("SELECT status FROM control_logs WHERE request_id = ?").get(id) as { status: string } | undefined)?.status;
   await eventually("applied", () => (logStatus(aApplied) === "applied" ? true : undefined));
   const aOpen = await control(a, agentA, "stop", a.topics.control as string);
   const bOpen = [await control(b, agentB, "start", b.topics.control as string), await control(b, agentB, "wg_show", b.topics.info as string)];
@@ -256,7 +257,7 @@ test(`spec §5 rules 1-2, §6.1-§6.4: ${PACKETS} generated MQTT packets from an
   const others = [b.profile.node_id, c.profile.node_id, w.staticNodeId];
   const before = new Map(others.map((id) => [id, fingerprint(s, id)]));
   const fixedA = senderFixed(s, a.profile.node_id);
-  const logsBefore = new Set((s.server.store.sqlite.prepare("SELECT log_id AS id FROM control_logs").all() as Array<{ id: unknown }>).map((r) => String(r.id)));
+  const logsBefore = new Set((sqliteOf(s.server.store).prepare("SELECT log_id AS id FROM control_logs").all() as Array<{ id: unknown }>).map((r) => String(r.id)));
   // B, subscribed to its own downstream topics (and refused '#'), must receive nothing.
   const seenByB: string[] = [];
   w.agentB.on("message", (topic) => seenByB.push(topic));
@@ -442,11 +443,11 @@ test(`spec §5 rules 1-2, §6.1-§6.4: ${PACKETS} generated MQTT packets from an
 
   // The sender: its fixed columns, its commands, and only event logs added.
   assert.equal(senderFixed(s, a.profile.node_id), fixedA, "A's node row, credentials, client version, platform, hostname unchanged");
-  const logOf = (id: string) => s.server.store.sqlite.prepare("SELECT status FROM control_logs WHERE request_id = ? AND kind NOT IN ('event', 'output')").get(id) as { status: string } | undefined;
+  const logOf = (id: string) => sqliteOf(s.server.store).prepare("SELECT status FROM control_logs WHERE request_id = ? AND kind NOT IN ('event', 'output')").get(id) as { status: string } | undefined;
   assert.equal(logOf(w.aApplied)?.status, "applied", "a replayed ACK changes nothing (spec §6.4 rule 2)");
   assert.equal(logOf(w.aOpen)?.status, "pending", "an ACK of another kind does not close A's open control command");
   for (const rid of w.bOpen) assert.equal(logOf(rid)?.status, "pending", "A's ACKs for B's commands close nothing");
-  const added = (s.server.store.sqlite.prepare("SELECT log_id AS id, node_id, kind, message FROM control_logs").all() as Array<{ id: unknown; node_id: string; kind: string; message: string | null }>).filter((r) => !logsBefore.has(String(r.id)));
+  const added = (sqliteOf(s.server.store).prepare("SELECT log_id AS id, node_id, kind, message FROM control_logs").all() as Array<{ id: unknown; node_id: string; kind: string; message: string | null }>).filter((r) => !logsBefore.has(String(r.id)));
   const addedBesidesBStop = added.filter((r) => !(r.node_id === b.profile.node_id && r.kind === "command"));
   assert.deepEqual([...new Set(addedBesidesBStop.map((r) => `${r.node_id === a.profile.node_id ? "A" : r.node_id}:${r.kind}`))].sort(), ["A:event"], "new control logs are A's events only");
   const leaked = added.filter((r) => r.message?.startsWith("FUZZ-"));

@@ -9,6 +9,7 @@ import { createLogger } from "../../src/logger.js";
 import { Store } from "../../src/store/db.js";
 import { migrations } from "../../src/store/migrations.js";
 import { getSetting, putSetting } from "../../src/store/settings.repository.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 const log = createLogger("silent");
 
@@ -21,10 +22,10 @@ function tempDir(t: { after(fn: () => void): void }): string {
 test("opening a new file applies the migrations with WAL, foreign keys and a busy timeout; reopening is a no-op", async (t) => {
   const file = join(tempDir(t), "svc.db");
   const store = await Store.open(file, log);
-  assert.equal(store.sqlite.pragma("journal_mode", { simple: true }), "wal");
-  assert.equal(store.sqlite.pragma("foreign_keys", { simple: true }), 1);
-  assert.equal(store.sqlite.pragma("busy_timeout", { simple: true }), 5000);
-  const tables = (store.sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as Array<{ name: string }>).map((r) => r.name);
+  assert.equal(sqliteOf(store).pragma("journal_mode", { simple: true }), "wal");
+  assert.equal(sqliteOf(store).pragma("foreign_keys", { simple: true }), 1);
+  assert.equal(sqliteOf(store).pragma("busy_timeout", { simple: true }), 5000);
+  const tables = (sqliteOf(store).prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as Array<{ name: string }>).map((r) => r.name);
   for (const name of ["configs", "nodes", "node_client_state", "mesh_pairs", "port_forwards", "download_tokens", "bind_tokens", "control_logs", "admin_sessions"]) {
     assert.ok(tables.includes(name), `table ${name}`);
   }
@@ -33,14 +34,14 @@ test("opening a new file applies the migrations with WAL, foreign keys and a bus
   const again = await Store.open(file, log);
   t.after(() => again.close());
   assert.equal(await getSetting(again.db, "k"), "v");
-  const applied = again.sqlite.prepare("SELECT name FROM kysely_migration").all();
+  const applied = sqliteOf(again).prepare("SELECT name FROM kysely_migration").all();
   assert.deepEqual(applied, Object.keys(migrations).sort().map((name) => ({ name })), "every migration once, in order");
 });
 
 test("foreign keys cascade: deleting a config removes its nodes, pairs, client state and tags", async (t) => {
   const store = await Store.open(join(tempDir(t), "svc.db"), log);
   t.after(() => store.close());
-  const db = store.sqlite;
+  const db = sqliteOf(store);
   db.prepare("INSERT INTO configs VALUES ('c1', 'n', 'wireguard', '10.0.0.0/24', NULL, 0, 0)").run();
   for (const [id, addr] of [["n1", "10.0.0.1"], ["n2", "10.0.0.2"]]) {
     db.prepare("INSERT INTO nodes (node_id, config_id, name, mode, interface_name, address, private_key, public_key, created_at, updated_at) VALUES (?, 'c1', ?, 'static', 'svc0', ?, 'k', 'p', 0, 0)").run(id, id, addr);
@@ -62,7 +63,7 @@ test("transaction: after-commit hooks run only after a commit; a rollback drops 
   await store.transaction(async (trx, afterCommit) => {
     await putSetting(trx, "a", "1", 0);
     afterCommit(() => {
-      seen.push(`hook sees a=${String(store.sqlite.prepare("SELECT value FROM settings_kv WHERE key = 'a'").pluck().get())}`);
+      seen.push(`hook sees a=${String(sqliteOf(store).prepare("SELECT value FROM settings_kv WHERE key = 'a'").pluck().get())}`);
     });
     seen.push("body done");
   });

@@ -18,7 +18,7 @@ import { createLogger } from "../../src/logger.js";
 import { MeshService } from "../../src/services/mesh.service.js";
 import { Store } from "../../src/store/db.js";
 import { listNodes } from "../../src/store/nodes.repository.js";
-import { renderConfigTexts } from "../../src/store/staging.js";
+import { renderConfigTexts } from "../../src/services/rendering.service.js";
 import { servedText } from "../helpers/lazy-mesh.js";
 
 const PUBLIC = [null, "192.0.2.7", "2001:db8::7", "gw.example.net"] as const;

@@ -17,6 +17,7 @@ import { MeshService } from "../../src/services/mesh.service.js";
 import { PAGE_CACHE_SIZE, Store, WAL_AUTOCHECKPOINT_PAGES } from "../../src/store/db.js";
 import { insertPairsWithAll } from "../../src/store/mesh-pairs.repository.js";
 import type { MeshPairRow } from "../../src/store/schema.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 const BASE32 = "abcdefghijklmnopqrstuvwxyz234567";
 /** Row number `i` as the 5 base32 digits the ids end with. */
@@ -47,7 +48,7 @@ test("issue 14 item 4: a node joining a full mesh gets one pair with each other 
     // Nodes of another config in between: never paired with a's.
     if (i % 10 === 0) await mesh.createNode(b, { name: `b${i}`, mode: "static" } as never);
   }
-  const rows = store.sqlite.prepare("SELECT * FROM mesh_pairs WHERE config_id = ?").all(a) as MeshPairRow[];
+  const rows = sqliteOf(store).prepare("SELECT * FROM mesh_pairs WHERE config_id = ?").all(a) as MeshPairRow[];
   assert.equal(rows.length, (40 * 39) / 2, "n(n − 1)/2 pairs");
   const sides = new Set(rows.map((r) => `${r.node_a}|${r.node_b}`));
   for (const [i, x] of inA.entries()) {
@@ -67,7 +68,7 @@ test("issue 14 item 4: a node joining a full mesh gets one pair with each other 
   for (const r of rows) byWrite.set(r.pair_id.slice(0, 21), [...(byWrite.get(r.pair_id.slice(0, 21)) ?? []), r.pair_id.slice(21)]);
   assert.deepEqual([...byWrite.values()].map((s) => s.length).sort((x, y) => x - y), Array.from({ length: 39 }, (_, i) => i + 1), "the k-th node's write: k − 1 ids, one prefix");
   for (const suffixes of byWrite.values()) assert.deepEqual(suffixes.sort(), Array.from({ length: suffixes.length }, (_, i) => digits(i)).sort());
-  const bRows = store.sqlite.prepare("SELECT count(*) AS n FROM mesh_pairs WHERE config_id = ?").get(b) as { n: number };
+  const bRows = sqliteOf(store).prepare("SELECT count(*) AS n FROM mesh_pairs WHERE config_id = ?").get(b) as { n: number };
   assert.equal(bRows.n, (4 * 3) / 2, "config b's nodes pair among themselves only");
 
   // The ids work at the pair API's service: read, toggle, delete.
@@ -86,7 +87,7 @@ test("issue 14 item 4: auto_pair false inserts no pairs; pairing a node that has
   const c = (await mesh.createConfig({ name: "c", tunnel_protocol: "wireguard", network_cidr: "10.9.0.0/24" } as never)).config_id;
   await mesh.createNode(c, { name: "x", mode: "static" } as never);
   const y = (await mesh.createNode(c, { name: "y", mode: "static", auto_pair: false } as never)).node_id;
-  const count = () => (store.sqlite.prepare("SELECT count(*) AS n FROM mesh_pairs").get() as { n: number }).n;
+  const count = () => (sqliteOf(store).prepare("SELECT count(*) AS n FROM mesh_pairs").get() as { n: number }).n;
   assert.equal(count(), 0);
   assert.equal(await insertPairsWithAll(store.db, c, y, "pair-test", 1), 1);
   await assert.rejects(insertPairsWithAll(store.db, c, y, "pair-again", 2), /UNIQUE constraint failed: mesh_pairs\.node_a, mesh_pairs\.node_b/);
@@ -97,8 +98,8 @@ test("issue 14 item 4: the store opens with a 64 MiB page cache and checkpoints 
   const store = await open(t);
   assert.equal(PAGE_CACHE_SIZE, -65536);
   assert.equal(WAL_AUTOCHECKPOINT_PAGES, 50_000);
-  assert.equal(store.sqlite.pragma("cache_size", { simple: true }), -65536);
-  assert.equal(store.sqlite.pragma("wal_autocheckpoint", { simple: true }), 50_000);
+  assert.equal(sqliteOf(store).pragma("cache_size", { simple: true }), -65536);
+  assert.equal(sqliteOf(store).pragma("wal_autocheckpoint", { simple: true }), 50_000);
 });
 
 test("issue 14 item 4: a node created later sorts before the nodes created before it, so it is node_a of every pair it gets when it joins (its index entries lie together)", async (t) => {
@@ -115,7 +116,7 @@ test("issue 14 item 4: a node created later sorts before the nodes created befor
   }
   assert.deepEqual(ids, [...ids].sort().reverse(), "ids descend in creation order");
   for (const [i, id] of ids.entries()) {
-    const asA = store.sqlite.prepare("SELECT count(*) AS n FROM mesh_pairs WHERE node_a = ? AND created_at = ?").get(id, Date.parse("2026-01-01T00:00:00.000Z") + i + 1) as { n: number };
+    const asA = sqliteOf(store).prepare("SELECT count(*) AS n FROM mesh_pairs WHERE node_a = ? AND created_at = ?").get(id, Date.parse("2026-01-01T00:00:00.000Z") + i + 1) as { n: number };
     assert.equal(asA.n, i, `the ${i + 1}th node is node_a of the ${i} pairs its create made`);
   }
   // A millisecond apart is enough; ids of the same millisecond differ in their random part.

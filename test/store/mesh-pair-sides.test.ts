@@ -16,6 +16,7 @@ import { listPairsOfNode, pairPage } from "../../src/store/mesh-pairs.repository
 import { migrations } from "../../src/store/migrations.js";
 import { listPairsWithNodeA } from "../../src/store/render-inputs.repository.js";
 import type { Database } from "../../src/store/schema.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 const log = createLogger("silent");
 
@@ -65,22 +66,22 @@ test("migration 0011 carries every pair (columns and rowids) and leaves mesh_pai
 
   const store = await Store.open(file, log);
   t.after(() => store.close());
-  assert.deepEqual(pairs(store.sqlite), old, "same rows, same rowids");
+  assert.deepEqual(pairs(sqliteOf(store)), old, "same rows, same rowids");
   assert.equal(old.length, (12 * 11) / 2);
-  const indexes = store.sqlite.prepare("SELECT name FROM pragma_index_list('mesh_pairs') ORDER BY name").all();
+  const indexes = sqliteOf(store).prepare("SELECT name FROM pragma_index_list('mesh_pairs') ORDER BY name").all();
   assert.deepEqual(indexes, [{ name: "mesh_pairs_config_created" }, { name: "sqlite_autoindex_mesh_pairs_1" }, { name: "sqlite_autoindex_mesh_pairs_2" }]);
-  const keys = store.sqlite.prepare("SELECT \"from\" AS col, \"table\" AS parent, on_delete FROM pragma_foreign_key_list('mesh_pairs') ORDER BY col").all();
+  const keys = sqliteOf(store).prepare("SELECT \"from\" AS col, \"table\" AS parent, on_delete FROM pragma_foreign_key_list('mesh_pairs') ORDER BY col").all();
   assert.deepEqual(keys, [
     { col: "config_id", parent: "configs", on_delete: "CASCADE" },
     { col: "node_a", parent: "nodes", on_delete: "CASCADE" },
   ]);
-  assert.deepEqual(store.sqlite.pragma("foreign_key_check"), []);
+  assert.deepEqual(sqliteOf(store).pragma("foreign_key_check"), []);
 });
 
 test("0011's triggers keep the node_b key: a pair must name an existing node_b; deleting a node deletes the pairs it is either side of, and nothing else", async (t) => {
   const store = await Store.open(tempFile(t), log);
   t.after(() => store.close());
-  const db = store.sqlite;
+  const db = sqliteOf(store);
   const ids = seed(db, 10);
   fullMesh(db, ids);
   const insert = db.prepare("INSERT INTO mesh_pairs (pair_id, config_id, node_a, node_b, enabled, created_at, updated_at) VALUES (?, 'c', ?, ?, 1, 0, 0)");
@@ -108,10 +109,10 @@ test("0011's triggers keep the node_b key: a pair must name an existing node_b; 
 test("a node's pairs are read without scanning mesh_pairs: through UNIQUE (node_a, node_b) and the config's nodes; same rows as a plain filter", async (t) => {
   const store = await Store.open(tempFile(t), log);
   t.after(() => store.close());
-  const ids = seed(store.sqlite, 12);
-  fullMesh(store.sqlite, ids);
+  const ids = seed(sqliteOf(store), 12);
+  fullMesh(sqliteOf(store), ids);
   for (const id of ["n00", "n05", "n11"]) {
-    const want = store.sqlite.prepare("SELECT pair_id FROM mesh_pairs WHERE node_a = ? OR node_b = ? ORDER BY pair_id").all(id, id) as Array<{ pair_id: string }>;
+    const want = sqliteOf(store).prepare("SELECT pair_id FROM mesh_pairs WHERE node_a = ? OR node_b = ? ORDER BY pair_id").all(id, id) as Array<{ pair_id: string }>;
     const got = (await listPairsOfNode(store.db, id)).map((p) => p.pair_id).sort();
     assert.deepEqual(got, want.map((r) => r.pair_id));
     for (const p of await listPairsOfNode(store.db, id)) assert.ok(p.pair_id.includes(p.peer.node_id) && p.peer.node_id !== id);
@@ -125,12 +126,12 @@ test("a node's pairs are read without scanning mesh_pairs: through UNIQUE (node_
       if (page.length <= 4 || !last) break;
       after = { created_at: last.created_at, pair_id: last.pair_id };
     }
-    const ordered = store.sqlite.prepare("SELECT pair_id FROM mesh_pairs WHERE node_a = ? OR node_b = ? ORDER BY created_at, pair_id").all(id, id) as Array<{ pair_id: string }>;
+    const ordered = sqliteOf(store).prepare("SELECT pair_id FROM mesh_pairs WHERE node_a = ? OR node_b = ? ORDER BY created_at, pair_id").all(id, id) as Array<{ pair_id: string }>;
     assert.deepEqual(seen, ordered.map((r) => r.pair_id));
     assert.deepEqual(await pairPage(store.db, "d", { nodeId: id, limit: 10 }), [], "another config's filter finds none");
   }
   // The plans: no full scan of mesh_pairs anywhere (a scan is n²/2 rows at scale).
-  const plan = (q: string, ...args: string[]) => (store.sqlite.prepare(`EXPLAIN QUERY PLAN ${q}`).all(...args) as Array<{ detail: string }>).map((r) => r.detail).join(" | ");
+  const plan = (q: string, ...args: string[]) => (sqliteOf(store).prepare(`EXPLAIN QUERY PLAN ${q}`).all(...args) as Array<{ detail: string }>).map((r) => r.detail).join(" | ");
   const deleting = plan("DELETE FROM nodes WHERE node_id = ?", "n05");
   assert.doesNotMatch(deleting, /SCAN mesh_pairs/, deleting);
 });
@@ -138,16 +139,16 @@ test("a node's pairs are read without scanning mesh_pairs: through UNIQUE (node_
 test("issue 14 items 2–3: listPairsWithNodeA (the renderer's pair read), asked with every node of a config in groups, lists each of its pairs exactly once, and its statements look pairs up by node_a only: no scan of mesh_pairs, no range of the config's pairs (no node_b index since migration 0011)", async (t) => {
   const store = await Store.open(tempFile(t), log);
   t.after(() => store.close());
-  const ids = seed(store.sqlite, 12);
-  fullMesh(store.sqlite, ids);
+  const ids = seed(sqliteOf(store), 12);
+  fullMesh(sqliteOf(store), ids);
   const statements: Array<{ sql: string; parameters: readonly unknown[] }> = [];
   const logged = new Kysely<Database>({
-    dialect: new SqliteDialect({ database: store.sqlite }),
+    dialect: new SqliteDialect({ database: sqliteOf(store) }),
     log: (e) => void statements.push({ sql: e.query.sql, parameters: e.query.parameters }),
   });
   const rows: Array<readonly unknown[]> = [];
   for (let i = 0; i < ids.length; i += 4) rows.push(...(await listPairsWithNodeA(logged, ids.slice(i, i + 4))));
-  const expected = (store.sqlite.prepare("SELECT node_a, node_b, enabled FROM mesh_pairs WHERE config_id = 'c'").all() as Array<{ node_a: string; node_b: string; enabled: number }>).map((p) => [p.node_a, p.node_b, p.enabled]);
+  const expected = (sqliteOf(store).prepare("SELECT node_a, node_b, enabled FROM mesh_pairs WHERE config_id = 'c'").all() as Array<{ node_a: string; node_b: string; enabled: number }>).map((p) => [p.node_a, p.node_b, p.enabled]);
   const key = (e: readonly unknown[]) => e.join(" ");
   assert.deepEqual(rows.map(key).sort(), expected.map(key).sort(), "every pair of the config once; another config's pair is not listed");
   assert.equal(rows.length, (12 * 11) / 2);
@@ -155,7 +156,7 @@ test("issue 14 items 2–3: listPairsWithNodeA (the renderer's pair read), asked
   // Each read of mesh_pairs looks up the asked nodes by node_a: a scan, or a range of the config's
   // pairs (mesh_pairs_config_created), reads n²/2 rows at scale.
   for (const s of statements) {
-    const plan = (store.sqlite.prepare(`EXPLAIN QUERY PLAN ${s.sql}`).all(...s.parameters) as Array<{ detail: string }>).map((r) => r.detail);
+    const plan = (sqliteOf(store).prepare(`EXPLAIN QUERY PLAN ${s.sql}`).all(...s.parameters) as Array<{ detail: string }>).map((r) => r.detail);
     const pairReads = plan.filter((d) => /^(SCAN|SEARCH) (mesh_pairs|p)\b/.test(d));
     assert.ok(pairReads.length > 0, plan.join(" | "));
     for (const d of pairReads) assert.match(d, /INDEX sqlite_autoindex_mesh_pairs_\d \(node_a=\?/, `${s.sql}: ${d}`);

@@ -8,6 +8,7 @@ import { createLogger } from "../../src/logger.js";
 import { nodeView } from "../../src/services/views.js";
 import { Store } from "../../src/store/db.js";
 import { emptyNodeStateCounts, nodePage, nodeScanBoundary, nodeStateCounts, tagsOfNodes, type NodeListFilter, type NodeListPosition } from "../../src/store/node-list.repository.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * Issue 14 item 5: the node list's filters and counts run in SQL (PRESENCE_SQL, SYNC_SQL of
@@ -55,7 +56,7 @@ async function openStore(): Promise<{ store: Store; close: () => Promise<void> }
 }
 
 function seed(store: Store, nodes: Array<typeof nodeArb extends fc.Arbitrary<infer T> ? T : never>): void {
-  const s = store.sqlite;
+  const s = sqliteOf(store);
   s.exec("DELETE FROM nodes; DELETE FROM configs;");
   s.prepare("INSERT INTO configs (config_id, name, tunnel_protocol, network_cidr, created_at, updated_at) VALUES ('c1', 'one', 'wireguard', '10.0.0.0/16', 0, 0)").run();
   const insNode = s.prepare(`INSERT INTO nodes (node_id, config_id, name, mode, interface_name, address, private_key, public_key,
@@ -75,8 +76,8 @@ function seed(store: Store, nodes: Array<typeof nodeArb extends fc.Arbitrary<inf
 
 /** Every node of c1 as the API shows it (clientView's derivation), in (created_at, node_id) order. */
 function allViews(store: Store, mqtt: boolean) {
-  const rows = nodePage(store.sqlite, "c1", {}, undefined, 10_000, mqtt);
-  const tags = tagsOfNodes(store.sqlite, rows.map((r) => r.node.node_id));
+  const rows = nodePage(sqliteOf(store), "c1", {}, undefined, 10_000, mqtt);
+  const tags = tagsOfNodes(sqliteOf(store), rows.map((r) => r.node.node_id));
   return rows.map((r) => ({ view: nodeView(r.node, tags.get(r.node.node_id) ?? [], r.client, mqtt), createdAt: r.node.created_at }));
 }
 
@@ -111,8 +112,8 @@ test("issue 14 item 5, spec §3.1/§3.5: SQL filters and counts agree with clien
       const got: string[] = [];
       let after: NodeListPosition | undefined;
       for (let pages = 0; pages <= 2 * nodes.length + 2; pages++) {
-        const until = nodeScanBoundary(store.sqlite, "c1", after, budget);
-        const rows = nodePage(store.sqlite, "c1", filter, after, limit, mqtt, until);
+        const until = nodeScanBoundary(sqliteOf(store), "c1", after, budget);
+        const rows = nodePage(sqliteOf(store), "c1", filter, after, limit, mqtt, until);
         assert.ok(rows.length <= limit + 1);
         const page = rows.slice(0, limit);
         got.push(...page.map((r) => r.node.node_id));
@@ -127,14 +128,14 @@ test("issue 14 item 5, spec §3.1/§3.5: SQL filters and counts agree with clien
       const ranged = emptyNodeStateCounts();
       let from: NodeListPosition | undefined;
       for (;;) {
-        const until = nodeScanBoundary(store.sqlite, "c1", from, budget);
-        nodeStateCounts(store.sqlite, "c1", filter, mqtt, { after: from, until }, ranged);
+        const until = nodeScanBoundary(sqliteOf(store), "c1", from, budget);
+        nodeStateCounts(sqliteOf(store), "c1", filter, mqtt, { after: from, until }, ranged);
         if (until === undefined) break;
         from = until;
       }
-      assert.deepEqual(ranged, nodeStateCounts(store.sqlite, "c1", filter, mqtt));
+      assert.deepEqual(ranged, nodeStateCounts(sqliteOf(store), "c1", filter, mqtt));
 
-      const counts = nodeStateCounts(store.sqlite, "c1", filter, mqtt);
+      const counts = nodeStateCounts(sqliteOf(store), "c1", filter, mqtt);
       assert.equal(counts.total, all.length);
       assert.equal(counts.matching, expected.length);
       for (const p of ["online", "dropped", "offline"] as const) {
@@ -152,7 +153,7 @@ test("issue 14 item 5, spec §3.1/§3.5: SQL filters and counts agree with clien
 test("issue 14 item 5: the node page reads the index on (config_id, created_at, node_id) of migration 0008, not a sort", async (t) => {
   const { store, close } = await openStore();
   t.after(close);
-  const plan = store.sqlite
+  const plan = sqliteOf(store)
     .prepare(
       `EXPLAIN QUERY PLAN SELECT n.node_id FROM nodes n INDEXED BY nodes_config_created
        WHERE n.config_id = 'c1' AND (n.created_at, n.node_id) > (1, 'x') ORDER BY n.created_at, n.node_id LIMIT 101`,

@@ -19,6 +19,7 @@ import { MeshService } from "../../src/services/mesh.service.js";
 import { Store } from "../../src/store/db.js";
 import { configTagsByNode, mapConfigNodes } from "../../src/store/node-list.repository.js";
 import { findClientState, listNodes, listTagsOfNode } from "../../src/store/nodes.repository.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 test("issue 14 items 2 and 4: mapConfigNodes reads the covering index nodes_views (no table row, no text overflow) and client states by key, in one statement, and answers every view column of listNodes with each node's client state; configTagsByNode each node's sorted tags", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "svc-views-"));
@@ -37,24 +38,24 @@ test("issue 14 items 2 and 4: mapConfigNodes reads the covering index nodes_view
   await mesh.createNode(other, { name: "elsewhere", mode: "static", tags: ["a"] });
   const nodes = await listNodes(store.db, configId);
   // A reachable, versioned client for one node; none at all (no client-state row) for another.
-  store.sqlite
+  sqliteOf(store)
     .prepare("UPDATE node_client_state SET client_initialized = 1, client_presence_state = 'online', runtime_state = 'running', last_reachable_at = 5, client_version = '1.2.3' WHERE node_id = ?")
     .run(nodes[1]?.node_id);
-  store.sqlite.prepare("DELETE FROM node_client_state WHERE node_id = ?").run(nodes[2]?.node_id);
+  sqliteOf(store).prepare("DELETE FROM node_client_state WHERE node_id = ?").run(nodes[2]?.node_id);
 
   const prepared: string[] = [];
-  const prepare = store.sqlite.prepare.bind(store.sqlite);
-  store.sqlite.prepare = ((source: string) => {
+  const prepare = sqliteOf(store).prepare.bind(sqliteOf(store));
+  sqliteOf(store).prepare = ((source: string) => {
     prepared.push(source);
     return prepare(source);
-  }) as typeof store.sqlite.prepare;
-  const rows = mapConfigNodes(store.sqlite, configId, (node, client) => ({ node, client }));
-  const byNode = configTagsByNode(store.sqlite, configId);
-  store.sqlite.prepare = prepare as typeof store.sqlite.prepare;
+  }) as ReturnType<typeof sqliteOf>["prepare"];
+  const rows = mapConfigNodes(sqliteOf(store), configId, (node, client) => ({ node, client }));
+  const byNode = configTagsByNode(sqliteOf(store), configId);
+  sqliteOf(store).prepare = prepare as ReturnType<typeof sqliteOf>["prepare"];
 
   const [rowsStatement, tagsStatement] = prepared;
   assert.ok(rowsStatement !== undefined && tagsStatement !== undefined && prepared.length === 2, "one statement each");
-  const plan = (text: string) => (store.sqlite.prepare(`EXPLAIN QUERY PLAN ${text}`).all(configId) as Array<{ detail: string }>).map((p) => p.detail);
+  const plan = (text: string) => (sqliteOf(store).prepare(`EXPLAIN QUERY PLAN ${text}`).all(configId) as Array<{ detail: string }>).map((p) => p.detail);
   assert.deepEqual(plan(rowsStatement), [
     "SEARCH n USING COVERING INDEX nodes_views (config_id=?)",
     "SEARCH cs USING INDEX sqlite_autoindex_node_client_state_1 (node_id=?) LEFT-JOIN",

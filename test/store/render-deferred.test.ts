@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { test } from "node:test";
 import { listNodes } from "../../src/store/nodes.repository.js";
-import { renderConfigTexts, renderDeferred, restageConfig, type StagedChange } from "../../src/store/staging.js";
+import { renderConfigTexts, renderDeferred, restageConfig, type StagedChange } from "../../src/services/rendering.service.js";
 import { lazyMesh, servedText } from "../helpers/lazy-mesh.js";
 import { turnsDuring } from "../helpers/turns.js";
 

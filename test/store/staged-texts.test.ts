@@ -17,8 +17,9 @@ import { createLogger } from "../../src/logger.js";
 import { Store } from "../../src/store/db.js";
 import { migrations } from "../../src/store/migrations.js";
 import { bumpStagedVersionsOfConfig, findStagedText, listNodes, putStagedText, storeStagedRendering } from "../../src/store/nodes.repository.js";
-import { materializeStaged, renderConfigTexts } from "../../src/store/staging.js";
+import { materializeStaged, renderConfigTexts } from "../../src/services/rendering.service.js";
 import { lazyMesh, servedText } from "../helpers/lazy-mesh.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
 
@@ -44,13 +45,13 @@ test("migration 0013 moves each rendered node's text into node_staged_texts with
 
   const store = await Store.open(file, createLogger("silent"));
   t.after(() => store.close());
-  const columns = (store.sqlite.prepare("SELECT name FROM pragma_table_info('nodes')").all() as Array<{ name: string }>).map((c) => c.name);
+  const columns = (sqliteOf(store).prepare("SELECT name FROM pragma_table_info('nodes')").all() as Array<{ name: string }>).map((c) => c.name);
   assert.ok(!columns.includes("staged_config_text"), "the text column is gone from nodes");
-  assert.deepEqual(store.sqlite.prepare("SELECT * FROM node_staged_texts").all(), [{ node_id: "a", config_version: 3, config_sha256: sha256(big), config_text: big }]);
+  assert.deepEqual(sqliteOf(store).prepare("SELECT * FROM node_staged_texts").all(), [{ node_id: "a", config_version: 3, config_sha256: sha256(big), config_text: big }]);
   const [a] = await listNodes(store.db, "c");
   assert.ok(a);
   assert.equal(await servedText(store.db, a), big, "the moved text is served at its version and sha");
-  assert.deepEqual(store.sqlite.pragma("foreign_key_check"), []);
+  assert.deepEqual(sqliteOf(store).pragma("foreign_key_check"), []);
 });
 
 test("issue 14 item 2: marking a whole config changed (a protocol switch) rewrites no text: no page is freed in its UPDATE; the stale texts stay but are not served, and the next rendering replaces them with the full re-render's", async (t) => {
@@ -63,10 +64,10 @@ test("issue 14 item 2: marking a whole config changed (a protocol switch) rewrit
   // Pages per table, each table's indexes counted with it (SQLite's dbstat).
   const pagesByTable = () =>
     new Map(
-      (store.sqlite.prepare("SELECT s.tbl_name AS t, count(*) AS n FROM dbstat d JOIN sqlite_schema s ON s.name = d.name GROUP BY s.tbl_name").all() as Array<{ t: string; n: number }>).map((r) => [r.t, r.n]),
+      (sqliteOf(store).prepare("SELECT s.tbl_name AS t, count(*) AS n FROM dbstat d JOIN sqlite_schema s ON s.name = d.name GROUP BY s.tbl_name").all() as Array<{ t: string; n: number }>).map((r) => [r.t, r.n]),
     );
   const pagesBefore = pagesByTable();
-  const freeBefore = store.sqlite.pragma("freelist_count", { simple: true }) as number;
+  const freeBefore = sqliteOf(store).pragma("freelist_count", { simple: true }) as number;
 
   const bumped = await bumpStagedVersionsOfConfig(store.db, configId, 1);
   assert.equal(bumped.length, ids.length);
@@ -75,8 +76,8 @@ test("issue 14 item 2: marking a whole config changed (a protocol switch) rewrit
   // The UPDATE clears each node's sha: an index of `nodes` over it can merge a page (about 1 run
   // in 20, by where the random ids fall). Every page freed is one of those, none a text's.
   const nodesShrink = (pagesBefore.get("nodes") ?? 0) - (pagesAfter.get("nodes") ?? 0);
-  assert.equal((store.sqlite.pragma("freelist_count", { simple: true }) as number) - freeBefore, nodesShrink, "every freed page was one of the nodes table's own");
-  assert.equal((store.sqlite.prepare("SELECT count(*) AS n FROM node_staged_texts").get() as { n: number }).n, ids.length, "the old texts are still stored");
+  assert.equal((sqliteOf(store).pragma("freelist_count", { simple: true }) as number) - freeBefore, nodesShrink, "every freed page was one of the nodes table's own");
+  assert.equal((sqliteOf(store).prepare("SELECT count(*) AS n FROM node_staged_texts").get() as { n: number }).n, ids.length, "the old texts are still stored");
   for (const n of await listNodes(store.db, configId)) {
     assert.equal(n.staged_config_sha256, null);
     assert.equal(await servedText(store.db, n), null, `${n.node_id}: the stale text is not served`);
@@ -96,7 +97,7 @@ test("issue 14 item 2: marking a whole config changed (a protocol switch) rewrit
     assert.equal(staged.config_text, full.get(n.node_id));
     assert.equal(staged.config_sha256, sha256(staged.config_text));
   }
-  assert.equal((store.sqlite.prepare("SELECT count(*) AS n FROM node_staged_texts").get() as { n: number }).n, ids.length, "one text per node: replaced, not added");
+  assert.equal((sqliteOf(store).prepare("SELECT count(*) AS n FROM node_staged_texts").get() as { n: number }).n, ids.length, "one text per node: replaced, not added");
 });
 
 test("a rendering is stored only at the version it was rendered for, with its text written before its sha; an older text never replaces a newer one", async (t) => {

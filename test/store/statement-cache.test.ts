@@ -7,6 +7,7 @@ import { Kysely, SqliteDialect, sql } from "kysely";
 import { createLogger } from "../../src/logger.js";
 import { STATEMENT_CACHE_SIZE, Store, StatementCache } from "../../src/store/db.js";
 import type { Database } from "../../src/store/schema.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 // docs/decisions.md "Issue 14: prepared-statement cache (2026-11-26)": Kysely's SQLite driver
 // prepares on every query; Store keeps its statements by SQL text in a bounded LRU.
@@ -26,11 +27,11 @@ async function openStore(t: { after(fn: () => void | Promise<void>): void }): Pr
 /** Counts `prepare` calls on the raw handle (the cache's only way to make a statement) by SQL text. */
 function countPrepares(store: Store): Map<string, number> {
   const counts = new Map<string, number>();
-  const prepare = store.sqlite.prepare.bind(store.sqlite);
-  store.sqlite.prepare = ((text: string) => {
+  const prepare = sqliteOf(store).prepare.bind(sqliteOf(store));
+  sqliteOf(store).prepare = ((text: string) => {
     counts.set(text, (counts.get(text) ?? 0) + 1);
     return prepare(text);
-  }) as typeof store.sqlite.prepare;
+  }) as ReturnType<typeof sqliteOf>["prepare"];
   return counts;
 }
 
@@ -102,7 +103,7 @@ test("issue 14: a stream interleaved with a query of the same text: the busy sta
 test("issue 14: the cache is bounded: N + 1 distinct texts leave N, the least recently used dropped", async (t) => {
   const store = await openStore(t);
   const counts = countPrepares(store);
-  const cache = new StatementCache(store.sqlite, 3);
+  const cache = new StatementCache(sqliteOf(store), 3);
   const texts = ["SELECT 1", "SELECT 2", "SELECT 3", "SELECT 4"];
   for (const text of texts.slice(0, 3)) cache.prepare(text);
   cache.prepare("SELECT 1"); // now the most recent: SELECT 2 is the oldest

@@ -18,11 +18,12 @@ import type { Logger } from "../../src/logger.js";
 import { Store, WAL_AUTOCHECKPOINT_PAGES, WAL_AUTOCHECKPOINT_PAGES_WITH_WORKER, WAL_SIZE_LIMIT_BYTES, type Db } from "../../src/store/db.js";
 import { listNodes } from "../../src/store/nodes.repository.js";
 import { MAX_WORKER_STARTS, StoreWorker, type WalCheckpoint } from "../../src/store/store-worker.js";
-import { renderConfigTexts, renderDeferred, type StagedChange } from "../../src/store/staging.js";
+import { renderConfigTexts, renderDeferred, type StagedChange } from "../../src/services/rendering.service.js";
 import { lazyMesh, servedText } from "../helpers/lazy-mesh.js";
 import { ManualClock } from "../../src/lib/clock.js";
 import { MeshService } from "../../src/services/mesh.service.js";
 import { storeCountsOffThread, systemStatus } from "../../src/services/notifier.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
 
@@ -129,7 +130,7 @@ async function writtenStore(t: { after: (fn: () => unknown) => void }, rows: num
   const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));
   t.after(() => store.close());
   const write = () => {
-    for (let i = 0; i < rows; i++) store.sqlite.prepare("INSERT OR REPLACE INTO settings_kv (key, value, updated_at) VALUES (?, ?, 0)").run(`k${i}`, "x".repeat(4000) + Math.random());
+    for (let i = 0; i < rows; i++) sqliteOf(store).prepare("INSERT OR REPLACE INTO settings_kv (key, value, updated_at) VALUES (?, ?, 0)").run(`k${i}`, "x".repeat(4000) + Math.random());
   };
   return { store, dir, write };
 }
@@ -197,9 +198,9 @@ test("issue 14 item 2: a worker started by the WAL watch that exits is started a
 
 test("issue 14 item 2: while the store worker runs, the main connection's own checkpoint is only a far backstop (WAL_AUTOCHECKPOINT_PAGES_WITH_WORKER), so no commit in the event loop copies and syncs the WAL; before it, WAL_AUTOCHECKPOINT_PAGES", async (t) => {
   const { store } = await writtenStore(t, 1);
-  const pages = () => store.sqlite.pragma("wal_autocheckpoint", { simple: true });
+  const pages = () => sqliteOf(store).pragma("wal_autocheckpoint", { simple: true });
   assert.equal(pages(), WAL_AUTOCHECKPOINT_PAGES, "no worker yet");
-  assert.equal(store.sqlite.pragma("journal_size_limit", { simple: true }), WAL_SIZE_LIMIT_BYTES);
+  assert.equal(sqliteOf(store).pragma("journal_size_limit", { simple: true }), WAL_SIZE_LIMIT_BYTES);
   const worker = store.worker();
   assert.ok(worker);
   await worker.checkpoint(); // starts the thread
@@ -223,12 +224,12 @@ test("issue 14 item 2 / DESIGN §5 system status: while the store worker's threa
   };
   // The main connection's own view includes its uncommitted write; the worker's does not.
   const uncommitted = async <T>(f: () => Promise<T>): Promise<T> => {
-    store.sqlite.exec("BEGIN");
+    sqliteOf(store).exec("BEGIN");
     try {
-      store.sqlite.exec("DELETE FROM mesh_pairs");
+      sqliteOf(store).exec("DELETE FROM mesh_pairs");
       return await f();
     } finally {
-      store.sqlite.exec("ROLLBACK");
+      sqliteOf(store).exec("ROLLBACK");
     }
   };
   const worker = store.worker();

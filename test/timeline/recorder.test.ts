@@ -6,6 +6,7 @@ import { createLogger } from "../../src/logger.js";
 import { createServer } from "../../src/server.js";
 import { ADMIN_PASSWORD, listenAndLogin, startSseServer, type SseServer } from "../events/sse-harness.js";
 import { api, bind, connectAgent, dynamicNode, envelope, eventually, nextMessage, status, type Profile } from "../control/agent-harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * Issue 13 item 3, the flight recorder: real service over real HTTP, real SQLite file, the
@@ -175,7 +176,7 @@ test("issue 13: a restart keeps the timeline and the live state (the restored no
   const live = await machine(s, life.configId, life.nodeId);
   assert.equal(live.origin, "live");
   assert.equal(live.regions.presence, "online.fresh");
-  const dbFile = s.server.store.sqlite.name;
+  const dbFile = sqliteOf(s.server.store).name;
   const dataDir = dbFile.slice(0, dbFile.lastIndexOf("/"));
   await s.close();
 
@@ -201,7 +202,7 @@ test("issue 13: the cap holds — each node keeps its newest SVC_TIMELINE_MAX_PE
     await waitFor(s, configId, nodeId, "runtime_state", wg ? "running" : "stopped");
   }
   await s.server.timelineRetention.idle();
-  const stored = s.server.store.sqlite.prepare("SELECT count(*) AS n FROM node_transitions WHERE node_id = ?").get(nodeId) as { n: number };
+  const stored = sqliteOf(s.server.store).prepare("SELECT count(*) AS n FROM node_transitions WHERE node_id = ?").get(nodeId) as { n: number };
   assert.equal(stored.n, 3);
   const { transitions } = await timeline(s, configId, nodeId);
   assert.deepEqual(

@@ -4,6 +4,7 @@ import { NodeActorRegistry } from "../../src/actors/registry.js";
 import { ManualClock } from "../../src/lib/clock.js";
 import { listNodeTransitions, type NodeTransitionRow } from "../../src/store/node-transitions.repository.js";
 import { CONFIG, log, openStores, seedNodes, tempDbFile } from "../actors/harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * The flight recorder inside the registry's group commit (src/actors/registry.ts, issue 13 item
@@ -32,7 +33,7 @@ async function open(t: TestContext) {
     detectTimeoutMs: DETECT_MS,
     effects: { revokeClient: () => {}, requestConfigPush: () => {} },
     // Persist before emit: what a second connection sees when the status notification runs.
-    onStatusChanged: (_c, nodeId) => seenAtEmit.push(rows(reader.sqlite, nodeId).length),
+    onStatusChanged: (_c, nodeId) => seenAtEmit.push(rows(sqliteOf(reader), nodeId).length),
     timelineRetention: { keep: KEEP, slack: SLACK, prune: (nodeId, cutoff) => pruned.push([nodeId, cutoff]) },
   });
   t.after(async () => {
@@ -56,7 +57,7 @@ test("issue 13, spec §3.1 §6.4 rule 8: a detect that times out records the `af
   await h.registry.send(CONFIG, "n1", { type: "detect.sent", at: h.clock.now() });
   h.clock.advance(DETECT_MS);
   await h.registry.send(CONFIG, "n1", { type: "node.mode_changed", at: h.clock.now(), mode: "dynamic" }); // waits for the commit; changes nothing
-  const [timeout, detect] = rows(h.reader.sqlite, "n1");
+  const [timeout, detect] = rows(sqliteOf(h.reader), "n1");
   assert.equal(timeout?.source, "timer");
   assert.equal(timeout?.event, "xstate.after.detectTimeout.node.probe.waiting");
   assert.equal(timeout?.at, 1000 + DETECT_MS + Date.parse("2026-01-01T00:00:00Z"));
@@ -72,11 +73,11 @@ test("issue 13, spec §3.1 §6.4 rule 8: a detect that times out records the `af
 test("issue 13, spec §3.1 heartbeat timeout: the presence sweep's TTL check records source `timer`; rows are committed before the status notification (persist before emit)", async (t) => {
   const h = await open(t);
   await h.registry.send(CONFIG, "n1", { type: "mqtt.signal", at: h.clock.now(), source: "heartbeat" });
-  const before = rows(h.reader.sqlite, "n1").length;
+  const before = rows(sqliteOf(h.reader), "n1").length;
   assert.equal(h.seenAtEmit.at(-1), before, "the heartbeat's row was committed when its status change was emitted");
   h.clock.advance(TTL_MS + 1000);
   await h.registry.send(CONFIG, "n1", { type: "node.mode_changed", at: h.clock.now(), mode: "dynamic" });
-  const [dropped] = rows(h.reader.sqlite, "n1");
+  const [dropped] = rows(sqliteOf(h.reader), "n1");
   assert.equal(dropped?.source, "timer");
   assert.equal(dropped?.event, "presence.ttl_check");
   assert.equal(JSON.parse(dropped?.value_after ?? "null").presence, "dropped");
@@ -94,7 +95,7 @@ test("issue 13 item 3, the cap: once keep + slack rows came since the last cut, 
   assert.equal(h.pruned.length, 1, "one cut-off once enough rows came");
   const [nodeId, cutoff] = h.pruned[0] ?? ["", 0];
   assert.equal(nodeId, "n1");
-  const all = rows(h.reader.sqlite, "n1");
+  const all = rows(sqliteOf(h.reader), "n1");
   const above = all.filter((r) => r.transition_id >= cutoff).length;
   assert.ok(above >= KEEP && above < KEEP + SLACK, `keep..keep+slack-1 rows at or above the cut-off (${above})`);
   assert.ok(all.some((r) => r.transition_id === cutoff), "the cut-off is one of the node's rows");
@@ -104,22 +105,22 @@ test("issue 13 item 3, the cap: once keep + slack rows came since the last cut, 
   for (let k = 0; k < SLACK; k++) await toggle(i++);
   assert.equal(h.pruned.length, count + 1);
   const next = h.pruned.at(-1)?.[1] ?? 0;
-  const ids = rows(h.reader.sqlite, "n1").map((r) => r.transition_id);
+  const ids = rows(sqliteOf(h.reader), "n1").map((r) => r.transition_id);
   assert.equal(ids.indexOf(cutoff) - ids.indexOf(next), SLACK, "the cut moved up by slack rows");
 });
 
 test("issue 13: heartbeats that change nothing record nothing, and a change of a shown context field alone (client version) records a row", async (t) => {
   const h = await open(t);
   await h.registry.send(CONFIG, "n1", { type: "mqtt.signal", at: h.clock.now(), source: "heartbeat", wgOnline: true });
-  const n = rows(h.reader.sqlite, "n1").length;
+  const n = rows(sqliteOf(h.reader), "n1").length;
   for (let i = 0; i < 5; i++) {
     h.clock.advance(60_000);
     await h.registry.send(CONFIG, "n1", { type: "mqtt.signal", at: h.clock.now(), source: "heartbeat", wgOnline: true });
   }
-  assert.equal(rows(h.reader.sqlite, "n1").length, n);
+  assert.equal(rows(sqliteOf(h.reader), "n1").length, n);
   await h.registry.send(CONFIG, "n1", { type: "mqtt.signal", at: h.clock.now(), source: "ack", requestId: "req-1", clientVersion: "1.1.0" });
-  const [row] = rows(h.reader.sqlite, "n1");
-  assert.equal(rows(h.reader.sqlite, "n1").length, n + 1);
+  const [row] = rows(sqliteOf(h.reader), "n1");
+  assert.equal(rows(sqliteOf(h.reader), "n1").length, n + 1);
   assert.equal(row?.source, "ack");
   assert.equal(row?.request_id, "req-1");
   assert.equal(row?.value_before, row?.value_after);

@@ -3,6 +3,7 @@ import { test } from "node:test";
 import { startSseServer } from "../events/sse-harness.js";
 import { ADMIN_PASSWORD } from "../events/sse-harness.js";
 import { api, connectAgent, dynamicNode, envelope, eventually, status } from "../control/agent-harness.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * Issue 13: no secret leaves through the machine endpoints, and what a snapshot restore does to
@@ -24,7 +25,7 @@ test("issue 13, DESIGN §3 secrets: no stored secret (broker password and its ha
   await agent.publishAsync(p.topics.heartbeat, envelope(p, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
   await eventually("online", async () => ((await status(s, configId, nodeId)).client_presence_state === "online" ? true : undefined));
 
-  const sqlite = s.server.store.sqlite;
+  const sqlite = sqliteOf(s.server.store);
   const secrets: Array<[string, string]> = [
     ["broker password", p.mqtt.password],
     ["bind token", bindToken],
@@ -84,6 +85,6 @@ test("issue 13, spec §2.4: a snapshot restore clears the restored nodes' flight
   assert.equal(row.before, null);
   assert.equal(row.after.initialization, "uninitialized");
   assert.equal(row.after.bindToken, "none");
-  const exported = (s.server.store.sqlite.prepare("SELECT count(*) AS n FROM node_transitions").get() as { n: number }).n;
+  const exported = (sqliteOf(s.server.store).prepare("SELECT count(*) AS n FROM node_transitions").get() as { n: number }).n;
   assert.equal(exported, 1, "no row of the old timeline is left");
 });

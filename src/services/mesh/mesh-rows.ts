@@ -1,0 +1,80 @@
+/** The rows a mesh write inserts or patches, built from its validated input. */
+import { allocateAddress, isHostAddress } from "../../domain/address-pool.js";
+import { generateKeyPair } from "../../domain/keys.js";
+import { AppError } from "../../errors.js";
+import { newId } from "../../protocol/ids.js";
+import type { ConfigRow, NodeRow, PortForwardRow } from "../../store/schema.js";
+import { newNodeId } from "./mesh-ids.js";
+import { DEFAULT_INTERFACE_NAME, DEFAULT_LISTEN_PORT, type CreateNodeInput, type PortForwardInput } from "./mesh-types.js";
+
+/**
+ * A new node of `config`: the address asked for (a free host address of the config's network)
+ * or the next free one, fresh keys, never staged.
+ * @param used the addresses of the config's nodes
+ * @throws AppError VALIDATION_FAILED (address outside the network), CONFLICT (address in use),
+ *   ADDRESS_POOL_EXHAUSTED
+ */
+export function newNodeRow(config: ConfigRow, input: CreateNodeInput, used: readonly string[], now: number): NodeRow {
+  let address: string;
+  if (input.address !== undefined) {
+    if (!isHostAddress(input.address, config.network_cidr)) {
+      throw new AppError("VALIDATION_FAILED", `address must be a host address inside ${config.network_cidr}`, {
+        field: "address",
+      });
+    }
+    if (used.includes(input.address)) {
+      throw new AppError("CONFLICT", `address ${input.address} is already used in this config`, { field: "address" });
+    }
+    address = input.address;
+  } else {
+    address = allocateAddress(config.network_cidr, used);
+  }
+  const publicAddress = input.public_address ?? null;
+  const keys = generateKeyPair();
+  return {
+    node_id: newNodeId(now),
+    config_id: config.config_id,
+    name: input.name,
+    mode: input.mode,
+    interface_name: input.interface_name ?? DEFAULT_INTERFACE_NAME,
+    address,
+    public_address: publicAddress,
+    listen_port: input.listen_port ?? (publicAddress !== null ? DEFAULT_LISTEN_PORT : null),
+    private_key: keys.privateKey,
+    public_key: keys.publicKey,
+    staged_config_version: 0,
+    staged_config_sha256: null,
+    confirmed_config_version: null,
+    confirmed_config_sha256: null,
+    created_at: now,
+    updated_at: now,
+  };
+}
+
+/** A new port forward of a node. */
+export function newPortForwardRow(nodeId: string, input: PortForwardInput, now: number): PortForwardRow {
+  return {
+    forward_id: newId("pf"),
+    node_id: nodeId,
+    protocol: input.protocol,
+    listen_port: input.listen_port,
+    target_address: input.target_address,
+    target_port: input.target_port,
+    enabled: input.enabled === false ? 0 : 1,
+    created_at: now,
+    updated_at: now,
+  };
+}
+
+/** `current` with the fields `input` sets. */
+export function patchedPortForward(current: PortForwardRow, input: Partial<PortForwardInput>, now: number): PortForwardRow {
+  return {
+    ...current,
+    ...(input.protocol !== undefined ? { protocol: input.protocol } : {}),
+    ...(input.listen_port !== undefined ? { listen_port: input.listen_port } : {}),
+    ...(input.target_address !== undefined ? { target_address: input.target_address } : {}),
+    ...(input.target_port !== undefined ? { target_port: input.target_port } : {}),
+    ...(input.enabled !== undefined ? { enabled: input.enabled ? 1 : 0 } : {}),
+    updated_at: now,
+  };
+}

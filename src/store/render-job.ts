@@ -1,0 +1,243 @@
+/**
+ * Render jobs over the stored inputs of a config's nodes (DESIGN §3 Config versions): what the
+ * store worker thread (src/store/store-worker.thread.ts) and its in-thread fallback run. A job
+ * reads the nodes' staged versions and the config's render inputs once and renders the staged
+ * texts step by step; it writes nothing (src/services/rendering.service.ts stores the
+ * renderings, conditionally on the version read, and decides what to render, when and where).
+ */
+import { performance } from "node:perf_hooks";
+import PQueue from "p-queue";
+import type { AwgParams } from "../domain/awg.js";
+import { checkPairIntegrity, ConfigRenderer, stageConfig, type RenderCommon, type RenderInput, type RenderPeer } from "../domain/render.js";
+// The next turn of a background task: one background step per loop iteration.
+import { backgroundTurn as nextTurn } from "../lib/background-turn.js";
+import { findConfig } from "./configs.repository.js";
+import type { Db } from "./connection.js";
+import { listPairsWithNodeA, listPortForwardsAmong, listRenderSides, listRenderSidesAmong, type RenderSideRow } from "./render-inputs.repository.js";
+import type { ConfigRow, NodeRow, PortForwardRow } from "./schema.js";
+
+/** A node whose staged config changed. */
+export interface StagedChange {
+  nodeId: string;
+  version: number;
+  sha: string;
+}
+
+/** The render fields of a node (its own and as a peer). */
+export type RenderSide = Pick<NodeRow, "node_id" | "public_key" | "address" | "public_address" | "listen_port">;
+export type SelfSide = RenderSide & Pick<NodeRow, "private_key">;
+
+/** True when the pair `(a, b)` is rendered in both configs: enabled and not broken. */
+export function isPairRendered(a: RenderSide, b: RenderSide, enabled: boolean): boolean {
+  return checkPairIntegrity(a, b, enabled).status === "ok";
+}
+
+export function renderPeer(other: RenderSide): RenderPeer {
+  return {
+    node_id: other.node_id,
+    public_key: other.public_key,
+    address: other.address,
+    public_address: other.public_address,
+    listen_port: other.listen_port,
+  };
+}
+
+/** The config-wide render inputs of a config row. */
+export function renderCommon(config: ConfigRow): RenderCommon {
+  return {
+    config_id: config.config_id,
+    tunnel_protocol: config.tunnel_protocol,
+    network_cidr: config.network_cidr,
+    awg: config.awg_params === null ? null : (JSON.parse(config.awg_params) as AwgParams),
+  };
+}
+
+/** The rendered node's own fields. */
+export function nodeInput(node: SelfSide): RenderInput["node"] {
+  return {
+    node_id: node.node_id,
+    private_key: node.private_key,
+    public_key: node.public_key,
+    address: node.address,
+    listen_port: node.listen_port,
+    public_address: node.public_address,
+  };
+}
+
+/** The enabled port forwards as the renderer takes them. */
+export function enabledForwards(forwards: readonly PortForwardRow[]): RenderInput["port_forwards"] {
+  return forwards
+    .filter((f) => f.enabled === 1)
+    .map((f) => ({ protocol: f.protocol, listen_port: f.listen_port, target_address: f.target_address, target_port: f.target_port }));
+}
+
+/** A stretch of the event loop: when it started (`performance.now()`, ms) and how long it may run (ms). */
+export interface Turn {
+  start: number;
+  stepMs: number;
+}
+
+/** Yields to the event loop when the turn has run its step, and starts a new turn. */
+export async function yieldIfSpent(turn: Turn): Promise<void> {
+  if (performance.now() - turn.start < turn.stepMs) return;
+  await nextTurn();
+  turn.start = performance.now();
+}
+
+/** One node's rendering, not stored yet: the text of `version`'s inputs and its SHA-256. */
+export interface ChunkRendering extends StagedChange {
+  text: string;
+}
+
+/** One step of a {@link RenderJob}. */
+export interface RenderedChunk {
+  /** Nodes already rendered at their staged version, with their stored sha (first step only). */
+  stored: StagedChange[];
+  /** Nodes staged but not rendered, each rendered at the version read before the job's inputs. */
+  rendered: ChunkRendering[];
+}
+
+/** A running deferred rendering: its steps, in order, until `next` answers null. */
+export interface RenderJob {
+  /**
+   * The next up to `n` renderings (and, the first time, the nodes found already rendered);
+   * null when none is left or the config is gone.
+   * @throws AppError `VALIDATION_FAILED` from the renderer on bad stored input
+   */
+  next(n: number): Promise<RenderedChunk | null>;
+  /** Drops the job's inputs (also when it ends early). */
+  close(): void;
+}
+
+/**
+ * Where {@link renderDeferred} gets its renderings from: in this thread ({@link inThreadJobs}) or
+ * from the store worker (src/store/store-worker.ts), which reads and renders on its own
+ * connection while this thread stores the previous step.
+ */
+export interface ChunkSource {
+  /** Steps asked ahead of the one being stored (0: one at a time). */
+  readonly ahead: number;
+  /** Starts rendering the staged configs of `ids` (nodes of `configId`). */
+  open(configId: string, ids: readonly string[]): RenderJob;
+}
+
+/**
+ * A render job over the stored inputs, writing nothing. On its first step it reads, in this
+ * order, the staged versions of `ids`, then the config, every node's render fields (no texts),
+ * the port forwards of the nodes to render and every pair of the config (once, grouped by
+ * `node_a`: {@link PAIR_READ_NODES} nodes per statement); each step then renders the next nodes
+ * with one {@link ConfigRenderer} (each peer validated and its `[Peer]` block built once per
+ * job). Reading versions before inputs makes every rendering at least as new as its version, so
+ * a store conditional on that version is exact. Yields whenever the turn has run `turn.stepMs`
+ * ms (pass `Infinity` on a thread of its own). Memory: the config's rendered pairs as numbers
+ * ({@link readRenderedPeers}).
+ */
+export function openRenderJob(db: Db, configId: string, ids: readonly string[], turn: Turn): RenderJob {
+  let inputs: Promise<JobInputs | null> | null = null;
+  let pos = 0;
+  let first = true;
+  // Steps run one after another, in the order asked: a step asked ahead never overtakes one before it.
+  const steps = new PQueue({ concurrency: 1 });
+  const step = async (n: number): Promise<RenderedChunk | null> => {
+    inputs ??= readJobInputs(db, configId, ids, turn);
+    const job = await inputs;
+    if (job === null) return null;
+    const stored = first ? job.stored : [];
+    first = false;
+    const rendered: ChunkRendering[] = [];
+    for (const end = Math.min(pos + n, job.toRender.length); pos < end; pos++) {
+      await yieldIfSpent(turn);
+      const row = job.toRender[pos];
+      if (row !== undefined) rendered.push(renderJobNode(job, row));
+    }
+    return stored.length === 0 && rendered.length === 0 ? null : { stored, rendered };
+  };
+  return {
+    next: (n) => steps.add(() => step(n)),
+    close() {
+      inputs = Promise.resolve(null);
+    },
+  };
+}
+
+/** What a render job reads once. */
+interface JobInputs {
+  stored: StagedChange[];
+  toRender: RenderSideRow[];
+  renderer: ConfigRenderer;
+  forwards: Map<string, PortForwardRow[]>;
+  peers: RenderedPeers;
+}
+
+async function readJobInputs(db: Db, configId: string, ids: readonly string[], turn: Turn): Promise<JobInputs | null> {
+  const rows = await listRenderSidesAmong(db, configId, ids);
+  const config = await findConfig(db, configId);
+  if (!config) return null;
+  const stored: StagedChange[] = [];
+  for (const r of rows) {
+    if (r.staged_config_version >= 1 && r.staged_config_sha256 !== null) stored.push({ nodeId: r.node_id, version: r.staged_config_version, sha: r.staged_config_sha256 });
+  }
+  const toRender = rows.filter((r) => r.staged_config_version >= 1 && r.staged_config_sha256 === null);
+  const sides = await listRenderSides(db, configId);
+  const forwards = toRender.length === 0 ? new Map<string, PortForwardRow[]>() : await listPortForwardsAmong(db, toRender.map((r) => r.node_id));
+  // Nothing to render: the pairs are not read (the job gives its stored nodes only).
+  const peers = await readRenderedPeers(db, toRender.length === 0 ? [] : sides, turn);
+  return { stored, toRender, renderer: new ConfigRenderer(renderCommon(config), sides.map(renderPeer)), forwards, peers };
+}
+
+/** One node of a job rendered and hashed. */
+function renderJobNode(job: JobInputs, row: RenderSideRow): ChunkRendering {
+  const text = job.renderer.render(nodeInput(row), peerIdsOf(job.peers, row.node_id), enabledForwards(job.forwards.get(row.node_id) ?? []));
+  return { nodeId: row.node_id, version: row.staged_config_version, sha: stageConfig(null, text).config_sha256, text };
+}
+
+/** The rendered pairs among some nodes of a config, as indexes into `sides`. */
+export interface RenderedPeers {
+  sides: readonly RenderSide[];
+  indexOf: ReadonlyMap<string, number>;
+  /** node index → indexes of the other sides of its rendered pairs. */
+  peers: number[][];
+}
+
+/**
+ * Nodes whose pairs (as `node_a`) one statement reads: a 1,000-node full mesh's node is `node_a`
+ * of ~500 pairs on average, and one statement is one uninterrupted stretch of the event loop
+ * (~1–3 µs a row).
+ */
+const PAIR_READ_NODES = 4;
+
+/**
+ * The rendered pairs among `sides` (every node of a config): each pair read once, asked by its
+ * `node_a` ({@link listPairsWithNodeA}, {@link PAIR_READ_NODES} nodes per statement), yielding
+ * between statements once the turn has run its step. A pair is rendered when it is enabled and
+ * its connection integrity is not broken ({@link isPairRendered}). Memory: two numbers per
+ * rendered pair (~16 MB for a 1,000-node full mesh).
+ */
+export async function readRenderedPeers(db: Db, sides: readonly RenderSide[], turn: Turn): Promise<RenderedPeers> {
+  const indexOf = new Map(sides.map((n, i) => [n.node_id, i]));
+  const peers: number[][] = sides.map(() => []);
+  for (let i = 0; i < sides.length; i += PAIR_READ_NODES) {
+    await yieldIfSpent(turn);
+    for (const [aId, bId, enabled] of await listPairsWithNodeA(db, sides.slice(i, i + PAIR_READ_NODES).map((n) => n.node_id))) {
+      const a = indexOf.get(aId);
+      const b = indexOf.get(bId);
+      if (a === undefined || b === undefined) continue;
+      const [sa, sb] = [sides[a], sides[b]];
+      if (sa === undefined || sb === undefined || !isPairRendered(sa, sb, enabled === 1)) continue;
+      peers[a]?.push(b);
+      peers[b]?.push(a);
+    }
+  }
+  return { sides, indexOf, peers };
+}
+
+/** The node_ids of a node's peers (empty for a node not among the sides). */
+export function peerIdsOf(graph: RenderedPeers, nodeId: string): Set<string> {
+  const own = graph.indexOf.get(nodeId);
+  const ids = new Set<string>();
+  for (const i of own === undefined ? [] : (graph.peers[own] ?? [])) {
+    const side = graph.sides[i];
+    if (side !== undefined) ids.add(side.node_id);
+  }
+  return ids;
+}
