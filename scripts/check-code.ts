@@ -1,13 +1,14 @@
 /**
  * Code-shape check (no `!` non-null assertions; long functions and long files split by
- * responsibility). Run by `npm test` (pretest), beside check-imports.ts.
+ * responsibility; no comment citing an issue or a work session). Run by `npm test` (pretest),
+ * beside check-imports.ts.
  *
- *   tsx scripts/check-code.ts            check this repository's src/ and web/src/
- *   tsx scripts/check-code.ts <root>     check <root>/src/ and <root>/web/src/ (tests run it on a fixture tree)
+ *   tsx scripts/check-code.ts            check this repository
+ *   tsx scripts/check-code.ts <root>     check the tree at <root> (tests run it on a fixture tree)
  *
- * The server (`src/`) and the console (`web/src/`, `.ts` and `.tsx`) keep the same shape. Three
- * rules, read from the TypeScript compiler's syntax tree (no regexes, so `!==`, `!x` and a `!`
- * inside a string, a comment or JSX text are never mistaken for an assertion):
+ * The server (`src/`) and the console (`web/src/`, `.ts` and `.tsx`) keep the same shape. The
+ * first three rules are read from the TypeScript compiler's syntax tree (no regexes, so `!==`,
+ * `!x` and a `!` inside a string, a comment or JSX text are never mistaken for an assertion):
  *
  * 1. **No non-null assertion.** Every `NonNullExpression` (`x!`, `a[i]!.b`, `f()!`) is reported:
  *    narrow the value instead (a check that throws or returns, a default, a type whose field is
@@ -25,12 +26,20 @@
  *    re-export) when others import them. Generated files and the migrations are excepted,
  *    each named in {@link LONG_FILES} with the reason; an entry whose file is gone fails the
  *    check.
+ * 4. **No issue or work-session citation.** Comments, test names, strings and docs say why in
+ *    the domain's terms; "issue 14", "issues 3 and 4", "Issue 14:" and "eighth session",
+ *    "3rd session", "this session", "work session" are reported wherever they appear in the text
+ *    ({@link citationsOf}). Domain sessions (an admin session, an MQTT session,
+ *    `session_present`, an SSE session) are not citations. Read line by line with regexes over
+ *    `src/`, `web/src/`, `test/` (`.ts`, `.tsx`, `.mjs`), `docs/*.md` and `README.md`; the
+ *    archive `docs/history/` keeps its dated labels and is not read.
  *
  * Output: one line per finding, `src/a.ts:12:5: non-null assertion \`x!\``,
- * `src/a.ts:40: function runAgent is 120 lines (limit 60)` or `src/a.ts: file is 577 lines
- * (limit 500)`, then a summary; exit 1 on any finding or stale allow-list entry, 0 otherwise.
+ * `src/a.ts:40: function runAgent is 120 lines (limit 60)`, `src/a.ts: file is 577 lines
+ * (limit 500)` or `test/a.test.ts:3: cites an issue/session: "…"`, then a summary; exit 1 on
+ * any finding or stale allow-list entry, 0 otherwise.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import ts from "typescript";
@@ -77,7 +86,7 @@ export const LONG_FUNCTIONS: readonly LongFunction[] = [
   { file: "src/services/metrics.ts", name: "ServiceMetrics.constructor", reason: "one metric family declaration per statement, each with its collect callback" },
   { file: "src/cli/svcctl.ts", name: "buildProgram", reason: "the commander declaration of every command and option of svcctl" },
   { file: "src/services/client-bundle.ts", name: "readme", reason: "the client zip's README text, a template" },
-  { file: "src/http/app.ts", name: "buildApp", reason: "Fastify setup and plugin registration in order (src/http is another part of issue 11)" },
+  { file: "src/http/app.ts", name: "buildApp", reason: "Fastify setup and plugin registration in order" },
   { file: "src/http/routes/artifacts.routes.ts", name: "artifactsRoutes", reason: "route registration" },
   { file: "src/http/routes/backups.routes.ts", name: "backupsRoutes", reason: "route registration" },
   { file: "src/http/routes/client.routes.ts", name: "clientRoutes", reason: "route registration" },
@@ -97,8 +106,11 @@ export interface Finding {
   line: number;
   /** 1-based. */
   column: number;
-  kind: "non-null" | "long-function" | "long-file";
-  /** For `non-null`: the expression's text; for `long-function`: the function's name; for `long-file`: the file. */
+  kind: "non-null" | "long-function" | "long-file" | "citation";
+  /**
+   * For `non-null`: the expression's text; for `long-function`: the function's name; for
+   * `long-file`: the file; for `citation`: the line, trimmed.
+   */
   text: string;
   /** For `long-function`: lines spanned; for `long-file`: lines of the file. */
   lines?: number;
@@ -158,6 +170,49 @@ export function lineCount(text: string): number {
   return text === "" || text.endsWith("\n") ? n : n + 1;
 }
 
+/**
+ * An issue citation: "issue 14", "issues 3 and 4", "issue #14", "Issue 14:". A number must
+ * follow the word, so "an issue with the lease" is prose.
+ */
+const ISSUE_CITATION = /\bissues?\s*#?\d+/i;
+
+/**
+ * A work-session citation: an ordinal session ("eighth session", "3rd-session"), "this session"
+ * or "work session". Domain sessions (admin, MQTT, SSE, `session_present`) have no ordinal.
+ */
+const SESSION_CITATION =
+  /\b(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|\d+(?:st|nd|rd|th))[- ]session\b|\b(?:this|work)[- ]session\b/i;
+
+/** Every line of a text that cites an issue or a work session, as `citation` findings (column 1). */
+export function citationsOf(file: string, text: string): Finding[] {
+  const out: Finding[] = [];
+  text.split("\n").forEach((line, i) => {
+    if (ISSUE_CITATION.test(line) || SESSION_CITATION.test(line)) out.push({ file, line: i + 1, column: 1, kind: "citation", text: line.trim() });
+  });
+  return out;
+}
+
+/**
+ * The files read for citations: `src/`, `web/src/` and `test/` (`.ts`, `.tsx`, `.mjs`, not
+ * `.d.ts`), the top level of `docs/` (`.md`; `docs/history/` is the archive) and `README.md`.
+ */
+export function citationFiles(root: string): string[] {
+  const code = (dir: string): string[] => {
+    if (!existsSync(dir)) return [];
+    const out: string[] = [];
+    for (const name of readdirSync(dir).sort()) {
+      const p = join(dir, name);
+      if (statSync(p).isDirectory()) out.push(...code(p));
+      else if (/\.(ts|tsx|mjs)$/.test(name) && !name.endsWith(".d.ts")) out.push(p);
+    }
+    return out;
+  };
+  const docs = join(root, "docs");
+  const markdown = existsSync(docs) ? readdirSync(docs).sort().filter((n) => n.endsWith(".md")).map((n) => join(docs, n)) : [];
+  const readme = join(root, "README.md");
+  return [...code(join(root, "src")), ...code(join(root, "web", "src")), ...code(join(root, "test")), ...markdown, ...(existsSync(readme) ? [readme] : [])];
+}
+
 /** What a check of a tree tolerates; empty for a fixture tree. */
 export interface CodeAllowances {
   /** Long functions ({@link LONG_FUNCTIONS} for this repository). */
@@ -167,8 +222,9 @@ export interface CodeAllowances {
 }
 
 /**
- * Checks every file of `<root>/src` and `<root>/web/src` (the file length limit: `src/` only).
- * @param root directory holding `src/` (and `web/src/`, when the tree has a console)
+ * Checks every file of `<root>/src` and `<root>/web/src` (the file length limit: `src/` only),
+ * and the files of {@link citationFiles} for issue and work-session citations.
+ * @param root directory holding `src/` (and `web/src/`, `test/`, `docs/`, when the tree has them)
  * @param allowed what to tolerate; nothing by default
  * @returns the findings not allowed, the allow-list entries that matched nothing (stale: a long
  *   function gone or short, an excepted file gone), and the file count
@@ -199,6 +255,7 @@ export function checkCode(
       if (allowance === undefined || (allowance.max !== undefined && f.lines !== undefined && f.lines > allowance.max)) findings.push(f);
     }
   }
+  for (const path of citationFiles(root)) findings.push(...citationsOf(slash(relative(root, path)), readFileSync(path, "utf8")));
   const present = new Set(files.map((p) => slash(relative(root, p))));
   const stale = [...longFunctions.filter((a) => !used.has(a)), ...longFiles.filter((a) => !present.has(a.file))];
   return { findings, stale, files: files.length };
@@ -207,6 +264,7 @@ export function checkCode(
 /** One output line per finding. */
 export function formatFinding(f: Finding, maxLines = MAX_FUNCTION_LINES, maxFileLines = MAX_FILE_LINES): string {
   if (f.kind === "long-file") return `${f.file}: file is ${f.lines} lines (limit ${maxFileLines}) — split it by responsibility, or list it in LONG_FILES if it is generated or migrations`;
+  if (f.kind === "citation") return `${f.file}:${f.line}: cites an issue/session: "${f.text.length > 80 ? `${f.text.slice(0, 77)}...` : f.text}" — say why in the domain's terms`;
   if (f.kind === "non-null") return `${f.file}:${f.line}:${f.column}: non-null assertion \`${f.text.length > 60 ? `${f.text.slice(0, 57)}...` : f.text}\` — narrow the value instead`;
   return `${f.file}:${f.line}: function ${f.text} is ${f.lines} lines (limit ${maxLines}) — split it, or list it in LONG_FUNCTIONS with the reason`;
 }
@@ -228,11 +286,13 @@ function main(argv: string[]): number {
   if (findings.length + stale.length > 0) {
     const count = (kind: Finding["kind"]) => findings.filter((f) => f.kind === kind).length;
     const staleCount = `${stale.length} stale allow-list entr${stale.length === 1 ? "y" : "ies"}`;
-    console.log(`check-code: ${count("non-null")} non-null assertion(s), ${count("long-function")} long function(s), ${count("long-file")} long file(s), ${staleCount}`);
+    console.log(
+      `check-code: ${count("non-null")} non-null assertion(s), ${count("long-function")} long function(s), ${count("long-file")} long file(s), ${count("citation")} issue/session citation(s), ${staleCount}`,
+    );
     return 1;
   }
   const listed = (allowed.functions?.length ?? 0) + (allowed.files?.length ?? 0);
-  console.log(`check-code: ${files} files, no non-null assertion, no function over ${MAX_FUNCTION_LINES} lines, no src/ file over ${MAX_FILE_LINES} lines (${listed} allow-listed)`);
+  console.log(`check-code: ${files} files, no non-null assertion, no function over ${MAX_FUNCTION_LINES} lines, no src/ file over ${MAX_FILE_LINES} lines (${listed} allow-listed), no issue/session citation`);
   return 0;
 }
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { checkCode, findingsOf, LONG_FILES, lineCount, MAX_FILE_LINES } from "../../scripts/check-code.js";
+import { checkCode, citationsOf, findingsOf, LONG_FILES, lineCount, MAX_FILE_LINES } from "../../scripts/check-code.js";
 import { fixtureTree, runCheck } from "./harness.js";
 
 // scripts/check-code.ts: no `!` non-null assertion and no long function in src/ and web/src,
@@ -51,7 +51,7 @@ describe("scripts/check-code.ts (no non-null assertion, no long function)", () =
       "src/a.ts:1: function long is 61 lines (limit 60) — split it, or list it in LONG_FUNCTIONS with the reason",
       "src/lib/b.ts:1:34: non-null assertion `x!` — narrow the value instead",
     ]);
-    assert.match(bad.lines.at(-1) ?? "", /^check-code: 1 non-null assertion\(s\), 1 long function\(s\), 0 long file\(s\), 0 stale/);
+    assert.match(bad.lines.at(-1) ?? "", /^check-code: 1 non-null assertion\(s\), 1 long function\(s\), 0 long file\(s\), 0 issue\/session citation\(s\), 0 stale/);
   });
 
   test("an allow-listed long function passes; an entry that matches nothing is stale and fails", (t) => {
@@ -100,7 +100,7 @@ describe("scripts/check-code.ts: no file in src/ over 500 lines", () => {
     assert.equal(over.status, 1);
     assert.deepEqual(over.lines, [
       "src/mqtt/b.ts: file is 501 lines (limit 500) — split it by responsibility, or list it in LONG_FILES if it is generated or migrations",
-      "check-code: 0 non-null assertion(s), 0 long function(s), 1 long file(s), 0 stale allow-list entries",
+      "check-code: 0 non-null assertion(s), 0 long function(s), 1 long file(s), 0 issue/session citation(s), 0 stale allow-list entries",
     ]);
   });
 
@@ -141,5 +141,48 @@ describe("scripts/check-code.ts: the console (web/src) keeps the same shape", ()
     const res = checkCode(root, { functions: [{ file: "web/src/pages/home.tsx", name: "Long", reason: "test" }] });
     assert.deepEqual(res.findings, []);
     assert.deepEqual(res.stale, []);
+  });
+});
+
+describe("scripts/check-code.ts: no comment, test name or doc cites an issue or a work session", () => {
+  // The citations are assembled from parts so that this file does not cite anything itself.
+  const issue = (n: number) => `issue ${n}`;
+  const session = (ordinal: string) => `${ordinal} session`;
+  const cited = (text: string) => citationsOf("test/x.test.ts", text).map((f) => `${f.line} ${f.text}`);
+
+  test("an issue number is a citation wherever it stands: a comment, a test name, a heading", () => {
+    assert.deepEqual(cited(`// the lease is renewed early (${issue(14)})\nconst a = 1;`), [`1 // the lease is renewed early (${issue(14)})`]);
+    assert.deepEqual(cited(`test("${issue(10)}, spec §2.4: a stale lease expires", () => {});`), [`1 test("${issue(10)}, spec §2.4: a stale lease expires", () => {});`]);
+    assert.deepEqual(cited(`## ${issue(14).replace("i", "I")}: prepared statements`).length, 1);
+    assert.deepEqual(cited(`see ${issue(3).replace(" ", " #")} and ${issue(4).replace("issue", "issues")}`).length, 1);
+  });
+
+  test("an ordinal, 'this' or 'work' session is a citation; a domain session is not", () => {
+    for (const s of [session("eighth"), session("3rd"), session("Twelfth").replace(" ", "-"), session("this"), session("work")]) {
+      assert.equal(cited(`// measured in the ${s}`).length, 1, s);
+    }
+    const domain = ["// an admin session expires after 8 h", "// the MQTT session is resumed", "if (ack.session_present) return;", "// one SSE session per tab", "// an issue with the lease"];
+    assert.deepEqual(cited(domain.join("\n")), []);
+  });
+
+  test("src/, web/src/, test/, docs/*.md and README.md are read; docs/history/ (the archive) is not", (t) => {
+    const res = run(
+      tree(t, {
+        "src/a.ts": `// retried on the next turn (${issue(14)})\nexport const a = 1;\n`,
+        "web/src/b.tsx": `export const b = "${session("eighth")}";\n`,
+        "test/c.test.mjs": `// ${session("work")}\n`,
+        "docs/d.md": `# D\n\nSince ${issue(9)}.\n`,
+        "docs/history/decisions-2026.md": `## ${issue(14)}: prepared statements (${session("eighth")})\n`,
+        "README.md": "An admin session lasts 8 h.\n",
+      }),
+    );
+    assert.equal(res.status, 1);
+    assert.deepEqual(res.lines.slice(0, -1), [
+      `src/a.ts:1: cites an issue/session: "// retried on the next turn (${issue(14)})" — say why in the domain's terms`,
+      `web/src/b.tsx:1: cites an issue/session: "export const b = "${session("eighth")}";" — say why in the domain's terms`,
+      `test/c.test.mjs:1: cites an issue/session: "// ${session("work")}" — say why in the domain's terms`,
+      `docs/d.md:3: cites an issue/session: "Since ${issue(9)}." — say why in the domain's terms`,
+    ]);
+    assert.match(res.lines.at(-1) ?? "", /, 4 issue\/session citation\(s\), /);
   });
 });
