@@ -1,5 +1,5 @@
 /**
- * Builds the web console (`web/` → `dist/web/`, issue 12) when it is missing or older than its
+ * Builds the web console (`web/` → `dist/web/`) when it is missing or older than its
  * sources, so that `npm start` and `npm test` on a fresh clone serve a current console.
  *
  *   tsx scripts/build-web.ts            build if dist/web is missing or stale

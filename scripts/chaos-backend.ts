@@ -4,7 +4,7 @@
  * "listening" line), except that CHAOS_ONLINE_TTL_MS, when set, replaces the online TTL. The
  * setting `SVC_ONLINE_TTL_S` refuses anything under the 30-minute heartbeat (spec §6.4 rule 7);
  * the chaos run's stand-in agents heartbeat every second or two, so its TTL is seconds too and
- * presence convergence can be measured inside a run (docs/decisions.md, issue 15 chaos).
+ * presence convergence can be measured inside a run (docs/history/decisions-2026.md "chaos and resource faults").
  * SIGTERM closes the service in order; the chaos run mostly ends it with SIGKILL.
  */
 import { loadSettings } from "../src/config.js";

@@ -1,5 +1,5 @@
 /**
- * The chaos run (issue 15 item 5), shared by `npm run chaos` (scripts/chaos.ts, the full run)
+ * The chaos run, shared by `npm run chaos` (scripts/chaos.ts, the full run)
  * and its short version test/chaos/chaos-short.test.ts.
  *
  * Real processes and real wires only: an external Mosquitto 2 with dynamic security (the

@@ -1,5 +1,5 @@
 /**
- * `npm run chaos`: the full chaos run (issue 15 item 5; scripts/chaos-lib.ts says what it does
+ * `npm run chaos`: the full chaos run (scripts/chaos-lib.ts says what it does
  * and counts). Prints progress and one table; asserts nothing (the short version in
  * test/chaos/chaos-short.test.ts asserts). Needs mosquitto and mosquitto_ctrl.
  *

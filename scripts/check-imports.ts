@@ -51,8 +51,8 @@
  * A file or folder directly under `src/` that is in neither table fails the check ("not a layer
  * of DESIGN §2"): a new module is placed by adding its row here, deliberately.
  *
- * Violations that wait for a larger change of issue 11 are listed in {@link ALLOWED}, each with
- * the item it waits for; an entry that no longer matches an import fails the check too, so the
+ * Violations that wait for a larger change are listed in {@link ALLOWED}, each with the change
+ * it waits for; an entry that no longer matches an import fails the check too, so the
  * list only shrinks.
  *
  * **No import cycle.** Our modules (`src/` and `web/src/`, every file a node, every resolved
@@ -115,34 +115,34 @@ const ROOT_FILE_IMPORTERS: Readonly<Record<string, readonly string[]>> = {
 export interface AllowedImport {
   from: string;
   to: string;
-  /** The issue 11 item (or decision) the import waits for. */
+  /** The change (or decision) the import waits for. */
   waitsFor: string;
 }
 
 /**
- * Known violations of this repository, each waiting for a larger change of issue 11. Remove an
+ * Known violations of this repository, each waiting for a larger change. Remove an
  * entry with the change that fixes it (a stale entry fails the check).
  */
 export const ALLOWED: readonly AllowedImport[] = [
   // DESIGN §2: domain "throws its own error types, never HTTP ones". Needs a domain error type
   // that the error handler (src/http/app.ts) and the `instanceof AppError` checks of
-  // src/services/snapshots.ts (rewritten by issue 11 §2) map to registry codes.
-  { from: "src/domain/address-pool.ts", to: "src/errors.ts", waitsFor: "issue 11 §2/§3: domain error types" },
-  { from: "src/domain/keys.ts", to: "src/errors.ts", waitsFor: "issue 11 §2/§3: domain error types" },
-  { from: "src/domain/render.ts", to: "src/errors.ts", waitsFor: "issue 11 §2/§3: domain error types" },
-  { from: "src/domain/render-input.ts", to: "src/errors.ts", waitsFor: "issue 11 §2/§3: domain error types" },
+  // src/services/snapshots.ts map to registry codes.
+  { from: "src/domain/address-pool.ts", to: "src/errors.ts", waitsFor: "domain error types" },
+  { from: "src/domain/keys.ts", to: "src/errors.ts", waitsFor: "domain error types" },
+  { from: "src/domain/render.ts", to: "src/errors.ts", waitsFor: "domain error types" },
+  { from: "src/domain/render-input.ts", to: "src/errors.ts", waitsFor: "domain error types" },
   // networkCidrSchema refuses reserved networks with a domain rule; the wire schema keeps the
   // syntax only once the schemas move to src/protocol and the service applies the rule.
   // The EMQX authz route calls the pure policy directly; it goes through a service the
   // composition root builds (the identity type through src/protocol).
-  { from: "src/http/app.ts", to: "src/mqtt/authz.policy.ts", waitsFor: "issue 11 §1: AppContext (authz service)" },
-  { from: "src/http/routes/internal-authz.routes.ts", to: "src/mqtt/authz.policy.ts", waitsFor: "issue 11 §1: AppContext (authz service)" },
+  { from: "src/http/app.ts", to: "src/mqtt/authz.policy.ts", waitsFor: "AppContext (authz service)" },
+  { from: "src/http/routes/internal-authz.routes.ts", to: "src/mqtt/authz.policy.ts", waitsFor: "AppContext (authz service)" },
   // The metrics scrape token is hashed and compared in the route; auth.service does it.
-  { from: "src/http/routes/metrics.routes.ts", to: "src/domain/tokens.ts", waitsFor: "issue 11 §1: AppContext (scrape auth in services)" },
+  { from: "src/http/routes/metrics.routes.ts", to: "src/domain/tokens.ts", waitsFor: "AppContext (scrape auth in services)" },
   // The client zip renders the agent's service files and default profile directory with the
   // agent's own code; those renderers move to a neutral module both sides import.
-  { from: "src/services/client-bundle.ts", to: "src/agent/profile.ts", waitsFor: "issue 11 §5: neutral modules the agent may import" },
-  { from: "src/services/client-bundle.ts", to: "src/cli/service/index.ts", waitsFor: "issue 11 §5: neutral modules the agent may import" },
+  { from: "src/services/client-bundle.ts", to: "src/agent/profile.ts", waitsFor: "neutral modules the agent may import" },
+  { from: "src/services/client-bundle.ts", to: "src/cli/service/index.ts", waitsFor: "neutral modules the agent may import" },
 ];
 
 /** One import that breaks the rules. */

@@ -2,8 +2,8 @@
 /**
  * The line ranges of named functions and methods, for Stryker's `mutate` list
  * (stryker.config.mjs; docs/mutation.md "Scope"). Stryker selects code by file and line range
- * only; ranges written by hand drifted as the files grew (the ninth session found every one of
- * them framing other code). This finds each function by name with TypeScript's own parser
+ * only; ranges written by hand drifted as the files grew (at one point every one of
+ * them framed other code). This finds each function by name with TypeScript's own parser
  * (`typescript`, already a dev dependency) at the time the config is read.
  *
  * Usage: `...functionRanges("src/store/x.ts", ["a", "b"])` → `["src/store/x.ts:12-30", …]`.

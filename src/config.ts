@@ -79,7 +79,7 @@ const envSchema = z.object({
     .min(1, "must be 1..100000")
     .max(100_000, "must be 1..100000")
     .default(500),
-  // Issue 15 (docs/decisions.md "Issue 15: HTTP fuzzing and abuse limits")
+  // Abuse limits (docs/history/decisions-2026.md "HTTP fuzzing and abuse limits")
   SVC_AUTH_RATE_LIMIT_MAX: z.coerce.number().int("must be an integer").min(1, "must be 1..100000").max(100_000, "must be 1..100000").default(20),
   SVC_HTTP_REQUEST_TIMEOUT_MS: z.coerce.number().int("must be an integer").min(1000, "must be 1000..3600000").max(3_600_000, "must be 1000..3600000").default(120_000),
   SVC_SSE_MAX_STREAMS_PER_SESSION: z.coerce.number().int("must be an integer").min(1, "must be 1..1000").max(1000, "must be 1..1000").default(8),
@@ -127,7 +127,7 @@ export interface Settings {
   /** 0 picks a free port (tests). */
   readonly embeddedBrokerPort: number;
   /**
-   * The embedded broker runs in a worker thread (issue 14 item 7): sockets, MQTT parsing and
+   * The embedded broker runs in a worker thread: sockets, MQTT parsing and
    * PUBACKs off the main thread. False runs it on the main thread. A database at ":memory:"
    * always runs it there (the thread reads accounts from the file).
    */
@@ -182,20 +182,20 @@ export interface Settings {
   readonly controlLogRetention: number;
   /**
    * Flight-recorder rows (`node_transitions`) kept per node; older ones are pruned in the
-   * background (issue 13; docs/decisions.md "Issue 13: flight recorder").
+   * background (docs/history/decisions-2026.md "flight recorder").
    */
   readonly timelineMaxPerNode: number;
   /**
-   * Login and bind attempts per client address per minute (issue 15 item 7); past it the route
+   * Login and bind attempts per client address per minute; past it the route
    * answers 429 `RATE_LIMITED` with `Retry-After`.
    */
   readonly authRateLimitMax: number;
   /**
    * Longest time a client may take to send one whole request (headers and body), ms; past it the
-   * connection is answered 408 `REQUEST_TIMEOUT` and closed (issue 15 item 1: slow bodies).
+   * connection is answered 408 `REQUEST_TIMEOUT` and closed (a slow body must not hold a connection open forever).
    */
   readonly httpRequestTimeoutMs: number;
-  /** Open SSE streams one admin session (bearer token) may hold; one more answers 429 `RATE_LIMITED` (issue 15 item 7). */
+  /** Open SSE streams one admin session (bearer token) may hold; one more answers 429 `RATE_LIMITED`. */
   readonly sseMaxStreamsPerSession: number;
 }
 

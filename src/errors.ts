@@ -119,7 +119,7 @@ export function storageFaultReason(err: unknown): StorageFaultReason | undefined
 
 /**
  * `err` as a 503 `STORAGE_UNAVAILABLE` {@link AppError} with `details.reason`, when it is a
- * storage fault ({@link storageFaultReason}); else undefined. docs/decisions.md "Issue 15: chaos
+ * storage fault ({@link storageFaultReason}); else undefined. docs/history/decisions-2026.md "chaos
  * and resource faults": the server truly cannot write, so 503, never a 500 or a success.
  */
 export function storageFaultError(err: unknown): AppError | undefined {

@@ -3,7 +3,7 @@ import { test } from "node:test";
 import fc from "fast-check";
 import { isoTime } from "../src/lib/clock.js";
 
-// isoTime writes most times without a Date (issue 14 item 4: the workspace read); its text must
+// isoTime writes most times without a Date (the workspace read's hot path); its text must
 // stay exactly Date's (spec §6.5: times are ISO 8601 UTC strings), or every answer's bytes change.
 
 const YEAR_10000_MS = Date.UTC(10000, 0, 1);

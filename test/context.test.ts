@@ -11,7 +11,7 @@ import type { BrokerAdmin, NodeBrokerAccount } from "../src/mqtt/broker-admin.js
 import { createServer } from "../src/server.js";
 
 /**
- * The composition root (docs/decisions.md "Issue 11: composition root"): the broker adapter comes
+ * The composition root (docs/history/decisions-2026.md "composition root"): the broker adapter comes
  * from a factory keyed by SVC_MQTT_BROKER, and tests replace parts through `overrides`.
  */
 

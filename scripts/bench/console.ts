@@ -1,5 +1,5 @@
 /**
- * Console benchmark (issue 12 "Speed"; a benchmark, not a test: it prints figures, asserts nothing).
+ * Console benchmark (the console's speed targets; a benchmark, not a test: it prints figures, asserts nothing).
  *
  *   npx tsx scripts/bench/console.ts            # 1,000 nodes, 5 loads
  *   npx tsx scripts/bench/console.ts 2000 3     # nodes, loads
@@ -15,7 +15,7 @@
  *
  * The N nodes are made with the store's repository functions (`nodesRepo.insertNode`, no pairs),
  * then one node over REST with `auto_pair: false`, whose write re-stages every node: making
- * 1,000 nodes one REST call at a time is quadratic today (issue 14).
+ * 1,000 nodes one REST call at a time is quadratic today.
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";

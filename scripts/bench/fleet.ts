@@ -1,5 +1,5 @@
 /**
- * Issue 14 item 6: a fleet of N bound nodes through a Mosquitto restart (a benchmark, not a test:
+ * A fleet of N bound nodes through a Mosquitto restart (a benchmark, not a test:
  * it prints tables and asserts nothing).
  *
  *   npx tsx scripts/bench/fleet.ts [--nodes 100000] [--workers 4] [--down-s 5]

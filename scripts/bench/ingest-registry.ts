@@ -1,7 +1,7 @@
 /**
  * The registry's share of ingest, without the broker (a benchmark: prints a table, asserts
- * nothing). Issue 13 "service CPU per state-changing message rises by ≤ 5 % with the recorder
- * on": the node actor registry over a real SQLite file (seeded like `ingest.ts`: bound, online
+ * nothing). Its target: service CPU per state-changing message rises by ≤ 5 % with the flight
+ * recorder on. The node actor registry over a real SQLite file (seeded like `ingest.ts`: bound, online
  * nodes with real snapshots) gets heartbeats through `post` (the router's call) in bursts of
  * `--burst` messages, each burst followed by a turn of the event loop (its group commit), and
  * the process CPU time (user + system) per message is measured in windows. The windows alternate

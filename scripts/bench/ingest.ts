@@ -290,12 +290,12 @@ interface UpstreamParams {
    */
   sse: boolean;
   /**
-   * `full`: the whole pipeline. `norec`: the same with the flight recorder off (issue 13: what
+   * `full`: the whole pipeline. `norec`: the same with the flight recorder off (what
    * recording costs, measured in the same run). `noop`: the router's `handle` only counts the
-   * message (aedes and the backend link alone: the ceiling issue 14 item 7 compares against).
+   * message (aedes and the backend link alone: the ceiling the full pipeline is compared against).
    * `ab`: the whole pipeline with the flight recorder switched on and off every
    * {@link AB_SLICE_MS} inside the one measured window, CPU per message summed per state
-   * (issue 13: the on/off difference measured under the same machine load, not in separate runs).
+   * (the on/off difference measured under the same machine load, not in separate runs).
    */
   mode: UpstreamMode;
 }
@@ -822,8 +822,8 @@ async function fanoutPhase(p: FanoutParams): Promise<FanoutResult> {
 
 /**
  * Per plan (nodes, connections, QoS, console), the runs of each mode side by side: the full
- * pipeline's msgs/s against the no-op router's (issue 14 item 7: ≥ 0.8×), and service CPU per
- * message with the flight recorder on against off (issue 13: ≤ +5 %). Means over the runs.
+ * pipeline's msgs/s against the no-op router's (target ≥ 0.8×), and service CPU per
+ * message with the flight recorder on against off (target ≤ +5 %). Means over the runs.
  */
 function printUpstreamComparison(rows: UpstreamResult[]): void {
   const groups = new Map<string, Map<UpstreamMode, UpstreamResult[]>>();

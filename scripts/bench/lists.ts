@@ -1,5 +1,5 @@
 /**
- * Lists for big fleets (issue 14 item 5): pages of 100 of a 100,000-node config over real HTTP.
+ * Lists for big fleets: pages of 100 of a 100,000-node config over real HTTP.
  *
  *   npx tsx scripts/bench/lists.ts [nodes=100000] [requests=200]
  *

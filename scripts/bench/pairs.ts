@@ -1,6 +1,6 @@
 /**
- * The mesh page's pair reads and workspace events at scale (issue 14, docs/decisions.md "Issue
- * 14: pairs and workspace events at scale"; a benchmark, not a test: it prints a table and
+ * The mesh page's pair reads and workspace events at scale (docs/history/decisions-2026.md
+ * "pairs and workspace events at scale"; a benchmark, not a test: it prints a table and
  * asserts nothing).
  *
  *   npx tsx scripts/bench/pairs.ts            # a full mesh of 1,000 static nodes
@@ -8,7 +8,7 @@
  *
  * Over a real SQLite file and the real HTTP stack on loopback (the server in this process). The
  * mesh is built through the mesh service (no subscriber: no events), then, medians of three:
- * - `GET …/mesh-pairs` without a query (the first page, or before issue 14 every pair), with
+ * - `GET …/mesh-pairs` without a query (the first page; before the pair list was paged, every pair), with
  *   `node_id=` (one node's n − 1 pairs), and every page in turn (all n²/2 pairs);
  * - one node created over REST with an SSE subscriber connected: the answer's time, the time
  *   until the write's last frame (`system.status.updated`) reached the subscriber, the frames
@@ -61,7 +61,7 @@ try {
     firstBytes = f.bytes;
     firstRows = f.body.mesh_pairs.length;
     ofNode.push((await get(`${pairsPath}?node_id=${ids[k]}`)).ms);
-    // Every page in turn (before issue 14 the first answer already held every pair).
+    // Every page in turn (before the pair list was paged, the first answer held every pair).
     const t = performance.now();
     let rows = f.body.mesh_pairs.length;
     let cursor: string | null = f.body.next_cursor ?? null;

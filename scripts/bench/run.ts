@@ -1,5 +1,5 @@
 /**
- * Benchmarks of mesh writes at scale (issue 14; a benchmark, not a test: it prints tables and
+ * Benchmarks of mesh writes at scale (a benchmark, not a test: it prints tables and
  * asserts nothing).
  *
  *   npm run bench                    # full meshes of 100 and 1,000 nodes

@@ -1,5 +1,5 @@
 /**
- * Start-up time to `GET /api/v1/health` (issue 11 §6): TypeScript through tsx against the
+ * Start-up time to `GET /api/v1/health`: TypeScript through tsx against the
  * compiled build.
  *
  *   npm run build && npx tsx scripts/bench/startup.ts [runs=5]

@@ -1,5 +1,5 @@
 /**
- * Issue 14: the cost of Kysely's per-query `prepare` (a benchmark, not a test: it prints a table
+ * The cost of Kysely's per-query `prepare` (a benchmark, not a test: it prints a table
  * and asserts nothing).
  *
  *   npx tsx scripts/bench/statements.ts [--nodes 1000] [--calls 100000] [--rounds 3]

@@ -1,5 +1,5 @@
 /**
- * Memory of the SSE hub under 1,000 stuck subscribers (issue 15 item 7).
+ * Memory of the SSE hub under 1,000 stuck subscribers.
  *
  *   npx tsx scripts/bench/stuck-subscribers.ts [subscribers=1000] [burstMiB=8] [runs=1]
  *

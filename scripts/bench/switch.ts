@@ -1,5 +1,5 @@
 /**
- * Issue 14 items 2 and 3: a protocol switch of a full mesh of N dynamic nodes, each with a
+ * A protocol switch of a full mesh of N dynamic nodes, each with a
  * connected stand-in agent that ACKs config pushes, while heartbeats flow at a fixed rate and a
  * console (SSE) watches (a benchmark, not a test: it prints tables and asserts nothing).
  *

@@ -1,5 +1,5 @@
 /**
- * Flight-recorder read benchmark (issue 13 "Speed": `/timeline` first page ≤ 10 ms at 500 rows
+ * Flight-recorder read benchmark (target: `/timeline` first page ≤ 10 ms at 500 rows
  * per node and 10,000 nodes). A benchmark, not a test: it prints a markdown table and asserts
  * nothing.
  *

@@ -1,5 +1,5 @@
 /**
- * The mesh page's workspace (issue 14 item 4): `GET /api/v1/configs/{id}` (the config with every
+ * The mesh page's workspace: `GET /api/v1/configs/{id}` (the config with every
  * node view and its tags) for a config of N nodes, over real HTTP.
  *
  *   npx tsx scripts/bench/workspace.ts [nodes=5000] [requests=100]

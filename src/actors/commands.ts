@@ -94,7 +94,7 @@ export interface CommandTrackerDeps {
   onPublishFailed?(command: OpenCommand, message: string): void;
   /** A command reached its final status (metrics `svc_commands_total`); must not throw. */
   onFinal?(command: OpenCommand, status: FinalCommandStatus): void;
-  /** Config pushes published at once at most (issue 14: a 1,000-node re-stage); default {@link PUSH_CONCURRENCY}. */
+  /** Config pushes published at once at most (a 1,000-node re-stage must not flood the broker); default {@link PUSH_CONCURRENCY}. */
   pushConcurrency?: number;
 }
 

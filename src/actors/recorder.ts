@@ -3,7 +3,7 @@ import type { NodeContext, NodeEvent } from "../machines/node.machine.js";
 import type { TransitionSource } from "../store/node-transitions.repository.js";
 
 /**
- * The pure parts of the flight recorder (issue 13; docs/decisions.md "Issue 13: flight
+ * The pure parts of the flight recorder (docs/history/decisions-2026.md "flight
  * recorder"): which changes of a node's snapshot make a row, where its event came from, and what
  * the row says about the context. The registry calls these on every snapshot change of an actor,
  * so the "nothing changed" answers cost a few comparisons and allocate nothing.
@@ -29,7 +29,7 @@ export const TIMER: TransitionOrigin = Object.freeze({ source: "timer" });
 const RESTORE: TransitionOrigin = Object.freeze({ source: "restore" });
 
 /**
- * The origin of an event delivered to a node's actor (issue 13 item 3): heartbeats, client events
+ * The origin of an event delivered to a node's actor: heartbeats, client events
  * and wills from MQTT, ACKs with their `request_id`, detects, the presence sweep (`timer`), the
  * start-up re-arm (`restore`); every other event comes from a REST request (`rest`, with the route
  * `currentRoute` names; null when none is being served).
@@ -74,8 +74,8 @@ export function sameStateValue(a: unknown, b: unknown): boolean {
 }
 
 /**
- * The context fields the console shows beside the state value (issue 13 "a field the console
- * shows"), by wire name. A change of one of them makes a row even when the state value stays.
+ * The context fields the console shows beside the state value by wire
+ * name. A change of one of them makes a row even when the state value stays.
  * The signal timestamps (`lastSignalAt`, `lastReachableAt`, `detectSentAt`) are not among them:
  * every heartbeat or ACK moves them, and `GET .../machine` answers them.
  */
@@ -153,8 +153,8 @@ const CLOSE = Symbol("}");
 const TEXT = Symbol("text");
 
 /**
- * The JSON text of state values, interned (the flight recorder's hot path, docs/decisions.md
- * "Issue 13: recorder cost, compact rows"): equal values give the same string instance. A value
+ * The JSON text of state values, interned (the flight recorder's hot path, docs/history/decisions-2026.md
+ * "recorder cost, compact rows"): equal values give the same string instance. A value
  * is found by walking a trie of its keys and leaf state names (strings of the machine definition,
  * so their hashes are cached), so a transition to a value seen before costs a few map lookups, no
  * `JSON.stringify` and no new string; and the store's lookup of that string by value finds its

@@ -46,7 +46,7 @@ export const RECONNECT_BACKOFF_MS = { first: 1000, max: 30_000 } as const;
 /**
  * The wait before the next reconnect, ms: "equal jitter" over the exponential backoff, so a fleet
  * that lost its broker at one instant does not come back at one instant (the broker's accept
- * backlog is small: docs/decisions.md "Issue 14: the 100k fleet").
+ * backlog is small: docs/history/decisions-2026.md "the 100k fleet").
  * @param backoffMs the current backoff, ms (1 s doubling to 30 s)
  * @param random a number in [0, 1), `Math.random` by default
  * @returns a wait in [backoffMs / 2, backoffMs)

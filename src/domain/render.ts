@@ -79,7 +79,7 @@ export function renderNodeConfig(input: RenderInput): string {
  * config, say), doing once what {@link renderNodeConfig} does per node: the config-wide checks,
  * each candidate's own checks (id, key, address, endpoint), the sort by node_id, and each
  * candidate's `[Peer]` block. A node's rendering is then O(candidates) set look-ups and string
- * concatenation instead of O(peers) validations, a sort and ~6 lines per peer (issue 14: a
+ * concatenation instead of O(peers) validations, a sort and ~6 lines per peer (a
  * protocol switch of a 1,000-node full mesh renders 999,000 peer blocks).
  *
  * {@link ConfigRenderer.render} returns byte for byte the text of `renderNodeConfig` for the same

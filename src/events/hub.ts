@@ -174,7 +174,7 @@ export class EventHub {
   }
 
   /**
-   * Open streams of one admin session (issue 15 item 7: the route caps them per session).
+   * Open streams of one admin session (the route caps them per session).
    * @param session the {@link AttachOptions.session} the streams were attached with
    */
   sessionStreamCount(session: string): number {

@@ -3,8 +3,8 @@
  * caller waits its turn in one FIFO, and one waiter is let go per loop iteration. Several
  * background tasks that yield "until the next turn" with `setImmediate` would all run again in
  * the same check phase, so one iteration holds all their steps at once; here an iteration holds
- * one step of one of them, and ingest, commits and socket writes run between (issue 14 item 2;
- * docs/decisions.md "Issue 14: one background step per turn").
+ * one step of one of them, and ingest, commits and socket writes run between
+ * (docs/history/decisions-2026.md "one background step per turn").
  */
 const waiting: Array<() => void> = [];
 let armed = false;

@@ -57,7 +57,7 @@ const digit = (n: number) => 48 + n;
  * `Date`: the civil date by Howard Hinnant's `civil_from_days`, the text in one
  * `String.fromCharCode` (a flat string: JSON.stringify copies it as is, where a concatenation's
  * rope would be flattened first). A view of 5,000 nodes writes 10,000–15,000 of these, and
- * `toISOString` was ~10 % of the mesh page's workspace read (issue 14 item 4; test/clock.test.ts
+ * `toISOString` was ~10 % of the mesh page's workspace read (test/clock.test.ts
  * checks both paths agree).
  */
 export function isoTime(ms: number): string {

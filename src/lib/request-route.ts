@@ -4,7 +4,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
  * The REST route a piece of work is serving, carried through its awaits (AsyncLocalStorage): the
  * HTTP layer runs each request inside {@link runInRoute}; the node registry reads
  * {@link currentRoute} when an event it gets changes a node, so the flight recorder names the
- * route (issue 13 source `rest`) without every service passing it along.
+ * route (source `rest`) without every service passing it along.
  */
 const storage = new AsyncLocalStorage<string>();
 

@@ -1,6 +1,6 @@
 /**
  * Work that arrives in bursts, run in arrival order in slices of at most about `sliceMs` of
- * one event-loop turn each (issue 14 items 2 and 7; docs/decisions.md "Issue 14: upstream
+ * one event-loop turn each (docs/history/decisions-2026.md "upstream
  * messages in slices of a turn").
  *
  * A burst handed over in one go (a batch of thousands of MQTT messages from the broker thread)

@@ -6,7 +6,7 @@ import type { NodeMode, TunnelProtocol } from "../protocol/enums.js";
  * reads — every event carries `at` (ms since the epoch, stamped by the actor layer), and the
  * delays are computed from context and that `at`, so a restored actor re-arms its timers with
  * the time that is left (`system.restored`; XState does not re-arm `after` timers of a restored
- * snapshot, xstate issue #5331). The online TTL is the exception: it is decided here (guard
+ * snapshot, github.com/statelyai/xstate/issues/5331). The online TTL is the exception: it is decided here (guard
  * `ttlExpired`) but timed by the actor layer's single presence sweep, which sends
  * `presence.ttl_check` at {@link presenceDeadline} — one timer for all nodes instead of one
  * cancelled and re-armed per heartbeat.
@@ -437,7 +437,7 @@ export function presenceDeadline(snapshot: NodeSnapshotLike): number | null {
 /**
  * True when a restored snapshot sits in a state with an `after` timer (a valid bind token, an
  * outstanding detect): only then must the actor layer send `system.restored` to re-arm it
- * (XState does not re-arm timers of a restored snapshot, xstate issue #5331).
+ * (XState does not re-arm timers of a restored snapshot, github.com/statelyai/xstate/issues/5331).
  */
 export function hasPendingTimers(value: unknown): boolean {
   return regionOf(value, "bindToken") === "valid" || regionOf(value, "probe") === "waiting";

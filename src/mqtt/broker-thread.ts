@@ -6,8 +6,8 @@ import type { Envelope } from "../protocol/envelope.schema.js";
 import type { BackendLink, EmbeddedBrokerHandle, EmbeddedBrokerOptions } from "./embedded-broker.js";
 
 /**
- * The embedded broker in a worker thread (issue 14 item 7; docs/decisions.md "Issue 14 item 7:
- * the embedded broker in a worker thread"). The worker (`broker-thread.worker.ts`) runs the same
+ * The embedded broker in a worker thread (docs/history/decisions-2026.md
+ * "the embedded broker in a worker thread"). The worker (`broker-thread.worker.ts`) runs the same
  * {@link EmbeddedBroker}: sockets, MQTT parsing, PUBACKs, authentication against the store (a
  * read-only connection of its own, so rotated or deleted credentials stop working at once, DESIGN
  * §3 Broker identity) and the authorization policy. The main thread keeps routing and committing.

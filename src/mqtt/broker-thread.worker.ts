@@ -119,7 +119,7 @@ async function main(): Promise<void> {
   const links = new Map<number, BackendLink>();
   // The backend's messages run in slices of a turn, in order: a burst of config pushes (a
   // protocol switch: ~100 KB each) would otherwise hold this thread's socket reads, and with them
-  // every agent's heartbeat and ACK, for as long as the whole burst takes (issue 14 item 2).
+  // every agent's heartbeat and ACK, for as long as the whole burst takes.
   const slicer = new TurnSlicer({ onError: (err) => log.error({ err }, "a message from the backend failed in the broker thread") });
   port.on("message", (m: ToBrokerThread) => {
     slicer.push({

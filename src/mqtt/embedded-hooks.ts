@@ -114,7 +114,7 @@ export function createHooks(s: HookState): Hooks {
 }
 
 /**
- * Makes a CONNECT asking for a persistent session a clean one (docs/decisions.md "Issue 15: no
+ * Makes a CONNECT asking for a persistent session a clean one (docs/history/decisions-2026.md "no
  * persistent sessions"): the database is the source of truth, agents connect clean, and a
  * persistent session would outlive a reset or rebind (CVE-2021-34434's class: its subscriptions
  * and queued messages reach whoever binds next). aedes reads `packet.clean` after preConnect.

@@ -64,8 +64,8 @@ export interface MosquittoAdminOptions extends DynsecControlOptions {
   /**
    * Clients (and roles) per listing page of a reconciliation. Default 1000. One unpaged listing
    * of 100k accounts is a ~135 MB answer that Mosquitto builds in its only thread (no CONNACK
-   * meanwhile) and that the backend holds, parsed, all at once (docs/decisions.md "Issue 14:
-   * the 100k fleet").
+   * meanwhile) and that the backend holds, parsed, all at once (docs/history/decisions-2026.md
+   * "the 100k fleet").
    */
   listPageSize?: number;
 }
@@ -189,7 +189,7 @@ export class MosquittoAdmin implements BrokerAdmin {
 
   /**
    * Runs `removals` (which delete the node `accounts`) and ends the durable sessions those
-   * accounts' clients may have left (spec §4 rule 12; docs/decisions.md "Issue 15: a deleted
+   * accounts' clients may have left (spec §4 rule 12; docs/history/decisions-2026.md "a deleted
    * Mosquitto account's durable session"). Mosquitto 2.0.11's `deleteClient` kicks connected
    * clients only: a disconnected client's session (its subscriptions and queued messages) stays,
    * and whoever next connects with that client id and clean start 0 resumes it, so after a reset

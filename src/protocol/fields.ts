@@ -26,8 +26,8 @@ export const nameSchema = printable(64);
 export { tunnelProtocolSchema } from "./enums.js";
 /**
  * An integer query parameter written in plain decimal (`1`..`max`, no sign, exponent, hex, blanks
- * or leading zeros), as a number. `z.coerce.number()` would take `0x10`, `1e3` and ` 1` (issue 15
- * item 1: accepted input the OpenAPI document does not describe).
+ * or leading zeros), as a number. `z.coerce.number()` would take `0x10`, `1e3` and ` 1`
+ * (accepted input the OpenAPI document does not describe).
  */
 export function queryInt(min: number, max: number) {
   return z
@@ -43,7 +43,7 @@ export const ipv4Schema = z.ipv4();
 /**
  * A port forward's DNAT target: an IPv4 address one host can hold, so not in 0.0.0.0/8 ("this
  * network"), 224.0.0.0/4 (multicast) or 255.255.255.255 (broadcast); iptables would accept
- * those and forward into nothing (issue 15 item 1 finding, docs/decisions.md "Issue 15: HTTP
+ * those and forward into nothing (docs/history/decisions-2026.md "HTTP
  * fuzzing and abuse limits").
  */
 export const forwardTargetSchema = ipv4Schema.refine((a) => {

@@ -3,7 +3,7 @@ import { nodeModeSchema, tunnelProtocolSchema } from "./enums.js";
 import { queryInt } from "./fields.js";
 
 /**
- * Wire shapes of issue 13 (the node statechart as data, a node's live state, its flight
+ * Wire shapes of the state machine views (the node statechart as data, a node's live state, its flight
  * recorder): the answers of `GET /api/v1/machines/node`, `GET .../nodes/{node_id}/machine` and
  * `GET .../nodes/{node_id}/timeline`. The console imports their types. Times are ISO 8601 UTC
  * strings (spec §6.5). Objects are not strict: as response whitelists they drop unknown keys,
@@ -12,7 +12,7 @@ import { queryInt } from "./fields.js";
 
 const isoTime = z.string();
 
-/** Where the event of a recorded transition came from (issue 13 item 3). */
+/** Where the event of a recorded transition came from. */
 export const TRANSITION_SOURCES = ["heartbeat", "event", "will", "ack", "detect", "timer", "rest", "restore"] as const;
 export const transitionSourceSchema = z.enum(TRANSITION_SOURCES);
 export type TransitionSource = z.output<typeof transitionSourceSchema>;
@@ -133,7 +133,7 @@ export const nodeTimelineSchema = z.object({
 export type NodeTimeline = z.output<typeof nodeTimelineSchema>;
 
 /**
- * `GET /api/v1/configs/{config_id}/timeline/latest` (issue 13 item 5): the newest recorded
+ * `GET /api/v1/configs/{config_id}/timeline/latest`: the newest recorded
  * transition of each node of the config, ordered by `node_id`; a node with none is absent.
  */
 export const configLatestTransitionsSchema = z.object({

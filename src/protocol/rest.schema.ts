@@ -17,7 +17,7 @@ import {
  * REST request bodies and the answers that are not a view of `views.schema.ts` (DESIGN §5), one
  * zod schema per wire shape, for every client: `src/http` validates and serializes with them (and
  * documents them in OpenAPI), the web console derives its types from them (`z.input` of a body,
- * `z.output` of an answer; issue 12). Strings are bounded; objects of bodies are strict (an
+ * `z.output` of an answer). Strings are bounded; objects of bodies are strict (an
  * unknown field is VALIDATION_FAILED, not dropped).
  */
 
@@ -194,7 +194,7 @@ export const snapshotListAnswer = z.object({ snapshots: z.array(snapshotEntrySch
 /** `POST /api/v1/backups/{snapshot_id}/restore` */
 export const restoreAnswer = z.object({ restored: z.string() });
 
-// ---- lists for big fleets (issue 14 item 5) -------------------------------------------------
+// ---- lists for big fleets -------------------------------------------------
 // Every list is keyset-paginated: `limit` rows per page, and the answer's `next_cursor` (null on
 // the last page) passed back as `cursor` for the next one. A cursor is opaque (base64url of one of
 // the `*CursorSchema` shapes below), names its list, and stays valid while rows are inserted or
@@ -212,7 +212,7 @@ const textFilter = z.string().trim().max(200);
 
 /**
  * Largest page of the mesh-pair list, and its default: a full mesh of up to 141 nodes
- * (≤ 9,870 pairs) still answers in one page, as before issue 14; a 1,000-node full mesh
+ * (≤ 9,870 pairs) still answers in one page, as before the list was paged; a 1,000-node full mesh
  * (499,500 pairs, 168 MB of JSON in one answer) is read page by page or node by node.
  */
 export const PAIR_PAGE_LIMIT_MAX = 10_000;

@@ -79,7 +79,7 @@ export function packageEntries(configs: PackageConfig[]): Array<{ path: string; 
 }
 
 /**
- * Time (ms) a package step may run before it yields to the event loop (issue 14 item 2: a bulk
+ * Time (ms) a package step may run before it yields to the event loop (a bulk
  * package of a 1,000-node full mesh — ~100 MB of text, most of it rendered on demand — blocks no
  * turn for long). A tuning constant.
  */

@@ -95,8 +95,8 @@ export class ControlService {
    * Automatic pushes whose debounce ran out. A re-stage of 1,000 nodes makes their timers run out
    * in batches of ~50 in one timers phase; each push reads its node and text, logs a row and
    * sends an SSE frame, so at most {@link AUTO_PUSH_CONCURRENCY} run at once, each starting on
-   * its background turn (src/lib/background-turn.ts: one background step per loop iteration;
-   * issue 14 item 2: ingest is not held back for their batch).
+   * its background turn (src/lib/background-turn.ts: one background step per loop iteration:
+   * ingest is not held back for their batch).
    */
   readonly #autoPushes = new PQueue({ concurrency: AUTO_PUSH_CONCURRENCY });
 
@@ -302,7 +302,7 @@ export class ControlService {
     return endpointStatusView(node, p, this.#d.mqttEnabled);
   }
 
-  /** One page of a node's control logs, newest first (issue 14 item 5). @throws AppError NOT_FOUND, INVALID_CURSOR */
+  /** One page of a node's control logs, newest first. @throws AppError NOT_FOUND, INVALID_CURSOR */
   controlLogPage(configId: string, nodeId: string, query: Parameters<typeof listControlLogPage>[3]): ReturnType<typeof listControlLogPage> {
     return listControlLogPage(this.#d.store, configId, nodeId, query);
   }

@@ -2,8 +2,8 @@ import type { z } from "zod";
 import { AppError } from "../errors.js";
 
 /**
- * The opaque cursors of the keyset-paginated lists (issue 14 item 5; docs/decisions.md "Issue
- * 14: lists for big fleets"): base64url of the JSON of a position shape of
+ * The opaque cursors of the keyset-paginated lists (docs/history/decisions-2026.md
+ * "lists for big fleets"): base64url of the JSON of a position shape of
  * src/protocol/rest.schema.ts (`nodeCursorSchema`, …). The position is the sort key of the last
  * row of the page given, so a cursor stays meaningful while rows are inserted or deleted.
  */

@@ -5,13 +5,13 @@ import { ManualClock } from "../../src/lib/clock.js";
 import { CONFIG, log, openStores, seedNodes, tempDbFile } from "./harness.js";
 
 /**
- * Issue 14 item 3: config pushes after a re-stage of many nodes go out with bounded
+ * Config pushes after a re-stage of many nodes go out with bounded
  * concurrency (p-queue in src/actors/commands.ts): at most `pushConcurrency` are published and
  * waiting for the broker at once; the rest wait their turn, none is lost. Control commands are
  * not queued behind pushes. A real SQLite file; the broker is a publish function the test
  * releases by hand (the seam the tracker publishes through).
  */
-test("issue 14 / spec §3.8: config pushes in flight never exceed pushConcurrency, and every push is published once its turn comes", async (t) => {
+test("spec §3.8: config pushes in flight never exceed pushConcurrency, and every push is published once its turn comes", async (t) => {
   const nodes = Array.from({ length: 10 }, (_, i) => `node-${i}`);
   const { store, close } = await openStores(tempDbFile(t));
   t.after(close);

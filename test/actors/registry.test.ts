@@ -163,7 +163,7 @@ test("DESIGN §3 group commit: a failed batch write notifies nobody and rejects 
   assert.equal((await listClientStates(h.reader.db, CONFIG)).get("n-a")?.client_presence_state, "offline");
 });
 
-test("DESIGN §3 group commit: a failed batch stays queued and is written by the next attempt once the store takes writes again; then, and only then, the change is notified (issue 15 item 6)", async (t) => {
+test("DESIGN §3 group commit: a failed batch stays queued and is written by the next attempt once the store takes writes again; then, and only then, the change is notified", async (t) => {
   const h = await openHarness(t);
   await boundNodes(h, ["n-a"]);
   sqliteOf(h.reader).exec(

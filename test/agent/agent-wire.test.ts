@@ -256,7 +256,7 @@ test("spec §5 privileges: with no isPrivileged injected, the agent's own check 
   await stop();
 
   process.getuid = () => 0;
-  // The node may still show online from the first session: wait for the new session's own
+  // The node may still show online from its first MQTT session: wait for the new session's own
   // mqtt_connected (written after its SUBSCRIBE on the same connection, which the broker handles
   // first), or the command could go out before it subscribed (a clean session receives nothing
   // published before its SUBSCRIBE).

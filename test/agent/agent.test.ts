@@ -15,7 +15,7 @@ import { sqliteOf } from "../../src/store/connection.js";
 /**
  * The real agent runtime against the real service (embedded broker, SQLite, HTTP), in one
  * process. Tunnel tools are the recording stand-ins of test/fixtures/awg-standin: AmneziaWG is
- * not packaged here (issue 4), and `wireguard` runs the same scripts under the names wg and
+ * not packaged here, and `wireguard` runs the same scripts under the names wg and
  * wg-quick, so no interface is touched. The real tools run in test/e2e/dynamic-mesh.test.ts.
  */
 

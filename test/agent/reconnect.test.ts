@@ -6,11 +6,11 @@ import { mulberry32 } from "../security/seed.js";
 
 /**
  * The agent's reconnect wait (src/agent/agent-link.ts): jittered so that a fleet that lost its
- * broker at one instant spreads its reconnects (issue 14 item 6: at 19,900 agents retrying in
+ * broker at one instant spreads its reconnects (at 19,900 agents retrying in
  * step, Mosquitto's accept backlog of 100 held connections back for seconds).
  */
 
-test("issue 14 item 6: every reconnect wait lies in [backoff/2, backoff] for every backoff of the schedule and every random draw", () => {
+test("every reconnect wait lies in [backoff/2, backoff] for every backoff of the schedule and every random draw", () => {
   fc.assert(
     fc.property(fc.integer({ min: 0, max: 5 }), fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), (doublings, r) => {
       const backoff = Math.min(RECONNECT_BACKOFF_MS.first * 2 ** doublings, RECONNECT_BACKOFF_MS.max);
@@ -20,7 +20,7 @@ test("issue 14 item 6: every reconnect wait lies in [backoff/2, backoff] for eve
   );
 });
 
-test("issue 14 item 6: agents that lost the broker together do not retry together (the waits of 1,000 agents spread over the window)", () => {
+test("agents that lost the broker together do not retry together (the waits of 1,000 agents spread over the window)", () => {
   const random = mulberry32(7);
   const waits = Array.from({ length: 1000 }, () => reconnectDelay(RECONNECT_BACKOFF_MS.max, random));
   const buckets = new Set(waits.map((w) => Math.floor(w / 1000)));

@@ -4,7 +4,7 @@ import { formatReport, mosquittoInstalled, runChaos } from "../../scripts/chaos-
 import { requireSystem } from "../helpers/system.js";
 
 /**
- * The short chaos run (issue 15 item 5; the full one is `npm run chaos`): a real Mosquitto with
+ * The short chaos run (the full one is `npm run chaos`): a real Mosquitto with
  * dynamic security, the backend as a child process on one data directory, 6 stand-in agents;
  * ≥ 500 commands over REST while Mosquitto is SIGKILLed and restarted twice and the backend
  * once, one node is reset and bound again, and agent connections drop at random. Seeded; real time across processes, every wait

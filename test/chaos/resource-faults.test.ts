@@ -15,7 +15,7 @@ import { requireSystem } from "../helpers/system.js";
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
- * Resource faults (issue 15 item 6; docs/decisions.md "Issue 15: chaos and resource faults").
+ * Resource faults (docs/history/decisions-2026.md "chaos and resource faults").
  * The data directory full (a 2 MiB tmpfs the test mounts) or read-only, SQLite busy (another
  * connection holding the write lock), and the wall clock jumping forward 2 h and back 5 min (an
  * injected clock whose timers stay monotonic, as Node's do). Each answers a registered error code
@@ -108,7 +108,7 @@ function dbCheck(file: string): { integrity: string; configs: string[] } {
 
 const config = (name: string) => ({ name, tunnel_protocol: "wireguard", network_cidr: "10.70.0.0/24" });
 
-test("data directory full (2 MiB tmpfs): writes answer 503 STORAGE_UNAVAILABLE reason full, reads still answer, no half-written row or snapshot file; freeing space recovers without a restart (issue 15 item 6)", async (t) => {
+test("data directory full (2 MiB tmpfs): writes answer 503 STORAGE_UNAVAILABLE reason full, reads still answer, no half-written row or snapshot file; freeing space recovers without a restart", async (t) => {
   const mnt = tmpfs(t, 2 * 1024 * 1024);
   if (mnt === undefined) return;
   const s = await serve(t, join(mnt, "data"));
@@ -155,7 +155,7 @@ test("data directory full (2 MiB tmpfs): writes answer 503 STORAGE_UNAVAILABLE r
   assert.deepEqual(after.configs.filter((c) => !c.startsWith("c-")), ["after", "before"]);
 });
 
-test("data directory full at start: start-up fails with one line naming the database file, SQLite's reason and the bytes free; with space again it starts with every row intact (issue 15 item 6)", async (t) => {
+test("data directory full at start: start-up fails with one line naming the database file, SQLite's reason and the bytes free; with space again it starts with every row intact", async (t) => {
   const mnt = tmpfs(t, 2 * 1024 * 1024);
   if (mnt === undefined) return;
   const dataDir = join(mnt, "data");
@@ -178,7 +178,7 @@ test("data directory full at start: start-up fails with one line naming the data
   assert.deepEqual(dbCheck(join(dataDir, "svc.db")), { integrity: "ok", configs: ["kept", "new"] });
 });
 
-test("data directory read-only at start: start-up fails with one line naming the directory and the cause; writable again, it starts with every row intact (issue 15 item 6)", async (t) => {
+test("data directory read-only at start: start-up fails with one line naming the directory and the cause; writable again, it starts with every row intact", async (t) => {
   const mnt = tmpfs(t, 8 * 1024 * 1024);
   if (mnt === undefined) return;
   const dataDir = join(mnt, "data");
@@ -200,7 +200,7 @@ test("data directory read-only at start: start-up fails with one line naming the
   assert.equal((await api(again, "POST", "/api/v1/configs", config("new"))).status, 201);
 });
 
-test("snapshots directory read-only while running: snapshot create answers 503 STORAGE_UNAVAILABLE reason read_only, no row; writable again, it succeeds (issue 15 item 6)", async (t) => {
+test("snapshots directory read-only while running: snapshot create answers 503 STORAGE_UNAVAILABLE reason read_only, no row; writable again, it succeeds", async (t) => {
   const mnt = tmpfs(t, 8 * 1024 * 1024);
   if (mnt === undefined) return;
   const s = await serve(t, mkdtempSync(join(tmpdir(), "svc-faults-data-")));
@@ -221,7 +221,7 @@ test("snapshots directory read-only while running: snapshot create answers 503 S
   assert.equal((await api(s, "POST", "/api/v1/backups")).status, 201);
 });
 
-test("SQLite busy (another connection holds the write lock past busy_timeout): 503 STORAGE_UNAVAILABLE reason busy, no row; once released the same write succeeds (issue 15 item 6)", async (t) => {
+test("SQLite busy (another connection holds the write lock past busy_timeout): 503 STORAGE_UNAVAILABLE reason busy, no row; once released the same write succeeds", async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-faults-busy-"));
   t.after(() => rmSync(dataDir, { recursive: true, force: true }));
   const s = await serve(t, dataDir);
@@ -270,7 +270,7 @@ async function onlineNode(t: TestContext) {
   return { s, clock, configId, nodeId, p, agent, base, heartbeat, presenceIs, command, logStatus, dataDir };
 }
 
-test("clock jump forward 2 h: tokens expire by the wall clock (401 INVALID_BIND_TOKEN / INVALID_DOWNLOAD_TOKEN), the admin session lives on, the open command times out once, presence drops at the next sweep; a heartbeat and new commands recover; no 5xx, integrity ok (issue 15 item 6, spec §3.1, §3.6, §3.7)", async (t) => {
+test("clock jump forward 2 h: tokens expire by the wall clock (401 INVALID_BIND_TOKEN / INVALID_DOWNLOAD_TOKEN), the admin session lives on, the open command times out once, presence drops at the next sweep; a heartbeat and new commands recover; no 5xx, integrity ok (spec §3.1, §3.6, §3.7)", async (t) => {
   const n = await onlineNode(t);
   const other = await dynamicNode(n.s);
   const bindCommand = await api(n.s, "POST", `/api/v1/configs/${other.configId}/nodes/${other.nodeId}/bind-command`);
@@ -308,7 +308,7 @@ test("clock jump forward 2 h: tokens expire by the wall clock (401 INVALID_BIND_
   assert.deepEqual(db.prepare("SELECT COUNT(*) AS n FROM control_logs WHERE kind = 'command' AND status IN ('pending', 'accepted')").get(), { n: 0 });
 });
 
-test("clock jump backward 5 min: the newest control log is listed first (insertion order, not created_at), commands still close, presence drops one TTL after the last signal; no 5xx, integrity ok (issue 15 item 6, spec §2.8, §3.1)", async (t) => {
+test("clock jump backward 5 min: the newest control log is listed first (insertion order, not created_at), commands still close, presence drops one TTL after the last signal; no 5xx, integrity ok (spec §2.8, §3.1)", async (t) => {
   const n = await onlineNode(t);
   const first = await n.command();
   await eventually("first applied", async () => ((await n.logStatus(first)) === "applied" ? true : undefined));

@@ -2,11 +2,11 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { ERROR_CODES, storageFaultError, storageFaultReason } from "../../src/errors.js";
 
-/** docs/decisions.md "Issue 15: chaos and resource faults": which errors are storage faults (503). */
+/** docs/history/decisions-2026.md "chaos and resource faults": which errors are storage faults (503). */
 
 const coded = (code: string, cause?: unknown) => Object.assign(new Error(code, cause === undefined ? {} : { cause }), { code });
 
-test("storage faults: SQLite and errno codes map to full / read_only / busy / io_error; anything else is not one (issue 15 item 6)", () => {
+test("storage faults: SQLite and errno codes map to full / read_only / busy / io_error; anything else is not one", () => {
   const cases: Array<[string, string | undefined]> = [
     ["SQLITE_FULL", "full"],
     ["ENOSPC", "full"],
@@ -31,7 +31,7 @@ test("storage faults: SQLite and errno codes map to full / read_only / busy / io
   assert.equal(storageFaultReason(new Error("wrapped", { cause: coded("ENOSPC") })), "full", "a wrapped cause counts");
 });
 
-test("storage faults answer 503 STORAGE_UNAVAILABLE with details.reason and a message saying what to do (issue 15 item 6)", () => {
+test("storage faults answer 503 STORAGE_UNAVAILABLE with details.reason and a message saying what to do", () => {
   const err = storageFaultError(coded("SQLITE_FULL"));
   assert.ok(err);
   assert.equal(err.status, 503);

@@ -13,12 +13,12 @@ import { eventually } from "./agent-harness.js";
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
- * Issue 14 item 2 (src/services/control.service.ts `#autoPushes`, src/lib/background-turn.ts):
- * automatic config pushes whose debounce runs out together start one per background turn (one
+ * Automatic config pushes paced (src/services/control.service.ts `#autoPushes`,
+ * src/lib/background-turn.ts): automatic config pushes whose debounce runs out together start one per background turn (one
  * loop iteration each), at most {@link AUTO_PUSH_CONCURRENCY} in flight, so a re-stage of many
  * nodes does not hold ingest for the whole batch; all of them go out.
  */
-test("issue 14 item 2, spec §3.5: automatic pushes due at once start one per loop iteration, at most AUTO_PUSH_CONCURRENCY in flight, and every one goes out", async (t) => {
+test("spec §3.5: automatic pushes due at once start one per loop iteration, at most AUTO_PUSH_CONCURRENCY in flight, and every one goes out", async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-auto-push-"));
   const clock = new ManualClock();
   const server = await createServer(testSettings({ dataDir, adminPassword: "auto-push-password" }), createLogger("silent"), { clock });

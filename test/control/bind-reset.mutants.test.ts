@@ -161,7 +161,7 @@ describe("bind (spec §4 rule 11, §2.6, §3.2, §3.6)", () => {
     assert.equal(row.mqtt_username, username);
     assert.equal(row.mqtt_password_hash, createHash("sha256").update(String(p.mqtt.password)).digest("hex"));
     const sealed = credential(s, username);
-    assert.ok(sealed, "the sealed password is stored with the bind (issue 6)");
+    assert.ok(sealed, "the sealed password is stored with the bind");
     assert.equal(sealed.updated_at, s.clock.now());
     assert.equal(s.server.registry.projection(a.configId, a.nodeId)?.clientVersion, "2.3.4");
     assert.equal(s.server.registry.projection(a.configId, a.nodeId)?.bindToken, "used");

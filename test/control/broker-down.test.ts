@@ -15,7 +15,7 @@ import {
 } from "../mqtt/mosquitto-harness.js";
 
 /**
- * spec §1.7 last bullet, §1.8, §4 rule 11 (issue 6 Build 2): the backend starts and serves REST
+ * spec §1.7 last bullet, §1.8, §4 rule 11: the backend starts and serves REST
  * with SVC_MQTT_URL pointing at a closed port; a bind made then succeeds, and when a broker
  * appears on that port the reconciliation creates the backend user and the node's account.
  */

@@ -17,7 +17,7 @@ import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * Client events stored as control logs and control log retention (spec §2.8, §6.3 event payload,
- * §6.4 rule 9; issue 10 fix 4), on the real service: embedded aedes on a free port, real SQLite
+ * §6.4 rule 9), on the real service: embedded aedes on a free port, real SQLite
  * file, real HTTP, MQTT.js clients acting as agents.
  */
 
@@ -128,7 +128,7 @@ test("spec §6.4 rule 9, §2.8, §6.3: every event an agent sends is stored with
   );
 });
 
-test("SVC_CONTROL_LOG_RETENTION: default 1000, 1..1000000 integers only (issue 10 fix 4)", () => {
+test("SVC_CONTROL_LOG_RETENTION: default 1000, 1..1000000 integers only", () => {
   assert.equal(loadSettings({}).controlLogRetention, 1000);
   assert.equal(loadSettings({ SVC_CONTROL_LOG_RETENTION: "25" }).controlLogRetention, 25);
   for (const bad of ["0", "-1", "1.5", "abc", "1000001"]) {
@@ -170,7 +170,7 @@ test("spec §6.4 rule 9: retention keeps exactly the newest N rows of a node as 
   assert.equal(rows(a.nodeId).at(-1)!.log_id, sent.json.log.log_id);
 });
 
-test("retention prunes a large table in chunks that never hold the event loop 10 ms, at start and on the periodic sweep (issue 10 fix 4)", T, async (t) => {
+test("retention prunes a large table in chunks that never hold the event loop 10 ms, at start and on the periodic sweep", T, async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-retention-test-"));
   const now = Date.parse("2026-01-01T00:00:00.000Z");
   // A database grown by an older version: 300 000 rows for node a, 1 500 for b, 10 for c.

@@ -12,7 +12,7 @@ import { eventually } from "./agent-harness.js";
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
- * Issue 10 fix 6: failures on the command path are never swallowed. Each is logged with the node
+ * Failures on the command path are never swallowed. Each is logged with the node
  * (config_id, node_id) and recorded where an operator looks (a control log row, or the endpoint
  * status), and shutdown waits for detects in flight. Real SQLite file, real embedded broker; the
  * broker "refusing" a publish is the real broker stopped. The node's signals enter through the
@@ -114,7 +114,7 @@ test("spec §3.1, §6.4 rule 8: a detect the broker does not take (broker stoppe
   });
 });
 
-test("shutdown waits for a detect in flight: it is published while the store, actors and broker are still open (issue 10)", async (t) => {
+test("shutdown waits for a detect in flight: it is published while the store, actors and broker are still open", async (t) => {
   const r = await rig(t);
   await settlePush(r);
   const published = r.server.commands.published;
@@ -178,7 +178,7 @@ test("shutdown does not wait for a stuck detect longer than its grace (5 s on th
   assert.ok(r.logs.some((l) => l.level >= WARN && /did not wait longer for detects in flight/.test(l.msg)));
 });
 
-test("an automatic config push that cannot be built (the node has no staged config) is logged with the node and stored as a failed push_config control log row (issue 10)", async (t) => {
+test("an automatic config push that cannot be built (the node has no staged config) is logged with the node and stored as a failed push_config control log row", async (t) => {
   const r = await rig(t);
   const pending = (await r.controlLogs()).length;
   assert.equal(pending, 0, "the automatic push waits for its debounce");
@@ -193,7 +193,7 @@ test("an automatic config push that cannot be built (the node has no staged conf
   assert.equal(warningsAbout(r, /command failed before it was sent/, "push_config").length, 1);
 });
 
-test("an automatic config push the broker does not take (broker stopped) closes its row as failed with the reason and is logged with the node (issue 10)", async (t) => {
+test("an automatic config push the broker does not take (broker stopped) closes its row as failed with the reason and is logged with the node", async (t) => {
   const r = await rig(t);
   await r.server.mqtt.broker!.close();
   r.clock.advance(2000);

@@ -19,7 +19,7 @@ import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * The feature switch `SVC_ENABLE_MQTT_SERVICES=false`: one test per bullet of spec §1.7
- * (issue 6 item 4, "Must show": one test per §1.7 bullet).
+ * (one test per §1.7 bullet).
  *
  * Every test starts from the same stored state, built once with MQTT on: a config with a dynamic
  * node (bound, its agent online with the tunnel running and its config confirmed `latest`, an

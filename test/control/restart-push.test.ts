@@ -10,7 +10,7 @@ import { api, boundAgent, connectAgent, envelope, eventually, nextMessage, statu
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
- * Issue 10 fix 2: a config push left open by a backend restart still confirms the pushed pair
+ * A config push left open by a backend restart still confirms the pushed pair
  * when its ACK arrives after the restart (spec §3.5, §9 rule 4). Real SQLite file, real embedded
  * broker, real HTTP; the agent is an MQTT.js client speaking the wire protocol.
  */

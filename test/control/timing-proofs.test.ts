@@ -18,8 +18,8 @@ import { startSseServer, subscribers } from "../events/sse-harness.js";
 import { api, boundAgent, dynamicNode, envelope, eventually, status } from "./agent-harness.js";
 
 /**
- * Timing proofs that a wrong constant or a wrong timer would fail (issue 10, "make these proofs
- * able to fail"). Every clock is injected (ManualClock); every outcome is observed after real
+ * Timing proofs that a wrong constant or a wrong timer would fail (a proof that
+ * cannot fail proves nothing). Every clock is injected (ManualClock); every outcome is observed after real
  * HTTP or real MQTT delivery; nothing sleeps for a timer.
  */
 

@@ -6,7 +6,7 @@ import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { repoRoot, startService } from "../helpers/service.js";
 
-// Issue 11 §6: the production build. `npm run build` compiles src/ to dist/src/ (tsconfig.build.json)
+// The production build. `npm run build` compiles src/ to dist/src/ (tsconfig.build.json)
 // and `node dist/src/main.js` serves with production dependencies only, the layout of the
 // Dockerfile's runtime stage: package.json, node_modules without devDependencies, dist/, no src/.
 // Docker is not available to the test suite; this rebuilds that layout in a temporary directory.
@@ -39,7 +39,7 @@ function productionNodeModules(dir: string): void {
   }
 }
 
-describe("compiled production build (issue 11 §6)", { timeout: 300_000 }, () => {
+describe("compiled production build", { timeout: 300_000 }, () => {
   let root = "";
   let build: { status: number | null; output: string } = { status: null, output: "" };
 
@@ -48,7 +48,7 @@ describe("compiled production build (issue 11 §6)", { timeout: 300_000 }, () =>
     root = mkdtempSync(join(tmpdir(), "svc-build-"));
     for (const f of ["package.json", "package-lock.json", "tsconfig.json", "tsconfig.build.json"]) cpSync(join(repoRoot, f), join(root, f));
     cpSync(join(repoRoot, "src"), join(root, "src"), { recursive: true });
-    // The console: its sources and the script that builds it (issue 12).
+    // The console: its sources and the script that builds it.
     cpSync(join(repoRoot, "web"), join(root, "web"), { recursive: true });
     mkdirSync(join(root, "scripts"));
     cpSync(join(repoRoot, "scripts/build-web.ts"), join(root, "scripts/build-web.ts"));
@@ -91,7 +91,7 @@ describe("compiled production build (issue 11 §6)", { timeout: 300_000 }, () =>
     assert.equal(res.status, 200);
     // The version comes from package.json three levels above dist/src/lib/version.js.
     assert.deepEqual(await res.json(), { status: "ok", version: pkg.version });
-    // The console is served from dist/web (issue 12): its page, not the 503 of a missing build.
+    // The console is served from dist/web: its page, not the 503 of a missing build.
     const page = await fetch(`${service.baseUrl}/`);
     assert.equal(page.status, 200);
     assert.match(await page.text(), /<div id="root">/);

@@ -7,7 +7,7 @@ import { parse as parseYaml } from "yaml";
 import { startHarness } from "../http/harness.js";
 
 /**
- * Issue 16: what would fail on the first `docker compose --profile emqx up` (spec §1.7 "the backend
+ * What would fail on the first `docker compose --profile emqx up` (spec §1.7 "the backend
  * must not depend on the broker to start", §1.8 "COMPOSE_PROFILES independently decides whether
  * the broker is deployed", §4 rule 13 the EMQX authorization route). No Docker runs here, so these
  * tests read docker-compose.yml and .env.example with `yaml` and keep each defect from coming back;
@@ -25,7 +25,7 @@ import { startHarness } from "../http/harness.js";
  *   backend alone does not restart EMQX.
  * - `configs` long syntax: `mode` is octal and defaults to 0444; `uid`/`gid` own the file inside
  *   the container. Inline `content` configs are written owned by root (uid/gid 0) when unset
- *   (issue 16's review of Compose; the spec no longer promises `USER`). Compose reads YAML with
+ *   (a review of Compose found it; the spec no longer promises `USER`). Compose reads YAML with
  *   go-yaml v3, which reads `0440` as octal; `yaml` does so under YAML 1.1, used for the mode.
  * - Interpolation `${X:-d}` uses d when X is unset or empty; with no `.env` every `${X:-d}` is d.
  */
@@ -132,8 +132,8 @@ function hostBindings(service: string, vars: Map<string, string>): HostBinding[]
 const collide = (a: HostBinding, b: HostBinding) =>
   a.port === b.port && a.protocol === b.protocol && (a.ip === b.ip || a.ip === "0.0.0.0" || b.ip === "0.0.0.0");
 
-describe("docker-compose.yml: what would fail on the first `docker compose --profile emqx up` (issue 16)", () => {
-  test("issue 16 item 1 (spec §1.8 broker synchronization): the EMQX API key bootstrap file is readable by the image's user, uid 1000", () => {
+describe("docker-compose.yml: what would fail on the first `docker compose --profile emqx up`", () => {
+  test("spec §1.8 broker synchronization: the EMQX API key bootstrap file is readable by the image's user, uid 1000", () => {
     // EMQX reads it as `emqx` (uid/gid 1000 in emqx/emqx:5.8.x); unreadable → no API key → every
     // /api/v5 call 401 → the backend never creates its own or any node's broker user.
     const EMQX_UID = 1000;
@@ -152,7 +152,7 @@ describe("docker-compose.yml: what would fail on the first `docker compose --pro
   });
 
   for (const [label, vars] of ENVS) {
-    test(`issue 16 item 2 (spec §1.8 COMPOSE_PROFILES decides): no host port is published twice, for every combination of profiles, ${label}`, () => {
+    test(`spec §1.8 COMPOSE_PROFILES decides: no host port is published twice, for every combination of profiles, ${label}`, () => {
       const combinations = profileCombinations();
       assert.ok(combinations.some((c) => c.includes("emqx")), "the emqx profile is among the combinations");
       for (const active of combinations) {
@@ -166,7 +166,7 @@ describe("docker-compose.yml: what would fail on the first `docker compose --pro
     });
   }
 
-  test("issue 16 item 2: with .env.example the agents' port 1883 is EMQX's, and the backend uses EMQX", () => {
+  test("with .env.example the agents' port 1883 is EMQX's, and the backend uses EMQX", () => {
     const published = (svc: string) => hostBindings(svc, envExample).map((b) => b.port);
     assert.ok(published("emqx").includes(1883), "EMQX publishes host port 1883");
     assert.ok(!published("backend").includes(1883), "the unused embedded listener is not on 1883");
@@ -175,7 +175,7 @@ describe("docker-compose.yml: what would fail on the first `docker compose --pro
     assert.ok(hostBindings("backend", new Map()).some((b) => b.port === 1883), "embedded broker on 1883 without .env");
   });
 
-  test("issue 16 item 3: EMQX's node name is fixed (its built-in user database lives under data/mnesia/<node name>)", () => {
+  test("EMQX's node name is fixed (its built-in user database lives under data/mnesia/<node name>)", () => {
     const hostname = emqx.hostname;
     assert.ok(hostname, "a fixed hostname");
     const nodeName = eenv["EMQX_NODE__NAME"];
@@ -191,7 +191,7 @@ describe("docker-compose.yml: what would fail on the first `docker compose --pro
     assert.ok((emqx.volumes ?? []).some((v) => /^[\w-]+:\/opt\/emqx\/data$/.test(v)), "the data directory (mnesia) is a named volume");
   });
 
-  test("issue 16 item 4 (spec §1.7, §4 rule 13): EMQX starts after the backend is healthy; the backend depends on nothing", async (t) => {
+  test("spec §1.7, §4 rule 13: EMQX starts after the backend is healthy; the backend depends on nothing", async (t) => {
     // EMQX's HTTP authorization resource connects at start: before the backend listens every
     // check is `not_connected` → denied until the resource's next health check.
     assert.equal(backend.depends_on, undefined, "spec §1.7: the backend must not depend on the broker to start");
@@ -211,7 +211,7 @@ describe("docker-compose.yml: what would fail on the first `docker compose --pro
     assert.equal(res.status, 200);
   });
 
-  test("issue 16 item 6 (spec §4 rule 13): the authorization route answers only what EMQX 5.8.6 reads as intended: 200 allow/deny, never 204 (= allow)", async (t) => {
+  test("spec §4 rule 13: the authorization route answers only what EMQX 5.8.6 reads as intended: 200 allow/deny, never 204 (= allow)", async (t) => {
     // emqx_authz_http: 200 with `result` decides, 204 allows, any other status is `nomatch`, and
     // the compose file's `no_match = deny` then denies. The route's statuses are its OpenAPI
     // responses (the response schemas are enforced on every answer).
@@ -229,7 +229,7 @@ describe("docker-compose.yml: what would fail on the first `docker compose --pro
     assert.deepEqual(op.responses["200"]?.content?.["application/json"]?.schema?.properties?.result?.enum, ["allow", "deny"]);
   });
 
-  test("issue 16 item 5: every repository path named in docker-compose.yml, .env.example, Dockerfile and deploy/* exists", () => {
+  test("every repository path named in docker-compose.yml, .env.example, Dockerfile and deploy/* exists", () => {
     const files = ["docker-compose.yml", ".env.example", "Dockerfile", ...walk("deploy")];
     // Paths are recognised by their first segment, a top-level directory of the repository; a
     // preceding `/`, `.` or word character means a container or build path (`dist/src/main.js`).

@@ -9,7 +9,7 @@ import { emqxAuthzBody, INTERNAL_KEY_HEADER } from "../../src/http/routes/intern
 import { findOnPath, requireSystem } from "../helpers/system.js";
 import { startHarness } from "../http/harness.js";
 
-// Issue 6 Build item 7: docker-compose.yml (COMPOSE_PROFILES decides whether EMQX is deployed,
+// docker-compose.yml (COMPOSE_PROFILES decides whether EMQX is deployed,
 // spec §1.8), the backend Dockerfile and the systemd unit. Docker is not available to the test
 // suite, so the files' invariants are checked by parsing them; the unit goes through
 // `systemd-analyze verify` where it exists.
@@ -73,7 +73,7 @@ function interpolate(value: string, vars: Map<string, string>): string {
   });
 }
 
-describe("docker-compose.yml (spec §1.8, issue 6 Build item 7)", () => {
+describe("docker-compose.yml (spec §1.8)", () => {
   test("the backend always runs; EMQX only under the `emqx` profile, pinned to a 5.8.x image", () => {
     assert.equal(backend.profiles, undefined, "backend has no profile");
     assert.ok(backend.build !== undefined, "backend is built from the Dockerfile");
@@ -190,14 +190,14 @@ describe("docker-compose.yml (spec §1.8, issue 6 Build item 7)", () => {
   });
 });
 
-describe("Dockerfile (issue 6 Build item 7)", () => {
+describe("Dockerfile", () => {
   const dockerfile = read("Dockerfile");
   const pkg = JSON.parse(read("package.json")) as { scripts: Record<string, string>; dependencies: Record<string, string> };
 
   test("one node:<major>-bookworm-slim base (which major: node-runtime.test.ts), compiled in a build stage, compiled JavaScript with production dependencies only at runtime, non-root, data volume", () => {
     const froms = [...dockerfile.matchAll(/^FROM\s+(\S+)/gm)].map((m) => m[1]);
     assert.ok(froms.length > 0 && froms.every((f) => f === froms[0] && /^node:\d+-bookworm-slim$/.test(f ?? "")), froms.join(", "));
-    // Issue 11 §6: `npm run build` in a build stage, `node dist/src/main.js` at runtime; the
+    // The compiled build: `npm run build` in a build stage, `node dist/src/main.js` at runtime; the
     // runtime's node_modules come from `npm ci --omit=dev`, and it holds no src/.
     const stages = dockerfile.split(/^(?=FROM\s)/m).filter((s) => s.startsWith("FROM"));
     const stageName = (s: string) => /^FROM\s+\S+(?:\s+AS\s+(\S+))?/.exec(s)?.[1];
@@ -231,7 +231,7 @@ describe("Dockerfile (issue 6 Build item 7)", () => {
   });
 });
 
-describe("deploy/systemd/svc-backend.service (issue 6 Build item 7)", () => {
+describe("deploy/systemd/svc-backend.service", () => {
   const unitPath = join(ROOT, "deploy/systemd/svc-backend.service");
   const unit = readFileSync(unitPath, "utf8");
 
@@ -254,7 +254,7 @@ describe("deploy/systemd/svc-backend.service (issue 6 Build item 7)", () => {
     assert.equal(`/var/lib/${one("StateDirectory")}`, dataDir);
     assert.notEqual(one("User"), "root");
     assert.ok(one("User"));
-    // Issue 11 §6: compiled JavaScript, no loader.
+    // Compiled JavaScript, no loader.
     assert.match(one("ExecStart") ?? "", /^\/usr\/bin\/node dist\/src\/main\.js$/);
     // V8's JIT needs writable+executable memory: this option would crash node.
     assert.equal(directives.has("MemoryDenyWriteExecute"), false);

@@ -1,5 +1,5 @@
 /**
- * Issue 14 items 2–3: `ConfigRenderer` (src/domain/render.ts) renders many nodes of one config
+ * `ConfigRenderer` (src/domain/render.ts) renders many nodes of one config
  * against one candidate set, checking each candidate once. It must give byte for byte the text of
  * `renderNodeConfig` for the same node, peers and port forwards (spec §6.3 `config_text`; §3.5,
  * §3.8: the agent's text hashes to the staged sha), and refuse (`VALIDATION_FAILED`) exactly the
@@ -56,7 +56,7 @@ function outcome(fn: () => string): Outcome {
   }
 }
 
-test("issue 14 / spec §6.3 config_text: ConfigRenderer.render gives renderNodeConfig's text byte for byte, and refuses exactly what it refuses (random candidates, selections, self-collisions, port forwards; 2,000 runs)", () => {
+test("spec §6.3 config_text: ConfigRenderer.render gives renderNodeConfig's text byte for byte, and refuses exactly what it refuses (random candidates, selections, self-collisions, port forwards; 2,000 runs)", () => {
   fc.assert(
     fc.property(
       common,
@@ -88,7 +88,7 @@ test("issue 14 / spec §6.3 config_text: ConfigRenderer.render gives renderNodeC
   );
 });
 
-test("issue 14: one ConfigRenderer renders every node of a full mesh as renderNodeConfig does, reusing its checks across nodes", () => {
+test("one ConfigRenderer renders every node of a full mesh as renderNodeConfig does, reusing its checks across nodes", () => {
   const config: RenderCommon = { config_id: "cfg-mesh", tunnel_protocol: "awg_2", network_cidr: "10.9.0.0/24", awg: AWG };
   const nodes = KEYS.slice(0, 6).map((key, i) => ({ node_id: `n${i}`, public_key: key, address: `10.9.0.${i + 1}`, public_address: i % 2 === 0 ? `192.0.2.${i + 1}` : null, listen_port: i % 2 === 0 ? 51820 : null }));
   const renderer = new ConfigRenderer(config, nodes);

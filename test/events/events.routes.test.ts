@@ -182,7 +182,7 @@ test("spec §6.5 rule 1: frames published while a replaying stream's opening sta
   );
 });
 
-test("issue 10 (LOW): a stream ends when its admin session logs out; another session's stream keeps receiving (spec §5 console SSE)", T, async (t) => {
+test("a stream ends when its admin session logs out; another session's stream keeps receiving (spec §5 console SSE)", T, async (t) => {
   const s = await startSseServer(t);
   const other = await login(s.baseUrl, ADMIN_PASSWORD);
   const mine = await s.open();
@@ -201,7 +201,7 @@ test("issue 10 (LOW): a stream ends when its admin session logs out; another ses
   await again.body();
 });
 
-test("issue 10 (LOW): a stream ends when its admin session expires on the injected clock, not a millisecond before", T, async (t) => {
+test("a stream ends when its admin session expires on the injected clock, not a millisecond before", T, async (t) => {
   const s = await startSseServer(t, {}, { settings: { adminSessionTtlMs: 60_000 } });
   const c = await s.open(); // the session was issued at the clock's start: it expires 60 s later
   await opening(c);

@@ -20,7 +20,7 @@ async function bareHub(t: TestContext, overrides: Partial<EventHubOptions> = {},
   const hub = new EventHub({ clock: wrapClock(clock), log: createLogger("silent"), systemStatus: () => markerStatus({ summary: {} }), ...overrides });
   const http: Server = createServer((req, res) => {
     const id = req.headers["last-event-id"];
-    // Test-only headers standing in for the route's session lookup (issue 10).
+    // Test-only headers standing in for the route's session lookup.
     const session = req.headers["x-test-session"];
     const expiresAt = req.headers["x-test-expires-at"];
     void hub.attach(res, Array.isArray(id) ? id[0] : id, {
@@ -156,7 +156,7 @@ test("replay never exceeds the per-subscriber queue limit: the newest frames tha
   assert.equal(h.hub.subscriberCount(), 2, "the replaying stream was not dropped");
 });
 
-test("issue 10: a session's streams end on endSession and at expiry, even past Node's longest timer; other sessions' streams stay", T, async (t) => {
+test("a session's streams end on endSession and at expiry, even past Node's longest timer; other sessions' streams stay", T, async (t) => {
   const days30 = 30 * 24 * 3600 * 1000;
   // Node runs a timer longer than 2^31 - 1 ms after 1 ms instead (TimeoutOverflowWarning); so does this clock.
   let longest = 0;

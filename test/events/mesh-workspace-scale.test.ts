@@ -4,9 +4,9 @@ import { api } from "../control/agent-harness.js";
 import { startSseServer, type SseClient, type SseFrame } from "./sse-harness.js";
 
 /**
- * Issue 14, workspace events at scale: `mesh.workspace.updated` is published for the endpoint a
+ * Workspace events at scale: `mesh.workspace.updated` is published for the endpoint a
  * write changed and for its affected peers (spec §6.5 emission rules), in work linear in what
- * changed (docs/decisions.md "Issue 14: pairs and workspace events at scale"): the endpoint's
+ * changed (docs/history/decisions-2026.md "pairs and workspace events at scale"): the endpoint's
  * event carries all its connections and every node; a peer's event carries its connections with
  * that endpoint and the nodes they name, not the whole mesh again. Real HTTP, real SQLite, a real
  * SSE stream; the frames of one write are read up to its `system.status.updated` (the notifier's last).

@@ -1,5 +1,5 @@
 /**
- * Issue 14 item 2: reports of after-commit rendering (`MeshChange.rendered`: a large write's
+ * Reports of after-commit rendering (`MeshChange.rendered`: a large write's
  * dynamic nodes rendered in small batches) are coalesced by the notifier for its window, then
  * published once per config — one `config.list.updated`, one `config.overview.updated`, one
  * `node.apply.updated` per node with its latest (version, sha), one `system.status.updated` —
@@ -71,7 +71,7 @@ async function setup(t: { after: (fn: () => unknown) => void }) {
 
 const rendered = (configId: string, staged: MeshChange["staged"]): MeshChange => ({ configId, created: [], deleted: [], modeChanged: [], touched: [], staged, rendered: true });
 
-test("issue 14 item 2 / spec §6.5: three rendering reports within the window publish one config list, one overview, one node.apply.updated per node (its latest version and sha) and one system status, once the window ends", async (t) => {
+test("spec §6.5: three rendering reports within the window publish one config list, one overview, one node.apply.updated per node (its latest version and sha) and one system status, once the window ends", async (t) => {
   const { clock, notifier, published, nextStatus, configId, ids } = await setup(t);
   const [a, b] = ids as [string, string];
   notifier.meshChanged(rendered(configId, [{ nodeId: a, version: 1, sha: "a1" }]));
@@ -102,7 +102,7 @@ test("issue 14 item 2 / spec §6.5: three rendering reports within the window pu
   assert.equal(published.filter((p) => p.type === "config.overview.updated").length, 1);
 });
 
-test("issue 14 item 2 / spec §6.5 rule 6: a write (not a rendering report) is published at once, with no window", async (t) => {
+test("spec §6.5 rule 6: a write (not a rendering report) is published at once, with no window", async (t) => {
   const { notifier, published, nextStatus, configId, ids } = await setup(t);
   const done = nextStatus();
   notifier.meshChanged({ configId, created: [], deleted: [], modeChanged: [], touched: [ids[0] as string], staged: [] });
@@ -113,7 +113,7 @@ test("issue 14 item 2 / spec §6.5 rule 6: a write (not a rendering report) is p
   );
 });
 
-test("issue 14 item 2 / spec §6.5: a rendering report's system status reuses the store counts of the last status counted, and counts again after any other write, a restore, a write no console saw, or a write committed while counting", async (t) => {
+test("spec §6.5: a rendering report's system status reuses the store counts of the last status counted, and counts again after any other write, a restore, a write no console saw, or a write committed while counting", async (t) => {
   const { store, clock, mesh } = await meshStore(t);
   let live = true;
   const { hub, statuses, nextStatus } = statusHub(() => live);
@@ -180,7 +180,7 @@ test("issue 14 item 2 / spec §6.5: a rendering report's system status reuses th
   assert.notEqual(handed.at(-1), undefined, "and reused once counted cleanly");
 });
 
-test("issue 14 item 2: a report's system status takes the store counts read off the event loop's thread when they can be (countsOffThread), and a rendering report reuses them", async (t) => {
+test("a report's system status takes the store counts read off the event loop's thread when they can be (countsOffThread), and a rendering report reuses them", async (t) => {
   const { clock, configId, ids } = await setup(t);
   const handed: Array<StoreCounts | undefined> = [];
   const { hub, nextStatus } = statusHub();

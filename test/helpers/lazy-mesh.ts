@@ -1,6 +1,6 @@
 /**
  * A full mesh of static nodes staged lazily (every node at a new version, none rendered) by a
- * protocol switch, on a real SQLite file: the input of the deferred-rendering tests (issue 14).
+ * protocol switch, on a real SQLite file: the input of the deferred-rendering tests.
  */
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";

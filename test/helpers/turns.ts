@@ -1,6 +1,6 @@
 /**
  * How many event-loop turns (`setImmediate` callbacks) ran while `work` ran: a work that yields
- * between its steps lets many through, one that holds the loop lets few (issue 14 item 2).
+ * between its steps lets many through, one that holds the loop lets few.
  */
 export async function turnsDuring(work: () => Promise<void>): Promise<number> {
   let turns = 0;

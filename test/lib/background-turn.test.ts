@@ -3,12 +3,12 @@ import { test } from "node:test";
 import { backgroundTurn } from "../../src/lib/background-turn.js";
 
 /**
- * Issue 14 item 2 (docs/decisions.md "Issue 14: one background step per turn"): background tasks
+ * One background step per turn (docs/history/decisions-2026.md): background tasks
  * that yield with `backgroundTurn()` take turns, one step per event-loop iteration, in the order
  * they asked. A ticker that re-arms itself with `setImmediate` runs once per iteration and marks
  * the iterations.
  */
-test("issue 14 item 2: background steps run one per event-loop iteration, in the order they asked, and all of them run", async () => {
+test("background steps run one per event-loop iteration, in the order they asked, and all of them run", async () => {
   const log: string[] = [];
   let running = true;
   const tick = () => {

@@ -4,7 +4,7 @@ import fc from "fast-check";
 import { TurnSlicer, type SliceJob } from "../../src/lib/turn-slicer.js";
 
 /**
- * Issue 14 items 2 and 7 (docs/decisions.md "Issue 14: upstream messages in slices of a turn"):
+ * Upstream messages in slices of a turn (docs/history/decisions-2026.md):
  * the slicer that hands the broker thread's messages on runs every step, in push order, in slices
  * of at most `sliceMs` (plus one step), and always continues on a later turn. A fake clock that
  * each step advances by its cost, and a `defer` that collects callbacks, make the turns explicit.
@@ -51,7 +51,7 @@ function harness(sliceMs: number) {
   return { slicer, job, turn, ran, slices, errors, deferredCount: () => deferred.length };
 }
 
-test("issue 14 items 2 and 7: a burst is run in order, in slices of at most sliceMs plus one step, continued on later turns until done (fast-check)", () => {
+test("a burst is run in order, in slices of at most sliceMs plus one step, continued on later turns until done (fast-check)", () => {
   const jobArb = fc.array(fc.integer({ min: 0, max: 4 }), { minLength: 0, maxLength: 30 });
   fc.assert(
     fc.property(
@@ -89,7 +89,7 @@ test("issue 14 items 2 and 7: a burst is run in order, in slices of at most slic
   );
 });
 
-test("issue 14 items 2 and 7: a job pushed from inside a step runs after the jobs already queued, not before", () => {
+test("a job pushed from inside a step runs after the jobs already queued, not before", () => {
   const h = harness(5);
   // The slice is used up, so a and b both wait for the next turn.
   h.slicer.push(h.job("x", [5]));
@@ -99,7 +99,7 @@ test("issue 14 items 2 and 7: a job pushed from inside a step runs after the job
   assert.deepEqual(h.ran, ["x.0", "a.0", "a.1", "b.0", "c.0"]);
 });
 
-test("issue 14 items 2 and 7: a step that throws drops its job, reports the error and the next job runs", () => {
+test("a step that throws drops its job, reports the error and the next job runs", () => {
   const h = harness(100);
   const boom = new Error("boom");
   h.slicer.push({
@@ -114,7 +114,7 @@ test("issue 14 items 2 and 7: a step that throws drops its job, reports the erro
   assert.equal(h.slicer.pending, 0);
 });
 
-test("issue 14 items 2 and 7: once a slice is used up, pushes in the same turn wait for the next turn", () => {
+test("once a slice is used up, pushes in the same turn wait for the next turn", () => {
   const h = harness(3);
   h.slicer.push(h.job("a", [2, 2, 2]));
   assert.deepEqual(h.ran, ["a.0", "a.1"], "the slice ends after the step that reached 3 ms");

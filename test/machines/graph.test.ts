@@ -7,7 +7,7 @@ import { api } from "../control/agent-harness.js";
 import { startSseServer } from "../events/sse-harness.js";
 
 /**
- * Issue 13 item 1: `GET /api/v1/machines/node` answers the node statechart generated from
+ * `GET /api/v1/machines/node` answers the node statechart generated from
  * src/machines/node.machine.ts. Derived coverage: the expectations below are walked from the
  * machine itself (its `root` and, independently, `xstate/graph`'s `toDirectedGraph`); nothing is
  * listed by hand, so a state or transition added to the machine and missing from the answer fails.
@@ -33,7 +33,7 @@ function guardOf(guard: unknown): string | null {
   return typeof guard === "string" ? guard : guard === undefined ? null : "?";
 }
 
-test("issue 13 item 1: the machine endpoint lists every state of node.machine.ts with its parent, kind and initial child, and every transition (on, after, always) with targets, event, guard and timer delay in ms", async (t) => {
+test("the machine endpoint lists every state of node.machine.ts with its parent, kind and initial child, and every transition (on, after, always) with targets, event, guard and timer delay in ms", async (t) => {
   const s = await startSseServer(t, {}, { settings: { detectTimeoutMs: 17_000, bindTokenTtlMs: 240_000 } });
   const res = await api(s, "GET", "/api/v1/machines/node");
   assert.equal(res.status, 200, JSON.stringify(res.json));
@@ -100,7 +100,7 @@ test("issue 13 item 1: the machine endpoint lists every state of node.machine.ts
   assert.ok(transitions.filter((tr) => tr.trigger !== "after").every((tr) => tr.delay_ms === null));
 });
 
-test("issue 13: the machine routes are in the OpenAPI document with their response schemas, and need the admin", async (t) => {
+test("the machine routes are in the OpenAPI document with their response schemas, and need the admin", async (t) => {
   const s = await startSseServer(t);
   const doc = (await api(s, "GET", "/api/v1/openapi.json")).json;
   for (const path of ["/api/v1/machines/node", "/api/v1/configs/{config_id}/nodes/{node_id}/machine", "/api/v1/configs/{config_id}/nodes/{node_id}/timeline"]) {

@@ -13,7 +13,7 @@ import { sqliteOf } from "../../src/store/connection.js";
 /**
  * spec §5 row "broker → backend authz": the `x-svc-internal-key` the backend expects comes from
  * `SVC_BROKER_AUTHZ_SHARED_KEY`, parsed from the environment; without it a key is generated once
- * and kept in the store (DESIGN §6, `docs/decisions.md` Issue 3 "Broker").
+ * and kept in the store (DESIGN §6, docs/history/decisions-2026.md "Broker").
  */
 
 const URL = "/api/internal/emqx/authz";

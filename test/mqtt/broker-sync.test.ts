@@ -12,7 +12,7 @@ import { bindNode, dynamicNode, mosquitto, mosquittoSettings, startService, temp
 
 const log = createLogger("silent");
 
-test("sealed broker passwords: AES-256-GCM under a key file (mode 0600) made at the first seal; another user, another key or altered text does not open (docs/decisions.md, issue 6 brokers)", (t) => {
+test("sealed broker passwords: AES-256-GCM under a key file (mode 0600) made at the first seal; another user, another key or altered text does not open (docs/history/decisions-2026.md \"Broker passwords (the sealed copy) and the threat model\")", (t) => {
   const dir = mkdtempSync(join(tmpdir(), "svc-vault-"));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const vault = new BrokerPasswordVault(dir, log);

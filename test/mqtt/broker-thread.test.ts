@@ -13,7 +13,7 @@ import { CONFIG, openStores, seedNodes, tempDbFile } from "../actors/harness.js"
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
- * The embedded broker in a worker thread (src/mqtt/broker-thread.ts, issue 14 item 7): real
+ * The embedded broker in a worker thread (src/mqtt/broker-thread.ts): real
  * aedes in the worker, accounts read from a real SQLite file by the worker's own connection,
  * real MQTT.js clients. What in-process gave, the thread must give too (DESIGN §3 Broker
  * identity, spec §5, §6.4 rule 10); the broker's policy itself is proven on the in-process
@@ -118,7 +118,7 @@ function heartbeat(n: number): Envelope {
   };
 }
 
-test("issue 14 item 7, DESIGN §3 broker identity: the broker thread authenticates against the store file at every CONNECT (a rotated password is refused at once) and its refusal is logged through the main thread's logger", async (t) => {
+test("DESIGN §3 broker identity: the broker thread authenticates against the store file at every CONNECT (a rotated password is refused at once) and its refusal is logged through the main thread's logger", async (t) => {
   const s = await setup(t);
   const client = await connectNode(s, s.password);
   await until("the mirror of registered clients", () => s.broker.isConnected(nodeClientId(CONFIG, NODE)));
@@ -138,7 +138,7 @@ test("issue 14 item 7, DESIGN §3 broker identity: the broker thread authenticat
   await assert.rejects(connectNode(s, rotated), /Bad username or password/i);
 });
 
-test("issue 14 item 7, spec §6.4 rule 10: upstream messages reach the backend link in order with their bytes; a downstream publish reaches the node; kick cuts it and the mirror follows", async (t) => {
+test("spec §6.4 rule 10: upstream messages reach the backend link in order with their bytes; a downstream publish reaches the node; kick cuts it and the mirror follows", async (t) => {
   const s = await setup(t);
   const got: Array<{ topic: string; payload: string }> = [];
   const link = await s.broker.attachBackend(backendSubscriptions(), (topic, payload) => got.push({ topic, payload: payload.toString("utf8") }));
@@ -171,7 +171,7 @@ test("issue 14 item 7, spec §6.4 rule 10: upstream messages reach the backend l
   await assert.rejects(link.publish(nodeTopic(CONFIG, NODE, "control"), command), /closed/);
 });
 
-test("issue 14 item 2: the broker thread runs a burst of backend publishes in slices of a turn: a node's message sent as the burst starts reaches the backend before most of the burst is published, and the burst reaches the node in order", async (t) => {
+test("the broker thread runs a burst of backend publishes in slices of a turn: a node's message sent as the burst starts reaches the backend before most of the burst is published, and the burst reaches the node in order", async (t) => {
   const s = await setup(t);
   // What the main thread saw, in the order the broker thread posted it: "up" for the node's
   // message, "pub" for each publish of the burst the broker thread completed.
@@ -198,7 +198,7 @@ test("issue 14 item 2: the broker thread runs a burst of backend publishes in sl
   assert.deepEqual(received, ids, "in order");
 });
 
-test("issue 14 item 7: a port already taken fails the start with the worker's reason; close stops listening and later publishes reject", async (t) => {
+test("a port already taken fails the start with the worker's reason; close stops listening and later publishes reject", async (t) => {
   const s = await setup(t);
   const file = tempDbFile(t);
   const { close } = await openStores(file);
@@ -213,7 +213,7 @@ test("issue 14 item 7: a port already taken fails the start with the worker's re
   await assert.rejects(link.publish(nodeTopic(CONFIG, NODE, "control"), heartbeat(0)), /closed/);
 });
 
-test("issue 14 item 7, broker supervision: a broker thread that dies is started again on the same port; the backend link shows disconnected meanwhile, is attached again and gets the node's messages; the mirror starts empty", async (t) => {
+test("broker supervision: a broker thread that dies is started again on the same port; the backend link shows disconnected meanwhile, is attached again and gets the node's messages; the mirror starts empty", async (t) => {
   const s = await setup(t);
   const received: string[] = [];
   const link = await s.broker.attachBackend(backendSubscriptions(), (topic) => received.push(topic));
@@ -240,7 +240,7 @@ test("issue 14 item 7, broker supervision: a broker thread that dies is started 
   });
 });
 
-test("issue 14 item 7, broker supervision: past maxRestarts in the window the broker stays down, logged at fatal", async (t) => {
+test("broker supervision: past maxRestarts in the window the broker stays down, logged at fatal", async (t) => {
   const s = await setup(t, { maxRestarts: 1 });
   const link = await s.broker.attachBackend(backendSubscriptions(), () => undefined);
   await s.broker.terminateWorker();

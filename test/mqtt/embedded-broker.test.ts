@@ -597,7 +597,7 @@ async function connackCode(t: TestContext, port: number, username: string, pass:
   return { code, client };
 }
 
-describe("embedded broker: the backend account while the backend is linked in-process (issue 10, DESIGN §3 Broker identity)", () => {
+describe("embedded broker: the backend account while the backend is linked in-process (DESIGN §3 Broker identity)", () => {
   test("network CONNECTs as the backend get CONNACK 5 while the link is open (right or wrong password), a network backend already connected is cut off, nodes are unaffected, and the account works again once the link closes", async (t) => {
     const own = await EmbeddedBroker.start({ host: "127.0.0.1", port: 0, users: lookup, log: createLogger("silent") });
     t.after(() => own.close());
@@ -631,7 +631,7 @@ describe("embedded broker: the backend account while the backend is linked in-pr
   });
 });
 
-test("issue 10: the service with its embedded broker refuses a network login with the backend's own username and password (CONNACK 5)", async (t) => {
+test("the service with its embedded broker refuses a network login with the backend's own username and password (CONNACK 5)", async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-broker-backend-"));
   const backendPassword = password();
   const server = await createServer(

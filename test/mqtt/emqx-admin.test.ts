@@ -6,7 +6,7 @@ import { BrokerUnavailableError, type BrokerAdmin, type NodeBrokerAccount } from
 import { createEmqxBrokerAdmin, type EmqxBrokerAdminOptions } from "../../src/mqtt/emqx-admin.js";
 import { startFakeEmqx, type FakeEmqx, type RecordedCall } from "../helpers/fake-emqx.js";
 
-// Issue 6 Build item 1 (emqx) and Must-show 2: the EMQX adapter against a real HTTP server that
+// The EMQX adapter against a real HTTP server that
 // answers EMQX 5's documented management API shapes, every call recorded and checked.
 // spec §1 item 3 (the database is the truth, the broker mirrors it), §4 rules 11-12 (bind
 // creates/updates the broker user; reset deletes it and disconnects the client), §5 (agents are

@@ -4,7 +4,7 @@ import { nodeGrants } from "../../src/mqtt/authz.policy.js";
 import { backendSubscriptions } from "../../src/protocol/topics.js";
 import { createConfig, createNode, startHarness, type Harness } from "../http/harness.js";
 
-// Issue 6 Must-show 2: POST /api/internal/emqx/authz answering EMQX's real request shape over
+// POST /api/internal/emqx/authz answering EMQX's real request shape over
 // real HTTP (spec §4 rule 13, §5 "Broker to backend authorization" and rules 1-3, §6.4 rule 5).
 // EMQX's HTTP authorization source renders its body template with every placeholder as a
 // string: {"clientid":"…","username":"…","peerhost":"…","action":"publish","topic":"…",

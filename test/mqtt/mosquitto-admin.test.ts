@@ -9,7 +9,7 @@ import { BACKEND_ROLE, CONTROL_TOPIC, MosquittoAdmin, RESPONSE_TOPIC } from "../
 import { backendSubscriptions, nodeTopic } from "../../src/protocol/topics.js";
 import { mosquitto, until, type MosquittoBroker } from "./mosquitto-harness.js";
 
-// The Mosquitto adapter (issue 6 Build 1) against a real Mosquitto 2.0 with dynamic security,
+// The Mosquitto adapter against a real Mosquitto 2.0 with dynamic security,
 // started from deploy/mosquitto/mosquitto.conf; agents are MQTT.js 3.1.1 clients. The matrix is
 // the one test/mqtt/embedded-broker.test.ts checks against aedes (spec §5 rules 1-3, §6.4 rule 5).
 
@@ -81,7 +81,7 @@ async function refused(t: TestContext, m: MosquittoBroker, username: string | un
   return err.code as number;
 }
 
-test("the Mosquitto adapter provisions exactly the store's accounts, and Mosquitto enforces the policy (issue 6; spec §5 rules 1-3, §6.4 rule 5)", async (t) => {
+test("the Mosquitto adapter provisions exactly the store's accounts, and Mosquitto enforces the policy (spec §5 rules 1-3, §6.4 rule 5)", async (t) => {
   const m = await mosquitto(t);
   if (m === undefined) return;
   const admin = MosquittoAdmin.start({
@@ -284,7 +284,7 @@ async function dynsec(t: TestContext, m: MosquittoBroker, commands: unknown[]): 
   return JSON.parse(msg.payload).responses;
 }
 
-test("reconcile reads the broker's accounts in pages: with 2 per page it still sees every one, touches nothing that is right, and removes a stray account on the last page (issue 14 item 6; spec §1.8)", async (t) => {
+test("reconcile reads the broker's accounts in pages: with 2 per page it still sees every one, touches nothing that is right, and removes a stray account on the last page (spec §1.8)", async (t) => {
   const m = await mosquitto(t);
   if (m === undefined) return;
   const admin = MosquittoAdmin.start({ url: m.url, username: m.adminUser, password: m.adminPassword, log: createLogger("silent"), reconnectMinMs: 50, reconnectMaxMs: 400, listPageSize: 2 });
@@ -302,7 +302,7 @@ test("reconcile reads the broker's accounts in pages: with 2 per page it still s
   assert.deepEqual((listed[1]?.data.roles as string[]).sort(), ["admin", BACKEND_ROLE, ...nodes.map((n) => n.username)].sort());
 });
 
-test("a removed node account leaves no durable session: after removeNode, and after a reconciliation that removes the account, its client id finds no session at its next clean-session-0 CONNECT (session present 0) and gets nothing published before it came back (spec §4 rule 12; CVE-2021-34434; docs/decisions.md \"Issue 15: a deleted Mosquitto account's durable session\")", async (t) => {
+test("a removed node account leaves no durable session: after removeNode, and after a reconciliation that removes the account, its client id finds no session at its next clean-session-0 CONNECT (session present 0) and gets nothing published before it came back (spec §4 rule 12; CVE-2021-34434; docs/history/decisions-2026.md \"a deleted Mosquitto account's durable session\")", async (t) => {
   const m = await mosquitto(t);
   if (m === undefined) return;
   const admin = MosquittoAdmin.start({ url: m.url, username: m.adminUser, password: m.adminPassword, log: createLogger("silent"), reconnectMinMs: 50, reconnectMaxMs: 400 });

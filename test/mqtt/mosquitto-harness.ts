@@ -49,7 +49,7 @@ function pluginPath(template: string): string {
 /**
  * The test's config: the deployment template with the listener on `127.0.0.1:{port}`, the state
  * file in `dir`, and `user` set to whoever runs the test (as root mosquitto would otherwise drop
- * to user `mosquitto`, who cannot write a root-owned temp directory; see docs/decisions.md, issue 6 brokers).
+ * to user `mosquitto`, who cannot write a root-owned temp directory; see docs/history/decisions-2026.md "deploy/mosquitto/mosquitto.conf").
  */
 export function deriveConfig(template: string, opts: { port: number; dir: string; user: string }): string {
   const lines = template.split("\n").map((line) => {

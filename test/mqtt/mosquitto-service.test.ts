@@ -23,7 +23,7 @@ import {
 } from "./mosquitto-harness.js";
 
 /**
- * The whole service with SVC_MQTT_BROKER=mosquitto (issue 6 Must show): a real Mosquitto 2.0
+ * The whole service with SVC_MQTT_BROKER=mosquitto: a real Mosquitto 2.0
  * with dynamic security started by the test, the real SQLite store and REST API, and the real
  * agent runtime (src/agent/agent.ts) with the recording tunnel stand-ins of
  * test/fixtures/awg-standin (no interface is touched; the real tools run in test/e2e).

@@ -21,7 +21,7 @@ import { createServer, type AppContext } from "../../src/server.js";
 import { api, eventually } from "../control/agent-harness.js";
 import { listenAndLogin } from "../events/sse-harness.js";
 
-// TLS for MQTT (issue 6 Build item 3, Must-show 4): spec §1.9 (SVC_MQTT_TLS_ENABLED, mqtts://
+// TLS for MQTT: spec §1.9 (SVC_MQTT_TLS_ENABLED, mqtts://
 // SVC_MQTT_URL), §2.6 (mqtt.tls, the CA present only when tls is true), §5 "Agent to broker ...
 // TLS CA given when tls is true". Real parts only: the real service over HTTP with a real SQLite
 // file, the embedded aedes broker's real TLS listener on port 0, the real agent runtime
@@ -311,7 +311,7 @@ describe("the embedded broker's TLS listener and the backend over mqtts (spec §
   });
 });
 
-describe("generated CA and server certificate (issue 6 TLS: generated once, kept in the data directory)", () => {
+describe("generated CA and server certificate (generated once, kept in the data directory)", () => {
   test("the server certificate names the public host, localhost and 127.0.0.1 and is issued by the CA", async (t) => {
     const m = await ensureGeneratedTls({ dir: join(tempDir(t, "svc-tls-gen-"), "tls"), publicHost: "mesh.example.com", now: Date.now(), log: silent });
     const cert = new X509Certificate(m.certPem);

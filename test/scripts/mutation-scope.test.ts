@@ -6,8 +6,8 @@ import { pathToFileURL } from "node:url";
 import { test } from "node:test";
 import { functionRanges } from "../../scripts/mutation-scope.mjs";
 
-// The mutation scope (issue 10 "Measure test strength"; docs/mutation.md "Scope"): Stryker takes
-// line ranges, and hand-written ones had drifted onto other code by the ninth session. The
+// The mutation scope (docs/mutation.md "Scope"): Stryker takes
+// line ranges, and hand-written ones had drifted onto other code as the files grew. The
 // config now finds its functions by name (scripts/mutation-scope.mjs).
 
 /** Every `file:start-end` entry of stryker.config.mjs's `mutate`. */
@@ -20,7 +20,7 @@ async function configRanges(): Promise<Array<{ file: string; start: number; end:
   });
 }
 
-test("issue 10 / docs/mutation.md: every line range of the mutation scope frames one whole function or method, from its declaration to its closing brace, and the bind/reset code of control.service.ts is all in it", async () => {
+test("docs/mutation.md: every line range of the mutation scope frames one whole function or method, from its declaration to its closing brace, and the bind/reset code of control.service.ts is all in it", async () => {
   const ranges = await configRanges();
   assert.ok(ranges.length > 0, "the scope has line ranges");
   const declared: string[] = [];

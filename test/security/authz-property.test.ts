@@ -13,7 +13,7 @@ import { bindNode, dynamicNode as mosquittoNode, mosquitto, mosquittoSettings, s
 import { seedFromEnv } from "./seed.js";
 
 /**
- * Authorization as a property (issue 15 item 3). Generated (identity, action, topic, QoS, retain)
+ * Authorization as a property. Generated (identity, action, topic, QoS, retain)
  * cases, seeded with fast-check, are judged by every layer that decides MQTT authorization:
  *
  * 1. the pure policy (`authorize`, src/mqtt/authz.policy.ts);

@@ -15,7 +15,7 @@ import { loopbackAddress, mulberry32, postFrom, seedFromEnv } from "./seed.js";
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
- * Bind races (issue 15 item 4; spec §2.5, §3.6, §4 rules 11-12): many concurrent redemptions of
+ * Bind races (spec §2.5, §3.6, §4 rules 11-12): many concurrent redemptions of
  * one bind token over real HTTP, and bind racing reset-client and dynamic → static against a real
  * Mosquitto, after which the broker holds exactly the accounts the database holds.
  * Seeded (SVC_TEST_SEED) and bounded; figures printed for docs/reliability.md.

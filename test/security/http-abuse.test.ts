@@ -8,7 +8,7 @@ import { startHarness } from "../http/harness.js";
 import { encode, rawExchange, type RawAnswer } from "./http-raw.js";
 
 /**
- * Issue 15 item 7, abuse limits, over real sockets against a real service: login brute force is
+ * Abuse limits, over real sockets against a real service: login brute force is
  * limited per client address with a clear 429, SSE streams per admin session are capped, and
  * subscribers that stop reading are dropped (DESIGN §3 error body; spec §5 admin auth, §6.5 the
  * console's stream). RSS under 1,000 stuck subscribers: scripts/bench/stuck-subscribers.ts.
@@ -25,7 +25,7 @@ function assertCode(res: RawAnswer, code: keyof typeof ERROR_CODES, why: string)
   return body;
 }
 
-test("issue 15 item 7, spec §5: login guessing is limited per client address: past SVC_AUTH_RATE_LIMIT_MAX a 429 RATE_LIMITED with Retry-After, even for the right password and a forged X-Forwarded-For; another address is not limited", async (t) => {
+test("spec §5: login guessing is limited per client address: past SVC_AUTH_RATE_LIMIT_MAX a 429 RATE_LIMITED with Retry-After, even for the right password and a forged X-Forwarded-For; another address is not limited", async (t) => {
   const h = await startHarness(t, { authRateLimitMax: 5 });
   const address = await h.server.app.listen({ host: "127.0.0.1", port: 0 });
   const port = Number(new URL(address).port);
@@ -50,7 +50,7 @@ test("issue 15 item 7, spec §5: login guessing is limited per client address: p
   assert.equal(other.status, 200, other.body);
 });
 
-test("issue 15 item 7, spec §4 rule 11: bind token guessing is limited per client address the same way", async (t) => {
+test("spec §4 rule 11: bind token guessing is limited per client address the same way", async (t) => {
   const h = await startHarness(t, { authRateLimitMax: 3 });
   const address = await h.server.app.listen({ host: "127.0.0.1", port: 0 });
   const port = Number(new URL(address).port);
@@ -69,7 +69,7 @@ test("issue 15 item 7, spec §4 rule 11: bind token guessing is limited per clie
   assert.ok(Number(limited.headers.get("retry-after")) > 0, "Retry-After");
 });
 
-test("issue 15 item 7, spec §6.5: one admin session holds at most SVC_SSE_MAX_STREAMS_PER_SESSION streams; one more is 429 RATE_LIMITED, other sessions are not affected, a closed stream frees its place", async (t) => {
+test("spec §6.5: one admin session holds at most SVC_SSE_MAX_STREAMS_PER_SESSION streams; one more is 429 RATE_LIMITED, other sessions are not affected, a closed stream frees its place", async (t) => {
   const s = await startSseServer(t, {}, { settings: { sseMaxStreamsPerSession: 2 } });
   const a = await s.open();
   const b = await s.open();
@@ -90,7 +90,7 @@ test("issue 15 item 7, spec §6.5: one admin session holds at most SVC_SSE_MAX_S
   assert.equal(c.status, 200);
   await opening(c);
 
-  // Closing one of the first session's streams frees its place.
+  // Closing one of the first admin session's streams frees its place.
   a.destroy();
   await subscribers(s.hub, 2);
   const again = await s.open();
@@ -99,7 +99,7 @@ test("issue 15 item 7, spec §6.5: one admin session holds at most SVC_SSE_MAX_S
   assert.equal(s.hub.subscriberCount(), 3);
 });
 
-test("issue 15 item 7, spec §6.5: fifty subscribers that stop reading are all dropped at the per-subscriber queue limit while a reading console gets every frame in order", async (t) => {
+test("spec §6.5: fifty subscribers that stop reading are all dropped at the per-subscriber queue limit while a reading console gets every frame in order", async (t) => {
   const s = await startSseServer(t, { maxQueuedBytesPerSubscriber: 64 * 1024 }, { settings: { sseMaxStreamsPerSession: 100 } });
   const healthy = await s.open();
   await opening(healthy);
@@ -125,7 +125,7 @@ test("issue 15 item 7, spec §6.5: fifty subscribers that stop reading are all d
   );
 });
 
-test("issue 15: the abuse-limit settings parse from the environment with defaults 20 / 120000 / 8 and refuse out-of-range values naming the variable", () => {
+test("the abuse-limit settings parse from the environment with defaults 20 / 120000 / 8 and refuse out-of-range values naming the variable", () => {
   const d = loadSettings({});
   assert.deepEqual([d.authRateLimitMax, d.httpRequestTimeoutMs, d.sseMaxStreamsPerSession], [20, 120_000, 8]);
   const s = loadSettings({ SVC_AUTH_RATE_LIMIT_MAX: "5", SVC_HTTP_REQUEST_TIMEOUT_MS: "1000", SVC_SSE_MAX_STREAMS_PER_SESSION: "1000" });

@@ -5,7 +5,7 @@ import { startHarness, type Harness } from "../http/harness.js";
 import { encode, rawExchange, type RawAnswer } from "./http-raw.js";
 
 /**
- * Regression tests of what the HTTP fuzzing (issue 15 item 1, `http-fuzz.test.ts`) found, one per
+ * Regression tests of what the HTTP fuzzing (`http-fuzz.test.ts`) found, one per
  * finding, over real sockets against a real service (DESIGN §3 error body, spec §5 admin auth).
  */
 
@@ -20,7 +20,7 @@ function assertRefused(res: RawAnswer, code: keyof typeof ERROR_CODES, why: stri
   assert.equal((JSON.parse(res.body) as { error: { code: string } }).error.code, code, why);
 }
 
-test("issue 15 finding: a second Authorization header is refused 400 before auth, whichever comes first; a logout so sent ends nothing (spec §5)", async (t) => {
+test("a second Authorization header is refused 400 before auth, whichever comes first; a logout so sent ends nothing (spec §5)", async (t) => {
   const { h, port } = await listen(t);
   const good = `Bearer ${h.token}`;
   for (const pair of [[good, "Bearer x"], ["Bearer x", good], [good, good]]) {
@@ -42,7 +42,7 @@ test("issue 15 finding: a second Authorization header is refused 400 before auth
   assert.equal((await rawExchange(port, [encode({ method: "GET", target: "/api/v1/configs", headers: [["Authorization", good]] })])).status, 200);
 });
 
-test("issue 15 finding: Transfer-Encoding other than plain chunked (gzip, chunked) is refused 400, nothing runs", async (t) => {
+test("Transfer-Encoding other than plain chunked (gzip, chunked) is refused 400, nothing runs", async (t) => {
   const { h, port } = await listen(t);
   const before = h.fingerprint();
   const res = await rawExchange(port, [
@@ -57,7 +57,7 @@ test("issue 15 finding: Transfer-Encoding other than plain chunked (gzip, chunke
   assert.match(chunked.body, /body/);
 });
 
-test("issue 15 finding: integer query parameters take plain decimals only (0x10, 1e3, ' 1', 010 are refused; 16 works)", async (t) => {
+test("integer query parameters take plain decimals only (0x10, 1e3, ' 1', 010 are refused; 16 works)", async (t) => {
   const { h, port } = await listen(t);
   const cfg = await h.req("POST", "/api/v1/configs", { name: "m", tunnel_protocol: "wireguard", network_cidr: "10.20.0.0/24" });
   const node = await h.req("POST", `/api/v1/configs/${cfg.json.config_id}/nodes`, { name: "n", mode: "static" });
@@ -71,7 +71,7 @@ test("issue 15 finding: integer query parameters take plain decimals only (0x10,
   assert.equal((await get(`${base}/timeline?before=16`)).status, 200);
 });
 
-test("issue 15 finding: a body that never finishes is answered 408 REQUEST_TIMEOUT at SVC_HTTP_REQUEST_TIMEOUT_MS and the connection closed", async (t) => {
+test("a body that never finishes is answered 408 REQUEST_TIMEOUT at SVC_HTTP_REQUEST_TIMEOUT_MS and the connection closed", async (t) => {
   const { h, port } = await listen(t, { httpRequestTimeoutMs: 1000 });
   const before = h.fingerprint();
   const head = encode({ method: "POST", target: "/api/v1/configs", headers: [["Authorization", `Bearer ${h.token}`], ["Content-Type", "application/json"], ["Content-Length", "64"]] });

@@ -16,7 +16,7 @@ import { encode, rawExchange, type RawAnswer, type RawRequest } from "./http-raw
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
- * Issue 15 item 1: HTTP fuzzing of every route of the OpenAPI document over real HTTP (raw
+ * HTTP fuzzing of every route of the OpenAPI document over real HTTP (raw
  * sockets) against a real service on a real SQLite file. Each request is hostile by construction;
  * each answer must be a 4xx carrying the registry's error body (`src/errors.ts`, DESIGN §3), never
  * a success, never a 5xx, and the database fingerprint (SHA-256 over every row of every table)
@@ -207,7 +207,7 @@ const CLASSES: Record<string, Gen> = {
       }
     }
     for (const r of routes.filter((x) => x.queryParams.includes("limit"))) {
-      // One past the route's bound: every list's PAGE_LIMIT_MAX, the pair list's PAIR_PAGE_LIMIT_MAX (issue 14).
+      // One past the route's bound: every list's PAGE_LIMIT_MAX, the pair list's PAIR_PAGE_LIMIT_MAX.
       const pastMax = String((r.path.endsWith("/mesh-pairs") ? PAIR_PAGE_LIMIT_MAX : PAGE_LIMIT_MAX) + 1);
       for (const v of ["0", "-1", pastMax, "10001", "4294967297", "9007199254740993", "1e3", "0x10", "1.5", "", "%201", "1%00"]) {
         out.push({ cls: "numbers at and past bounds", req: { method: r.method, target: `${fill(r.path, fx.ids)}?limit=${v}`, headers: auth(r, fx) } });
@@ -383,7 +383,7 @@ const CLASSES: Record<string, Gen> = {
     const out: Case[] = [];
     const cidrs = ["0.0.0.0/0", "::ffff:10.0.0.0/104", "::ffff:10.0.0.0/8", "10.0.0.0/33", "10.0.0.0/-1", "10.0.0.0/", "/24", "10.0.0.0/24 ", "010.000.000.000/24", "10.0.0.0/0x18", "127.0.0.0/8", "224.0.0.0/4", "169.254.0.0/16", "255.255.255.255/32", "0.0.0.0/8", "10.0.0.0/1", "1e1.0.0.0/24", "10.0.0.0/24/24"];
     // A port forward's target may be any IPv4 address (0.0.0.0, 255.255.255.255 and the network's
-    // own network address are accepted there: reported to the lead, issue 15), so the unspecified,
+    // own network address are accepted there: reported to the lead), so the unspecified,
     // broadcast, network and outside addresses go to node addresses only.
     const addresses = ["::ffff:10.20.0.5", "::ffff:127.0.0.1", "010.020.000.005", "10.20.0.5/32", "10.20.0.256", "::1"];
     for (const r of bodyRoutes(routes)) {
@@ -682,7 +682,7 @@ function judge(c: Case, res: RawAnswer, path: string): string | undefined {
   return undefined;
 }
 
-test("issue 15 item 1, DESIGN §3, spec §5/§7: ≥ 1,000 generated hostile requests over ≥ 25 threat classes against every OpenAPI route answer a registered 4xx error, never a success or 5xx, and change nothing", { timeout: 120_000 }, async (t) => {
+test("DESIGN §3, spec §5/§7: ≥ 1,000 generated hostile requests over ≥ 25 threat classes against every OpenAPI route answer a registered 4xx error, never a success or 5xx, and change nothing", { timeout: 120_000 }, async (t) => {
   console.log(`http-fuzz seed: ${SEED} (replay with HTTP_FUZZ_SEED=${SEED})`);
   const started = Date.now();
   const dataDir = mkdtempSync(join(tmpdir(), "svc-fuzz-"));

@@ -11,7 +11,7 @@ import { mulberry32, seedFromEnv } from "./seed.js";
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
- * MQTT fuzzing (issue 15 item 2) against the real embedded aedes broker and the backend behind
+ * MQTT fuzzing against the real embedded aedes broker and the backend behind
  * it. An authenticated agent (node A) and unauthenticated clients send generated packets and
  * payloads; raw packets are written with `mqtt-packet` where mqtt.js would refuse to send them.
  * Seeded (SVC_TEST_SEED); the seed and a table of packets per class are printed.

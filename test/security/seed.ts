@@ -1,5 +1,5 @@
 /**
- * The seed of the generated security tests (issue 15): `SVC_TEST_SEED` when set (to reproduce a
+ * The seed of the generated security tests: `SVC_TEST_SEED` when set (to reproduce a
  * failure), else a fixed default, so CI runs are repeatable. Each test prints the seed it used.
  */
 export function seedFromEnv(fallback = 15_2026): number {

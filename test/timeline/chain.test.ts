@@ -17,8 +17,8 @@ import { CONFIG, log, seedNodes, tempDbFile } from "../actors/harness.js";
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
- * The flight recorder's storage (issue 13 item 3; docs/decisions.md "Issue 13: recorder cost",
- * "Issue 13: recorder cost, compact rows", migrations 0006 and 0010): rows appended with no
+ * The flight recorder's storage (docs/history/decisions-2026.md "recorder cost",
+ * "recorder cost, compact rows", migrations 0006 and 0010): rows appended with no
  * per-node index, each linked to its node's previous row; the node's newest row in its
  * `node_client_state.transition_head`; state values interned. Real SQLite files; no service.
  */
@@ -67,7 +67,7 @@ const ats = (rows: Array<{ at: number }>) => rows.map((r) => r.at - 1_000);
 const stored = (store: Store, nodeId: string) =>
   (sqliteOf(store).prepare("SELECT count(*) AS n FROM node_transitions WHERE node_id = ?").get(nodeId) as { n: number }).n;
 
-test("issue 13 item 3: pages read newest first through each node's chain, interleaved with other nodes' rows, `before` exclusive", async (t) => {
+test("pages read newest first through each node's chain, interleaved with other nodes' rows, `before` exclusive", async (t) => {
   const store = await storeWith(t, ["n1", "n2"]);
   insertRounds(store, ["n1", "n2"], 7);
   const first = listNodeTransitions(sqliteOf(store), "n1", ALL, 3);
@@ -86,7 +86,7 @@ test("issue 13 item 3: pages read newest first through each node's chain, interl
   );
 });
 
-test("issue 13 item 3, the cap: the cut-off is the keep-th newest row once a node holds more than keep; retention deletes below it in chunks, keeping the chain whole", async (t) => {
+test("the cap: the cut-off is the keep-th newest row once a node holds more than keep; retention deletes below it in chunks, keeping the chain whole", async (t) => {
   const store = await storeWith(t, ["n1", "n2"]);
   const keep = 8;
   assert.equal(timelineSlack(keep), 2, "the registry asks for a check once per keep/4 new rows of a node");
@@ -114,7 +114,7 @@ test("issue 13 item 3, the cap: the cut-off is the keep-th newest row once a nod
   assert.equal(stored(store, "n1"), keep + 1);
 });
 
-test("issue 13 item 3: deleting a node deletes its rows (client state by cascade, chain by trigger); ids are never given again", async (t) => {
+test("deleting a node deletes its rows (client state by cascade, chain by trigger); ids are never given again", async (t) => {
   const store = await storeWith(t, ["n1", "n2"]);
   insertRounds(store, ["n2", "n1"], 5); // n1 holds the newest row of the table
   const newest = listNodeTransitions(sqliteOf(store), "n1", ALL, 1)[0]?.transition_id ?? Number.NaN;
@@ -126,7 +126,7 @@ test("issue 13 item 3: deleting a node deletes its rows (client state by cascade
   assert.ok((listNodeTransitions(sqliteOf(store), "n2", ALL, 1)[0]?.transition_id ?? 0) > newest, "ids of deleted rows are never given again");
 });
 
-test("issue 13 item 3: migrations 0006 and 0010 carry the rows stored by 0005 (ids, chains, values, heads, the id counter)", async (t) => {
+test("migrations 0006 and 0010 carry the rows stored by 0005 (ids, chains, values, heads, the id counter)", async (t) => {
   const file = tempDbFile(t);
   const sqlite = new SQLite(file);
   sqlite.pragma("foreign_keys = ON");
@@ -186,7 +186,7 @@ test("issue 13 item 3: migrations 0006 and 0010 carry the rows stored by 0005 (i
   assert.deepEqual(listNodeTransitions(sqliteOf(store), "n1", ALL, 2).map((r) => r.transition_id), [9, 7], "ids go on after the migrated ones, past the deleted 8");
 });
 
-test("issue 13 item 3: several rows of one node in one group commit chain in order and move its head once", async (t) => {
+test("several rows of one node in one group commit chain in order and move its head once", async (t) => {
   const store = await storeWith(t, ["n1", "n2"]);
   insertRounds(store, ["n1"], 1);
   commit(store, [row("n1", 1), row("n2", 1), row("n1", 2), row("n1", 3)]);
@@ -215,7 +215,7 @@ test("issue 13 item 3: several rows of one node in one group commit chain in ord
   assert.equal(listNodeTransitions(sqliteOf(store), "n2", ALL, 1)[0]?.transition_id, 6, "the id counter moved past the packed row (not only to its first id)");
 });
 
-test("issue 13 item 3: a node with more transitions in one group commit than a row packs (64) gets several rows, chained in order, ids consecutive; another node's rows in between keep theirs", async (t) => {
+test("a node with more transitions in one group commit than a row packs (64) gets several rows, chained in order, ids consecutive; another node's rows in between keep theirs", async (t) => {
   const store = await storeWith(t, ["n1", "n2"]);
   const rows: NewNodeTransition[] = [];
   for (let n = 0; n < 150; n++) rows.push(row("n1", n), ...(n % 50 === 0 ? [row("n2", n)] : []));
@@ -231,7 +231,7 @@ test("issue 13 item 3: a node with more transitions in one group commit than a r
   assert.equal(headOf(store, "n1"), 129, "n1's head is its third row (ids 129..150)");
 });
 
-test("issue 13 item 3, the cap over packed rows: the cut-off is the row where the chain reaches keep transitions; nothing is cut while within the cap", async (t) => {
+test("the cap over packed rows: the cut-off is the row where the chain reaches keep transitions; nothing is cut while within the cap", async (t) => {
   const store = await storeWith(t, ["n1"]);
   commit(store, [0, 1, 2].map((n) => row("n1", n))); // one row of 3
   commit(store, [3, 4].map((n) => row("n1", n))); // one row of 2

@@ -4,7 +4,7 @@ import { startSseServer, type SseServer } from "../events/sse-harness.js";
 import { api, bind, connectAgent, dynamicNode, envelope, eventually, status } from "../control/agent-harness.js";
 
 /**
- * Issue 13 item 5, "watch a whole config": `GET /api/v1/configs/{config_id}/timeline/latest`
+ * Watching a whole config: `GET /api/v1/configs/{config_id}/timeline/latest`
  * answers the newest flight-recorder row of each node of the config. Real service over real
  * HTTP, real SQLite file, the embedded aedes broker on port 0, an MQTT.js client as the agent,
  * a ManualClock.
@@ -24,7 +24,7 @@ async function newest(s: SseServer, configId: string, nodeId: string): Promise<R
   return { node_id: nodeId, ...res.json.transitions[0] };
 }
 
-test("issue 13 item 5, spec §3.1 §6.4 rule 3: /timeline/latest answers exactly one row per node of the config, the newest, and none of another config", async (t) => {
+test("spec §3.1 §6.4 rule 3: /timeline/latest answers exactly one row per node of the config, the newest, and none of another config", async (t) => {
   const s = await startSseServer(t);
   const { configId, nodeId: bound } = await dynamicNode(s);
   s.clock.advance(1000);
@@ -59,7 +59,7 @@ test("issue 13 item 5, spec §3.1 §6.4 rule 3: /timeline/latest answers exactly
   assert.deepEqual(otherRows.map((r) => [r.node_id, r.event]), [[other.nodeId, "client.bound"]]);
 });
 
-test("issue 13 item 5: /timeline/latest of an unknown config answers NOT_FOUND; without a token 401", async (t) => {
+test("/timeline/latest of an unknown config answers NOT_FOUND; without a token 401", async (t) => {
   const s = await startSseServer(t);
   const { configId } = await dynamicNode(s);
   const res = await api(s, "GET", "/api/v1/configs/cf_00000000000000000000000000/timeline/latest");

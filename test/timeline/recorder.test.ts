@@ -9,7 +9,7 @@ import { api, bind, connectAgent, dynamicNode, envelope, eventually, nextMessage
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
- * Issue 13 item 3, the flight recorder: real service over real HTTP, real SQLite file, the
+ * The flight recorder: real service over real HTTP, real SQLite file, the
  * embedded aedes broker on port 0, MQTT.js clients as agents, a ManualClock (nothing sleeps).
  */
 
@@ -93,7 +93,7 @@ async function lifeOfANode(s: SseServer, t: TestContext) {
   return { configId, nodeId, p, startRequestId: start.json.request_id as string, afterFirst, afterRepeat };
 }
 
-test("issue 13, spec §3.1 §3.2 §3.3 §6.4 rules 3 and 6: bind → first heartbeat → start → will → reconnect records exactly these transitions, newest first, with their sources, request ids and routes; the repeated heartbeat records none", async (t) => {
+test("spec §3.1 §3.2 §3.3 §6.4 rules 3 and 6: bind → first heartbeat → start → will → reconnect records exactly these transitions, newest first, with their sources, request ids and routes; the repeated heartbeat records none", async (t) => {
   const s = await startSseServer(t);
   const life = await lifeOfANode(s, t);
   const { transitions } = await timeline(s, life.configId, life.nodeId);
@@ -139,7 +139,7 @@ test("issue 13, spec §3.1 §3.2 §3.3 §6.4 rules 3 and 6: bind → first heart
   assert.deepEqual(ids, [...ids].sort((a, b) => b - a), "newest first");
 });
 
-test("issue 13: the timeline pages newest first by `before`, and a request for an unknown node or config answers NOT_FOUND", async (t) => {
+test("the timeline pages newest first by `before`, and a request for an unknown node or config answers NOT_FOUND", async (t) => {
   const s = await startSseServer(t);
   const life = await lifeOfANode(s, t);
   const all = (await timeline(s, life.configId, life.nodeId)).transitions.map((r) => r.transition_id);
@@ -169,7 +169,7 @@ test("issue 13: the timeline pages newest first by `before`, and a request for a
   assert.equal(anonymous.status, 401, "admin auth");
 });
 
-test("issue 13: a restart keeps the timeline and the live state (the restored node answers from its stored snapshot, and restarting records nothing)", async (t) => {
+test("a restart keeps the timeline and the live state (the restored node answers from its stored snapshot, and restarting records nothing)", async (t) => {
   const s = await startSseServer(t);
   const life = await lifeOfANode(s, t);
   const before = await timeline(s, life.configId, life.nodeId);
@@ -190,7 +190,7 @@ test("issue 13: a restart keeps the timeline and the live state (the restored no
   assert.deepEqual(restored.context, live.context);
 });
 
-test("issue 13: the cap holds — each node keeps its newest SVC_TIMELINE_MAX_PER_NODE transitions, pruned in the background", async (t) => {
+test("the cap holds — each node keeps its newest SVC_TIMELINE_MAX_PER_NODE transitions, pruned in the background", async (t) => {
   const s = await startSseServer(t, {}, { settings: { timelineMaxPerNode: 3 } });
   const { configId, nodeId } = await dynamicNode(s);
   const p = await bind(s, configId, nodeId);
@@ -212,7 +212,7 @@ test("issue 13: the cap holds — each node keeps its newest SVC_TIMELINE_MAX_PE
   );
 });
 
-test("issue 13 item 2: /machine answers the active state per region and the context summary from the live actor", async (t) => {
+test("/machine answers the active state per region and the context summary from the live actor", async (t) => {
   const s = await startSseServer(t);
   const life = await lifeOfANode(s, t);
   const m = await machine(s, life.configId, life.nodeId);

@@ -7,8 +7,8 @@ import { CONFIG, log, openStores, seedNodes, tempDbFile } from "../actors/harnes
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
- * The flight recorder inside the registry's group commit (src/actors/registry.ts, issue 13 item
- * 3): a real SQLite file, the real node machine, a ManualClock. Timers (the detect timeout, the
+ * The flight recorder inside the registry's group commit (src/actors/registry.ts): a
+ * real SQLite file, the real node machine, a ManualClock. Timers (the detect timeout, the
  * presence sweep's TTL check) record source `timer`; rows commit with the state they lead to
  * (persist before emit).
  */
@@ -50,7 +50,7 @@ function rows(sqlite: Parameters<typeof listNodeTransitions>[0], nodeId: string)
   return listNodeTransitions(sqlite, nodeId, Number.MAX_SAFE_INTEGER, 1000);
 }
 
-test("issue 13, spec §3.1 §6.4 rule 8: a detect that times out records the `after` timer as source `timer` (presence online → dropped), the detect as source `detect`", async (t) => {
+test("spec §3.1 §6.4 rule 8: a detect that times out records the `after` timer as source `timer` (presence online → dropped), the detect as source `detect`", async (t) => {
   const h = await open(t);
   await h.registry.send(CONFIG, "n1", { type: "mqtt.signal", at: h.clock.now(), source: "heartbeat", wgOnline: true });
   h.clock.advance(1000);
@@ -70,7 +70,7 @@ test("issue 13, spec §3.1 §6.4 rule 8: a detect that times out records the `af
   assert.equal(JSON.parse(detect?.value_after ?? "null").probe, "waiting");
 });
 
-test("issue 13, spec §3.1 heartbeat timeout: the presence sweep's TTL check records source `timer`; rows are committed before the status notification (persist before emit)", async (t) => {
+test("spec §3.1 heartbeat timeout: the presence sweep's TTL check records source `timer`; rows are committed before the status notification (persist before emit)", async (t) => {
   const h = await open(t);
   await h.registry.send(CONFIG, "n1", { type: "mqtt.signal", at: h.clock.now(), source: "heartbeat" });
   const before = rows(sqliteOf(h.reader), "n1").length;
@@ -84,7 +84,7 @@ test("issue 13, spec §3.1 heartbeat timeout: the presence sweep's TTL check rec
   assert.equal(h.seenAtEmit.at(-1), before + 1);
 });
 
-test("issue 13 item 3, the cap: once keep + slack rows came since the last cut, retention is handed a cut-off with exactly keep or more of the node's rows at or above it, all newer than the ones below", async (t) => {
+test("the cap: once keep + slack rows came since the last cut, retention is handed a cut-off with exactly keep or more of the node's rows at or above it, all newer than the ones below", async (t) => {
   const h = await open(t);
   const toggle = async (i: number) => {
     h.clock.advance(1000);
@@ -109,7 +109,7 @@ test("issue 13 item 3, the cap: once keep + slack rows came since the last cut, 
   assert.equal(ids.indexOf(cutoff) - ids.indexOf(next), SLACK, "the cut moved up by slack rows");
 });
 
-test("issue 13: heartbeats that change nothing record nothing, and a change of a shown context field alone (client version) records a row", async (t) => {
+test("heartbeats that change nothing record nothing, and a change of a shown context field alone (client version) records a row", async (t) => {
   const h = await open(t);
   await h.registry.send(CONFIG, "n1", { type: "mqtt.signal", at: h.clock.now(), source: "heartbeat", wgOnline: true });
   const n = rows(sqliteOf(h.reader), "n1").length;

@@ -6,12 +6,12 @@ import { api, connectAgent, dynamicNode, envelope, eventually, status } from "..
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
- * Issue 13: no secret leaves through the machine endpoints, and what a snapshot restore does to
- * the flight recorder (docs/decisions.md "Issue 13: flight recorder": cleared with the nodes it
+ * No secret leaves through the machine endpoints, and what a snapshot restore does to
+ * the flight recorder (docs/history/decisions-2026.md "flight recorder": cleared with the nodes it
  * described; each restored node starts over with one `restore` row).
  */
 
-test("issue 13, DESIGN §3 secrets: no stored secret (broker password and its hash, bind token, node private key, admin password and token, backend broker password, authz key, sealed broker passwords) appears in any /machines, /machine or /timeline answer", async (t) => {
+test("DESIGN §3 secrets: no stored secret (broker password and its hash, bind token, node private key, admin password and token, backend broker password, authz key, sealed broker passwords) appears in any /machines, /machine or /timeline answer", async (t) => {
   const s = await startSseServer(t);
   const { configId, nodeId } = await dynamicNode(s);
   const cmd = await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/bind-command`);
@@ -61,7 +61,7 @@ test("issue 13, DESIGN §3 secrets: no stored secret (broker password and its ha
   }
 });
 
-test("issue 13, spec §2.4: a snapshot restore clears the restored nodes' flight recorder; each node starts over with one `restore` row naming the restore route, from no state to its fresh one", async (t) => {
+test("spec §2.4: a snapshot restore clears the restored nodes' flight recorder; each node starts over with one `restore` row naming the restore route, from no state to its fresh one", async (t) => {
   const s = await startSseServer(t);
   const { configId, nodeId } = await dynamicNode(s);
   await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/bind-command`);

@@ -6,7 +6,7 @@ import { nodeMachine } from "../../src/machines/node.machine.js";
 import { createActor } from "xstate";
 
 /**
- * Issue 13 item 3, the recorder's interned state-value texts (docs/decisions.md "Issue 13: recorder
+ * The recorder's interned state-value texts (docs/history/decisions-2026.md "recorder
  * cost, compact rows"): whatever values arrive, in whatever order, the text is the value's JSON.
  * A trie whose paths could collide would answer an earlier value's text for a later one.
  */
@@ -18,7 +18,7 @@ const stateValue = fc.letrec((tie) => ({
   value: fc.oneof({ depthSize: "small" }, names, fc.dictionary(names, tie("value"), { maxKeys: 4 })),
 })).value;
 
-test("issue 13 item 3: the interned text of every state value equals its JSON.stringify, across any sequence of values (fast-check)", () => {
+test("the interned text of every state value equals its JSON.stringify, across any sequence of values (fast-check)", () => {
   fc.assert(
     fc.property(fc.array(fc.oneof(stateValue, fc.constantFrom(1, true, null, 0)), { minLength: 1, maxLength: 40 }), (values) => {
       const texts = new StateValueTexts();
@@ -30,7 +30,7 @@ test("issue 13 item 3: the interned text of every state value equals its JSON.st
   );
 });
 
-test("issue 13 item 3: values whose keys and leaves read the same in order get their own texts (object ends, object starts, scalars)", () => {
+test("values whose keys and leaves read the same in order get their own texts (object ends, object starts, scalars)", () => {
   const pairs: Array<[unknown, unknown]> = [
     [{ a: { b: "x" }, c: "y" }, { a: { b: "x", c: "y" } }],
     [{ a: { b: "c" } }, { a: "b", c: {} }],
@@ -46,7 +46,7 @@ test("issue 13 item 3: values whose keys and leaves read the same in order get t
   }
 });
 
-test("issue 13 item 3: the node machine's own state values intern to their JSON (a live actor's values)", () => {
+test("the node machine's own state values intern to their JSON (a live actor's values)", () => {
   const texts = new StateValueTexts();
   const actor = createActor(nodeMachine, { input: { configId: "c", nodeId: "n", mode: "dynamic", onlineTtlMs: 1000, detectTimeoutMs: 1000 } });
   actor.start();
