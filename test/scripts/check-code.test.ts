@@ -144,7 +144,7 @@ describe("scripts/check-code.ts: the console (web/src) keeps the same shape", ()
   });
 });
 
-describe("scripts/check-code.ts: no comment, test name or doc cites an issue or a work session", () => {
+describe("scripts/check-code.ts: no comment, test name or doc cites an issue number or a session of work", () => {
   // The citations are assembled from parts so that this file does not cite anything itself.
   const issue = (n: number) => `issue ${n}`;
   const session = (ordinal: string) => `${ordinal} session`;
