@@ -178,10 +178,11 @@ const ISSUE_CITATION = /\bissues?\s*#?\d+/i;
 
 /**
  * A work-session citation: an ordinal session ("eighth session", "3rd-session"), "this session"
- * or "work session". Domain sessions (admin, MQTT, SSE, `session_present`) have no ordinal.
+ * or "work session". Domain sessions (admin, MQTT, SSE, `session_present`) have no ordinal; "a
+ * work-session citation", the name of this rule, is not one either (a hyphen, not a space).
  */
 const SESSION_CITATION =
-  /\b(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|\d+(?:st|nd|rd|th))[- ]session\b|\b(?:this|work)[- ]session\b/i;
+  /\b(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|\d+(?:st|nd|rd|th))[- ]session\b|\b(?:this|work) session\b/i;
 
 /** Every line of a text that cites an issue or a work session, as `citation` findings (column 1). */
 export function citationsOf(file: string, text: string): Finding[] {
