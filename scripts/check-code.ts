@@ -12,8 +12,8 @@
  *
  * 1. **No non-null assertion.** Every `NonNullExpression` (`x!`, `a[i]!.b`, `f()!`) is reported:
  *    narrow the value instead (a check that throws or returns, a default, a type whose field is
- *    not optional), or call `must(x, why)` from `src/lib/must.ts` where the value exists by
- *    construction. No allow-list: a new `!` fails.
+ *    not optional; where the value exists by construction, a check that throws and says why).
+ *    No allow-list: a new `!` fails.
  * 2. **No long function.** A function (declaration, expression, arrow, method, constructor,
  *    accessor) spanning more than {@link MAX_FUNCTION_LINES} lines, counted from the line of
  *    its first token to the line of its last, nested functions included (a factory that
