@@ -30,7 +30,7 @@ function withDb<T>(bytes: Buffer, fn: (db: SQLite.Database) => T): T {
   }
 }
 
-test("issue 5 item 4: a snapshot is a zip of manifest.json + svc.db; listed newest first with the zip's size and sha256", async (t) => {
+test("a snapshot is a zip of manifest.json + svc.db; listed newest first with the zip's size and sha256", async (t) => {
   const h = await startBackupsHarness(t);
   const config = await createConfig(h, { name: "office" });
   await createNode(h, config.config_id, { public_address: "192.0.2.1" });
@@ -171,7 +171,7 @@ async function capture(h: Harness): Promise<Record<string, unknown>> {
   return out;
 }
 
-test("issue 5 item 4: restore brings configs, nodes, mesh pairs, port forwards and staged configs back exactly, and rehydrates every actor", async (t) => {
+test("restore brings configs, nodes, mesh pairs, port forwards and staged configs back exactly, and rehydrates every actor", async (t) => {
   const h = await startBackupsHarness(t);
   const a = await createConfig(h, { name: "office", network_cidr: "10.30.0.0/24" });
   const b = await createConfig(h, { name: "lab", tunnel_protocol: "awg_2", network_cidr: "10.31.0.0/24" });

@@ -29,7 +29,7 @@ async function fullMesh(h: Harness, configId: string, n: number): Promise<string
   return ids;
 }
 
-test("issue 14 / spec §6.5 connections: mesh-pair pages cover every pair once, in creation order, and the unpaged answer is the same list with next_cursor null", async (t) => {
+test("spec §6.5 connections: mesh-pair pages cover every pair once, in creation order, and the unpaged answer is the same list with next_cursor null", async (t) => {
   const h = await startHarness(t);
   const config = await createConfig(h);
   await fullMesh(h, config.config_id, 8); // 28 pairs
@@ -50,7 +50,7 @@ test("issue 14 / spec §6.5 connections: mesh-pair pages cover every pair once, 
   assert.deepEqual(seen, all.mesh_pairs, "the pages, joined, are the unpaged list (same order, same integrity)");
 });
 
-test("issue 14 / spec §6.5 connections: node_id= answers exactly that node's pairs with their integrity, paged with a cursor bound to the node", async (t) => {
+test("spec §6.5 connections: node_id= answers exactly that node's pairs with their integrity, paged with a cursor bound to the node", async (t) => {
   const h = await startHarness(t);
   const config = await createConfig(h);
   const ids = await fullMesh(h, config.config_id, 6);

@@ -42,7 +42,7 @@ function publishedCommands(s: SseServer): number {
   return row.n;
 }
 
-test("GET /api/v1/metrics: every family with its labels, values following real nodes, commands, MQTT messages, drops and SSE (issue 6 item 6)", async (t) => {
+test("GET /api/v1/metrics: every family with its labels, values following real nodes, commands, MQTT messages, drops and SSE", async (t) => {
   const s = await startSseServer(t);
   let text = await scrape(s);
   assert.equal(familyType(await scrape(s, "/metrics"), "svc_nodes"), "gauge", "the root alias serves the same registry");
