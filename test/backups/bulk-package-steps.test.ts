@@ -1,5 +1,5 @@
 /**
- * Issue 14 item 2: building a bulk package (spec §2.3, §4 rule 8) yields to the event loop
+ * Building a bulk package (spec §2.3, §4 rule 8) yields to the event loop
  * between nodes and between zip entries once a turn has used its step, so a package of a large
  * mesh (~100 MB of config text, most rendered on demand) blocks no turn for long. Real SQLite, a
  * real MeshService, a real zip read back; turns are counted, not timed (step 0: a turn per node).

@@ -16,15 +16,15 @@ import { assertHttpError, buildZip, importAndRestore, importZip, packSnapshot, s
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
- * Issue 10 "Security: fix first": a snapshot is input from whoever handed the operator the zip.
+ * A snapshot is input from whoever handed the operator the zip.
  * Its manifest digest is written by that author, so nothing in it is trusted: every row is
  * checked with the API's rules before anything is written, configs are re-rendered, broker
- * credentials and machine snapshots are dropped (docs/decisions.md, "Issue 10: snapshot restore").
+ * credentials and machine snapshots are dropped (docs/history/decisions-2026.md "snapshot restore").
  */
 
 const sha256 = (b: Buffer | string) => createHash("sha256").update(b).digest("hex");
 
-/** The crafted machine snapshot of the issue's HIGH 1 finding. */
+/** A machine snapshot shaped like XState's but in a state the node machine does not have: trusted, it would break restore and every later start. */
 const CRAFTED_MACHINE = JSON.stringify({ status: "active", value: { x: "y" }, context: { lastSignalAt: null } });
 
 /** An edited copy of a database (in memory; the input is not changed). */
@@ -97,7 +97,7 @@ test("spec §2.4/§6.3: a staged config text with PostUp from a snapshot is neve
   const before = { a: (await h.req("GET", url(a))).json, b: (await h.req("GET", url(b))).json };
   const evil = "PostUp = touch /tmp/svc-pwned";
   const db = tamper(await snapshotDb(h), (d) => {
-    // a: the text and its sha both updated, in the node and on the text (what the issue found);
+    // a: the text and its sha both updated, in the node and on the text (a consistent forgery);
     // b: the text alone (its labels still name the renderer's sha).
     const textA = `${before.a.config_text}${evil}\n`;
     d.prepare("UPDATE node_staged_texts SET config_text = ?, config_sha256 = ? WHERE node_id = ?").run(textA, sha256(textA), a.node_id);
@@ -325,7 +325,7 @@ test("spec §2.4: at cold start a node whose stored state cannot be restored is 
     return JSON.stringify(copy);
   };
   const bad = [
-    CRAFTED_MACHINE, // the issue's finding
+    CRAFTED_MACHINE, // a state the machine does not have
     "{not json",
     variant(badIds[2]!, (v) => (v.value.presence = "teleported")),
     variant(badIds[3]!, (v) => (v.context.nodeId = good)), // another node's state

@@ -225,7 +225,7 @@ test("restore brings configs, nodes, mesh pairs, port forwards and staged config
   assert.equal(registry.size, actorsBefore);
   assert.equal(registry.has(c.config_id, c1.node_id), false);
   assert.equal(registry.has(a.config_id, a3.node_id), true);
-  // Projections as before, except what a restore never takes from a snapshot (issue 10): the
+  // Projections as before, except what a restore never takes from a snapshot (nothing in it is trusted): the
   // machine state starts fresh from the columns, so the bind token the restore dropped is gone.
   assert.equal(projectionBefore.bindToken, "valid");
   assert.deepEqual(registry.projection(a.config_id, a2.node_id), { ...projectionBefore, bindToken: "none" });

@@ -1,5 +1,5 @@
 /**
- * The console's static files (issue 12; DESIGN §2 `src/http` "the console's static files"):
+ * The console's static files (DESIGN §2 `src/http` "the console's static files"):
  * SPA fallback, caching, CSP, API errors untouched, and a clear answer without a build.
  */
 import assert from "node:assert/strict";

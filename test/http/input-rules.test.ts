@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { assertError, createConfig, createNode, startHarness } from "./harness.js";
 
-/** Issue 10 "Security: fix first", LOW findings on the REST boundary (DESIGN §5: every boundary validates). */
+/** Values the REST boundary refuses although they fit a field's shape: no host or kernel would take them (DESIGN §5: every boundary validates). */
 
 const RESERVED_NETWORKS = [
   "0.0.0.0/8", // "this network"

@@ -3,7 +3,7 @@ import { test } from "node:test";
 import { assertError, createConfig, createNode, startHarness, type Harness } from "./harness.js";
 
 /**
- * Issue 14, the mesh-pair list at scale: `GET /api/v1/configs/{id}/mesh-pairs` answers keyset
+ * The mesh-pair list at scale: `GET /api/v1/configs/{id}/mesh-pairs` answers keyset
  * pages (`limit`, opaque `cursor`, `next_cursor`) in creation order, and `node_id=` answers one
  * node's pairs only, each with its connection integrity (spec §6.5 `workspace.connections[*]`).
  * Without `limit` a page holds up to 10,000 pairs: small meshes answer in one page, as before.

@@ -15,7 +15,7 @@ import { ADMIN_PASSWORD, assertError, startHarness } from "./harness.js";
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
- * `GET /api/v1/metrics` and its root alias `GET /metrics` (issue 6 item 6, issue 10 fix 5): Prometheus text format from the service's own prom-client
+ * `GET /api/v1/metrics` and its root alias `GET /metrics`: Prometheus text format from the service's own prom-client
  * registry, values read from live state at scrape time. Driven through real HTTP, a real aedes
  * broker and an MQTT.js agent.
  */

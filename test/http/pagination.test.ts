@@ -5,7 +5,7 @@ import { assertError, createConfig, createNode, startHarness, type Harness } fro
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
- * Issue 14 item 5, lists for big fleets: nodes, configs and control logs are keyset pages
+ * Lists for big fleets: nodes, configs and control logs are keyset pages
  * (`limit`, opaque `cursor`, `next_cursor`), filtered in the store; node counts by state. The
  * states filtered and counted are the ones the node view shows (presence spec §3.1, sync spec
  * §3.5; the console re-derives nothing, spec §6.5 rule 7). Over real HTTP routing (inject) on a

@@ -1,5 +1,5 @@
 /**
- * Issue 14 item 1: the lazy / incremental staging path (src/store/staging.ts) gives byte-for-byte
+ * The lazy / incremental staging path (src/store/staging.ts) gives byte-for-byte
  * the config text, sha and version of a full re-render after every mesh write (DESIGN §3 Config
  * versions: the version increments only when the text changes; spec §3.5, §3.8: the text the
  * agent receives hashes to the staged sha). Property-based over random sequences of 200 writes

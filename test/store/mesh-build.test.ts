@@ -1,5 +1,5 @@
 /**
- * Issue 14 item 4 (a 5,000-node full mesh built over REST): the storage side of a node joining
+ * A 5,000-node full mesh built over REST, its storage side of a node joining
  * a full mesh. Its n − 1 pairs are inserted by one `INSERT … SELECT` with ids made of one
  * per-write prefix and the row's number (src/store/mesh-pairs.repository.ts
  * `insertPairsWithAll`), and the store opens with the page cache and checkpoint interval the

@@ -1,6 +1,6 @@
 /**
- * Migration 0011_mesh_pair_sides (docs/decisions.md "Issue 14: the 5,000-node build
- * (2026-11-26)"): `mesh_pairs` without the index on `node_b` and without the foreign key that
+ * Migration 0011_mesh_pair_sides (docs/history/decisions-2026.md "the 5,000-node build"):
+ * `mesh_pairs` without the index on `node_b` and without the foreign key that
  * needed it; triggers keep the key's guarantees. Real SQLite files.
  */
 import assert from "node:assert/strict";

@@ -11,7 +11,7 @@ import { emptyNodeStateCounts, nodePage, nodeScanBoundary, nodeStateCounts, tags
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
- * Issue 14 item 5: the node list's filters and counts run in SQL (PRESENCE_SQL, SYNC_SQL of
+ * The node list's filters and counts run in SQL (PRESENCE_SQL, SYNC_SQL of
  * src/store/node-list.repository.ts), while every answer derives presence and sync state with
  * `clientView` (src/services/views.ts; spec §3.1, §3.5, §6.5 rule 7). These properties hold the two
  * derivations to each other for random node states, with MQTT services on and off (spec §1.7),

@@ -1,5 +1,5 @@
 /**
- * Issue 14 items 2 and 4: the node views of a whole config (the mesh page's workspace
+ * The node views of a whole config (the mesh page's workspace
  * `GET /api/v1/configs/{id}`, overviews `config.overview.updated`, spec §6.5) are read from the
  * covering index `nodes_views` (migration 0012) without touching the table, whose rows carry the
  * ~100 KB staged config text before the columns a view needs, and with the client-state rows by

@@ -1,5 +1,5 @@
 /**
- * Issue 14 items 2–3: `renderDeferred` (src/store/staging.ts) renders a large write's nodes in
+ * `renderDeferred` (src/store/staging.ts) renders a large write's nodes in
  * chunks, reading each chunk's inputs once, and yields to the event loop between nodes once a
  * turn has used its step. A write that lands between a chunk's reads and a node's store must not
  * leave a stale rendering: that node is rendered again from fresh inputs, so every stored text is

@@ -1,5 +1,5 @@
 /**
- * Migration 0013_node_staged_texts (docs/decisions.md "Issue 14: staged texts in their own
+ * Migration 0013_node_staged_texts (docs/history/decisions-2026.md "staged texts in their own
  * table"): a node's rendered staged text lives in `node_staged_texts`, labelled with the version
  * and sha it was rendered for. Marking nodes changed (a protocol switch) touches no text; a stale
  * text is never served (spec §3.5, §3.8: the agent gets text whose SHA-256 is the staged sha).

@@ -9,7 +9,7 @@ import { STATEMENT_CACHE_SIZE, Store, StatementCache } from "../../src/store/db.
 import type { Database } from "../../src/store/schema.js";
 import { sqliteOf } from "../../src/store/connection.js";
 
-// docs/decisions.md "Issue 14: prepared-statement cache (2026-11-26)": Kysely's SQLite driver
+// docs/history/decisions-2026.md "prepared-statement cache": Kysely's SQLite driver
 // prepares on every query; Store keeps its statements by SQL text in a bounded LRU.
 
 const log = createLogger("silent");

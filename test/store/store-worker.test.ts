@@ -1,5 +1,5 @@
 /**
- * Issue 14 items 2–3: the store worker (src/store/store-worker.ts, src/store/store-worker.thread.ts)
+ * The store worker (src/store/store-worker.ts, src/store/store-worker.thread.ts)
  * reads and renders a large write's nodes on a thread of its own while the main thread stores
  * the previous step, and checkpoints the WAL so that the main thread's commits rarely do. Its renderings must be the full re-render's byte for byte, writes racing it
  * must never leave a stale text stored (DESIGN §3 Config versions; spec §3.5, §3.8: the agent's
