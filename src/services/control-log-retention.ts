@@ -18,7 +18,7 @@ export interface ControlLogRetentionDeps {
    */
   chunkBudgetMs?: number;
   /**
-   * The table pruned: its cut-off lookup and chunked delete. Default: `control_logs`. Issue 13's
+   * The table pruned: its cut-off lookup and chunked delete. Default: `control_logs`. The nodes'
    * flight recorder prunes `node_transitions` with the same machinery.
    */
   rows?: RetentionRows;
@@ -121,7 +121,7 @@ export class ControlLogRetention {
 
   /**
    * The writer knows where to cut `nodeId`: delete its rows below `cutoff` soon, without looking
-   * the cut-off up (the flight recorder's registry marks its rows; issue 13). A later call for the
+   * the cut-off up (the registry knows it when it appends a node's flight-recorder rows). A later call for the
    * same node before the work runs replaces the earlier cut-off.
    */
   noteCutoff(nodeId: string, cutoff: number): void {

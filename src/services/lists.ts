@@ -23,8 +23,9 @@ import { requireConfig, requireNode } from "./node-lookup.js";
 import { configView, nodeView } from "./views.js";
 
 /**
- * The paginated lists of issue 14 item 5 (docs/decisions.md "Issue 14: lists for big fleets"):
- * nodes of a config, configs, a node's control logs. Each answers one keyset page of the
+ * The paginated lists, so that a fleet of thousands of nodes is read a page at a time
+ * (docs/history/decisions-2026.md "lists for big fleets"): nodes of a config, configs, a node's
+ * control logs. Each answers one keyset page of the
  * `*ListAnswer` shape of src/protocol/rest.schema.ts with `next_cursor` (null on the last page).
  * Every function throws AppError NOT_FOUND for an unknown config/node and INVALID_CURSOR (400)
  * for a cursor that is not this list's.
@@ -38,7 +39,7 @@ function nodeFilter(query: NodeFilterQuery): NodeListFilter {
 }
 
 /**
- * Most index entries one filtered page request examines (docs/decisions.md "Issue 14: lists for
+ * Most index entries one filtered page request examines (docs/history/decisions-2026.md "lists for
  * big fleets"): a filter that matches few nodes would otherwise scan the whole config in one
  * statement. A page that reaches this bound before it is full is answered short (even empty),
  * with a `next_cursor` that continues the scan.

@@ -32,7 +32,7 @@ export interface MachinesServiceDeps {
 }
 
 /**
- * Issue 13 items 1–3, read side: the node statechart as data (generated from
+ * The read side of the node statechart for the console's State machine tab: the statechart as data (generated from
  * `src/machines/node.machine.ts` itself, never a hand-written copy), a node's live state, and
  * its flight recorder (`node_transitions`, written by the registry's group commit).
  */
@@ -95,7 +95,8 @@ export class MachinesService {
 
   /**
    * The newest recorded transition of each node of a config
-   * (`GET /api/v1/configs/{config_id}/timeline/latest`, issue 13 item 5), ordered by `node_id`.
+   * (`GET /api/v1/configs/{config_id}/timeline/latest`, the mesh page's "last transition"),
+   * ordered by `node_id`.
    * @throws AppError NOT_FOUND for an unknown config
    */
   async latestTransitions(configId: string): Promise<ConfigLatestTransitions> {

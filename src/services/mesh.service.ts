@@ -82,17 +82,17 @@ export class MeshService {
 
   // ---- configs -------------------------------------------------------------------------
 
-  /** One page of configs (issue 14 item 5; src/services/lists.ts). @throws AppError INVALID_CURSOR */
+  /** One page of configs (keyset, src/services/lists.ts). @throws AppError INVALID_CURSOR */
   listConfigPage(query: Parameters<typeof lists.listConfigPage>[1]): ReturnType<typeof lists.listConfigPage> {
     return lists.listConfigPage(this.#store, query);
   }
 
-  /** One page of a config's nodes (issue 14 item 5). @throws AppError NOT_FOUND, INVALID_CURSOR */
+  /** One page of a config's nodes (keyset, src/services/lists.ts). @throws AppError NOT_FOUND, INVALID_CURSOR */
   listNodePage(configId: string, query: Parameters<typeof lists.listNodePage>[3]): ReturnType<typeof lists.listNodePage> {
     return lists.listNodePage(this.#store, this.#mqttEnabled, configId, query);
   }
 
-  /** A config's nodes counted by state (issue 14 item 5). @throws AppError NOT_FOUND */
+  /** A config's nodes counted by state (src/services/lists.ts). @throws AppError NOT_FOUND */
   countNodes(configId: string, query: Parameters<typeof lists.countNodes>[3]): ReturnType<typeof lists.countNodes> {
     return lists.countNodes(this.#store, this.#mqttEnabled, configId, query);
   }
@@ -280,7 +280,7 @@ export class MeshService {
   /**
    * One page of a config's mesh pairs with their connection integrity (spec §6.5), in creation
    * order (`created_at`, `pair_id`); with `node_id` only that node's pairs. Reads the page's rows
-   * and their sides only: O(page), never the config's n²/2 pairs (issue 14).
+   * and their sides only: O(page), never the config's n²/2 pairs (499,500 at 1,000 nodes).
    * @throws AppError NOT_FOUND (config, or the `node_id` in it), INVALID_CURSOR (not this list's cursor)
    */
   async listPairs(configId: string, query: MeshPairListQuery = { limit: PAIR_PAGE_LIMIT_MAX }): Promise<{ mesh_pairs: MeshPairView[]; next_cursor: string | null }> {

@@ -122,7 +122,7 @@ export class Notifier {
 
   /**
    * The system status of a report. Counting the pairs of a 1,000-node full mesh (499,500 rows)
-   * takes 15–30 ms (issue 14 item 2), so a report of after-commit rendering (`rendered`), which
+   * takes 15–30 ms, too long to repeat on the event loop for every report, so a report of after-commit rendering (`rendered`), which
    * adds and removes no config, node or pair, takes the counts of the last status counted since
    * the last write that could change them; anything else counts, off the event loop's thread
    * when it can (`countsOffThread`), else on the main connection.
@@ -158,7 +158,7 @@ export class Notifier {
    * and are then published as one report per config — one config list, one overview, one
    * `node.apply.updated` per node rendered (its latest version and sha), one system status — so
    * a 1,000-node protocol switch builds a few dozen overviews instead of one per batch (O(n²);
-   * docs/decisions.md "Issue 14: switch rendering and notifier coalescing").
+   * docs/history/decisions-2026.md "switch rendering and notifier coalescing").
    */
   meshChanged(change: MeshChange): void {
     // Any write but a rendering may have added or removed configs, nodes or pairs.
@@ -193,7 +193,8 @@ export class Notifier {
   /**
    * Each event is read and sent in one turn, and the three parts (config list; overview with the
    * node and apply events; system status) in turns of their own: each part of a 1,000-node
-   * config takes 5–26 ms, all of it 25–50 ms (issue 14 item 2). A frame is never built from a
+   * config takes 5–26 ms, all of it 25–50 ms, too long for one turn of the event
+   * loop that also serves MQTT and HTTP. A frame is never built from a
    * read of an earlier turn, so none is older than one sent before it.
    */
   async #publishMesh(change: MeshChange): Promise<void> {
@@ -232,7 +233,7 @@ export class Notifier {
 
   /**
    * `mesh.workspace.updated` (spec §6.5 emission rules) for the endpoints a write changed and
-   * their affected peers, in work linear in what changed (docs/decisions.md "Issue 14: pairs and
+   * their affected peers, in work linear in what changed (docs/history/decisions-2026.md "pairs and
    * workspace events at scale"):
    * - each endpoint written (created, its own fields or mode changed, or a side of the pair
    *   written): its node, all its connections, and every node of the config (`nodes`);

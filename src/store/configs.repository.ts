@@ -41,7 +41,7 @@ export async function getConfigTunnelProtocol(db: Db, configId: string): Promise
 /**
  * One page of configs in `(created_at, config_id)` order (index `configs_created`, migration
  * 0008), after `after` (exclusive; undefined for the first page), whose name contains `q`
- * (case-insensitive; absent or "" for all). Issue 14 item 5.
+ * (case-insensitive; absent or "" for all): a page costs the rows it reads, not an OFFSET walk.
  * @param limit rows wanted; up to `limit + 1` are returned so the caller knows whether more follow
  */
 export async function configPage(

@@ -127,7 +127,7 @@ export function nodeIdsAfter(conn: Connection, after: string, limit: number): st
  * A node's control log rows of every kind (commands, command output, client events), newest
  * first, at most `limit` (DESIGN §5 control-logs). Newest is insertion order (`log_id`), not
  * `created_at`: after the wall clock was set back, rows written later carry earlier times and
- * would sink below older ones (docs/decisions.md "Issue 15: chaos and resource faults");
+ * would sink below older ones (docs/history/decisions-2026.md "chaos and resource faults");
  * retention keeps the newest rows by `log_id` alike.
  */
 export async function listControlLogs(db: Db, nodeId: string, limit: number): Promise<ControlLogRow[]> {
@@ -155,7 +155,8 @@ export interface ControlLogFilter {
 /**
  * One page of a node's control logs, newest first by insertion order (`log_id` desc, as
  * {@link listControlLogs}; index `control_logs_node_log`, migration 0004), strictly after `after`
- * in that order (undefined for the first page). Issue 14 item 5.
+ * in that order (undefined for the first page): a node with a long history is read a page at a
+ * time, never with an OFFSET walk.
  * @param limit rows wanted; up to `limit + 1` are returned so the caller knows whether more follow
  */
 export async function controlLogPage(

@@ -15,7 +15,7 @@ export { perConnection, StatementCache, STATEMENT_CACHE_SIZE, type AfterCommit, 
  * transaction back itself, as it does on SQLITE_FULL, SQLITE_IOERR and some SQLITE_BUSY (at the
  * statement or at COMMIT). Kysely would otherwise issue ROLLBACK, fail with "cannot rollback - no
  * transaction is active", and throw that instead of the cause: a full disk answered 500 INTERNAL
- * rather than 503 STORAGE_UNAVAILABLE (docs/decisions.md "Issue 15: chaos and resource faults").
+ * rather than 503 STORAGE_UNAVAILABLE (docs/history/decisions-2026.md "chaos and resource faults").
  */
 class RollbackSafeSqliteDialect extends SqliteDialect {
   readonly #sqlite: SQLite.Database;
@@ -39,7 +39,7 @@ class RollbackSafeSqliteDialect extends SqliteDialect {
  * SQLite's page cache per connection: negative = KiB, so 64 MiB (SQLite's default is 2 MiB). A
  * node joining an n-node full mesh inserts n − 1 pair rows whose index entries land on ~n
  * different pages; with 2 MiB those pages are read again from the file on every write from a
- * few hundred nodes on (docs/decisions.md "Issue 14: the 5,000-node build (2026-11-26)"). Filled on demand:
+ * few hundred nodes on (docs/history/decisions-2026.md "the 5,000-node build"). Filled on demand:
  * a small database uses no more than its size.
  */
 export const PAGE_CACHE_SIZE = -65536;
@@ -52,7 +52,7 @@ export const PAGE_CACHE_SIZE = -65536;
  * of them once. With `synchronous = NORMAL` the WAL is synced at checkpoints only, so a power cut
  * (not a crash of the process) can lose the commits since the last one: a longer interval widens
  * that window (the kernel still writes dirty pages back within ~30 s); it never corrupts the file.
- * docs/decisions.md "Issue 14: the 5,000-node build (2026-11-26)".
+ * docs/history/decisions-2026.md "the 5,000-node build".
  */
 export const WAL_AUTOCHECKPOINT_PAGES = 50_000;
 
@@ -64,7 +64,7 @@ export const WAL_AUTOCHECKPOINT_PAGES = 50_000;
  * backstop's checkpoint in the event loop, syncing the files: one 90–170 ms stall per switch
  * (62–95 ms of it blocked in I/O). The worker has already copied all but the last second, so
  * the WAL starts over at the first pause in writes; this bound is only for a worker that stopped
- * copying. docs/decisions.md "Issue 14: the checkpoint backstop while the worker runs".
+ * copying. docs/history/decisions-2026.md "the checkpoint backstop while the worker runs".
  */
 export const WAL_AUTOCHECKPOINT_PAGES_WITH_WORKER = 262_144;
 
@@ -283,7 +283,7 @@ const DIR_FAULTS: Record<string, string> = {
 
 /**
  * Creates `dir` if needed and checks that it can be written: SQLite itself would only say
- * "unable to open database file" (docs/decisions.md "Issue 15: chaos and resource faults").
+ * "unable to open database file" (docs/history/decisions-2026.md "chaos and resource faults").
  * @throws Error "the data directory {dir} is not writable: its file system is read-only (EROFS)" and alike
  */
 function assertWritableDir(dir: string): void {
@@ -298,8 +298,8 @@ function assertWritableDir(dir: string): void {
 
 /**
  * SQLite's error at open, with the file's name and the space left on its file system: a full
- * disk surfaces as "disk I/O error" while the WAL index is created (docs/decisions.md "Issue 15:
- * chaos and resource faults").
+ * disk surfaces as "disk I/O error" while the WAL index is created (docs/history/decisions-2026.md
+ * "chaos and resource faults").
  */
 function openError(file: string, err: unknown): Error {
   const reason = err instanceof Error ? err.message : String(err);

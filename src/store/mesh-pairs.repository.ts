@@ -115,8 +115,8 @@ const ID_BASE32 = "abcdefghijklmnopqrstuvwxyz234567";
 
 /**
  * Pairs a node just inserted with every other node of its config in one `INSERT … SELECT`
- * (issue 14, a node joining a full mesh: n − 1 rows without building, binding or compiling them
- * in JavaScript). Rows have `node_a < node_b`, `enabled = 1` and `created_at = updated_at = now`.
+ * (a node joining a full mesh: n − 1 rows without building, binding or compiling them in
+ * JavaScript). Rows have `node_a < node_b`, `enabled = 1` and `created_at = updated_at = now`.
  * Their ids are `idPrefix` + 5 base32 digits of the row's number within this write (0-based,
  * big-endian): `idPrefix` must be unique per write (see `autoPairIdPrefix` in the mesh
  * service) and leave room for the 5 digits within the id syntax (DESIGN §3 Ids,

@@ -172,7 +172,7 @@ export const migrations: Record<string, Migration> = {
       await sql`CREATE INDEX control_logs_node_log ON control_logs (node_id, log_id)`.execute(db);
     },
   },
-  // docs/decisions.md "Issue 13: flight recorder": one row per node transition that changed the
+  // docs/history/decisions-2026.md "flight recorder": one row per node transition that changed the
   // state value or a field the console shows, written in the registry's group commit. Newest N
   // per node by `transition_id` (the index serves the page reads and the retention cut-off).
   // Rows go with their node (cascade), so a snapshot restore, which replaces every node, clears them.
@@ -194,7 +194,7 @@ export const migrations: Record<string, Migration> = {
       await sql`CREATE INDEX node_transitions_node ON node_transitions (node_id, transition_id)`.execute(db);
     },
   },
-  // docs/decisions.md "Issue 13: recorder cost": the per-node index made every group commit dirty
+  // docs/history/decisions-2026.md "recorder cost": the per-node index made every group commit dirty
   // one index page per node (+25–35 % CPU per state change). Rows are now appended in id order
   // with no secondary index; each row names its node's previous row (`prev_id`), and
   // `node_transition_heads` (one small row per node, rewritten in the same commit) names the
@@ -242,7 +242,7 @@ export const migrations: Record<string, Migration> = {
       END`.execute(db);
     },
   },
-  // docs/decisions.md "Issue 14: lists for big fleets": keyset pagination of the node, config
+  // docs/history/decisions-2026.md "lists for big fleets": keyset pagination of the node, config
   // and control-log lists. Each list's sort key is an index, so a page reads the rows it
   // returns (plus the filtered-out ones between them), never an OFFSET walk: nodes of a config
   // by (created_at, node_id); configs by (created_at, config_id); a node's control logs newest
@@ -258,7 +258,7 @@ export const migrations: Record<string, Migration> = {
       await sql`DROP INDEX control_logs_node`.execute(db);
     },
   },
-  // docs/decisions.md "Issue 14: pairs and workspace events at scale": the mesh-pair list is
+  // docs/history/decisions-2026.md "pairs and workspace events at scale": the mesh-pair list is
   // keyset-paginated on (created_at, pair_id) within a config; a 1,000-node full mesh read its
   // 499,500 rows and sorted them for every answer. mesh_pairs_config is a prefix of the new index.
   "0009_mesh_pair_pages": {
@@ -268,7 +268,7 @@ export const migrations: Record<string, Migration> = {
       await sql`DROP INDEX mesh_pairs_config`.execute(db);
     },
   },
-  // docs/decisions.md "Issue 13: recorder cost, compact rows": a flight-recorder row cost +25–37 %
+  // docs/history/decisions-2026.md "recorder cost, compact rows": a flight-recorder row cost +25–37 %
   // CPU per state change (its ten columns, two state-value JSON texts, and a second row per node
   // per commit in node_transition_heads). A row now holds every transition one node made in one
   // group commit (`count` of them, compact JSON entries; the k-th has id transition_id + k); the
@@ -326,7 +326,7 @@ export const migrations: Record<string, Migration> = {
       END`.execute(db);
     },
   },
-  // docs/decisions.md "Issue 14: the 5,000-node build (2026-11-26)": a node joining an n-node
+  // docs/history/decisions-2026.md "the 5,000-node build": a node joining an n-node
   // full mesh inserts n − 1 pairs, whose entries in each index keyed by a side land on ~n/2
   // different pages (one per other node). The index on node_b (the foreign key's child index)
   // is dropped; with it goes the foreign key on node_b, which without an index would scan the
@@ -371,7 +371,7 @@ export const migrations: Record<string, Migration> = {
         END`;
     },
   },
-  // docs/decisions.md "Issue 14: switch rendering and notifier coalescing": the node views of a
+  // docs/history/decisions-2026.md "switch rendering and notifier coalescing": the node views of a
   // config (overviews, node lists of the mesh service) need columns that sit after
   // staged_config_text in each row (confirmed_config_*, created_at, updated_at), so reading them
   // walked each row's ~100 KB of overflow pages: 50–220 ms per overview of a 1,000-node full mesh,
@@ -383,7 +383,7 @@ export const migrations: Record<string, Migration> = {
       await sql`CREATE INDEX nodes_views ON nodes (config_id, created_at, node_id, name, mode, interface_name, address, public_address, listen_port, public_key, staged_config_version, staged_config_sha256, confirmed_config_version, confirmed_config_sha256, updated_at)`.execute(db);
     },
   },
-  // docs/decisions.md "Issue 14: staged texts in their own table": with each ~100 KB staged text
+  // docs/history/decisions-2026.md "staged texts in their own table": with each ~100 KB staged text
   // in its node's row, marking 1,000 nodes changed (a protocol switch) set 1,000 texts NULL in
   // the request's transaction, walking and freeing ~100 MB of overflow pages (90–110 ms of the
   // event loop), and every read of a whole node row dragged its text along. The text moves to a

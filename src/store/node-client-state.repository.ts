@@ -86,7 +86,7 @@ export interface NodeStateStatements {
   /**
    * Full write of a node's client state: the projected columns, the machine snapshot JSON and
    * its machine version; `now` (ms) goes to `updated_at`. A non-null `transitionHead` moves the
-   * node's newest flight-recorder row (`transition_head`, issue 13) in the same statement; null
+   * node's newest flight-recorder row (`transition_head`) in the same statement; null
    * leaves it.
    */
   writeState(nodeId: string, columns: NodeStateColumns, snapshotJson: string, machineVersion: number, now: number, transitionHead: number | null): void;

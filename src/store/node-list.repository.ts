@@ -5,7 +5,7 @@ import { NODE_VIEW_COLUMNS } from "./nodes.repository.js";
 import type { NodeClientStateRow, NodeRow } from "./schema.js";
 
 /**
- * Pages, filters and state counts of a config's nodes (issue 14 item 5: lists for big fleets).
+ * Pages, filters and state counts of a config's nodes, for configs of thousands of nodes.
  * Keyset pagination on `(created_at, node_id)` within a config, served by the index
  * `nodes_config_created` (migration 0008): a page costs the rows it reads, not an OFFSET walk,
  * and rows inserted between two pages never shift the next page.
@@ -198,12 +198,12 @@ export function tagsOfNodes(conn: Connection, nodeIds: readonly string[]): Map<s
 
 /**
  * Every node of a config in list order with the client-state columns its view shows, each
- * passed to `f` as it is read: the mesh page's workspace (`GET /api/v1/configs/{id}`, issue 14
- * item 4). One statement over the covering index `nodes_views` (migration 0012) and the
- * client-state rows by key; never a node's private key or config text, nor a client's machine
+ * passed to `f` as it is read: the mesh page's workspace (`GET /api/v1/configs/{id}`, read
+ * for every node of a config of up to 5,000 nodes). One statement over the covering index
+ * `nodes_views` (migration 0012) and the client-state rows by key; never a node's private key or config text, nor a client's machine
  * snapshot or credentials. Read in raw mode (arrays, not objects keyed by column name): at 5,000
  * nodes better-sqlite3's per-column object building was the largest part of the read
- * (docs/decisions.md "Issue 14: the workspace read"); each row object lives only while `f` runs.
+ * (docs/history/decisions-2026.md "the workspace read"); each row object lives only while `f` runs.
  * @returns what `f` returned for each node, in list order
  */
 export function mapConfigNodes<T>(conn: Connection, configId: string, f: (node: NodeListRow, client: NodeClientViewRow | undefined) => T): T[] {

@@ -3,9 +3,9 @@ import type { TransitionSource } from "../protocol/machine.schema.js";
 import { perConnection, sqliteOf, type Connection } from "./connection.js";
 
 /**
- * Repository of `node_transitions`, the flight recorder of issue 13 (docs/decisions.md "Issue 13:
- * flight recorder", "Issue 13: recorder cost, compact rows"): one row per node transition that
- * changed the state value or a field the console shows. Plain functions taking the better-sqlite3
+ * Repository of `node_transitions`, the nodes' flight recorder (docs/history/decisions-2026.md
+ * "flight recorder", "recorder cost, compact rows"): one row per node transition that changed the
+ * state value or a field the console shows. Plain functions taking the better-sqlite3
  * handle (`Store.sqlite`) first, with statements prepared once per handle: the append runs inside
  * the registry's group commit.
  *
@@ -311,8 +311,7 @@ export function listNodeTransitions(
 }
 
 /**
- * The newest transition of each node of a config (issue 13 item 5, the mesh page's "last
- * transition"), ordered by `node_id`. A node without any recorded transition has no row; a
+ * The newest transition of each node of a config (the mesh page's "last transition" column), ordered by `node_id`. A node without any recorded transition has no row; a
  * config that does not exist answers none (the caller checks it exists).
  */
 export function latestNodeTransitionsOfConfig(conn: Connection, configId: string): NodeTransitionRow[] {

@@ -114,7 +114,7 @@ export async function getNodeById(db: Db, nodeId: string): Promise<NodeRow> {
 }
 
 /**
- * Marks nodes' staged configs as changed without rendering them (issue 14, lazy staging):
+ * Marks nodes' staged configs as changed without rendering them (lazy staging):
  * `staged_config_version + 1`, `staged_config_sha256` NULL until rendered on demand
  * (`materializeStaged`). The old text stays in `node_staged_texts`, stale, until the next
  * rendering replaces it: freeing ~100 KB of pages per node here would hold the writer's

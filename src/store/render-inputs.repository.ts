@@ -1,6 +1,6 @@
 /**
  * The inputs of rendering many nodes of one config at once (src/store/staging.ts
- * `renderDeferred`; issue 14: a protocol switch of a 1,000-node full mesh). Each read is one
+ * `renderDeferred`, e.g. a protocol switch of a 1,000-node full mesh). Each read is one
  * statement per 500 ids and never reads a config text (texts are in `node_staged_texts`,
  * migration 0013).
  */

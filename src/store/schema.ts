@@ -59,7 +59,7 @@ export interface NodesTable {
  * A node's rendered staged config text (migration 0013): the text whose SHA-256 is
  * `config_sha256`, rendered at `config_version`. It is the node's staged text only while the
  * node's `staged_config_version` and `staged_config_sha256` are these; a write that bumps the
- * node leaves it stale until the next rendering replaces it (docs/decisions.md "Issue 14: staged
+ * node leaves it stale until the next rendering replaces it (docs/history/decisions-2026.md "staged
  * texts in their own table").
  */
 export interface NodeStagedTextsTable {
@@ -91,7 +91,7 @@ export interface NodeClientStateTable {
   /** Persisted XState snapshot (JSON) and its machine version. */
   machine_snapshot: string | null;
   machine_version: number | null;
-  /** The node's newest flight-recorder row (`node_transitions.transition_id`, issue 13); null when none. */
+  /** The node's newest flight-recorder row (`node_transitions.transition_id`); null when none. */
   transition_head: Generated<number | null>;
   updated_at: number;
 }

@@ -39,13 +39,13 @@ export const DATA_TABLE_SINCE: Readonly<Partial<Record<(typeof DATA_TABLES)[numb
 };
 
 /**
- * Tables whose rows never leave the service inside a snapshot. `node_transitions` (issue 13's
+ * Tables whose rows never leave the service inside a snapshot. `node_transitions` (the nodes'
  * flight recorder) is history of this service's live nodes, not data a restore brings back: it
  * is emptied in exports with `node_state_values` (its interned state values), and each node's
  * `node_client_state.transition_head` is cleared with it ({@link scrubDatabaseCopy}); a restore
  * clears the live rows with the nodes they belong to (the client-state rows by foreign-key
- * cascade, their rows by that table's delete trigger; docs/decisions.md "Issue 13: flight
- * recorder", "Issue 13: recorder cost, compact rows").
+ * cascade, their rows by that table's delete trigger; docs/history/decisions-2026.md "flight
+ * recorder", "recorder cost, compact rows").
  */
 export const SCRUBBED_TABLES = [
   "settings_kv",

@@ -1,6 +1,6 @@
 /**
- * The store worker's thread (started by src/store/store-worker.ts; docs/decisions.md "Issue 14:
- * the store worker"). It opens its own connection to the store's SQLite file (WAL:
+ * The store worker's thread (started by src/store/store-worker.ts; docs/history/decisions-2026.md
+ * "the store worker"). It opens its own connection to the store's SQLite file (WAL:
  * its reads never block the main thread's writer) and runs render jobs ({@link openRenderJob}):
  * a job reads the nodes' staged versions and the config's render inputs once, and each step
  * renders and hashes the next texts. It writes no rows: the main thread stores the renderings

@@ -1,8 +1,9 @@
 /**
- * The store's worker thread (src/store/store-worker.thread.ts; docs/decisions.md "Issue 14: the
+ * The store's worker thread (src/store/store-worker.thread.ts; docs/history/decisions-2026.md "the
  * store worker"), on its own connection to the SQLite file (WAL: its reads never block the main
- * thread's writer). Two duties, both taken off the main thread's event loop (issue 14 item 2):
- * - **Render jobs** for `renderDeferred` (a {@link ChunkSource}; issue 14 items 2–3): it reads a
+ * thread's writer). Two duties, both taken off the main thread's event loop, which must keep
+ * serving MQTT, HTTP and SSE while a 1,000-node mesh is re-rendered:
+ * - **Render jobs** for `renderDeferred` (a {@link ChunkSource}): it reads a
  *   job's inputs once and renders its steps while the main thread stores the previous step and
  *   keeps serving MQTT, HTTP and SSE. The main thread keeps every write: a rendering is stored
  *   only if its node is still at the version the worker read (src/services/rendering.service.ts), so a
@@ -62,8 +63,8 @@ type Answer = RenderedChunk | null | WalCheckpoint | StoreCounts;
 
 /**
  * How often the worker checkpoints the WAL (ms): a commit on the main thread then never needs to
- * copy WAL into the database inside an event-loop turn (hundreds of ms at 1,000–5,000 nodes;
- * issue 14 item 2). The main thread's automatic checkpoint stays as the backstop for a worker
+ * copy WAL into the database inside an event-loop turn (hundreds of ms at 1,000–5,000 nodes,
+ * during which no message, request or SSE frame is served). The main thread's automatic checkpoint stays as the backstop for a worker
  * that is gone or behind: `WAL_AUTOCHECKPOINT_PAGES_WITH_WORKER` pages while a worker runs,
  * `WAL_AUTOCHECKPOINT_PAGES` otherwise (src/store/db.ts). With `synchronous = NORMAL` the WAL
  * is synced at checkpoints, so this also bounds what a power cut can lose to about a second of
@@ -239,7 +240,7 @@ export class StoreWorker implements ChunkSource {
 
   /**
    * The store's counts read on the worker's connection, so that counting half a million pairs
-   * never blocks the main thread's event loop (issue 14 item 2). The read follows every commit
+   * never blocks the main thread's event loop (15–30 ms at 1,000 nodes). The read follows every commit
    * made before the call (WAL). Null when no worker thread runs (this does not start one): the
    * caller counts on its own connection.
    * @throws Error when the worker exits or fails before it answers

@@ -10,7 +10,7 @@ export type StoreCounts = Record<CountedTable, number>;
 
 /**
  * The three counts in one read of `sqlite` (the main connection, or the store worker's: counting
- * the pairs of a 1,000-node full mesh, 499,500 rows, takes 15–30 ms; issue 14 item 2).
+ * the pairs of a 1,000-node full mesh, 499,500 rows, takes 15–30 ms, too long for the main thread's event loop).
  * @throws the driver's `SqliteError`
  */
 export function countStore(conn: Connection): StoreCounts {

@@ -1,5 +1,5 @@
 /**
- * Issue 14 item 2: building a bulk package (spec §2.3, §4 rule 8) yields to the event loop
+ * Building a bulk package (spec §2.3, §4 rule 8) yields to the event loop
  * between nodes and between zip entries once a turn has used its step, so a package of a large
  * mesh (~100 MB of config text, most rendered on demand) blocks no turn for long. Real SQLite, a
  * real MeshService, a real zip read back; turns are counted, not timed (step 0: a turn per node).
@@ -17,7 +17,7 @@ import { Store } from "../../src/store/db.js";
 import { unzip } from "./harness.js";
 import { turnsDuring } from "../helpers/turns.js";
 
-test("issue 14 item 2 / spec §2.3: collecting a package's texts (rendered on demand) and writing its zip yield a turn per node at step 0, and only a few with an unbounded step; the zip holds every node's staged text", async (t) => {
+test("spec §2.3: collecting a package's texts (rendered on demand) and writing its zip yield a turn per node at step 0, and only a few with an unbounded step; the zip holds every node's staged text", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "svc-pkg-steps-"));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));

@@ -69,7 +69,7 @@ async function refused(h: BackupsHarness, body: Buffer, label: string, code: "VA
   return res;
 }
 
-test("issue 5 item 4: an exported snapshot imports as a new snapshot (not restored), as application/zip or application/octet-stream", async (t) => {
+test("an exported snapshot imports as a new snapshot (not restored), as application/zip or application/octet-stream", async (t) => {
   const h = await startBackupsHarness(t);
   const { zip } = await exported(h);
   const fp = h.fingerprint();
@@ -95,7 +95,7 @@ test("issue 5 item 4: an exported snapshot imports as a new snapshot (not restor
   assert.deepEqual(h.snapshotDir(), dir);
 });
 
-test("issue 5 item 4: hostile entries are refused and change nothing — ../, absolute path, symlink, extra or missing entry", async (t) => {
+test("hostile entries are refused and change nothing — ../, absolute path, symlink, extra or missing entry", async (t) => {
   const h = await startBackupsHarness(t);
   const { db, manifest } = await exported(h);
 
@@ -158,7 +158,7 @@ test("issue 5 item 4: hostile entries are refused and change nothing — ../, ab
   );
 });
 
-test("issue 5 item 4: a zip bomb is refused before it inflates past SVC_MAX_SNAPSHOT_BYTES, whether its header is honest or lies", async (t) => {
+test("a zip bomb is refused before it inflates past SVC_MAX_SNAPSHOT_BYTES, whether its header is honest or lies", async (t) => {
   const h = await startBackupsHarness(t, { maxSnapshotBytes: MiB });
   await exported(h);
   const zeros = Buffer.alloc(8 * MiB);
@@ -175,7 +175,7 @@ test("issue 5 item 4: a zip bomb is refused before it inflates past SVC_MAX_SNAP
   await refused(h, randomBytes(MiB + 1), "body over the limit", "PAYLOAD_TOO_LARGE");
 });
 
-test("issue 5 item 4: a corrupted or foreign database, a wrong digest, a bad manifest or a non-zip is refused and changes nothing", async (t) => {
+test("a corrupted or foreign database, a wrong digest, a bad manifest or a non-zip is refused and changes nothing", async (t) => {
   const h = await startBackupsHarness(t);
   const { db } = await exported(h);
   const pack = (dbBytes: Buffer, man: Buffer = manifestFor(dbBytes)) =>

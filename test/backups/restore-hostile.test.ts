@@ -16,15 +16,15 @@ import { assertHttpError, buildZip, importAndRestore, importZip, packSnapshot, s
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
- * Issue 10 "Security: fix first": a snapshot is input from whoever handed the operator the zip.
+ * A snapshot is input from whoever handed the operator the zip.
  * Its manifest digest is written by that author, so nothing in it is trusted: every row is
  * checked with the API's rules before anything is written, configs are re-rendered, broker
- * credentials and machine snapshots are dropped (docs/decisions.md, "Issue 10: snapshot restore").
+ * credentials and machine snapshots are dropped (docs/history/decisions-2026.md "snapshot restore").
  */
 
 const sha256 = (b: Buffer | string) => createHash("sha256").update(b).digest("hex");
 
-/** The crafted machine snapshot of the issue's HIGH 1 finding. */
+/** A machine snapshot shaped like XState's but in a state the node machine does not have: trusted, it would break restore and every later start. */
 const CRAFTED_MACHINE = JSON.stringify({ status: "active", value: { x: "y" }, context: { lastSignalAt: null } });
 
 /** An edited copy of a database (in memory; the input is not changed). */
@@ -58,7 +58,7 @@ async function boot(t: TestContext, dataDir: string, lines: string[] = []): Prom
   return { server, close, req: (method, url) => injectJson(server, { method, url, headers: { authorization: `Bearer ${token}` } }) };
 }
 
-test("issue 10 HIGH 1, spec §2.4: a crafted machine_snapshot cannot break restore or any later start; the node is projected from its columns", async (t) => {
+test("spec §2.4: a crafted machine_snapshot cannot break restore or any later start; the node is projected from its columns", async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-hostile-"));
   t.after(() => rmSync(dataDir, { recursive: true, force: true }));
   const h = await startBackupsHarness(t, { dataDir });
@@ -88,7 +88,7 @@ test("issue 10 HIGH 1, spec §2.4: a crafted machine_snapshot cannot break resto
   await again.close();
 });
 
-test("issue 10 HIGH 2, spec §2.4/§6.3: a staged config text with PostUp from a snapshot is never served; every config is re-rendered from the restored inputs", async (t) => {
+test("spec §2.4/§6.3: a staged config text with PostUp from a snapshot is never served; every config is re-rendered from the restored inputs", async (t) => {
   const h = await startBackupsHarness(t);
   const config = await createConfig(h, { network_cidr: "10.40.0.0/24" });
   const a = await createNode(h, config.config_id, { public_address: "192.0.2.1" });
@@ -97,7 +97,7 @@ test("issue 10 HIGH 2, spec §2.4/§6.3: a staged config text with PostUp from a
   const before = { a: (await h.req("GET", url(a))).json, b: (await h.req("GET", url(b))).json };
   const evil = "PostUp = touch /tmp/svc-pwned";
   const db = tamper(await snapshotDb(h), (d) => {
-    // a: the text and its sha both updated, in the node and on the text (what the issue found);
+    // a: the text and its sha both updated, in the node and on the text (a consistent forgery);
     // b: the text alone (its labels still name the renderer's sha).
     const textA = `${before.a.config_text}${evil}\n`;
     d.prepare("UPDATE node_staged_texts SET config_text = ?, config_sha256 = ? WHERE node_id = ?").run(textA, sha256(textA), a.node_id);
@@ -125,7 +125,7 @@ test("issue 10 HIGH 2, spec §2.4/§6.3: a staged config text with PostUp from a
   assert.equal((await h.req("GET", url(b))).json.config_version, before.b.config_version + 1);
 });
 
-test("issue 10 HIGH 2, spec §2.4/§5: an MQTT password hash chosen by a snapshot's author opens no broker login; restored dynamic nodes must re-bind", async (t) => {
+test("spec §2.4/§5: an MQTT password hash chosen by a snapshot's author opens no broker login; restored dynamic nodes must re-bind", async (t) => {
   const h = await startBackupsHarness(t);
   const config = await createConfig(h);
   const node = await createNode(h, config.config_id, { mode: "dynamic" });
@@ -158,7 +158,7 @@ test("issue 10 HIGH 2, spec §2.4/§5: an MQTT password hash chosen by a snapsho
   assert.match(outcome, /^refused/);
 });
 
-test("issue 10 MEDIUM 3, spec §2.4: an interface_name with CR/LF in a snapshot is refused at import naming table, row and field; nothing changes", async (t) => {
+test("spec §2.4: an interface_name with CR/LF in a snapshot is refused at import naming table, row and field; nothing changes", async (t) => {
   const h = await startBackupsHarness(t);
   const config = await createConfig(h);
   const node = await createNode(h, config.config_id);
@@ -197,7 +197,7 @@ const BAD_ROWS: Array<{ label: string; table: string; field: string; sql: string
   { label: "control log kind", table: "control_logs", field: "kind", sql: "INSERT INTO control_logs (node_id, config_id, kind, created_at, updated_at) SELECT node_id, config_id, 'shell', 0, 0 FROM nodes WHERE rowid = 1" },
 ];
 
-test("issue 10, spec §2.4: every table of a snapshot is validated row by row with the API's rules; a refusal names table, row and field and writes nothing", async (t) => {
+test("spec §2.4: every table of a snapshot is validated row by row with the API's rules; a refusal names table, row and field and writes nothing", async (t) => {
   const h = await startBackupsHarness(t);
   const config = await createConfig(h, { network_cidr: "10.50.0.0/24" });
   const a = await createNode(h, config.config_id, { public_address: "192.0.2.1", listen_port: 51820 });
@@ -227,7 +227,7 @@ test("issue 10, spec §2.4: every table of a snapshot is validated row by row wi
   assert.equal(h.fingerprint(), fp);
 });
 
-test("issue 10, spec §2.4: restore is atomic — a stored snapshot replaced on disk by a hostile one is refused and the live data and actors are untouched", async (t) => {
+test("spec §2.4: restore is atomic — a stored snapshot replaced on disk by a hostile one is refused and the live data and actors are untouched", async (t) => {
   const h = await startBackupsHarness(t);
   const config = await createConfig(h);
   const node = await createNode(h, config.config_id);
@@ -266,7 +266,7 @@ function wrongCrc(zip: Buffer, name: string): Buffer {
   return out;
 }
 
-test("issue 10 LOW, spec §2.4: a zip entry whose data does not match its CRC-32 is refused at import (stored or deflated) and nothing is stored", async (t) => {
+test("spec §2.4: a zip entry whose data does not match its CRC-32 is refused at import (stored or deflated) and nothing is stored", async (t) => {
   const h = await startBackupsHarness(t);
   const config = await createConfig(h);
   await createNode(h, config.config_id);
@@ -287,7 +287,7 @@ test("issue 10 LOW, spec §2.4: a zip entry whose data does not match its CRC-32
   }
 });
 
-test("issue 10, spec §2.4: at cold start a node whose stored state cannot be restored is quarantined with an error log naming it; the other nodes serve", async (t) => {
+test("spec §2.4: at cold start a node whose stored state cannot be restored is quarantined with an error log naming it; the other nodes serve", async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-quarantine-"));
   t.after(() => rmSync(dataDir, { recursive: true, force: true }));
   const first = await boot(t, dataDir);
@@ -325,7 +325,7 @@ test("issue 10, spec §2.4: at cold start a node whose stored state cannot be re
     return JSON.stringify(copy);
   };
   const bad = [
-    CRAFTED_MACHINE, // the issue's finding
+    CRAFTED_MACHINE, // a state the machine does not have
     "{not json",
     variant(badIds[2]!, (v) => (v.value.presence = "teleported")),
     variant(badIds[3]!, (v) => (v.context.nodeId = good)), // another node's state
@@ -361,7 +361,7 @@ test("issue 10, spec §2.4: at cold start a node whose stored state cannot be re
   }
 });
 
-test("issue 10, spec §2.4/§4 rule 12: a client bound before a restore is cut off and its broker password stops working; the node re-binds", { timeout: 20_000 }, async (t) => {
+test("spec §2.4/§4 rule 12: a client bound before a restore is cut off and its broker password stops working; the node re-binds", { timeout: 20_000 }, async (t) => {
   const h = await startBackupsHarness(t);
   const config = await createConfig(h);
   const node = await createNode(h, config.config_id, { mode: "dynamic" });
@@ -405,7 +405,7 @@ test("issue 10, spec §2.4/§4 rule 12: a client bound before a restore is cut o
   assert.equal(h.server.registry.projection(config.config_id, node.node_id)?.clientInitialized, false);
 });
 
-test("issue 10, spec §2.4: a snapshot whose rows pass one by one but whose configs cannot be rendered is refused at import, naming the config", async (t) => {
+test("spec §2.4: a snapshot whose rows pass one by one but whose configs cannot be rendered is refused at import, naming the config", async (t) => {
   const h = await startBackupsHarness(t);
   const config = await createConfig(h);
   const a = await createNode(h, config.config_id, { public_address: "192.0.2.1", listen_port: 51820 });

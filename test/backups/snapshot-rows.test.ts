@@ -9,7 +9,7 @@ import { DATA_TABLES, SCRUBBED_TABLES } from "../../src/services/snapshots.js";
 import { Store } from "../../src/store/db.js";
 import { sqliteOf } from "../../src/store/connection.js";
 
-test("issue 10, spec §2.4: there is one row schema per snapshot data table, with exactly the live table's columns (a new migration column must be validated too)", async (t) => {
+test("spec §2.4: there is one row schema per snapshot data table, with exactly the live table's columns (a new migration column must be validated too)", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "svc-rows-"));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));
@@ -21,7 +21,7 @@ test("issue 10, spec §2.4: there is one row schema per snapshot data table, wit
   }
 });
 
-test("issue 13, spec §2.4: every table a migration creates is either carried by snapshots (a row schema) or scrubbed from them (a new table must be placed)", async (t) => {
+test("spec §2.4: every table a migration creates is either carried by snapshots (a row schema) or scrubbed from them (a new table must be placed)", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "svc-rows-"));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));

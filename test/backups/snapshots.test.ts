@@ -30,7 +30,7 @@ function withDb<T>(bytes: Buffer, fn: (db: SQLite.Database) => T): T {
   }
 }
 
-test("issue 5 item 4: a snapshot is a zip of manifest.json + svc.db; listed newest first with the zip's size and sha256", async (t) => {
+test("a snapshot is a zip of manifest.json + svc.db; listed newest first with the zip's size and sha256", async (t) => {
   const h = await startBackupsHarness(t);
   const config = await createConfig(h, { name: "office" });
   await createNode(h, config.config_id, { public_address: "192.0.2.1" });
@@ -171,7 +171,7 @@ async function capture(h: Harness): Promise<Record<string, unknown>> {
   return out;
 }
 
-test("issue 5 item 4: restore brings configs, nodes, mesh pairs, port forwards and staged configs back exactly, and rehydrates every actor", async (t) => {
+test("restore brings configs, nodes, mesh pairs, port forwards and staged configs back exactly, and rehydrates every actor", async (t) => {
   const h = await startBackupsHarness(t);
   const a = await createConfig(h, { name: "office", network_cidr: "10.30.0.0/24" });
   const b = await createConfig(h, { name: "lab", tunnel_protocol: "awg_2", network_cidr: "10.31.0.0/24" });
@@ -225,7 +225,7 @@ test("issue 5 item 4: restore brings configs, nodes, mesh pairs, port forwards a
   assert.equal(registry.size, actorsBefore);
   assert.equal(registry.has(c.config_id, c1.node_id), false);
   assert.equal(registry.has(a.config_id, a3.node_id), true);
-  // Projections as before, except what a restore never takes from a snapshot (issue 10): the
+  // Projections as before, except what a restore never takes from a snapshot (nothing in it is trusted): the
   // machine state starts fresh from the columns, so the bind token the restore dropped is gone.
   assert.equal(projectionBefore.bindToken, "valid");
   assert.deepEqual(registry.projection(a.config_id, a2.node_id), { ...projectionBefore, bindToken: "none" });

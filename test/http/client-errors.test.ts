@@ -7,8 +7,8 @@ import { createLogger } from "../../src/logger.js";
 import { startHarness } from "./harness.js";
 
 /**
- * Requests Node's HTTP parser refuses before any route runs (issue 10, LOW "431 answers bypass
- * the error shape"): over a real socket, each answers the DESIGN §3 error body
+ * Requests Node's HTTP parser refuses before any route runs (a 431 for too large headers among
+ * them) keep the error shape: over a real socket, each answers the DESIGN §3 error body
  * `{"error":{"code","message"}}` with a code from `src/errors.ts` and that code's status.
  */
 

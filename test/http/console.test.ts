@@ -1,5 +1,5 @@
 /**
- * The console's static files (issue 12; DESIGN §2 `src/http` "the console's static files"):
+ * The console's static files (DESIGN §2 `src/http` "the console's static files"):
  * SPA fallback, caching, CSP, API errors untouched, and a clear answer without a build.
  */
 import assert from "node:assert/strict";
@@ -40,7 +40,7 @@ function fakeBuild(t: TestContext): string {
 
 const get = (server: AppContext, url: string, headers: Record<string, string> = {}) => injectJson(server, { method: "GET", url, headers });
 
-test("issue 12: / and every non-API path answer index.html (no-cache, CSP 'self') without a token; hashed assets are immutable", async (t) => {
+test("/ and every non-API path answer index.html (no-cache, CSP 'self') without a token; hashed assets are immutable", async (t) => {
   const server = await serverWith(t, fakeBuild(t));
   for (const url of ["/", "/login", "/configs/abc/nodes/def?presence=online", "/index.html"]) {
     const res = await get(server, url);
@@ -84,7 +84,7 @@ test("issue 12: / and every non-API path answer index.html (no-cache, CSP 'self'
   assert.notEqual(traversal.text.includes("root:"), true);
 });
 
-test("issue 12: /api paths no route takes stay JSON errors (401 without a token, 404 with one); other methods are not the console's", async (t) => {
+test("/api paths no route takes stay JSON errors (401 without a token, 404 with one); other methods are not the console's", async (t) => {
   const server = await serverWith(t, fakeBuild(t));
   const anon = await get(server, "/api/v1/no-such-thing");
   assert.equal(anon.status, 401);
@@ -104,7 +104,7 @@ test("issue 12: /api paths no route takes stay JSON errors (401 without a token,
   assert.equal((await get(server, "/api/v1/health")).json.status, "ok");
 });
 
-test("issue 12: without dist/web, / answers 503 SERVICE_UNAVAILABLE telling how to build the console", async (t) => {
+test("without dist/web, / answers 503 SERVICE_UNAVAILABLE telling how to build the console", async (t) => {
   const empty = mkdtempSync(join(tmpdir(), "svc-web-none-"));
   t.after(() => rmSync(empty, { recursive: true, force: true }));
   const server = await serverWith(t, empty);

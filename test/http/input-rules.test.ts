@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { assertError, createConfig, createNode, startHarness } from "./harness.js";
 
-/** Issue 10 "Security: fix first", LOW findings on the REST boundary (DESIGN §5: every boundary validates). */
+/** Values the REST boundary refuses although they fit a field's shape: no host or kernel would take them (DESIGN §5: every boundary validates). */
 
 const RESERVED_NETWORKS = [
   "0.0.0.0/8", // "this network"
@@ -17,7 +17,7 @@ const RESERVED_NETWORKS = [
   "224.0.0.0/8",
 ];
 
-test("issue 10 LOW: a config refuses reserved networks (this-network, loopback, link-local, multicast, class E, broadcast) with VALIDATION_FAILED, on create and update", async (t) => {
+test("a config refuses reserved networks (this-network, loopback, link-local, multicast, class E, broadcast) with VALIDATION_FAILED, on create and update", async (t) => {
   const h = await startHarness(t);
   const empty = await createConfig(h, { network_cidr: "10.1.0.0/24" });
   for (const network_cidr of RESERVED_NETWORKS) {
@@ -36,7 +36,7 @@ test("issue 10 LOW: a config refuses reserved networks (this-network, loopback, 
   }
 });
 
-test("issue 10 LOW: interface_name '.' and '..' are refused on node create and update (Linux refuses them as interface names)", async (t) => {
+test("interface_name '.' and '..' are refused on node create and update (Linux refuses them as interface names)", async (t) => {
   const h = await startHarness(t);
   const config = await createConfig(h);
   const node = await createNode(h, config.config_id, { interface_name: "wg.0" });
@@ -49,7 +49,7 @@ test("issue 10 LOW: interface_name '.' and '..' are refused on node create and u
   }
 });
 
-test("issue 10 LOW: names refuse C1 control characters (U+0080-U+009F) as they refuse C0 and DEL", async (t) => {
+test("names refuse C1 control characters (U+0080-U+009F) as they refuse C0 and DEL", async (t) => {
   const h = await startHarness(t);
   const config = await createConfig(h);
   for (const ch of ["\u0080", "\u0085", "\u009b", "\u009f"]) {

@@ -3,7 +3,7 @@ import { test } from "node:test";
 import { assertError, createConfig, createNode, startHarness, type Harness } from "./harness.js";
 
 /**
- * Issue 14, the mesh-pair list at scale: `GET /api/v1/configs/{id}/mesh-pairs` answers keyset
+ * The mesh-pair list at scale: `GET /api/v1/configs/{id}/mesh-pairs` answers keyset
  * pages (`limit`, opaque `cursor`, `next_cursor`) in creation order, and `node_id=` answers one
  * node's pairs only, each with its connection integrity (spec §6.5 `workspace.connections[*]`).
  * Without `limit` a page holds up to 10,000 pairs: small meshes answer in one page, as before.
@@ -29,7 +29,7 @@ async function fullMesh(h: Harness, configId: string, n: number): Promise<string
   return ids;
 }
 
-test("issue 14 / spec §6.5 connections: mesh-pair pages cover every pair once, in creation order, and the unpaged answer is the same list with next_cursor null", async (t) => {
+test("spec §6.5 connections: mesh-pair pages cover every pair once, in creation order, and the unpaged answer is the same list with next_cursor null", async (t) => {
   const h = await startHarness(t);
   const config = await createConfig(h);
   await fullMesh(h, config.config_id, 8); // 28 pairs
@@ -50,7 +50,7 @@ test("issue 14 / spec §6.5 connections: mesh-pair pages cover every pair once, 
   assert.deepEqual(seen, all.mesh_pairs, "the pages, joined, are the unpaged list (same order, same integrity)");
 });
 
-test("issue 14 / spec §6.5 connections: node_id= answers exactly that node's pairs with their integrity, paged with a cursor bound to the node", async (t) => {
+test("spec §6.5 connections: node_id= answers exactly that node's pairs with their integrity, paged with a cursor bound to the node", async (t) => {
   const h = await startHarness(t);
   const config = await createConfig(h);
   const ids = await fullMesh(h, config.config_id, 6);

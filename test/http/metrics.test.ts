@@ -15,7 +15,7 @@ import { ADMIN_PASSWORD, assertError, startHarness } from "./harness.js";
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
- * `GET /api/v1/metrics` and its root alias `GET /metrics` (issue 6 item 6, issue 10 fix 5): Prometheus text format from the service's own prom-client
+ * `GET /api/v1/metrics` and its root alias `GET /metrics`: Prometheus text format from the service's own prom-client
  * registry, values read from live state at scrape time. Driven through real HTTP, a real aedes
  * broker and an MQTT.js agent.
  */
@@ -42,7 +42,7 @@ function publishedCommands(s: SseServer): number {
   return row.n;
 }
 
-test("GET /api/v1/metrics: every family with its labels, values following real nodes, commands, MQTT messages, drops and SSE (issue 6 item 6)", async (t) => {
+test("GET /api/v1/metrics: every family with its labels, values following real nodes, commands, MQTT messages, drops and SSE", async (t) => {
   const s = await startSseServer(t);
   let text = await scrape(s);
   assert.equal(familyType(await scrape(s, "/metrics"), "svc_nodes"), "gauge", "the root alias serves the same registry");

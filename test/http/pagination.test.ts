@@ -5,7 +5,7 @@ import { assertError, createConfig, createNode, startHarness, type Harness } fro
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
- * Issue 14 item 5, lists for big fleets: nodes, configs and control logs are keyset pages
+ * Lists for big fleets: nodes, configs and control logs are keyset pages
  * (`limit`, opaque `cursor`, `next_cursor`), filtered in the store; node counts by state. The
  * states filtered and counted are the ones the node view shows (presence spec §3.1, sync spec
  * §3.5; the console re-derives nothing, spec §6.5 rule 7). Over real HTTP routing (inject) on a
@@ -30,7 +30,7 @@ async function seedNodes(h: Harness, configId: string, n: number, prefix: string
   return ids;
 }
 
-test("issue 14 item 5: node pages cover every node exactly once, in creation order, while nodes are created and deleted between pages", async (t) => {
+test("node pages cover every node exactly once, in creation order, while nodes are created and deleted between pages", async (t) => {
   const h = await startHarness(t);
   const config = await createConfig(h);
   const initial = await seedNodes(h, config.config_id, 23, "n");
@@ -67,7 +67,7 @@ test("issue 14 item 5: node pages cover every node exactly once, in creation ord
   assert.equal(all.next_cursor, null);
 });
 
-test("issue 14 item 5, spec §3.1, §3.5: presence, mode, sync and text filters run on the server; node-counts counts by state", async (t) => {
+test("spec §3.1, §3.5: presence, mode, sync and text filters run on the server; node-counts counts by state", async (t) => {
   const h = await startHarness(t);
   const config = await createConfig(h, { network_cidr: "10.60.0.0/24" });
   const other = await createConfig(h, { network_cidr: "10.61.0.0/24" });
@@ -113,7 +113,7 @@ test("issue 14 item 5, spec §3.1, §3.5: presence, mode, sync and text filters 
   assertError(await h.req("GET", "/api/v1/configs/nope/nodes"), "NOT_FOUND");
 });
 
-test("issue 14 item 5: a bad cursor answers 400 INVALID_CURSOR, a bad limit or filter 400 VALIDATION_FAILED, and nothing is written", async (t) => {
+test("a bad cursor answers 400 INVALID_CURSOR, a bad limit or filter 400 VALIDATION_FAILED, and nothing is written", async (t) => {
   const h = await startHarness(t);
   const a = await createConfig(h);
   const b = await createConfig(h, { network_cidr: "10.21.0.0/24" });
@@ -142,7 +142,7 @@ test("issue 14 item 5: a bad cursor answers 400 INVALID_CURSOR, a bad limit or f
   assert.equal(h.fingerprint(), before);
 });
 
-test("issue 14 item 5: config pages in creation order with total and a name filter", async (t) => {
+test("config pages in creation order with total and a name filter", async (t) => {
   const h = await startHarness(t);
   const made: string[] = [];
   for (let i = 0; i < 5; i++) {
@@ -166,7 +166,7 @@ test("issue 14 item 5: config pages in creation order with total and a name filt
   assert.equal(labs.json.total, 5);
 });
 
-test("issue 14 item 5, spec §2.8: control-log pages newest first cover every row once while new rows arrive; kind filter; counts by kind", async (t) => {
+test("spec §2.8: control-log pages newest first cover every row once while new rows arrive; kind filter; counts by kind", async (t) => {
   const h = await startHarness(t);
   const config = await createConfig(h);
   const [nodeId] = await seedNodes(h, config.config_id, 1, "logger");
@@ -211,7 +211,7 @@ test("issue 14 item 5, spec §2.8: control-log pages newest first cover every ro
   assertError(await h.req("GET", `${path}?cursor=${encodeURIComponent(Buffer.from(JSON.stringify({ l: "control_logs", n: "other", at: 1, id: 1 })).toString("base64url"))}`), "INVALID_CURSOR");
 });
 
-test("issue 14 item 5: in a 12,000-node config a rare filter answers short pages, each scan bounded, that still cover every match once; counts are summed over chunks", async (t) => {
+test("in a 12,000-node config a rare filter answers short pages, each scan bounded, that still cover every match once; counts are summed over chunks", async (t) => {
   const h = await startHarness(t);
   const config = await createConfig(h, { network_cidr: "10.64.0.0/16" });
   const sqlite = sqliteOf(h.server.store);

@@ -24,7 +24,7 @@ test("port forwards render as PostUp/PostDown rules and follow enable, change an
   assertError(await h.req("POST", base, { protocol: "sctp", listen_port: 1, target_address: app.address, target_port: 1 }), "VALIDATION_FAILED");
   assertError(await h.req("POST", base, { protocol: "tcp", listen_port: 1, target_address: "host.example", target_port: 1 }), "VALIDATION_FAILED");
   assertError(await h.req("POST", base, { protocol: "tcp", listen_port: 1, target_address: app.address, target_port: 70000 }), "VALIDATION_FAILED");
-  // issue 15 item 1 finding: a DNAT target must be an address a host can hold.
+  // A DNAT target must be an address a host can hold.
   for (const target of ["0.0.0.0", "0.1.2.3", "224.0.0.1", "239.255.255.255", "255.255.255.255"]) {
     assertError(await h.req("POST", base, { protocol: "tcp", listen_port: 2, target_address: target, target_port: 1 }), "VALIDATION_FAILED");
   }

@@ -56,7 +56,7 @@ function fill(path: string, ids: Record<string, string>): string {
   return path.replace(/\{(\w+)\}/g, (_, name: string) => ids[name] ?? "x");
 }
 
-test("the OpenAPI document lists every route and every registered error code (issue 2 item 5)", async (t) => {
+test("the OpenAPI document lists every route and every registered error code", async (t) => {
   const h = await startHarness(t);
   const list = await routes(h);
   const doc = (await h.req("GET", "/api/v1/openapi.json")).json;
@@ -107,7 +107,7 @@ test("the OpenAPI document lists every route and every registered error code (is
   for (const code of Object.keys(ERROR_CODES)) assert.ok(doc.info.description.includes(code), code);
 });
 
-test("spec §9 rule 1, DESIGN §5: every route lives under /api/v1/ except bind, the broker's authz hook and the /metrics and /mcp aliases (issue 10 fix 5)", async (t) => {
+test("spec §9 rule 1, DESIGN §5: every route lives under /api/v1/ except bind, the broker's authz hook and the /metrics and /mcp aliases", async (t) => {
   const h = await startHarness(t);
   // The OpenAPI document: only the two paths the specification names carry no version segment.
   const unversioned = new Set(["/api/client/bind", "/api/internal/emqx/authz"]);

@@ -11,8 +11,7 @@ import { ADMIN_PASSWORD, assertError, injectJson, startHarness, type Harness, ty
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
- * `GET, PUT /api/v1/settings/mqtt` (DESIGN §5 "MQTT settings (no secrets in answers)", issue 6
- * item 5) and the `settings.mqtt.updated` event (spec §6.5).
+ * `GET, PUT /api/v1/settings/mqtt` (DESIGN §5 "MQTT settings (no secrets in answers)") and the `settings.mqtt.updated` event (spec §6.5).
  */
 
 const PATH = "/api/v1/settings/mqtt";

@@ -1,5 +1,5 @@
 /**
- * Issue 14 item 1: the lazy / incremental staging path (src/store/staging.ts) gives byte-for-byte
+ * The lazy / incremental staging path (src/store/staging.ts) gives byte-for-byte
  * the config text, sha and version of a full re-render after every mesh write (DESIGN §3 Config
  * versions: the version increments only when the text changes; spec §3.5, §3.8: the text the
  * agent receives hashes to the staged sha). Property-based over random sequences of 200 writes
@@ -78,7 +78,7 @@ async function apply(mesh: MeshService, configId: string, o: Op, ids: string[], 
 
 const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
 
-test("issue 14 / DESIGN §3 Config versions, spec §3.5 §3.8: after each of 200 random mesh writes the lazily staged versions, texts and shas equal a full re-render's, byte for byte", async (t) => {
+test("DESIGN §3 Config versions, spec §3.5 §3.8: after each of 200 random mesh writes the lazily staged versions, texts and shas equal a full re-render's, byte for byte", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "svc-incr-"));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   let run = 0;
@@ -136,7 +136,7 @@ test("issue 14 / DESIGN §3 Config versions, spec §3.5 §3.8: after each of 200
   );
 });
 
-test("issue 14 / DESIGN §3 Config versions: a write above the eager budget hands its dynamic nodes to the node actors after the commit with the rendered (version, sha); a restart renders those a stopped run left unrendered", async (t) => {
+test("DESIGN §3 Config versions: a write above the eager budget hands its dynamic nodes to the node actors after the commit with the rendered (version, sha); a restart renders those a stopped run left unrendered", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "svc-incr-"));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));

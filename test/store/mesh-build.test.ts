@@ -1,5 +1,5 @@
 /**
- * Issue 14 item 4 (a 5,000-node full mesh built over REST): the storage side of a node joining
+ * A 5,000-node full mesh built over REST, its storage side of a node joining
  * a full mesh. Its n − 1 pairs are inserted by one `INSERT … SELECT` with ids made of one
  * per-write prefix and the row's number (src/store/mesh-pairs.repository.ts
  * `insertPairsWithAll`), and the store opens with the page cache and checkpoint interval the
@@ -33,7 +33,7 @@ async function open(t: { after(fn: () => void | Promise<void>): void }): Promise
   return store;
 }
 
-test("issue 14 item 4: a node joining a full mesh gets one pair with each other node of its config, ids = one prefix per write + the row's number, distinct across writes of the same millisecond", async (t) => {
+test("a node joining a full mesh gets one pair with each other node of its config, ids = one prefix per write + the row's number, distinct across writes of the same millisecond", async (t) => {
   const store = await open(t);
   // A clock that does not move: every write has the same millisecond, so only the per-write
   // random part of the prefix tells two writes' ids apart.
@@ -81,7 +81,7 @@ test("issue 14 item 4: a node joining a full mesh gets one pair with each other 
   assert.equal((await mesh.listPairs(a, { limit: 10_000 })).mesh_pairs.length, rows.length - 1);
 });
 
-test("issue 14 item 4: auto_pair false inserts no pairs; pairing a node that has its pairs already fails on the unique pair and inserts nothing", async (t) => {
+test("auto_pair false inserts no pairs; pairing a node that has its pairs already fails on the unique pair and inserts nothing", async (t) => {
   const store = await open(t);
   const mesh = new MeshService({ store, clock: new ManualClock(), mqttEnabled: false });
   const c = (await mesh.createConfig({ name: "c", tunnel_protocol: "wireguard", network_cidr: "10.9.0.0/24" } as never)).config_id;
@@ -94,7 +94,7 @@ test("issue 14 item 4: auto_pair false inserts no pairs; pairing a node that has
   assert.equal(count(), 1);
 });
 
-test("issue 14 item 4: the store opens with a 64 MiB page cache and checkpoints every 50,000 WAL pages", async (t) => {
+test("the store opens with a 64 MiB page cache and checkpoints every 50,000 WAL pages", async (t) => {
   const store = await open(t);
   assert.equal(PAGE_CACHE_SIZE, -65536);
   assert.equal(WAL_AUTOCHECKPOINT_PAGES, 50_000);
@@ -102,7 +102,7 @@ test("issue 14 item 4: the store opens with a 64 MiB page cache and checkpoints 
   assert.equal(sqliteOf(store).pragma("wal_autocheckpoint", { simple: true }), 50_000);
 });
 
-test("issue 14 item 4: a node created later sorts before the nodes created before it, so it is node_a of every pair it gets when it joins (its index entries lie together)", async (t) => {
+test("a node created later sorts before the nodes created before it, so it is node_a of every pair it gets when it joins (its index entries lie together)", async (t) => {
   const store = await open(t);
   const clock = new ManualClock();
   const mesh = new MeshService({ store, clock, mqttEnabled: false, eagerPeerBudget: 0 });

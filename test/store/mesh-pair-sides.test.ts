@@ -1,6 +1,6 @@
 /**
- * Migration 0011_mesh_pair_sides (docs/decisions.md "Issue 14: the 5,000-node build
- * (2026-11-26)"): `mesh_pairs` without the index on `node_b` and without the foreign key that
+ * Migration 0011_mesh_pair_sides (docs/history/decisions-2026.md "the 5,000-node build"):
+ * `mesh_pairs` without the index on `node_b` and without the foreign key that
  * needed it; triggers keep the key's guarantees. Real SQLite files.
  */
 import assert from "node:assert/strict";
@@ -136,7 +136,7 @@ test("a node's pairs are read without scanning mesh_pairs: through UNIQUE (node_
   assert.doesNotMatch(deleting, /SCAN mesh_pairs/, deleting);
 });
 
-test("issue 14 items 2–3: listPairsWithNodeA (the renderer's pair read), asked with every node of a config in groups, lists each of its pairs exactly once, and its statements look pairs up by node_a only: no scan of mesh_pairs, no range of the config's pairs (no node_b index since migration 0011)", async (t) => {
+test("listPairsWithNodeA (the renderer's pair read), asked with every node of a config in groups, lists each of its pairs exactly once, and its statements look pairs up by node_a only: no scan of mesh_pairs, no range of the config's pairs (no node_b index since migration 0011)", async (t) => {
   const store = await Store.open(tempFile(t), log);
   t.after(() => store.close());
   const ids = seed(sqliteOf(store), 12);

@@ -11,7 +11,7 @@ import { emptyNodeStateCounts, nodePage, nodeScanBoundary, nodeStateCounts, tags
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
- * Issue 14 item 5: the node list's filters and counts run in SQL (PRESENCE_SQL, SYNC_SQL of
+ * The node list's filters and counts run in SQL (PRESENCE_SQL, SYNC_SQL of
  * src/store/node-list.repository.ts), while every answer derives presence and sync state with
  * `clientView` (src/services/views.ts; spec §3.1, §3.5, §6.5 rule 7). These properties hold the two
  * derivations to each other for random node states, with MQTT services on and off (spec §1.7),
@@ -92,7 +92,7 @@ function matches(v: ReturnType<typeof nodeView>, f: NodeListFilter): boolean {
   );
 }
 
-test("issue 14 item 5, spec §3.1/§3.5: SQL filters and counts agree with clientView, and keyset pages (bounded scans) concatenate to the filtered list in order; counts summed over ranges equal one count", async (t) => {
+test("spec §3.1/§3.5: SQL filters and counts agree with clientView, and keyset pages (bounded scans) concatenate to the filtered list in order; counts summed over ranges equal one count", async (t) => {
   const { store, close } = await openStore();
   t.after(close);
   await fc.assert(
@@ -150,7 +150,7 @@ test("issue 14 item 5, spec §3.1/§3.5: SQL filters and counts agree with clien
   );
 });
 
-test("issue 14 item 5: the node page reads the index on (config_id, created_at, node_id) of migration 0008, not a sort", async (t) => {
+test("the node page reads the index on (config_id, created_at, node_id) of migration 0008, not a sort", async (t) => {
   const { store, close } = await openStore();
   t.after(close);
   const plan = sqliteOf(store)

@@ -1,5 +1,5 @@
 /**
- * Issue 14 items 2 and 4: the node views of a whole config (the mesh page's workspace
+ * The node views of a whole config (the mesh page's workspace
  * `GET /api/v1/configs/{id}`, overviews `config.overview.updated`, spec §6.5) are read from the
  * covering index `nodes_views` (migration 0012) without touching the table, whose rows carry the
  * ~100 KB staged config text before the columns a view needs, and with the client-state rows by
@@ -21,7 +21,7 @@ import { configTagsByNode, mapConfigNodes } from "../../src/store/node-list.repo
 import { findClientState, listNodes, listTagsOfNode } from "../../src/store/nodes.repository.js";
 import { sqliteOf } from "../../src/store/connection.js";
 
-test("issue 14 items 2 and 4: mapConfigNodes reads the covering index nodes_views (no table row, no text overflow) and client states by key, in one statement, and answers every view column of listNodes with each node's client state; configTagsByNode each node's sorted tags", async (t) => {
+test("mapConfigNodes reads the covering index nodes_views (no table row, no text overflow) and client states by key, in one statement, and answers every view column of listNodes with each node's client state; configTagsByNode each node's sorted tags", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "svc-views-"));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));

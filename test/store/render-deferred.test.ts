@@ -1,5 +1,5 @@
 /**
- * Issue 14 items 2–3: `renderDeferred` (src/store/staging.ts) renders a large write's nodes in
+ * `renderDeferred` (src/store/staging.ts) renders a large write's nodes in
  * chunks, reading each chunk's inputs once, and yields to the event loop between nodes once a
  * turn has used its step. A write that lands between a chunk's reads and a node's store must not
  * leave a stale rendering: that node is rendered again from fresh inputs, so every stored text is
@@ -16,7 +16,7 @@ import { turnsDuring } from "../helpers/turns.js";
 
 const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
 
-test("issue 14 / DESIGN §3 Config versions: a write landing while a chunk renders (after its inputs were read) leaves no stale text: the nodes it bumped are rendered again from fresh inputs and reported with the new version", async (t) => {
+test("DESIGN §3 Config versions: a write landing while a chunk renders (after its inputs were read) leaves no stale text: the nodes it bumped are rendered again from fresh inputs and reported with the new version", async (t) => {
   const { store, mesh, configId, ids } = await lazyMesh(t, 6);
   const reported = new Map<string, StagedChange>();
   let wrote = false;
@@ -50,7 +50,7 @@ test("issue 14 / DESIGN §3 Config versions: a write landing while a chunk rende
   assert.ok(own.node.staged_config_sha256 === null || own.node.staged_config_sha256 === sha256(own.text), "the written node: re-staged lazily, or rendered from its new inputs");
 });
 
-test("issue 14 item 2: rendering yields to the event loop within a chunk once a turn has used its step (step 0: a turn per node), and only per chunk with an unbounded step", async (t) => {
+test("rendering yields to the event loop within a chunk once a turn has used its step (step 0: a turn per node), and only per chunk with an unbounded step", async (t) => {
   const { store, configId, ids } = await lazyMesh(t, 20);
   const bounded = await turnsDuring(() => renderDeferred(store.db, configId, ids, () => {}, { chunk: 16, stepMs: 0 }));
   assert.ok(bounded >= ids.length, `a turn per node: ${bounded} turns for ${ids.length} nodes`);
@@ -62,7 +62,7 @@ test("issue 14 item 2: rendering yields to the event loop within a chunk once a 
   assert.ok(unbounded < ids.length, `per chunk only: ${unbounded} turns`);
 });
 
-test("issue 14 item 2 / DESIGN §3 Config versions: restageConfig (snapshot restore) renders in chunks, yielding per node at step 0, and stores the full re-render's texts: a lazily staged node keeps its version, a rendered node whose text changed moves on by one, an unchanged one stays", async (t) => {
+test("DESIGN §3 Config versions: restageConfig (snapshot restore) renders in chunks, yielding per node at step 0, and stores the full re-render's texts: a lazily staged node keeps its version, a rendered node whose text changed moves on by one, an unchanged one stays", async (t) => {
   const { store, mesh, configId, ids } = await lazyMesh(t, 20);
   const [a, b] = ids as [string, string];
   await mesh.getStagedConfig(configId, a); // rendered on demand: a has a stored rendering

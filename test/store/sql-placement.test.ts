@@ -105,7 +105,7 @@ function sourceFiles(dir: string): string[] {
 
 /**
  * The SQL allowed outside `src/store`, each named exactly (file, enclosing declaration, kind, how
- * many): none. Since issue 11 §2 the command tracker's statements and the control service's
+ * many): none. The command tracker's statements and the control service's
  * bind, reset and control-log queries live in store repositories too, so any SQL-running call
  * outside `src/store` fails this test. An entry would need a reason (`waitsFor`) to be added.
  */

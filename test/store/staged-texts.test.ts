@@ -1,5 +1,5 @@
 /**
- * Migration 0013_node_staged_texts (docs/decisions.md "Issue 14: staged texts in their own
+ * Migration 0013_node_staged_texts (docs/history/decisions-2026.md "staged texts in their own
  * table"): a node's rendered staged text lives in `node_staged_texts`, labelled with the version
  * and sha it was rendered for. Marking nodes changed (a protocol switch) touches no text; a stale
  * text is never served (spec §3.5, §3.8: the agent gets text whose SHA-256 is the staged sha).
@@ -54,7 +54,7 @@ test("migration 0013 moves each rendered node's text into node_staged_texts with
   assert.deepEqual(sqliteOf(store).pragma("foreign_key_check"), []);
 });
 
-test("issue 14 item 2: marking a whole config changed (a protocol switch) rewrites no text: no page is freed in its UPDATE; the stale texts stay but are not served, and the next rendering replaces them with the full re-render's", async (t) => {
+test("marking a whole config changed (a protocol switch) rewrites no text: no page is freed in its UPDATE; the stale texts stay but are not served, and the next rendering replaces them with the full re-render's", async (t) => {
   const { store, mesh, configId, ids } = await lazyMesh(t, 40);
   for (const id of ids) await mesh.getStagedConfig(configId, id); // every node rendered: ~40 peers, a few overflow pages each
   const rendered = await listNodes(store.db, configId);

@@ -9,7 +9,7 @@ import { STATEMENT_CACHE_SIZE, Store, StatementCache } from "../../src/store/db.
 import type { Database } from "../../src/store/schema.js";
 import { sqliteOf } from "../../src/store/connection.js";
 
-// docs/decisions.md "Issue 14: prepared-statement cache (2026-11-26)": Kysely's SQLite driver
+// docs/history/decisions-2026.md "prepared-statement cache": Kysely's SQLite driver
 // prepares on every query; Store keeps its statements by SQL text in a bounded LRU.
 
 const log = createLogger("silent");
@@ -38,7 +38,7 @@ function countPrepares(store: Store): Map<string, number> {
 const put = (db: Kysely<Database>, key: string, value: string) => db.insertInto("settings_kv").values({ key, value, updated_at: 0 }).execute();
 const byPrefix = (db: Kysely<Database>, prefix: string) => db.selectFrom("settings_kv").select(["key", "value"]).where("key", "like", `${prefix}%`).orderBy("key").execute();
 
-test("issue 14: a query text is prepared once and its statement reused; results follow inserts, updates and deletes", async (t) => {
+test("a query text is prepared once and its statement reused; results follow inserts, updates and deletes", async (t) => {
   const store = await openStore(t);
   const counts = countPrepares(store);
   const db = store.db;
@@ -70,7 +70,7 @@ test("issue 14: a query text is prepared once and its statement reused; results 
   assert.equal(counts.get("commit"), 1);
 });
 
-test("issue 14: a stream interleaved with a query of the same text: the busy statement is not reused, and it is reused once the stream ends", async (t) => {
+test("a stream interleaved with a query of the same text: the busy statement is not reused, and it is reused once the stream ends", async (t) => {
   const store = await openStore(t);
   const counts = countPrepares(store);
   for (const k of ["s1", "s2", "s3"]) await put(store.db, k, k.toUpperCase());
@@ -100,7 +100,7 @@ test("issue 14: a stream interleaved with a query of the same text: the busy sta
   assert.equal(counts.get(text), 4, "after the streams the cached statement serves again");
 });
 
-test("issue 14: the cache is bounded: N + 1 distinct texts leave N, the least recently used dropped", async (t) => {
+test("the cache is bounded: N + 1 distinct texts leave N, the least recently used dropped", async (t) => {
   const store = await openStore(t);
   const counts = countPrepares(store);
   const cache = new StatementCache(sqliteOf(store), 3);
@@ -125,7 +125,7 @@ test("issue 14: the cache is bounded: N + 1 distinct texts leave N, the least re
   assert.equal(store.statements.size, STATEMENT_CACHE_SIZE);
 });
 
-test("issue 14: a cached select * sees a column added by ALTER TABLE through Kysely, and migrations run through the cache", async (t) => {
+test("a cached select * sees a column added by ALTER TABLE through Kysely, and migrations run through the cache", async (t) => {
   const store = await openStore(t);
   const db = store.db as unknown as Kysely<Record<string, Record<string, unknown>>>; // a column outside schema.ts
   await put(store.db, "c1", "v");

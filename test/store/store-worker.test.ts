@@ -1,5 +1,5 @@
 /**
- * Issue 14 items 2–3: the store worker (src/store/store-worker.ts, src/store/store-worker.thread.ts)
+ * The store worker (src/store/store-worker.ts, src/store/store-worker.thread.ts)
  * reads and renders a large write's nodes on a thread of its own while the main thread stores
  * the previous step, and checkpoints the WAL so that the main thread's commits rarely do. Its renderings must be the full re-render's byte for byte, writes racing it
  * must never leave a stale text stored (DESIGN §3 Config versions; spec §3.5, §3.8: the agent's
@@ -38,7 +38,7 @@ async function assertFullRender(store: Store, configId: string, reported: Readon
   }
 }
 
-test("issue 14 items 2–3 / DESIGN §3 Config versions: the render worker renders a deferred write's nodes byte for byte as the full re-render, while writes race it (random nodes bumped between chunks), and reports every node", async (t) => {
+test("DESIGN §3 Config versions: the render worker renders a deferred write's nodes byte for byte as the full re-render, while writes race it (random nodes bumped between chunks), and reports every node", async (t) => {
   const { store, mesh, configId, ids } = await lazyMesh(t, 40);
   const worker = store.worker();
   assert.ok(worker instanceof StoreWorker);
@@ -70,7 +70,7 @@ test("issue 14 items 2–3 / DESIGN §3 Config versions: the render worker rende
   await assertFullRender(store, configId, reported);
 });
 
-test("issue 14 items 2–3: a worker that cannot start (its database cannot be opened) loses no rendering: each job's nodes are rendered in the main thread, and the store stops starting worker threads after MAX_WORKER_STARTS jobs", async (t) => {
+test("a worker that cannot start (its database cannot be opened) loses no rendering: each job's nodes are rendered in the main thread, and the store stops starting worker threads after MAX_WORKER_STARTS jobs", async (t) => {
   const { store, configId, ids, dir } = await lazyMesh(t, 20);
   const worker = new StoreWorker(join(dir, "missing.db"), store.db, createLogger("silent"));
   t.after(() => worker.close());
@@ -86,7 +86,7 @@ test("issue 14 items 2–3: a worker that cannot start (its database cannot be o
   assert.equal(worker.answered, 0, "the worker answered nothing");
 });
 
-test("issue 14 items 2–3: a worker that goes away in the middle of a job (here: it is closed after the first batch) loses no rendering and repeats none: the nodes it had not given are rendered in the main thread, each reported once", async (t) => {
+test("a worker that goes away in the middle of a job (here: it is closed after the first batch) loses no rendering and repeats none: the nodes it had not given are rendered in the main thread, each reported once", async (t) => {
   const { store, configId, ids } = await lazyMesh(t, 30);
   const worker = store.worker();
   assert.ok(worker);
@@ -112,7 +112,7 @@ test("issue 14 items 2–3: a worker that goes away in the middle of a job (here
   await assertFullRender(store, configId, new Map());
 });
 
-test("issue 14 items 2–3: a node whose stored input the renderer refuses fails the deferred rendering with the renderer's own VALIDATION_FAILED, as in the main thread", async (t) => {
+test("a node whose stored input the renderer refuses fails the deferred rendering with the renderer's own VALIDATION_FAILED, as in the main thread", async (t) => {
   const { store, configId, ids } = await lazyMesh(t, 6);
   const worker = store.worker();
   assert.ok(worker);
@@ -135,7 +135,7 @@ async function writtenStore(t: { after: (fn: () => unknown) => void }, rows: num
   return { store, dir, write };
 }
 
-test("issue 14 item 2: the store worker checkpoints the WAL on its own connection: every frame the main connection wrote is copied into the database (PASSIVE, no reader or writer waited for)", async (t) => {
+test("the store worker checkpoints the WAL on its own connection: every frame the main connection wrote is copied into the database (PASSIVE, no reader or writer waited for)", async (t) => {
   const { store, write } = await writtenStore(t, 50);
   const worker = store.worker();
   assert.ok(worker);
@@ -150,7 +150,7 @@ test("issue 14 item 2: the store worker checkpoints the WAL on its own connectio
   assert.ok(again.log < done.log * 2, `the WAL was restarted (${again.log} frames after ${done.log})`);
 });
 
-test("issue 14 item 2: the store worker starts by itself once the WAL file reaches walStartBytes, and then checkpoints unasked every checkpointIntervalMs", { timeout: 30_000 }, async (t) => {
+test("the store worker starts by itself once the WAL file reaches walStartBytes, and then checkpoints unasked every checkpointIntervalMs", { timeout: 30_000 }, async (t) => {
   const { store, dir, write } = await writtenStore(t, 30);
   const file = join(dir, "svc.db");
   let reported!: (c: WalCheckpoint) => void;
@@ -169,7 +169,7 @@ test("issue 14 item 2: the store worker starts by itself once the WAL file reach
   assert.ok(done.checkpointed >= 30, `frames copied without being asked (${done.checkpointed})`);
 });
 
-test("issue 14 item 2: a worker started by the WAL watch that exits is started again while the WAL stays large, up to MAX_WORKER_STARTS in all (here every start fails: the database file is missing beside a large WAL)", { timeout: 30_000 }, async (t) => {
+test("a worker started by the WAL watch that exits is started again while the WAL stays large, up to MAX_WORKER_STARTS in all (here every start fails: the database file is missing beside a large WAL)", { timeout: 30_000 }, async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "svc-rewatch-"));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const file = join(dir, "gone.db");
@@ -196,7 +196,7 @@ test("issue 14 item 2: a worker started by the WAL watch that exits is started a
   assert.deepEqual(running, Array.from({ length: MAX_WORKER_STARTS }, () => [true, false]).flat(), "each start and each exit reported");
 });
 
-test("issue 14 item 2: while the store worker runs, the main connection's own checkpoint is only a far backstop (WAL_AUTOCHECKPOINT_PAGES_WITH_WORKER), so no commit in the event loop copies and syncs the WAL; before it, WAL_AUTOCHECKPOINT_PAGES", async (t) => {
+test("while the store worker runs, the main connection's own checkpoint is only a far backstop (WAL_AUTOCHECKPOINT_PAGES_WITH_WORKER), so no commit in the event loop copies and syncs the WAL; before it, WAL_AUTOCHECKPOINT_PAGES", async (t) => {
   const { store } = await writtenStore(t, 1);
   const pages = () => sqliteOf(store).pragma("wal_autocheckpoint", { simple: true });
   assert.equal(pages(), WAL_AUTOCHECKPOINT_PAGES, "no worker yet");
@@ -208,7 +208,7 @@ test("issue 14 item 2: while the store worker runs, the main connection's own ch
   assert.ok(WAL_AUTOCHECKPOINT_PAGES_WITH_WORKER * 4096 > 200 * 1024 * 1024, "more than a 1,000-node switch writes without a pause (~200 MiB)");
 });
 
-test("issue 14 item 2 / DESIGN §5 system status: while the store worker's thread runs, the notifier's statuses count configs, nodes and pairs on its connection, which sees only what is committed; with no thread, or once it is closed, on the main connection", async (t) => {
+test("DESIGN §5 system status: while the store worker's thread runs, the notifier's statuses count configs, nodes and pairs on its connection, which sees only what is committed; with no thread, or once it is closed, on the main connection", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "svc-store-worker-"));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));
@@ -271,7 +271,7 @@ test("DESIGN §5 system status: counted on the main connection, the status waits
   assert.equal((await status).summary.configs, 0, "the rolled-back config was never counted");
 });
 
-test("issue 14 item 2: the store's counts are answered between two render steps, not after every step asked before them (the system status of a switch is not held back by its rendering)", async (t) => {
+test("the store's counts are answered between two render steps, not after every step asked before them (the system status of a switch is not held back by its rendering)", async (t) => {
   const { store, configId, ids } = await lazyMesh(t, 24);
   const worker = store.worker();
   assert.ok(worker);

@@ -82,7 +82,7 @@ function assertStreamAllowed(hub: EventHub, session: string, max: number): void 
   if (open < max) return;
   throw new AppError(
     "RATE_LIMITED",
-    `this session already has ${open} open event streams (SVC_SSE_MAX_STREAMS_PER_SESSION=${max}); close one first`,
+    `this admin session already has ${open} open event streams (SVC_SSE_MAX_STREAMS_PER_SESSION=${max}); close one first`,
     { open_streams: open, limit: max },
   );
 }

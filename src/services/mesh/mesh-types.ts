@@ -80,8 +80,8 @@ export interface MeshChange {
   unpaired?: string[];
   /**
    * True when this is no write but the after-commit rendering of an earlier one reporting nodes
-   * it rendered (`staged` only): the notifier may coalesce such reports (docs/decisions.md
-   * "Issue 14: switch rendering and notifier coalescing").
+   * it rendered (`staged` only): the notifier may coalesce such reports
+   * (docs/history/decisions-2026.md "switch rendering and notifier coalescing").
    */
   rendered?: true;
 }
