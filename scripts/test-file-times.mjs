@@ -2,7 +2,7 @@
 /**
  * A `node:test` reporter: the top-level tests' durations summed per test file, longest first,
  * with when each file's last test ended (s after the run started). Where the CI's test step
- * spends its time (docs/decisions.md "CI time: test files three at a time…"); not part of
+ * spends its time (docs/history/decisions-2026.md "CI time: test files three at a time…"); not part of
  * `npm test`. Plain JavaScript: Node loads reporters before `--import tsx` applies. Add it
  * beside the usual reporter:
  *

@@ -33,7 +33,7 @@ const envSchema = z.object({
   SVC_DOWNLOAD_TOKEN_TTL_S: seconds.default(300),
   SVC_MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
   SVC_MQTT_BROKER: z.enum(["embedded", "emqx", "mosquitto"], { error: "must be embedded, emqx or mosquitto" }).default("embedded"),
-  // External brokers (docs/decisions.md "Broker wiring, reconciliation, start without a broker, Mosquitto")
+  // External brokers (docs/history/decisions-2026.md "Broker wiring, reconciliation, start without a broker, Mosquitto")
   SVC_MQTT_URL: z.url({ protocol: /^mqtts?$/, error: "must be an mqtt:// or mqtts:// URL" }).default("mqtt://emqx-host:1883"),
   SVC_EMQX_API_URL: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }).optional(),
   SVC_EMQX_API_KEY: z.string().min(1).max(1024).optional(),
@@ -47,7 +47,7 @@ const envSchema = z.object({
   SVC_EMBEDDED_BROKER_THREAD: boolText.default(true),
   SVC_MQTT_PUBLIC_HOST: z.string().min(1).max(253).optional(),
   SVC_MQTT_PUBLIC_PORT: port(false).optional(),
-  // TLS (spec §1.9, §2.6; docs/decisions.md "TLS for MQTT")
+  // TLS (spec §1.9, §2.6; docs/history/decisions-2026.md "TLS for MQTT")
   SVC_MQTT_TLS_ENABLED: boolText.default(false),
   SVC_EMBEDDED_BROKER_TLS_PORT: port(true).default(8883),
   SVC_MQTT_PUBLIC_TLS_PORT: port(false).optional(),
@@ -177,7 +177,7 @@ export interface Settings {
   readonly metricsToken: string | undefined;
   /**
    * Control log rows kept per node; older ones are pruned in the background (spec §6.4 rule 9;
-   * docs/decisions.md "Retention").
+   * docs/history/decisions-2026.md "Retention").
    */
   readonly controlLogRetention: number;
   /**
@@ -282,7 +282,7 @@ export function loadSettings(env: Record<string, string | undefined> = process.e
 }
 
 /**
- * What an external broker needs (docs/decisions.md "Settings (DESIGN §6)"): EMQX its management
+ * What an external broker needs (docs/history/decisions-2026.md "Settings (DESIGN §6)"): EMQX its management
  * API URL, key and secret; Mosquitto
  * the dynamic-security admin's password, with a user other than the backend's (the backend
  * rewrites its own user at every reconciliation).
@@ -304,7 +304,7 @@ function externalBrokerProblem(e: z.infer<typeof envSchema>): string | undefined
 }
 
 /**
- * The rule for the TLS certificate files (docs/decisions.md "TLS for MQTT"): the embedded broker serves TLS
+ * The rule for the TLS certificate files (docs/history/decisions-2026.md "TLS for MQTT"): the embedded broker serves TLS
  * itself, so it takes all three or none; an external broker holds its own certificate, so only
  * the CA file (what profiles carry) may be given. Also: two embedded listeners need two ports.
  * @returns the one-line SettingsError message, or undefined when the combination is valid

@@ -11,7 +11,7 @@ export interface QuarantinedNode {
 
 /**
  * The nodes whose stored row or machine snapshot could not be restored at the last start or
- * reload (docs/decisions.md "Quarantine at start and reload"): one bad row never stops start-up.
+ * reload (docs/history/decisions-2026.md "Quarantine at start and reload"): one bad row never stops start-up.
  * A quarantined node has no actor: events for it are dropped, REST reads answer from its
  * columns; repairing the row (or deleting the node, or resetting its client) and restarting
  * brings it back. Each one is logged as an error naming the node and the reason.

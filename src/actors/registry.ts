@@ -340,7 +340,7 @@ export class NodeActorRegistry {
    * replaced the tables). Queued writes of the old actors are discarded: the store is the truth.
    * Every node that had a bound client before is revoked afterwards (`revokeClient`, reason
    * `reset`): its broker account and live connection go, since a restore drops broker
-   * credentials and restored dynamic nodes re-bind (docs/decisions.md "Broker credentials and
+   * credentials and restored dynamic nodes re-bind (docs/history/decisions-2026.md "Broker credentials and
    * machine snapshots"). A node that cannot be restored is quarantined, never a failure of the reload.
    * @returns number of nodes under management afterwards
    */

@@ -34,7 +34,7 @@ interface Spawn {
 }
 
 /**
- * Rehydration (DESIGN §2 actors; docs/decisions.md "Quarantine at start and reload"): takes a
+ * Rehydration (DESIGN §2 actors; docs/history/decisions-2026.md "Quarantine at start and reload"): takes a
  * stored node under management. A snapshot of this machine version is restored when it passes
  * `parsePersistedNode` (one that does not throws, and the caller quarantines the node); one of
  * another version, or none, starts a fresh actor. A restored node stays dormant (its stored

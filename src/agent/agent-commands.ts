@@ -150,7 +150,7 @@ export class AgentCommands {
   }
 
   /**
-   * spec §6.3 control `push_config` ("trigger the config push flow"; docs/decisions.md "Control
+   * spec §6.3 control `push_config` ("trigger the config push flow"; docs/history/decisions-2026.md "Control
    * `push_config` on the agent"):
    * - a payload that also carries the config push fields (§6.3 config/push) runs exactly that push;
    * - the bare control payload (action, tunnel_protocol, interface_name) re-runs the §3.8 sequence

@@ -60,7 +60,7 @@ export interface RunAgentOptions {
  * - Not root → an `event` with a clear error and ACK `failed` (spec §5).
  * - Control `push_config` (spec §6.3) runs the §3.8 push flow: with the config/push fields in its
  *   payload, that push; with the bare control payload, the last config applied to the interface
- *   under that protocol, re-applied (docs/decisions.md "Control `push_config` on the agent").
+ *   under that protocol, re-applied (docs/history/decisions-2026.md "Control `push_config` on the agent").
  * Resolves when `signal` aborts.
  */
 export async function runAgent(opts: RunAgentOptions): Promise<void> {

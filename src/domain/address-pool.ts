@@ -60,7 +60,7 @@ export const RESERVED_NETWORKS: ReadonlyArray<{ cidr: string; name: string }> = 
 ];
 
 /**
- * The reserved block a network overlaps, if any (a config refuses them; docs/decisions.md "Input rules").
+ * The reserved block a network overlaps, if any (a config refuses them; docs/history/decisions-2026.md "Input rules").
  * @param cidr a network in CIDR notation
  * @returns the block, e.g. `{ cidr: "127.0.0.0/8", name: "loopback (RFC 1122)" }`, or undefined
  * @throws AppError `VALIDATION_FAILED` when `cidr` is invalid (see {@link parseNetworkCidr})

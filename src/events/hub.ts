@@ -295,7 +295,7 @@ export class EventHub {
   }
 
   /**
-   * Ends every stream opened with this admin session (docs/decisions.md "A stream lives no longer
+   * Ends every stream opened with this admin session (docs/history/decisions-2026.md "A stream lives no longer
    * than its admin session": logout ends the console's stream; the console then reconnects and is
    * told to log in again).
    * @returns how many streams were ended

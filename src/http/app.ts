@@ -268,7 +268,7 @@ export function duplicateHeader(rawHeaders: readonly string[]): string | undefin
 }
 
 /**
- * Answers a request Node's HTTP parser refused (its `clientError` event; docs/decisions.md "Client
+ * Answers a request Node's HTTP parser refused (its `clientError` event; docs/history/decisions-2026.md "Client
  * errors before routing"): the DESIGN §3 error body with a registered code, written straight to the
  * socket, which is then closed. `HPE_HEADER_OVERFLOW` → 431 HEADERS_TOO_LARGE,
  * `ERR_HTTP_REQUEST_TIMEOUT` → 408 REQUEST_TIMEOUT, anything else (bad request line, header token,

@@ -18,7 +18,7 @@ import { configIdSchema, forwardIdSchema, nodeIdSchema, pairIdSchema } from "../
  * a VALIDATION_FAILED, not silently dropped).
  */
 
-// The field rules live in src/protocol/fields.ts, shared with snapshot rows (docs/decisions.md "Input rules").
+// The field rules live in src/protocol/fields.ts, shared with snapshot rows (docs/history/decisions-2026.md "Input rules").
 export { interfaceNameSchema, ipv4Schema, nameSchema, networkCidrSchema, portSchema, publicAddressSchema, tagSchema, tunnelProtocolSchema };
 
 export const configParams = z.strictObject({ config_id: configIdSchema });

@@ -5,7 +5,7 @@ import { z } from "zod";
 import type { Logger } from "../logger.js";
 
 /**
- * Sealed broker passwords (docs/decisions.md "Broker passwords (the sealed copy) and the threat model").
+ * Sealed broker passwords (docs/history/decisions-2026.md "Broker passwords (the sealed copy) and the threat model").
  *
  * The store keeps only a SHA-256 of each node's MQTT password, which is all the embedded broker
  * needs. EMQX and Mosquitto hold their own accounts, and the backend must be able to (re)create

@@ -9,7 +9,7 @@ import { brokerPasswordHash } from "./broker-users.js";
 import type { BrokerPasswordVault } from "./broker-passwords.js";
 
 /**
- * Keeps the broker's accounts in line with the store (docs/decisions.md "Broker sync and reconciliation"; spec §1.8, §4 rules
+ * Keeps the broker's accounts in line with the store (docs/history/decisions-2026.md "Broker sync and reconciliation"; spec §1.8, §4 rules
  * 11-12, §6.4 rule 10). It owns the broker-admin adapter:
  *
  * - Bind → {@link putNode}; reset, dynamic → static and node delete → {@link removeNode} (the

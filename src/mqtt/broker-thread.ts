@@ -26,7 +26,7 @@ import type { BackendLink, EmbeddedBrokerHandle, EmbeddedBrokerOptions } from ".
  *   is attached again: agents reconnect as after any broker restart. Meanwhile the links show
  *   disconnected and publishes are refused. At most {@link ThreadedBrokerOptions.maxRestarts}
  *   restarts in {@link RESTART_WINDOW_MS}; past that, or when a restart fails, the broker stays
- *   down, logged at fatal (docs/decisions.md "The embedded broker thread is restarted when it
+ *   down, logged at fatal (docs/history/decisions-2026.md "The embedded broker thread is restarted when it
  *   dies").
  */
 

@@ -11,7 +11,7 @@ import { BrokerUnavailableError, type BackendBrokerAccount, type BrokerAdmin, ty
  * - Accounts live in the built-in database authenticator (`password_based:built_in_database`).
  *   Nodes are never superusers: EMQX superusers skip authorization, and every node must be
  *   judged by `POST /api/internal/emqx/authz` (spec §4 rule 13, §5 rules 1-2).
- * - The backend user is not a superuser either by default (docs/decisions.md "The EMQX adapter"): its
+ * - The backend user is not a superuser either by default (docs/history/decisions-2026.md "The EMQX adapter"): its
  *   grants are exactly spec §5 rule 3, answered by the same policy.
  * - EMQX does not disconnect a live client when its user is deleted or its password changes,
  *   so {@link BrokerAdmin.putNode} and {@link BrokerAdmin.removeNode} kick the client

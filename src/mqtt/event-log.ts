@@ -20,7 +20,7 @@ export interface EventLogDeps {
 /**
  * Stores client events as control log rows (spec §2.8 "command output arriving as an MQTT event is
  * stored as a log", §6.4 rule 9 "the backend stores, displays and cleans up events"). Every `event`
- * message the router accepted is kept, the will's `offline` included (docs/decisions.md "Every
+ * message the router accepted is kept, the will's `offline` included (docs/history/decisions-2026.md "Every
  * client event is stored").
  *
  * Group commit, like the node actors' state: events handed over in one turn of the event loop are

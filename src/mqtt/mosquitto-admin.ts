@@ -31,7 +31,7 @@ export { BACKEND_ROLE, backendAcls, nodeAcls, passwordFingerprint, type DynsecAc
  * - Its own MQTT connection, authenticated as the dynamic-security admin that
  *   `mosquitto_ctrl dynsec init` created (SVC_MOSQUITTO_ADMIN_USERNAME/_PASSWORD). The backend's
  *   data connection uses a separate, least-privilege user that this adapter creates and keeps in
- *   line; the admin only ever talks to `$CONTROL/...` (docs/decisions.md "Mosquitto adapter").
+ *   line; the admin only ever talks to `$CONTROL/...` (docs/history/decisions-2026.md "Mosquitto adapter").
  * - One client per node, `n:{config_id}:{node_id}`, bound to its client id
  *   `svc-{config_id}-{node_id}` (the broker refuses any other id), holding exactly one role of
  *   the same name whose ACLs are the node's literal topics (spec §5 rules 1-2, §6.1:

@@ -9,7 +9,7 @@ import { writeFileAtomic } from "../lib/atomic-write.js";
 import type { Logger } from "../logger.js";
 
 /**
- * TLS for MQTT (spec §1.9, §2.6, §5 "Agent to broker"; DESIGN §6; docs/decisions.md "TLS for MQTT").
+ * TLS for MQTT (spec §1.9, §2.6, §5 "Agent to broker"; DESIGN §6; docs/history/decisions-2026.md "TLS for MQTT").
  *
  * The embedded broker's TLS listener serves either a certificate from files
  * (`SVC_MQTT_TLS_CERT_FILE`, `SVC_MQTT_TLS_KEY_FILE`, `SVC_MQTT_TLS_CA_FILE`) or a CA and a

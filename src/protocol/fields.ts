@@ -3,7 +3,7 @@ import { z } from "zod";
 /**
  * Field rules shared by every boundary that accepts mesh data: the REST API (src/http/schemas.ts),
  * snapshot rows (src/services/snapshot-rows.ts) and, for `interface_name`, the MQTT envelopes.
- * One definition each, so a snapshot can never hold what the API would refuse (docs/decisions.md "Input rules").
+ * One definition each, so a snapshot can never hold what the API would refuse (docs/history/decisions-2026.md "Input rules").
  */
 
 /**

@@ -17,7 +17,7 @@ export interface AuthServiceDeps {
 
 /**
  * An admin session, as the SSE stream needs it (a stream lives no longer than its session;
- * docs/decisions.md "A stream lives no longer than its admin session").
+ * docs/history/decisions-2026.md "A stream lives no longer than its admin session").
  */
 export interface AdminSession {
   /** Opaque id of the session: the SHA-256 (hex) of its token, never the token itself. */
@@ -113,7 +113,7 @@ export class AuthService {
 
   /**
    * Calls `listener(key)` after a session was ended by logout (its row is gone): the SSE hub ends
-   * that session's streams (docs/decisions.md "A stream lives no longer than its admin session"). A
+   * that session's streams (docs/history/decisions-2026.md "A stream lives no longer than its admin session"). A
    * throwing listener is ignored by the others.
    * @returns a function that removes the listener
    */

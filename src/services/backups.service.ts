@@ -270,7 +270,7 @@ export class BackupsService {
   }
 
   /**
-   * Restores a stored snapshot while the service runs (spec §2.4; docs/decisions.md "snapshot
+   * Restores a stored snapshot while the service runs (spec §2.4; docs/history/decisions-2026.md "snapshot
    * restore and input rules"). Nothing in the snapshot is trusted, and nothing live changes until
    * all of it has been checked:
    * 1. its database is extracted, checked and brought to the running schema

@@ -31,7 +31,7 @@ import type { ClientTarget } from "../protocol/client-targets.js";
 
 /**
  * The client CLI's entry in this tree: `src/cli/svcctl.ts` when the service runs from source,
- * the compiled `dist/src/cli/svcctl.js` when it runs from the production build (docs/decisions.md "compiled production build");
+ * the compiled `dist/src/cli/svcctl.js` when it runs from the production build (docs/history/decisions-2026.md "compiled production build");
  * esbuild bundles either.
  */
 export const CLIENT_ENTRY = fileURLToPath(new URL(import.meta.url.endsWith(".ts") ? "../cli/svcctl.ts" : "../cli/svcctl.js", import.meta.url));

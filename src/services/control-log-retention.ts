@@ -14,7 +14,7 @@ export interface ControlLogRetentionDeps {
   sweepIntervalMs?: number;
   /**
    * CPU time one chunk of work aims at, ms. Default 2: the chunk size adapts to it, so a chunk
-   * stays well under the 10 ms the event loop may be held (docs/decisions.md "Retention").
+   * stays well under the 10 ms the event loop may be held (docs/history/decisions-2026.md "Retention").
    */
   chunkBudgetMs?: number;
   /**
@@ -57,7 +57,7 @@ const MAX_CHUNK = 2048;
 const SWEEP_PAGE = 256;
 
 /**
- * Control log retention (spec §6.4 rule 9 "the backend ... cleans up events"; docs/decisions.md "Retention"):
+ * Control log retention (spec §6.4 rule 9 "the backend ... cleans up events"; docs/history/decisions-2026.md "Retention"):
  * each node keeps its newest `keep` rows (newest = highest `log_id`, the insertion order) and
  * older ones are deleted in the background.
  *

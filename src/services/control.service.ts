@@ -130,7 +130,7 @@ export class ControlService {
    * redemptions of one token yield exactly one success. Rotates the node's MQTT credentials: the
    * hash (what the embedded broker reads at CONNECT) and the sealed password (what external
    * brokers are reconciled from) in the same transaction, then the broker account is put; a
-   * broker failure does not roll the bind back (spec §3.2; docs/decisions.md "Broker sync and reconciliation").
+   * broker failure does not roll the bind back (spec §3.2; docs/history/decisions-2026.md "Broker sync and reconciliation").
    * @throws AppError MQTT_DISABLED, INVALID_BIND_TOKEN (unknown, expired, invalidated),
    *   BIND_TOKEN_USED, NODE_NOT_DYNAMIC
    */
@@ -250,7 +250,7 @@ export class ControlService {
    * A node deleted, made static or reset meanwhile is skipped (debug log). Any other failure
    * before the publish is logged with the node and stored as a `push_config` control log row
    * with status `failed` and the reason; a publish the broker refused closes the push's own row
-   * as `failed` (the command tracker logs it). Nothing is swallowed (docs/decisions.md "Failures on the command path are logged").
+   * as `failed` (the command tracker logs it). Nothing is swallowed (docs/history/decisions-2026.md "Failures on the command path are logged").
    */
   schedulePush(configId: string, nodeId: string): void {
     if (!this.#d.mqttEnabled) return;
@@ -326,7 +326,7 @@ export class ControlService {
   /**
    * Sends the node's staged config (spec §3.5, §6.3 push_config). A node a large write staged
    * lazily and not rendered yet, or whose stored text is gone, is rendered now, as a download
-   * would render it (docs/decisions.md "A push renders a lazily staged node"); its actor then
+   * would render it (docs/history/decisions-2026.md "A push renders a lazily staged node"); its actor then
    * learns the staged sha before the push goes out, so the ACK finds it.
    * @throws AppError CONFLICT when the node has no staged config (never staged, or its config is gone)
    */
@@ -375,7 +375,7 @@ export class ControlService {
  * and dynamic → static: spec §3.1). Run inside the caller's transaction.
  */
 export async function clearClientCredentials(trx: Db, nodeId: string, now: number): Promise<void> {
-  // The sealed copy of the password goes with the hash (docs/decisions.md "Broker passwords"):
+  // The sealed copy of the password goes with the hash (docs/history/decisions-2026.md "Broker passwords"):
   // it is found through the username the client state still holds, so it goes first.
   await deleteBrokerCredentialsOfNode(trx, nodeId);
   await clearClientState(trx, nodeId, now);

@@ -5,7 +5,7 @@ import type { AppEvents } from "./app-events.js";
 import { PRESENCE_STATES, RUNTIME_STATES, type FinalCommandStatus } from "../protocol/enums.js";
 
 /**
- * Operational metrics in the Prometheus text exposition format (docs/decisions.md "`GET /metrics`"), served by
+ * Operational metrics in the Prometheus text exposition format (docs/history/decisions-2026.md "`GET /metrics`"), served by
  * `GET /metrics`. One prom-client {@link Registry} per service instance (never the global one,
  * so several services in one test process do not share counters).
  *

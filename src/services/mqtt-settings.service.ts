@@ -10,7 +10,7 @@ import { getSetting, putSetting } from "../store/settings.repository.js";
 import type { BrokerEndpoint } from "./control.service.js";
 
 /**
- * MQTT settings (DESIGN §5 `GET, PUT /api/v1/settings/mqtt`; docs/decisions.md "MQTT settings").
+ * MQTT settings (DESIGN §5 `GET, PUT /api/v1/settings/mqtt`; docs/history/decisions-2026.md "MQTT settings").
  *
  * The operator may override what bind profiles tell agents (spec §2.6 `mqtt.host`/`mqtt.port`):
  * `public_host`, `public_port` and `public_tls_port`. Overrides are kept in `settings_kv` under

@@ -38,7 +38,7 @@ import {
 import { restageConfig } from "./rendering.service.js";
 
 /**
- * Row-by-row validation and sanitizing of a snapshot's database (spec §2.4; docs/decisions.md "Rows
+ * Row-by-row validation and sanitizing of a snapshot's database (spec §2.4; docs/history/decisions-2026.md "Rows
  * are validated before anything is written"). A snapshot is input from whoever wrote the zip: its
  * manifest digest proves nothing.
  *

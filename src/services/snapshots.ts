@@ -18,7 +18,7 @@ import { migrations } from "../store/migrations.js";
 import { DATA_TABLE_SINCE, DATA_TABLES, fileTableDefinitions, openSnapshotReader, type SnapshotReader } from "../store/snapshots.repository.js";
 
 /**
- * Snapshot files (spec §2.4; docs/decisions.md "Bulk packages, snapshots and MCP"): a zip holding `manifest.json` and `svc.db`, a
+ * Snapshot files (spec §2.4; docs/history/decisions-2026.md "Bulk packages, snapshots and MCP"): a zip holding `manifest.json` and `svc.db`, a
  * consistent copy of the database. Metadata lives beside each zip as `{snapshot_id}.json`
  * (the zip is renamed into place first, the sidecar written last, so a listed snapshot always
  * has its file). Everything here is file and SQLite work; the service orders and locks it.
@@ -145,7 +145,7 @@ export async function writeSnapshotZip(dbFile: string, manifest: SnapshotManifes
  * regular files only (no symlink, directory or device by their external attributes), not
  * encrypted, stored or deflated, sizes bounded before inflating (declared sizes) and while
  * inflating (bytes counted), the CRC-32 of every entry's data equal to its header's (yauzl does
- * not check it; docs/decisions.md "Zip CRC-32"), manifest schema, and the database's size and SHA-256 equal to the
+ * not check it; docs/history/decisions-2026.md "Zip CRC-32"), manifest schema, and the database's size and SHA-256 equal to the
  * manifest's.
  * @param maxDbBytes largest accepted uncompressed `svc.db`
  * @throws AppError VALIDATION_FAILED naming the first problem

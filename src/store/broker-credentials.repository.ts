@@ -52,7 +52,7 @@ export async function listBrokerAccounts(db: Db): Promise<StoredBrokerAccount[]>
 
 /**
  * Stores (or replaces) the sealed password of a broker username (the bind, spec §4 rule 11;
- * docs/decisions.md "Broker passwords"); `now` (ms) goes to `updated_at`.
+ * docs/history/decisions-2026.md "Broker passwords"); `now` (ms) goes to `updated_at`.
  */
 export async function putBrokerCredential(db: Db, username: string, passwordSealed: string, now: number): Promise<void> {
   await db

@@ -59,13 +59,13 @@ export function perConnection<T>(build: (sqlite: SQLite.Database) => T): (c: Con
   };
 }
 
-/** Statements {@link StatementCache} keeps for Kysely's queries (docs/decisions.md "prepared-statement cache"). */
+/** Statements {@link StatementCache} keeps for Kysely's queries (docs/history/decisions-2026.md "prepared-statement cache"). */
 export const STATEMENT_CACHE_SIZE = 500;
 
 /**
  * The better-sqlite3 handle as Kysely's SQLite driver sees it, with `prepare` answered from a
  * bounded LRU keyed by SQL text: the driver prepares on every query, which was ~12 % of the
- * service's CPU at 1,000 nodes (docs/decisions.md "prepared-statement cache"). Only Kysely's
+ * service's CPU at 1,000 nodes (docs/history/decisions-2026.md "prepared-statement cache"). Only Kysely's
  * path goes through it; statements prepared by raw-statement repositories are theirs (they may
  * set `raw`/`pluck`/`expand`, which Kysely never does).
  * - A cached statement that is still being iterated (`busy`: a `stream()` in progress) is not

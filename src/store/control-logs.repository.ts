@@ -5,7 +5,7 @@ import type { ControlLogRow } from "./schema.js";
 
 /**
  * Repository of `control_logs` for client events and retention (spec §2.8, §6.4 rule 9;
- * docs/decisions.md "Every client event is stored", "Retention"). Plain functions taking the
+ * docs/history/decisions-2026.md "Every client event is stored", "Retention"). Plain functions taking the
  * better-sqlite3 handle (`Store.sqlite`) first: they run on the MQTT and retention hot paths,
  * synchronously, with statements prepared once per handle.
  *

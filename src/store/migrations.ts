@@ -138,7 +138,7 @@ export const migrations: Record<string, Migration> = {
       await t`CREATE INDEX control_logs_request ON control_logs (request_id)`;
     },
   },
-  // Broker passwords sealed for EMQX and Mosquitto (docs/decisions.md "Broker passwords"). No
+  // Broker passwords sealed for EMQX and Mosquitto (docs/history/decisions-2026.md "Broker passwords"). No
   // foreign key: rows are matched by username and password hash, and outlive a snapshot restore.
   "0002_broker_credentials": {
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -161,7 +161,7 @@ export const migrations: Record<string, Migration> = {
       await sql`ALTER TABLE control_logs ADD COLUMN pushed_tunnel_protocol TEXT CHECK (pushed_tunnel_protocol IN ('wireguard', 'awg_2'))`.execute(db);
     },
   },
-  // docs/decisions.md "Every client event is stored": every client event is stored with
+  // docs/history/decisions-2026.md "Every client event is stored": every client event is stored with
   // its spec §6.3 `level` and `event`; retention keeps the newest rows of each node by `log_id`,
   // which the index below serves (find the cut-off, delete below it in chunks).
   "0004_control_log_retention": {

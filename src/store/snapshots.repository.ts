@@ -3,7 +3,7 @@ import { sqliteOf, type Connection } from "./connection.js";
 import type { Store } from "./db.js";
 
 /**
- * The SQLite work of snapshots (spec §2.4; docs/decisions.md "Bulk packages, snapshots and
+ * The SQLite work of snapshots (spec §2.4; docs/history/decisions-2026.md "Bulk packages, snapshots and
  * MCP"): copying the live database, scrubbing the copy, reading an untrusted copy read-only,
  * and the restore's one replacing transaction. The service (`src/services/backups.service.ts`,
  * `snapshots.ts`, `snapshot-rows.ts`) orders, validates and locks; every statement is here.
@@ -31,7 +31,7 @@ export const DATA_TABLES = [
  * The migration that created each data table not made by the first one (`0001_init`). A
  * snapshot from a server before that migration has no such table yet: it is required only of
  * snapshots whose migrations include it, and migrating the imported copy creates it
- * (docs/decisions.md "Snapshots from before a table existed"). A test derives this map from the
+ * (docs/history/decisions-2026.md "Snapshots from before a table existed"). A test derives this map from the
  * migrations themselves.
  */
 export const DATA_TABLE_SINCE: Readonly<Partial<Record<(typeof DATA_TABLES)[number], string>>> = {

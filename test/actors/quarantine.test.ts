@@ -7,7 +7,7 @@ import { capturingLog, CONFIG, log, openStores, seedNodes, tempDbFile } from "./
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
- * Quarantine at start and reload (src/actors/quarantine.ts; docs/decisions.md "Quarantine at
+ * Quarantine at start and reload (src/actors/quarantine.ts; docs/history/decisions-2026.md "Quarantine at
  * start and reload"): a node whose stored state cannot be restored is left out with an error line
  * naming it and why; one bad row never stops start-up. A real SQLite file.
  */

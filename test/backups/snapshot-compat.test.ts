@@ -1,6 +1,6 @@
 /**
  * Snapshots made by an earlier version of the service (spec §2.4 snapshot import and restore;
- * docs/decisions.md "Snapshots from before a table existed"). A snapshot is a copy of the
+ * docs/history/decisions-2026.md "Snapshots from before a table existed"). A snapshot is a copy of the
  * database at the schema of the server that made it; importing one brings that private copy to
  * this server's schema with our own migrations before anything is restored. Real SQLite files,
  * the real import and restore routes over HTTP.

@@ -5,7 +5,7 @@ import { startSseServer, type SseFrame } from "../events/sse-harness.js";
 import { api, boundAgent, envelope, eventually, status } from "../control/agent-harness.js";
 
 /**
- * The embedded broker's thread dying under the running service (docs/decisions.md "The embedded
+ * The embedded broker's thread dying under the running service (docs/history/decisions-2026.md "The embedded
  * broker thread is restarted when it dies"): the console sees the broker go down and come back
  * live (spec §6.5 `system.status.updated`, services.mqtt.connected), and a node whose agent
  * reconnects is heard again.

@@ -303,7 +303,7 @@ test(`spec §5 rules 1-3, §4 rule 13, §6.4 rule 5: ${CASES} generated (identit
         const pure = authorize(brokerIdentity(w, x), c.action, topic, { qos: c.qos, retain: c.retain });
         record(layers.pure, reference(x.asked, c.action, topic, c.qos, c.retain), pure, what);
         // Layer 2: the backend is linked in-process; its account is refused over the network
-        // (docs/decisions.md "Embedded broker, backend account"), asserted below.
+        // (docs/history/decisions-2026.md "Embedded broker, backend account"), asserted below.
         if (c.who === "backend") hookSkipped += 1;
         else record(layers.hooks, reference(x.authenticated, c.action, topic, c.qos, c.retain), await hooks(x, c, topic), what);
         // Layer 3: over HTTP as EMQX asks (after EMQX authenticated the password).

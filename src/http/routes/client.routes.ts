@@ -21,7 +21,7 @@ const bindResponse = z.object({
     username: z.string(),
     password: z.string(),
     client_id: z.string(),
-    /** spec §2.6: present only when tls is true (the broker's TLS listener, docs/decisions.md "TLS for MQTT"). */
+    /** spec §2.6: present only when tls is true (the broker's TLS listener, docs/history/decisions-2026.md "TLS for MQTT"). */
     ca_cert: z.string().optional(),
   }),
   topics: z.record(z.string(), z.string()),

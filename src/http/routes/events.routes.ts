@@ -9,7 +9,7 @@ import { errorResponses } from "../schemas.js";
  * `GET /api/v1/events/stream`: the console's realtime SSE stream (spec §6.5), admin bearer token
  * required (spec §5: `Authorization: Bearer <ACCESS_TOKEN>`; enforced by the app's global
  * onRequest hook, so a refused stream answers the usual error body and never reaches the hub).
- * The stream ends when that session logs out or expires (docs/decisions.md "A stream lives no longer than its admin session").
+ * The stream ends when that session logs out or expires (docs/history/decisions-2026.md "A stream lives no longer than its admin session").
  *
  * One session holds at most `opts.maxStreamsPerSession` open streams (`SVC_SSE_MAX_STREAMS_PER_SESSION`),
  * so a leaking tab cannot hold the hub's memory: one more answers 429 `RATE_LIMITED` before anything is hijacked.

@@ -7,7 +7,7 @@ import { bearerToken, type App } from "../route-kit.js";
 import { errorResponses } from "../schemas.js";
 
 /**
- * `GET /api/v1/metrics` and its alias `GET /metrics` (docs/decisions.md "`GET /metrics`" and
+ * `GET /api/v1/metrics` and its alias `GET /metrics` (docs/history/decisions-2026.md "`GET /metrics`" and
  * "`/api/v1/metrics` and `/api/v1/mcp`"): Prometheus text format 0.0.4. DESIGN §5 and spec §9 rule
  * 1 put every route under `/api/v1`; the root path stays because it is where Prometheus looks by
  * default. Only `/api/v1/metrics` is in the OpenAPI document; both answer the same.

@@ -4,7 +4,7 @@ import { mqttSettingsBody } from "../../protocol/rest.schema.js";
 import { errorResponses, mqttSettingsResponse } from "../schemas.js";
 
 /**
- * `GET, PUT /api/v1/settings/mqtt` (DESIGN §5; docs/decisions.md "MQTT settings"), admin bearer token. The PUT is an
+ * `GET, PUT /api/v1/settings/mqtt` (DESIGN §5; docs/history/decisions-2026.md "MQTT settings"), admin bearer token. The PUT is an
  * MQTT write API (spec §4 rule 14): 409 `MQTT_DISABLED` while MQTT services are disabled, marked
  * `x-mqtt-write` in the OpenAPI document.
  */

@@ -10,7 +10,7 @@ const SORTED_BASE32 = "234567abcdefghijklmnopqrstuvwxyz";
  * sorts before the nodes before it, so it is `node_a` of each pair it gets when it joins a mesh
  * and its n − 1 entries of `mesh_pairs`' `UNIQUE (node_a, node_b)` lie together, on a few
  * pages, instead of one in each other node's range (the 5,000-node build dirtied ~n/2 pages
- * per write otherwise; docs/decisions.md "the 5,000-node build"). The
+ * per write otherwise; docs/history/decisions-2026.md "the 5,000-node build"). The
  * countdown wraps every 34.8 years. Node ids are names, not secrets (DESIGN §3 Ids).
  */
 export function newNodeId(now: number): string {
