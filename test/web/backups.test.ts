@@ -1,13 +1,13 @@
 /**
- * Console test 7 (issue 12 "Backups"): create a snapshot, download it through the page's token
+ * The backups page: create a snapshot, download it through the page's token
  * link, import that file, restore it; the views refresh and the node list returns to the earlier
- * state. Axe (light and dark) and screenshots of the page (tests 9 and 10).
+ * state. Axe (light and dark) and screenshots of the page.
  */
 import assert from "node:assert/strict";
 import test from "node:test";
 import { expectAccessible, expectFigure, expectText, login, screenshot, startConsole, waitLive } from "./harness.js";
 
-test("spec §6.5 rule 7, §2.4: backups page creates a snapshot, downloads it by token link, imports that file and restores it; the node list returns to the earlier state (issue 12 test 7)", async (t) => {
+test("spec §6.5 rule 7, §2.4: backups page creates a snapshot, downloads it by token link, imports that file and restores it; the node list returns to the earlier state", async (t) => {
   const h = await startConsole(t);
   if (!h) return;
   const cfg = await h.api("POST", "/api/v1/configs", { name: "keep", tunnel_protocol: "wireguard", network_cidr: "10.40.0.0/24" });

@@ -1,5 +1,5 @@
 /**
- * Issue 12 "Speed": the console's initial JavaScript is at most 250 KB gzip (the heavy views are
+ * Speed: the console's initial JavaScript is at most 250 KB gzip (the heavy views are
  * split out and load on first visit). Measured on the built `dist/web`: every script and
  * modulepreload that index.html names, gzip level 9.
  */
@@ -13,7 +13,7 @@ import { ensureConsoleBuilt } from "./harness.js";
 
 const BUDGET_BYTES = 250 * 1024;
 
-test("issue 12 Speed: the initial JavaScript of the console is at most 250 KB gzip; the mesh and node pages are separate chunks", () => {
+test("Speed: the initial JavaScript of the console is at most 250 KB gzip; the mesh and node pages are separate chunks", () => {
   ensureConsoleBuilt();
   const dir = join(repoRoot, "dist", "web");
   const html = readFileSync(join(dir, "index.html"), "utf8");

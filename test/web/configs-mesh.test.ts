@@ -1,8 +1,8 @@
 /**
- * Console tests 2 and 8 of issue 12, with the axe checks (test 9) and screenshots (test 10) of the
- * configs page, the mesh page and the static node page. The real service in-process (SQLite
- * file, embedded aedes), Debian's Chromium; agents in test 8 are MQTT.js clients with a real
- * bind profile (test/control/agent-harness.ts).
+ * The configs page, the mesh page and the static node page in a real browser, with their axe checks
+ * and screenshots. The real service in-process (SQLite file, embedded aedes), Debian's Chromium;
+ * the agents of the protocol-switch test are MQTT.js clients with a real bind profile
+ * (test/control/agent-harness.ts).
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -41,7 +41,7 @@ async function addStaticNode(page: Page, name: string, publicAddress: string): P
   await expectText(page.getByRole("status").filter({ hasText: /^Node / }), `Node ${name} added.`);
 }
 
-test("spec §1.4, §1.5, §2.4, §6.5 (broken-link indicators from connections): a config and three static nodes made in the console show three rows, three nodes and three ok links; the node's config downloads through the page's link and curl command and is drawn as a QR code (issue 12 test 2)", async (t) => {
+test("spec §1.4, §1.5, §2.4, §6.5 (broken-link indicators from connections): a config and three static nodes made in the console show three rows, three nodes and three ok links; the node's config downloads through the page's link and curl command and is drawn as a QR code", async (t) => {
   const h = await startConsole(t);
   if (!h) return;
   const page = await h.newPage();
@@ -174,7 +174,7 @@ test("spec §2.2, §6.5 table (config.list.updated: sidebar list): the configs p
   assert.deepEqual(left, ["home", "lab-eu"]);
 });
 
-test("spec §3.5 (the backend computes sync, the console shows it), §2.2: switching the protocol after a confirmation naming how many nodes re-stage turns every latest node pending (issue 12 test 8)", async (t) => {
+test("spec §3.5 (the backend computes sync, the console shows it), §2.2: switching the protocol after a confirmation naming how many nodes re-stage turns every latest node pending", async (t) => {
   const h = await startConsole(t);
   if (!h) return;
   const cfg = await h.api("POST", "/api/v1/configs", { name: "fleet", tunnel_protocol: "wireguard", network_cidr: "10.60.0.0/24" });

@@ -1,5 +1,5 @@
 /**
- * Browser-test harness for the web console (issue 12; docs/console.md "Writing a browser test").
+ * Browser-test harness for the web console (docs/console.md "Writing a browser test").
  *
  * {@link startConsole} starts the real service in-process (real SQLite file in a temp dir, the
  * embedded aedes broker on port 0, real HTTP on 127.0.0.1:0, the built console from `dist/web`)
@@ -30,7 +30,7 @@ export const RESULTS_DIR = join(repoRoot, "test-results", "console");
 /** How long a page state may take to appear (the console reacts to SSE within milliseconds). */
 export const UI_TIMEOUT_MS = 10_000;
 
-/** The two viewports of issue 12: desktop and a phone. */
+/** The two viewports every page is checked at: desktop and a phone. */
 export const VIEWPORTS = {
   desktop: { width: 1280, height: 800 },
   phone: { width: 390, height: 844 },

@@ -1,5 +1,5 @@
 /**
- * Console test 4 (issue 12): a second browser context sees the first one's changes live, over
+ * A second browser context sees the first one's changes live, over
  * the one shared SSE connection of each tab (spec §6.5 rule 3), without a reload: home counts
  * patched by `system.status.updated`, the MQTT settings form by `settings.mqtt.updated`
  * (spec §6.5 table). Also: the Settings page (DESIGN §5 `GET, PUT /api/v1/settings/mqtt`).
@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import test from "node:test";
 import { expectAccessible, expectFigure, expectText, login, screenshot, startConsole, waitLive } from "./harness.js";
 
-test("spec §6.5 rule 3: a second browser context sees a config created elsewhere and the first context's settings change live, without a reload (issue 12 test 4)", async (t) => {
+test("spec §6.5 rule 3: a second browser context sees a config created elsewhere and the first context's settings change live, without a reload", async (t) => {
   const h = await startConsole(t);
   if (!h) return;
   const first = await h.newPage();

@@ -1,5 +1,5 @@
 /**
- * Console test 1 (issue 12): login error and success, the token kept for the tab, logout, and the
+ * The console's login: error and success, the token kept for the tab, logout, and the
  * home page's counts from `GET /api/v1/system/status` (DESIGN §5, spec §6.5 table
  * `system.status.updated` "Home, system page and global status").
  */
@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import test from "node:test";
 import { expectAccessible, expectFigure, expectText, login, screenshot, startConsole, storedToken, waitLive } from "./harness.js";
 
-test("console login: a wrong password shows the API's error, the right one opens home with the right counts; logout ends the session (issue 12 test 1)", async (t) => {
+test("console login: a wrong password shows the API's error, the right one opens home with the right counts; logout ends the session", async (t) => {
   const h = await startConsole(t);
   if (!h) return;
   const a = await h.api("POST", "/api/v1/configs", { name: "alpha", tunnel_protocol: "wireguard", network_cidr: "10.30.0.0/24" });

@@ -1,5 +1,5 @@
 /**
- * Issue 13 item 4, "Copy as Mermaid": `machineToMermaid` (web/src/machine-mermaid.ts) over the
+ * "Copy as Mermaid": `machineToMermaid` (web/src/machine-mermaid.ts) over the
  * real `GET /api/v1/machines/node` answer of a started service. Expectations are walked from the
  * answer itself: every state appears, every region is concurrent, every state-changing
  * transition is written with its label, the timers with their delay.
@@ -11,7 +11,7 @@ import type { MachineGraph } from "../../web/src/api/types.js";
 import { api } from "../control/agent-harness.js";
 import { startSseServer } from "../events/sse-harness.js";
 
-test("issue 13 item 4: Copy as Mermaid turns the real machine graph into stateDiagram-v2 text with every state, the regions concurrent, each compound's initial child and every state-changing transition labelled (timers with their delay)", async (t) => {
+test("Copy as Mermaid turns the real machine graph into stateDiagram-v2 text with every state, the regions concurrent, each compound's initial child and every state-changing transition labelled (timers with their delay)", async (t) => {
   const s = await startSseServer(t, {}, { settings: { detectTimeoutMs: 17_000, bindTokenTtlMs: 240_000 } });
   const res = await api(s, "GET", "/api/v1/machines/node");
   assert.equal(res.status, 200);
@@ -50,7 +50,7 @@ test("issue 13 item 4: Copy as Mermaid turns the real machine graph into stateDi
   assert.equal(lines.filter((l) => l.endsWith("{")).length, lines.filter((l) => l === "}").length);
 });
 
-test("issue 13 item 4: the tab's labels: delays in s/min, active ids of a stored state value by prefix", () => {
+test("the tab's labels: delays in s/min, active ids of a stored state value by prefix", () => {
   assert.equal(formatDelay(20_000), "20 s");
   assert.equal(formatDelay(300_000), "5 min");
   assert.equal(formatDelay(90_000), "90 s");

@@ -1,5 +1,5 @@
 /**
- * Console test of the node page's "State machine" tab (issue 13 item 4): a node bound with the
+ * Console test of the node page's "State machine" tab: a node bound with the
  * real `svcctl` and run by `svcctl agent run` over the tunnel stand-ins (as test/web/node.test.ts)
  * shows `presence.online` highlighted; SIGKILLing the agent (its MQTT will) turns it to
  * `presence.offline` without a reload and puts the new timeline row on top; choosing an older row
@@ -15,7 +15,7 @@ import { STANDIN, start } from "./processes.js";
 import { expectAccessible, expectText, login, screenshot, startConsole, waitLive } from "./harness.js";
 
 
-test("spec §3.1, §3.2, issue 13 item 4: the State machine tab shows presence.online highlighted for a running agent, a SIGKILLed agent turns it to offline without a reload with the will row on top of the timeline, an older row shows the states stored after it, Copy as Mermaid copies stateDiagram-v2 text, Older pages back to the first row", { timeout: 180_000 }, async (t) => {
+test("spec §3.1, §3.2: the State machine tab shows presence.online highlighted for a running agent, a SIGKILLed agent turns it to offline without a reload with the will row on top of the timeline, an older row shows the states stored after it, Copy as Mermaid copies stateDiagram-v2 text, Older pages back to the first row", { timeout: 180_000 }, async (t) => {
   const port = await freeTcpPort("127.0.0.1");
   const baseUrl = `http://127.0.0.1:${port}`;
   const h = await startConsole(t, { httpPort: port, publicUrl: baseUrl });

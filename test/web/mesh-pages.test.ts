@@ -1,5 +1,5 @@
 /**
- * Issue 14 item 5, lists for big fleets, in the console: the mesh page's nodes table loads the
+ * Lists for big fleets, in the console: the mesh page's nodes table loads the
  * node list page by page with the server's cursor as the user scrolls, sends its filters to the
  * server, and shows the server's counts (spec §6.5 rule 7: the console derives no state). The
  * real service in-process (SQLite file, embedded aedes on port 0), Debian's Chromium.
@@ -11,7 +11,7 @@ import { expectAccessible, expectText, login, screenshot, startConsole } from ".
 
 const NODES = 230; // more than two pages of 100
 
-test("issue 14 item 5: a config with more nodes than one page loads the next page with the cursor on scroll; filters go to the server; counts are the server's", async (t) => {
+test("a config with more nodes than one page loads the next page with the cursor on scroll; filters go to the server; counts are the server's", async (t) => {
   const h = await startConsole(t);
   if (!h) return;
   const cfg = await h.api("POST", "/api/v1/configs", { name: "fleet", tunnel_protocol: "wireguard", network_cidr: "10.62.0.0/16" });

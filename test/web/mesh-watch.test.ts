@@ -1,5 +1,5 @@
 /**
- * Issue 13 item 5, "watch a whole config": the mesh page colours each node by a chosen region's
+ * "Watch a whole config": the mesh page colours each node by a chosen region's
  * state (a select kept in the URL) and shows each node's last recorded transition on hover and
  * keyboard focus. The real service in-process (SQLite file, embedded aedes on port 0), Debian's
  * Chromium; agents are MQTT.js clients with a real bind profile (test/control/agent-harness.ts).
@@ -10,7 +10,7 @@ import { bind, connectAgent, envelope } from "../control/agent-harness.js";
 import type { SseServer } from "../events/sse-harness.js";
 import { expectAccessible, expectText, login, screenshot, startConsole, waitLive } from "./harness.js";
 
-test("spec §3.1, §6.5 rule 7 (the console shows presence as the backend says), issue 13 item 5: colouring by presence labels nodes online and offline, the choice survives a reload, and hover or focus names each node's last transition, refreshed live", async (t) => {
+test("spec §3.1, §6.5 rule 7 (the console shows presence as the backend says): colouring by presence labels nodes online and offline, the choice survives a reload, and hover or focus names each node's last transition, refreshed live", async (t) => {
   const h = await startConsole(t);
   if (!h) return;
   const s = h as unknown as SseServer;

@@ -1,9 +1,9 @@
 /**
- * Console tests of the node page (issue 12 tests 3, 5, 6 with their axe checks and screenshots,
- * tests 9 and 10): the initialization page of a dynamic node, binding with the real `svcctl`
- * (bind, then `agent run` over the tunnel stand-ins of test/fixtures/awg-standin) flipping it to
- * the control page without a reload (spec §3.2), the control log live without loss or duplicates
- * across a reload (spec §6.5 rule 7), and MQTT switched off (spec §1.7 bullet 7).
+ * Console tests of the node page, with their axe checks and screenshots: the initialization page
+ * of a dynamic node, binding with the real `svcctl` (bind, then `agent run` over the tunnel
+ * stand-ins of test/fixtures/awg-standin) flipping it to the control page without a reload
+ * (spec §3.2), the control log live without loss or duplicates across a reload (spec §6.5
+ * rule 7), and MQTT switched off (spec §1.7 bullet 7).
  */
 import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
@@ -21,7 +21,7 @@ import { bindCommandInvocation, freeTcpPort, svcctlPrefix } from "../helpers/age
 import { STANDIN, start } from "./processes.js";
 import { ADMIN_PASSWORD, expectAccessible, expectText, login, screenshot, startConsole, waitLive, type Backend } from "./harness.js";
 
-/** spec §3.2 / issue 12 test 3: the control page shows `online` this soon after the agent starts. */
+/** spec §3.2: the control page shows `online` this soon after the agent starts. */
 const ONLINE_WITHIN_MS = 5_000;
 
 /** The node page of `configId/nodeId`, reached through the address bar. */
@@ -38,7 +38,7 @@ async function assertNotReloaded(page: Page): Promise<void> {
   assert.equal(await page.evaluate("window.__svcTestMark === true"), true, "the page was reloaded");
 }
 
-test("spec §3.2, §3.1, §4 rules 2/5/6, §9 rule 3: the initialization page's bind command, run with the real svcctl, flips the page to the control page without a reload; online, start accepted → applied, wg_show output, SIGKILL → offline and the page stays (issue 12 test 3)", { timeout: 240_000 }, async (t) => {
+test("spec §3.2, §3.1, §4 rules 2/5/6, §9 rule 3: the initialization page's bind command, run with the real svcctl, flips the page to the control page without a reload; online, start accepted → applied, wg_show output, SIGKILL → offline and the page stays", { timeout: 240_000 }, async (t) => {
   const port = await freeTcpPort("127.0.0.1");
   const baseUrl = `http://127.0.0.1:${port}`;
   const h = await startConsole(t, { httpPort: port, publicUrl: baseUrl });
@@ -175,7 +175,7 @@ async function eventMessages(page: Page): Promise<string[]> {
   return page.getByRole("table", { name: "Control log", exact: true }).getByRole("cell", { name: /^evt-\d+$/ }).allInnerTexts();
 }
 
-test("spec §6.5 rule 7: reloading the control page in the middle of a stream of log events loses no row and duplicates none (issue 12 test 5)", { timeout: 120_000 }, async (t) => {
+test("spec §6.5 rule 7: reloading the control page in the middle of a stream of log events loses no row and duplicates none", { timeout: 120_000 }, async (t) => {
   const h = await startConsole(t);
   if (!h) return;
   const s = h as unknown as SseServer; // the control harness needs baseUrl, token and server (the broker's port)
@@ -265,7 +265,7 @@ async function downloadThroughPage(page: Page, h: Backend): Promise<string> {
   return res.text();
 }
 
-test("spec §1.7 bullet 7: with MQTT off the control page and the client-download page show the notice instead, MQTT controls stay disabled with the reason, static features work (issue 12 test 6)", { timeout: 120_000 }, async (t) => {
+test("spec §1.7 bullet 7: with MQTT off the control page and the client-download page show the notice instead, MQTT controls stay disabled with the reason, static features work", { timeout: 120_000 }, async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-web-off-"));
   t.after(() => rmSync(dataDir, { recursive: true, force: true }));
   const ids = await storeNodesWithMqttOn(dataDir);

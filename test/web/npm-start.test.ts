@@ -1,5 +1,5 @@
 /**
- * The README's first command (issue 12 "Must show"): `npm start` builds the console when needed
+ * The README's first command: `npm start` builds the console when needed
  * (prestart, scripts/build-web.ts) and serves the login page at `/`.
  */
 import assert from "node:assert/strict";
@@ -8,7 +8,7 @@ import { chromium } from "playwright-core";
 import { findOnPath, requireSystem } from "../helpers/system.js";
 import { startService } from "../helpers/service.js";
 
-test("issue 12: `npm start` serves the console: / in Chromium shows the login page, whose password opens home", { timeout: 120_000 }, async (t) => {
+test("`npm start` serves the console: / in Chromium shows the login page, whose password opens home", { timeout: 120_000 }, async (t) => {
   if (!requireSystem(t, { binaries: ["chromium", "npm"] })) return;
   const service = await startService();
   t.after(() => service.stop());

@@ -1,5 +1,5 @@
 /**
- * The console's session and its one SSE connection (issue 12; spec §6.5 rule 3): reconnect with
+ * The console's session and its one SSE connection (spec §6.5 rule 3): reconnect with
  * `Last-Event-ID` and a visible indicator, a session ended elsewhere returns to login, and the
  * app shell used with the keyboard alone (light/dark toggle included).
  */
@@ -39,7 +39,7 @@ test("spec §6.5 rule 3: a dropped stream shows Reconnecting…, comes back by i
   assert.equal(await page.evaluate('document.body.dataset["noReload"]'), "1");
 });
 
-test("issue 12: a session ended elsewhere (logout through the API) sends the tab back to login without a reload", async (t) => {
+test("a session ended elsewhere (logout through the API) sends the tab back to login without a reload", async (t) => {
   const h = await startConsole(t);
   if (!h) return;
   const page = await h.newPage();
@@ -53,7 +53,7 @@ test("issue 12: a session ended elsewhere (logout through the API) sends the tab
   assert.equal(await storedToken(page), null);
 });
 
-test("issue 12: keyboard alone: sign in, skip to content, move between pages, switch light/dark (kept over a reload)", async (t) => {
+test("keyboard alone: sign in, skip to content, move between pages, switch light/dark (kept over a reload)", async (t) => {
   const h = await startConsole(t);
   if (!h) return;
   const page = await h.newPage();
@@ -103,7 +103,7 @@ test("issue 12: keyboard alone: sign in, skip to content, move between pages, sw
   assert.equal(await page.evaluate("document.documentElement.dataset.theme ?? null"), null);
 });
 
-test("issue 12: a 401 from a REST call (the SSE stream held back) also returns to login, keeping the page asked for", async (t) => {
+test("a 401 from a REST call (the SSE stream held back) also returns to login, keeping the page asked for", async (t) => {
   const h = await startConsole(t);
   if (!h) return;
   const page = await h.newPage();
@@ -117,7 +117,7 @@ test("issue 12: a 401 from a REST call (the SSE stream held back) also returns t
   assert.equal(await storedToken(page), null);
 });
 
-test("issue 12: an API error shows its message with Retry, and Retry loads the page (shared loading/error states)", async (t) => {
+test("an API error shows its message with Retry, and Retry loads the page (shared loading/error states)", async (t) => {
   const h = await startConsole(t);
   if (!h) return;
   const page = await h.newPage();

@@ -1,5 +1,5 @@
 /**
- * Settings with MQTT services switched off (spec §1.7 bullet 7; issue 12 "MQTT switched off"):
+ * Settings with MQTT services switched off (spec §1.7 bullet 7):
  * the MQTT layout stays, its controls disabled, with the reason on hover and focus.
  */
 import assert from "node:assert/strict";
@@ -33,7 +33,7 @@ test("spec §1.7 bullet 7: with MQTT off, Settings keeps the MQTT form with ever
   await screenshot(page, "settings-mqtt-off");
 });
 
-test("issue 12: going back to the environment's MQTT values asks first (a dialog Escape cancels) and then shows the environment as the source", async (t) => {
+test("going back to the environment's MQTT values asks first (a dialog Escape cancels) and then shows the environment as the source", async (t) => {
   const h = await startConsole(t);
   if (!h) return;
   await h.api("PUT", "/api/v1/settings/mqtt", { public_host: "override.example.org" });

@@ -1,5 +1,5 @@
 /**
- * The app shell's routes (issue 12): a deep link survives login and reload (the backend's SPA
+ * The app shell's routes: a deep link survives login and reload (the backend's SPA
  * fallback serves index.html for it, the router opens the page, its lazily loaded code passes the
  * CSP), the main navigation marks the current page, unknown paths say so.
  */
@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import test from "node:test";
 import { expectAccessible, expectFigure, login, startConsole, waitLive } from "./harness.js";
 
-test("issue 12: a deep link to a node page opens it after login and after a reload; navigation marks the current page; an unknown path says not found", async (t) => {
+test("a deep link to a node page opens it after login and after a reload; navigation marks the current page; an unknown path says not found", async (t) => {
   const h = await startConsole(t);
   if (!h) return;
   const page = await h.newPage();

@@ -1,6 +1,6 @@
 /**
- * The console's one SSE connection (`web/src/sse/connection.ts`; spec §6.5 rule 3, issue 12
- * "One shared SSE connection and one reconnect layer") against the real service's stream, in
+ * The console's one SSE connection (`web/src/sse/connection.ts`; spec §6.5 rule 3: one shared
+ * connection and one reconnect layer) against the real service's stream, in
  * Node: `fetch-event-source` only needs `window.setTimeout`/`fetch` and a `document` with no
  * visibility events (the connection stays open in hidden tabs), given here.
  */

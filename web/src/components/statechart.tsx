@@ -97,15 +97,40 @@ interface Size {
   h: number;
 }
 
+type Arrow = { source: string; target: string; t: MachineTransition };
+
+/** What the layout steps share: the state tree, the transitions sorted into arrows and "from any state" lines, and the sizes and offsets found so far. */
+interface LayoutCtx {
+  byId: Map<string, MachineState>;
+  children: Map<string, MachineState[]>;
+  anyLines: Map<string, string[]>;
+  arrows: Arrow[];
+  sizes: Map<string, Size>;
+  offsets: Map<string, { x: number; y: number }>;
+}
+
 /** Positions every state (children relative to their parent, as xyflow wants) and the edges. */
 function layoutGraph(graph: MachineGraph, rowWidth: number): { nodes: StateNode[]; edges: Edge[] } {
   const byId = new Map(graph.states.map((s) => [s.id, s]));
   const children = new Map<string, MachineState[]>();
   for (const s of graph.states) if (s.parent !== null) children.set(s.parent, [...(children.get(s.parent) ?? []), s]);
+  const ctx: LayoutCtx = { byId, children, ...sortTransitions(graph, byId), sizes: new Map(), offsets: new Map() };
+  const root = graph.states.find((s) => s.parent === null);
+  if (root === undefined) return { nodes: [], edges: [] };
+  placeRegions(ctx, children.get(root.id) ?? [], rowWidth);
+  const nodes: StateNode[] = [];
+  for (const region of children.get(root.id) ?? []) pushState(ctx, root.id, region, nodes);
+  return { nodes, edges: arrowEdges(ctx.arrows, graph.machine_id) };
+}
+
+/**
+ * Sorts the transitions that change state: a compound state's transitions into its own children
+ * are "from any state" lines listed in its box; every other one is an arrow.
+ */
+function sortTransitions(graph: MachineGraph, byId: Map<string, MachineState>): { anyLines: Map<string, string[]>; arrows: Arrow[] } {
   const drawn = graph.transitions.filter((t) => t.targets.some((x) => x !== t.source));
-  // A compound state's transitions into its own children: "from any state", listed in its box.
   const anyLines = new Map<string, string[]>();
-  const arrows: Array<{ source: string; target: string; t: MachineTransition }> = [];
+  const arrows: Arrow[] = [];
   for (const t of drawn) {
     for (const target of t.targets) {
       if (target === t.source) continue;
@@ -115,109 +140,116 @@ function layoutGraph(graph: MachineGraph, rowWidth: number): { nodes: StateNode[
       } else arrows.push({ source: t.source, target, t });
     }
   }
+  return { anyLines, arrows };
+}
 
-  // The child of `ancestor` that holds `id` (or `id` itself), for laying out a compound's children.
-  const childOf = (ancestor: string, id: string): string | undefined => {
-    let cur = byId.get(id);
-    while (cur !== undefined && cur.parent !== ancestor) cur = cur.parent === null ? undefined : byId.get(cur.parent);
-    return cur?.id;
-  };
+/** The child of `ancestor` that holds `id` (or `id` itself), for laying out a compound's children. */
+function childOf(byId: Map<string, MachineState>, ancestor: string, id: string): string | undefined {
+  let cur = byId.get(id);
+  while (cur !== undefined && cur.parent !== ancestor) cur = cur.parent === null ? undefined : byId.get(cur.parent);
+  return cur?.id;
+}
 
-  const sizes = new Map<string, Size>();
-  const offsets = new Map<string, { x: number; y: number }>();
-  const measure = (s: MachineState): Size => {
-    const kids = children.get(s.id) ?? [];
-    const any = anyLines.get(s.id)?.length ?? 0;
-    if (kids.length === 0) {
-      const size = { w: LEAF_W, h: LEAF_H };
-      sizes.set(s.id, size);
-      return size;
-    }
-    const g = new dagre.graphlib.Graph();
-    g.setGraph({ rankdir: "TB", nodesep: 26, ranksep: 58, marginx: 0, marginy: 0 });
-    g.setDefaultEdgeLabel(() => ({}));
-    for (const k of kids) {
-      const size = measure(k);
-      g.setNode(k.id, { width: size.w, height: size.h });
-    }
-    // Edge labels take room in the layout (dagre keeps ranks apart around them).
-    const labels = new Map<string, string[]>();
-    for (const a of arrows) {
-      const from = childOf(s.id, a.source);
-      const to = childOf(s.id, a.target);
-      if (from === undefined || to === undefined || from === to) continue;
-      const k = `${from}>${to}`;
-      labels.set(k, [...(labels.get(k) ?? []), transitionLabel(a.t)]);
-    }
-    for (const [k, texts] of labels) {
-      const [from, to] = k.split(">") as [string, string];
-      g.setEdge(from, to, { width: Math.min(texts.join(", ").length * LABEL_CHAR, 220), height: 14, labelpos: "c" });
-    }
-    dagre.layout(g);
-    let w = 0;
-    let h = 0;
-    for (const k of kids) {
-      const pos = g.node(k.id);
-      const size = sizes.get(k.id) ?? { w: LEAF_W, h: LEAF_H };
-      const x = PAD + (pos?.x ?? 0) - size.w / 2;
-      const y = HEAD + (pos?.y ?? 0) - size.h / 2;
-      offsets.set(k.id, { x, y });
-      w = Math.max(w, x + size.w);
-      h = Math.max(h, y + size.h);
-    }
-    const anyWidth = Math.max(0, ...(anyLines.get(s.id) ?? []).map((l) => l.length * ANY_CHAR + 2 * PAD));
-    const size = { w: Math.max(w + PAD, LEAF_W + 2 * PAD, anyWidth), h: h + PAD + any * ANY_LINE };
-    sizes.set(s.id, size);
+/** The size of a state's box, its children placed inside it by dagre (offsets recorded in `ctx`). */
+function measure(ctx: LayoutCtx, s: MachineState): Size {
+  const kids = ctx.children.get(s.id) ?? [];
+  if (kids.length === 0) {
+    const size = { w: LEAF_W, h: LEAF_H };
+    ctx.sizes.set(s.id, size);
     return size;
-  };
+  }
+  const g = new dagre.graphlib.Graph();
+  g.setGraph({ rankdir: "TB", nodesep: 26, ranksep: 58, marginx: 0, marginy: 0 });
+  g.setDefaultEdgeLabel(() => ({}));
+  for (const k of kids) {
+    const size = measure(ctx, k);
+    g.setNode(k.id, { width: size.w, height: size.h });
+  }
+  // Edge labels take room in the layout (dagre keeps ranks apart around them).
+  for (const [k, texts] of childEdgeLabels(ctx, s.id)) {
+    const [from, to] = k.split(">") as [string, string];
+    g.setEdge(from, to, { width: Math.min(texts.join(", ").length * LABEL_CHAR, 220), height: 14, labelpos: "c" });
+  }
+  dagre.layout(g);
+  let w = 0;
+  let h = 0;
+  for (const k of kids) {
+    const pos = g.node(k.id);
+    const size = ctx.sizes.get(k.id) ?? { w: LEAF_W, h: LEAF_H };
+    const x = PAD + (pos?.x ?? 0) - size.w / 2;
+    const y = HEAD + (pos?.y ?? 0) - size.h / 2;
+    ctx.offsets.set(k.id, { x, y });
+    w = Math.max(w, x + size.w);
+    h = Math.max(h, y + size.h);
+  }
+  const lines = ctx.anyLines.get(s.id) ?? [];
+  const anyWidth = Math.max(0, ...lines.map((l) => l.length * ANY_CHAR + 2 * PAD));
+  const size = { w: Math.max(w + PAD, LEAF_W + 2 * PAD, anyWidth), h: h + PAD + lines.length * ANY_LINE };
+  ctx.sizes.set(s.id, size);
+  return size;
+}
 
-  const root = graph.states.find((s) => s.parent === null);
-  const nodes: StateNode[] = [];
-  if (root === undefined) return { nodes, edges: [] };
-  // The root's regions side by side (the root itself is not drawn: it is the whole chart).
-  // Rows of regions no wider than ROW_W, so the chart keeps a readable scale in its frame.
+/** The labels of the arrows between a compound's children (arrows into deeper states count for the child holding them), keyed `from>to`. */
+function childEdgeLabels(ctx: LayoutCtx, parent: string): Map<string, string[]> {
+  const labels = new Map<string, string[]>();
+  for (const a of ctx.arrows) {
+    const from = childOf(ctx.byId, parent, a.source);
+    const to = childOf(ctx.byId, parent, a.target);
+    if (from === undefined || to === undefined || from === to) continue;
+    const k = `${from}>${to}`;
+    labels.set(k, [...(labels.get(k) ?? []), transitionLabel(a.t)]);
+  }
+  return labels;
+}
+
+/**
+ * The root's regions side by side (the root itself is not drawn: it is the whole chart), in
+ * rows no wider than `rowWidth`, so the chart keeps a readable scale in its frame.
+ */
+function placeRegions(ctx: LayoutCtx, regions: MachineState[], rowWidth: number): void {
   let x = 0;
   let y = 0;
   let rowH = 0;
-  for (const region of children.get(root.id) ?? []) {
-    const size = measure(region);
+  for (const region of regions) {
+    const size = measure(ctx, region);
     if (x > 0 && x + size.w > rowWidth) {
       x = 0;
       y += rowH + REGION_GAP;
       rowH = 0;
     }
-    offsets.set(region.id, { x, y });
+    ctx.offsets.set(region.id, { x, y });
     x += size.w + REGION_GAP;
     rowH = Math.max(rowH, size.h);
   }
-  const push = (s: MachineState) => {
-    const size = sizes.get(s.id) ?? { w: LEAF_W, h: LEAF_H };
-    const compound = (children.get(s.id)?.length ?? 0) > 0;
-    nodes.push({
-      id: s.id,
-      type: "state",
-      position: offsets.get(s.id) ?? { x: 0, y: 0 },
-      ...(s.parent !== null && s.parent !== root.id ? { parentId: s.parent, extent: "parent" as const } : {}),
-      data: { label: s.key, active: false, any: anyLines.get(s.id) ?? [], region: s.parent === root.id },
-      ariaRole: "img",
-      className: `sc-state ${compound ? (s.parent === root.id ? "sc-region" : "sc-compound") : "sc-atomic"}`,
-      style: { width: size.w, height: size.h },
-      draggable: false,
-      zIndex: depth(s),
-    });
-    for (const k of children.get(s.id) ?? []) push(k);
-  };
-  const depth = (s: MachineState): number => {
-    const parent = s.parent === null ? undefined : byId.get(s.parent);
-    return parent === undefined ? 0 : 1 + depth(parent);
-  };
-  for (const region of children.get(root.id) ?? []) push(region);
+}
 
-  return { nodes, edges: arrowEdges(arrows, graph.machine_id) };
+/** Appends the xyflow node of `s`, then those of its children (a parent comes before its children, as xyflow wants). */
+function pushState(ctx: LayoutCtx, rootId: string, s: MachineState, nodes: StateNode[]): void {
+  const size = ctx.sizes.get(s.id) ?? { w: LEAF_W, h: LEAF_H };
+  const compound = (ctx.children.get(s.id)?.length ?? 0) > 0;
+  nodes.push({
+    id: s.id,
+    type: "state",
+    position: ctx.offsets.get(s.id) ?? { x: 0, y: 0 },
+    ...(s.parent !== null && s.parent !== rootId ? { parentId: s.parent, extent: "parent" as const } : {}),
+    data: { label: s.key, active: false, any: ctx.anyLines.get(s.id) ?? [], region: s.parent === rootId },
+    ariaRole: "img",
+    className: `sc-state ${compound ? (s.parent === rootId ? "sc-region" : "sc-compound") : "sc-atomic"}`,
+    style: { width: size.w, height: size.h },
+    draggable: false,
+    zIndex: depth(ctx.byId, s),
+  });
+  for (const k of ctx.children.get(s.id) ?? []) pushState(ctx, rootId, k, nodes);
+}
+
+/** How deep `s` sits under the root (the root is 0), so nested boxes draw above their parents. */
+function depth(byId: Map<string, MachineState>, s: MachineState): number {
+  const parent = s.parent === null ? undefined : byId.get(s.parent);
+  return parent === undefined ? 0 : 1 + depth(byId, parent);
 }
 
 /** One arrow per source → target, its label listing every event that takes it (timers dashed). */
-function arrowEdges(arrows: Array<{ source: string; target: string; t: MachineTransition }>, machineId: string): Edge[] {
+function arrowEdges(arrows: Arrow[], machineId: string): Edge[] {
   const merged = new Map<string, { source: string; target: string; labels: string[]; timer: boolean }>();
   for (const a of arrows) {
     const key = `${a.source}>${a.target}`;

@@ -113,11 +113,10 @@ function SnapshotTable({ snapshots }: { snapshots: SnapshotEntry[] }) {
 }
 
 function SnapshotRow({ snapshot: s }: { snapshot: SnapshotEntry }) {
-  const [confirm, setConfirm] = useState<"restore" | "delete" | null>(null);
+  const [confirm, setConfirm] = useState<Confirming>(null);
   const grant = useSnapshotDownload(s.snapshot_id);
   const restore = useRestoreSnapshot(s.snapshot_id);
   const remove = useDeleteSnapshot(s.snapshot_id);
-  const closeDialog = { onSuccess: () => setConfirm(null) };
   const failed = grant.error ?? restore.error ?? remove.error;
   return (
     <tr>
@@ -131,20 +130,7 @@ function SnapshotRow({ snapshot: s }: { snapshot: SnapshotEntry }) {
       </td>
       <td data-label="Actions">
         <div className="actions">
-          {grant.data ? (
-            <span>
-              <a href={grant.data.download_path} download={grant.data.filename} aria-label={`Download ${s.snapshot_id}`}>
-                Download
-              </a>{" "}
-              <span className="muted">
-                (<Countdown iso={grant.data.download_token_expires_at} />)
-              </span>
-            </span>
-          ) : (
-            <button type="button" onClick={() => grant.mutate()} disabled={grant.isPending} aria-label={`Get a download link for ${s.snapshot_id}`}>
-              Download link
-            </button>
-          )}
+          <SnapshotDownload snapshotId={s.snapshot_id} grant={grant} />
           <button type="button" onClick={() => setConfirm("restore")} aria-label={`Restore ${s.snapshot_id}`}>
             Restore
           </button>
@@ -157,29 +143,69 @@ function SnapshotRow({ snapshot: s }: { snapshot: SnapshotEntry }) {
             {errorMessage(failed)}
           </p>
         )}
-        <ConfirmDialog
-          open={confirm === "restore"}
-          title={`Restore ${s.snapshot_id}?`}
-          confirmLabel="Restore this snapshot"
-          danger
-          busy={restore.isPending}
-          onConfirm={() => restore.mutate(undefined, closeDialog)}
-          onCancel={() => setConfirm(null)}
-        >
-          <p>Configs, nodes, pairs, port forwards, client state and logs are replaced by the snapshot's. This cannot be undone; create a snapshot first to keep the current state.</p>
-        </ConfirmDialog>
-        <ConfirmDialog
-          open={confirm === "delete"}
-          title={`Delete ${s.snapshot_id}?`}
-          confirmLabel="Delete this snapshot"
-          danger
-          busy={remove.isPending}
-          onConfirm={() => remove.mutate(undefined, closeDialog)}
-          onCancel={() => setConfirm(null)}
-        >
-          <p>The snapshot file and its download links are removed.</p>
-        </ConfirmDialog>
+        <SnapshotConfirms snapshotId={s.snapshot_id} confirm={confirm} restore={restore} remove={remove} onClose={() => setConfirm(null)} />
       </td>
     </tr>
+  );
+}
+
+/** Which of a snapshot's confirmations is open. */
+type Confirming = "restore" | "delete" | null;
+
+/** "Download link" asks for a short-lived link; once granted, the link with its countdown. */
+function SnapshotDownload({ snapshotId, grant }: { snapshotId: string; grant: ReturnType<typeof useSnapshotDownload> }) {
+  if (!grant.data) {
+    return (
+      <button type="button" onClick={() => grant.mutate()} disabled={grant.isPending} aria-label={`Get a download link for ${snapshotId}`}>
+        Download link
+      </button>
+    );
+  }
+  return (
+    <span>
+      <a href={grant.data.download_path} download={grant.data.filename} aria-label={`Download ${snapshotId}`}>
+        Download
+      </a>{" "}
+      <span className="muted">
+        (<Countdown iso={grant.data.download_token_expires_at} />)
+      </span>
+    </span>
+  );
+}
+
+/** The restore and delete confirmations of a snapshot; each closes once its write succeeds. */
+function SnapshotConfirms({ snapshotId, confirm, restore, remove, onClose }: {
+  snapshotId: string;
+  confirm: Confirming;
+  restore: ReturnType<typeof useRestoreSnapshot>;
+  remove: ReturnType<typeof useDeleteSnapshot>;
+  onClose: () => void;
+}) {
+  const closeDialog = { onSuccess: onClose };
+  return (
+    <>
+      <ConfirmDialog
+        open={confirm === "restore"}
+        title={`Restore ${snapshotId}?`}
+        confirmLabel="Restore this snapshot"
+        danger
+        busy={restore.isPending}
+        onConfirm={() => restore.mutate(undefined, closeDialog)}
+        onCancel={onClose}
+      >
+        <p>Configs, nodes, pairs, port forwards, client state and logs are replaced by the snapshot's. This cannot be undone; create a snapshot first to keep the current state.</p>
+      </ConfirmDialog>
+      <ConfirmDialog
+        open={confirm === "delete"}
+        title={`Delete ${snapshotId}?`}
+        confirmLabel="Delete this snapshot"
+        danger
+        busy={remove.isPending}
+        onConfirm={() => remove.mutate(undefined, closeDialog)}
+        onCancel={onClose}
+      >
+        <p>The snapshot file and its download links are removed.</p>
+      </ConfirmDialog>
+    </>
   );
 }

@@ -15,10 +15,8 @@ import { useConfigs } from "./queries.js";
  */
 export function ConfigsPage() {
   const query = useConfigs();
-  const [params, setParams] = useSearchParams();
-  const [q, setQ] = useState(() => params.get("q") ?? "");
+  const [q, setQ] = useUrlSearch();
   const [deleting, setDeleting] = useState<ConfigView | null>(null);
-  const remove = useDeleteConfig();
 
   return (
     <section aria-labelledby="configs-title">
@@ -31,85 +29,104 @@ export function ConfigsPage() {
             <label htmlFor="config-search" className="visually-hidden">
               Search configs
             </label>
-            <input
-              id="config-search"
-              type="search"
-              placeholder="Search by name, protocol or CIDR"
-              value={q}
-              onChange={(e) => {
-                setQ(e.target.value);
-                setParams(e.target.value === "" ? {} : { q: e.target.value }, { replace: true });
-              }}
-            />
+            <input id="config-search" type="search" placeholder="Search by name, protocol or CIDR" value={q} onChange={(e) => setQ(e.target.value)} />
           </div>
         </div>
         <QueryView query={query} isEmpty={(d) => d.configs.length === 0} empty={<p>No configs yet. Create the first one above.</p>} loadingLabel="Loading configs…">
           {(data) => {
-            const needle = q.trim().toLowerCase();
-            const rows = data.configs.filter(
-              (c) => needle === "" || c.name.toLowerCase().includes(needle) || c.tunnel_protocol.includes(needle) || c.network_cidr.includes(needle),
-            );
+            const rows = matchingConfigs(data.configs, q);
             if (rows.length === 0) return <p className="state state-empty">No config matches “{q}”.</p>;
-            return (
-              <div className="table-wrap">
-                <table className="table">
-                  <caption className="visually-hidden">Configs</caption>
-                  <thead>
-                    <tr>
-                      <th scope="col">Name</th>
-                      <th scope="col">Protocol</th>
-                      <th scope="col">Network</th>
-                      <th scope="col">Updated</th>
-                      <th scope="col">
-                        <span className="visually-hidden">Actions</span>
-                      </th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {rows.map((c) => (
-                      <tr key={c.config_id}>
-                        <th scope="row">
-                          <Link to={`/configs/${encodeURIComponent(c.config_id)}`}>{c.name}</Link>
-                        </th>
-                        <td>{c.tunnel_protocol}</td>
-                        <td className="mono">{c.network_cidr}</td>
-                        <td>
-                          <RelativeTime iso={c.updated_at} />
-                        </td>
-                        <td className="actions">
-                          <button type="button" className="danger-outline" aria-label={`Delete config ${c.name}`} onClick={() => setDeleting(c)}>
-                            Delete
-                          </button>
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
-            );
+            return <ConfigsTable rows={rows} onDelete={setDeleting} />;
           }}
         </QueryView>
       </section>
-      <ConfirmDialog
-        open={deleting !== null}
-        title={`Delete config ${deleting?.name ?? ""}?`}
-        confirmLabel="Delete config"
-        danger
-        busy={remove.isPending}
-        onConfirm={() => deleting && remove.mutate(deleting, { onSuccess: () => setDeleting(null) })}
-        onCancel={() => {
-          setDeleting(null);
-          remove.reset();
-        }}
-      >
-        <p>Its nodes, pairs and port forwards are deleted with it. Bound clients lose their access.</p>
-        {remove.isError && (
-          <p className="form-error" role="alert">
-            {errorMessage(remove.error)}
-          </p>
-        )}
-      </ConfirmDialog>
+      <DeleteConfigDialog config={deleting} onClose={() => setDeleting(null)} />
     </section>
+  );
+}
+
+/** The search text, kept in the URL (`?q=`) so a filtered list can be shared and survives a reload. */
+function useUrlSearch(): [string, (q: string) => void] {
+  const [params, setParams] = useSearchParams();
+  const [q, setQ] = useState(() => params.get("q") ?? "");
+  const update = (value: string) => {
+    setQ(value);
+    setParams(value === "" ? {} : { q: value }, { replace: true });
+  };
+  return [q, update];
+}
+
+/** The configs whose name (any case), protocol or CIDR contains the search text. */
+function matchingConfigs(configs: ConfigView[], q: string): ConfigView[] {
+  const needle = q.trim().toLowerCase();
+  return configs.filter(
+    (c) => needle === "" || c.name.toLowerCase().includes(needle) || c.tunnel_protocol.includes(needle) || c.network_cidr.includes(needle),
+  );
+}
+
+function ConfigsTable({ rows, onDelete }: { rows: ConfigView[]; onDelete: (config: ConfigView) => void }) {
+  return (
+    <div className="table-wrap">
+      <table className="table">
+        <caption className="visually-hidden">Configs</caption>
+        <thead>
+          <tr>
+            <th scope="col">Name</th>
+            <th scope="col">Protocol</th>
+            <th scope="col">Network</th>
+            <th scope="col">Updated</th>
+            <th scope="col">
+              <span className="visually-hidden">Actions</span>
+            </th>
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map((c) => (
+            <tr key={c.config_id}>
+              <th scope="row">
+                <Link to={`/configs/${encodeURIComponent(c.config_id)}`}>{c.name}</Link>
+              </th>
+              <td>{c.tunnel_protocol}</td>
+              <td className="mono">{c.network_cidr}</td>
+              <td>
+                <RelativeTime iso={c.updated_at} />
+              </td>
+              <td className="actions">
+                <button type="button" className="danger-outline" aria-label={`Delete config ${c.name}`} onClick={() => onDelete(c)}>
+                  Delete
+                </button>
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+/** Confirms deleting `config` (open while it is set); the API's error stays in the dialog. */
+function DeleteConfigDialog({ config, onClose }: { config: ConfigView | null; onClose: () => void }) {
+  const remove = useDeleteConfig();
+  return (
+    <ConfirmDialog
+      open={config !== null}
+      title={`Delete config ${config?.name ?? ""}?`}
+      confirmLabel="Delete config"
+      danger
+      busy={remove.isPending}
+      onConfirm={() => config && remove.mutate(config, { onSuccess: onClose })}
+      onCancel={() => {
+        onClose();
+        remove.reset();
+      }}
+    >
+      <p>Its nodes, pairs and port forwards are deleted with it. Bound clients lose their access.</p>
+      {remove.isError && (
+        <p className="form-error" role="alert">
+          {errorMessage(remove.error)}
+        </p>
+      )}
+    </ConfirmDialog>
   );
 }
 

@@ -15,68 +15,21 @@ const MQTT_OFF = "MQTT services are disabled (SVC_ENABLE_MQTT_SERVICES=false): o
 export function AddNodeForm({ config }: { config: ConfigDetailView }) {
   const status = useSystemStatus();
   const mqttOff = status.data?.services.mqtt.enabled === false;
-  const [name, setName] = useState("");
-  const [mode, setMode] = useState<NodeMode>("static");
-  const [publicAddress, setPublicAddress] = useState("");
-  const [listenPort, setListenPort] = useState("");
-  const [autoPair, setAutoPair] = useState(true);
-  const [added, setAdded] = useState<string | null>(null);
-  const create = useCreateNode(config.config_id);
-  const onAdded = {
-    onSuccess: (node: { name: string }) => {
-      setAdded(node.name);
-      setName("");
-      setPublicAddress("");
-      setListenPort("");
-    },
-  };
-  const submit = (e: FormEvent) => {
-    e.preventDefault();
-    setAdded(null);
-    create.mutate({
-      name: name.trim(),
-      mode,
-      public_address: publicAddress.trim() === "" ? null : publicAddress.trim(),
-      ...(listenPort.trim() === "" ? {} : { listen_port: Number(listenPort) }),
-      auto_pair: autoPair,
-    }, onAdded);
-  };
+  const { draft, edit, added, create, submit } = useAddNode(config.config_id);
   return (
     <details className="card add-node">
       <summary>
         <h2>Add a node</h2>
       </summary>
       <form className="form" onSubmit={submit} aria-label="Add a node">
-        <div className="form-row">
-          <div>
-            <label htmlFor="node-name">Node name</label>
-            <input id="node-name" value={name} onChange={(e) => setName(e.target.value)} required />
-          </div>
-          <div>
-            <label htmlFor="node-mode">Node mode</label>
-            <select id="node-mode" value={mode} onChange={(e) => setMode(e.target.value as NodeMode)}>
-              <option value="static">static</option>
-              <option value="dynamic" disabled={mqttOff} title={mqttOff ? MQTT_OFF : undefined}>
-                dynamic
-              </option>
-            </select>
-          </div>
-          <div>
-            <label htmlFor="node-public-address">Public address</label>
-            <input id="node-public-address" placeholder="optional: host or IP" value={publicAddress} onChange={(e) => setPublicAddress(e.target.value)} />
-          </div>
-          <div>
-            <label htmlFor="node-listen-port">Listen port</label>
-            <input id="node-listen-port" type="number" min={1} max={65535} placeholder="51820" value={listenPort} onChange={(e) => setListenPort(e.target.value)} />
-          </div>
-        </div>
+        <NodeDraftFields draft={draft} edit={edit} mqttOff={mqttOff} />
         <div className="form-row">
           <label className="checkbox" htmlFor="node-auto-pair">
-            <input id="node-auto-pair" type="checkbox" checked={autoPair} onChange={(e) => setAutoPair(e.target.checked)} />
+            <input id="node-auto-pair" type="checkbox" checked={draft.autoPair} onChange={(e) => edit({ autoPair: e.target.checked })} />
             Pair with every existing node ({config.nodes.length})
           </label>
           <div className="form-row-action">
-            <button type="submit" className="primary" disabled={create.isPending || name.trim() === ""}>
+            <button type="submit" className="primary" disabled={create.isPending || draft.name.trim() === ""}>
               Add node
             </button>
           </div>
@@ -94,6 +47,74 @@ export function AddNodeForm({ config }: { config: ConfigDetailView }) {
         )}
       </form>
     </details>
+  );
+}
+
+/** The add-node form's fields as typed (the listen port as text: empty means the default). */
+interface NodeDraft {
+  name: string;
+  mode: NodeMode;
+  publicAddress: string;
+  listenPort: string;
+  autoPair: boolean;
+}
+const EMPTY_DRAFT: NodeDraft = { name: "", mode: "static", publicAddress: "", listenPort: "", autoPair: true };
+
+/**
+ * The add-node form's state and its submit: the draft becomes the create body (blank address →
+ * `null`, blank port → left out); on success the name of the added node is kept for the
+ * confirmation and the text fields are cleared (mode and auto-pair stay, for the next node).
+ */
+function useAddNode(configId: string) {
+  const [draft, setDraft] = useState<NodeDraft>(EMPTY_DRAFT);
+  const [added, setAdded] = useState<string | null>(null);
+  const create = useCreateNode(configId);
+  const edit = (patch: Partial<NodeDraft>) => setDraft((d) => ({ ...d, ...patch }));
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    setAdded(null);
+    create.mutate({
+      name: draft.name.trim(),
+      mode: draft.mode,
+      public_address: draft.publicAddress.trim() === "" ? null : draft.publicAddress.trim(),
+      ...(draft.listenPort.trim() === "" ? {} : { listen_port: Number(draft.listenPort) }),
+      auto_pair: draft.autoPair,
+    }, {
+      onSuccess: (node: { name: string }) => {
+        setAdded(node.name);
+        edit({ name: "", publicAddress: "", listenPort: "" });
+      },
+    });
+  };
+  return { draft, edit, added, create, submit };
+}
+
+/** Name, mode (dynamic disabled, with the reason, while MQTT is off), public address and listen port. */
+function NodeDraftFields({ draft, edit, mqttOff }: { draft: NodeDraft; edit: (patch: Partial<NodeDraft>) => void; mqttOff: boolean }) {
+  return (
+    <div className="form-row">
+      <div>
+        <label htmlFor="node-name">Node name</label>
+        <input id="node-name" value={draft.name} onChange={(e) => edit({ name: e.target.value })} required />
+      </div>
+      <div>
+        <label htmlFor="node-mode">Node mode</label>
+        <select id="node-mode" value={draft.mode} onChange={(e) => edit({ mode: e.target.value as NodeMode })}>
+          <option value="static">static</option>
+          <option value="dynamic" disabled={mqttOff} title={mqttOff ? MQTT_OFF : undefined}>
+            dynamic
+          </option>
+        </select>
+      </div>
+      <div>
+        <label htmlFor="node-public-address">Public address</label>
+        <input id="node-public-address" placeholder="optional: host or IP" value={draft.publicAddress} onChange={(e) => edit({ publicAddress: e.target.value })} />
+      </div>
+      <div>
+        <label htmlFor="node-listen-port">Listen port</label>
+        <input id="node-listen-port" type="number" min={1} max={65535} placeholder="51820" value={draft.listenPort} onChange={(e) => edit({ listenPort: e.target.value })} />
+      </div>
+    </div>
   );
 }
 

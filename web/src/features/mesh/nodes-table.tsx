@@ -1,5 +1,5 @@
 import { useVirtualizer } from "@tanstack/react-virtual";
-import { useEffect, useRef } from "react";
+import { useEffect, useRef, type RefObject } from "react";
 import { Link } from "react-router";
 import type { NodeTransitionView, NodeView } from "../../api/types.js";
 import { PresenceBadge } from "../../components/presence-badge.js";
@@ -8,6 +8,21 @@ import { lastTransitionText, regionState, stateTone, WatchChip, type WatchRegion
 
 /** Height of one table row in px (fixed: the virtualiser needs no measuring). */
 export const ROW_HEIGHT = 44;
+
+interface NodesTableProps {
+  configId: string;
+  nodes: NodeView[];
+  watch?: WatchRegion | null;
+  latest?: ReadonlyMap<string, NodeTransitionView> | undefined;
+  total: number;
+  selected: ReadonlySet<string>;
+  onToggle: (nodeId: string) => void;
+  onToggleAll: (select: boolean) => void;
+  /** The server has more rows after `nodes`; `onLoadMore` fetches the next page. */
+  hasMore?: boolean;
+  loadingMore?: boolean;
+  onLoadMore?: () => void;
+}
 
 /**
  * The nodes table of the mesh page: virtualised with `@tanstack/react-virtual`, so only
@@ -34,36 +49,9 @@ export function NodesTable({
   hasMore = false,
   loadingMore = false,
   onLoadMore,
-}: {
-  configId: string;
-  nodes: NodeView[];
-  watch?: WatchRegion | null;
-  latest?: ReadonlyMap<string, NodeTransitionView> | undefined;
-  total: number;
-  selected: ReadonlySet<string>;
-  onToggle: (nodeId: string) => void;
-  onToggleAll: (select: boolean) => void;
-  /** The server has more rows after `nodes`; `onLoadMore` fetches the next page. */
-  hasMore?: boolean;
-  loadingMore?: boolean;
-  onLoadMore?: () => void;
-}) {
+}: NodesTableProps) {
   const scrollRef = useRef<HTMLDivElement>(null);
-  const virtualizer = useVirtualizer({
-    count: nodes.length,
-    getScrollElement: () => scrollRef.current,
-    estimateSize: () => ROW_HEIGHT,
-    overscan: 8,
-    initialRect: { width: 1200, height: 600 },
-  });
-  const items = virtualizer.getVirtualItems();
-  // The next page is fetched when the rows in view come within a screen of the last loaded row.
-  const lastInView = items[items.length - 1]?.index ?? -1;
-  useEffect(() => {
-    if (hasMore && !loadingMore && lastInView >= nodes.length - 1 - 15) onLoadMore?.();
-  }, [hasMore, loadingMore, lastInView, nodes.length, onLoadMore]);
-  const top = items[0]?.start ?? 0;
-  const bottom = virtualizer.getTotalSize() - (items[items.length - 1]?.end ?? 0);
+  const { items, top, bottom } = useVirtualRows(scrollRef, nodes.length, hasMore && !loadingMore ? onLoadMore : undefined);
   const allSelected = nodes.length > 0 && nodes.every((n) => selected.has(n.node_id));
 
   return (
@@ -72,28 +60,9 @@ export function NodesTable({
         <caption className="visually-hidden">
           Nodes ({nodes.length} loaded of {total})
         </caption>
-        <thead>
-          <tr aria-rowindex={1}>
-            <th scope="col" className="col-select">
-              <input type="checkbox" aria-label="Select all shown nodes" checked={allSelected} onChange={(e) => onToggleAll(e.target.checked)} />
-            </th>
-            <th scope="col">Name</th>
-            <th scope="col">Mode</th>
-            <th scope="col">Tunnel address</th>
-            <th scope="col">Endpoint</th>
-            <th scope="col">Presence</th>
-            <th scope="col">Runtime</th>
-            <th scope="col">Sync</th>
-            <th scope="col">Client</th>
-            <th scope="col">Last reachable</th>
-          </tr>
-        </thead>
+        <NodesHeader allSelected={allSelected} onToggleAll={onToggleAll} />
         <tbody>
-          {top > 0 && (
-            <tr aria-hidden="true" className="spacer">
-              <td colSpan={10} style={{ height: top }} />
-            </tr>
-          )}
+          <SpacerRow height={top} />
           {items.map((item) => {
             const n = nodes[item.index];
             if (n === undefined) return null;
@@ -102,14 +71,10 @@ export function NodesTable({
                 watch={watch} last={latest === undefined ? null : lastTransitionText(latest.get(n.node_id))} />
             );
           })}
-          {bottom > 0 && (
-            <tr aria-hidden="true" className="spacer">
-              <td colSpan={10} style={{ height: bottom }} />
-            </tr>
-          )}
+          <SpacerRow height={bottom} />
           {hasMore && (
             <tr className="load-more">
-              <td colSpan={10}>
+              <td colSpan={COLUMNS}>
                 <button type="button" disabled={loadingMore} onClick={onLoadMore}>
                   {loadingMore ? "Loading more nodes…" : "Load more nodes"}
                 </button>
@@ -119,6 +84,64 @@ export function NodesTable({
         </tbody>
       </table>
     </div>
+  );
+}
+
+/** How many columns the table has (the spacer and "load more" rows span them all). */
+const COLUMNS = 10;
+
+/**
+ * The rows in view (plus a few) of a `count`-row table scrolled inside `scrollRef`, with the
+ * heights of the spacers above (`top`) and below (`bottom`) them, in px. `loadMore` (set only
+ * while another page can be fetched) is called when the rows in view come within a screen of
+ * the last loaded row.
+ */
+function useVirtualRows(scrollRef: RefObject<HTMLDivElement | null>, count: number, loadMore: (() => void) | undefined) {
+  const virtualizer = useVirtualizer({
+    count,
+    getScrollElement: () => scrollRef.current,
+    estimateSize: () => ROW_HEIGHT,
+    overscan: 8,
+    initialRect: { width: 1200, height: 600 },
+  });
+  const items = virtualizer.getVirtualItems();
+  const lastInView = items[items.length - 1]?.index ?? -1;
+  useEffect(() => {
+    if (loadMore !== undefined && lastInView >= count - 1 - 15) loadMore();
+  }, [loadMore, lastInView, count]);
+  const top = items[0]?.start ?? 0;
+  const bottom = virtualizer.getTotalSize() - (items[items.length - 1]?.end ?? 0);
+  return { items, top, bottom };
+}
+
+/** Keeps the scroll height of the rows not in the DOM; nothing when `height` is 0. */
+function SpacerRow({ height }: { height: number }) {
+  if (height <= 0) return null;
+  return (
+    <tr aria-hidden="true" className="spacer">
+      <td colSpan={COLUMNS} style={{ height }} />
+    </tr>
+  );
+}
+
+function NodesHeader({ allSelected, onToggleAll }: { allSelected: boolean; onToggleAll: (select: boolean) => void }) {
+  return (
+    <thead>
+      <tr aria-rowindex={1}>
+        <th scope="col" className="col-select">
+          <input type="checkbox" aria-label="Select all shown nodes" checked={allSelected} onChange={(e) => onToggleAll(e.target.checked)} />
+        </th>
+        <th scope="col">Name</th>
+        <th scope="col">Mode</th>
+        <th scope="col">Tunnel address</th>
+        <th scope="col">Endpoint</th>
+        <th scope="col">Presence</th>
+        <th scope="col">Runtime</th>
+        <th scope="col">Sync</th>
+        <th scope="col">Client</th>
+        <th scope="col">Last reachable</th>
+      </tr>
+    </thead>
   );
 }
 

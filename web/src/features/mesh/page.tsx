@@ -1,7 +1,7 @@
 import { lazy, Suspense, useCallback, useEffect, useMemo, useState } from "react";
 import { Link, useParams, useSearchParams } from "react-router";
 import { errorMessage } from "../../api/client.js";
-import type { ConfigDetailView, NodeCountsAnswer, NodeFilterQuery, NodeTransitionView } from "../../api/types.js";
+import type { ConfigDetailView, NodeCountsAnswer, NodeFilterQuery, NodeTransitionView, NodeView } from "../../api/types.js";
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
 import { Loading, QueryView } from "../../components/states.js";
 import { useUrlState } from "../../url-state.js";
@@ -47,86 +47,36 @@ export function MeshPage() {
 }
 
 function MeshBody({ config }: { config: ConfigDetailView }) {
-  const [params, setParams] = useSearchParams();
-  const view = params.get("view") === "topology" ? "topology" : "table";
-  // The search box keeps its own state (typing stays immediate whatever the router does) and
-  // writes the URL; the server is asked 200 ms after the last keystroke.
-  const [text, setText] = useState(() => params.get("q") ?? "");
-  const q = useDebounced(text.trim(), 200);
-  const presence = params.get("presence") ?? "";
-  const mode = params.get("mode") ?? "";
-  const sync = params.get("sync") ?? "";
+  const url = useMeshParams();
   const [watchValue, setWatch] = useUrlState("watch");
   const watch = watchRegion(watchValue);
   const latest = useLatestTransitions(config.config_id).data;
-  const setParam = (key: string, value: string) => {
-    const next = new URLSearchParams(params);
-    if (value === "") next.delete(key);
-    else next.set(key, value);
-    setParams(next, { replace: true });
-  };
-
-  // The server filters, counts and pages; the table loads pages as it scrolls.
-  const filters = useMemo(() => nodeFilters({ q, presence, mode, sync }), [q, presence, mode, sync]);
-  const pages = useNodePages(config.config_id, filters);
-  const counts = useNodeCounts(config.config_id, filters).data;
-  const shown = useMemo(() => pages.data?.pages.flatMap((p) => p.nodes) ?? [], [pages.data]);
-  const { fetchNextPage } = pages;
-  const loadMore = useCallback(() => void fetchNextPage({ cancelRefetch: false }), [fetchNextPage]);
-
-  const [selected, setSelected] = useState<ReadonlySet<string>>(new Set());
-  // Rows deleted meanwhile leave the selection.
-  const live = useMemo(() => new Set([...selected].filter((id) => config.nodes.some((n) => n.node_id === id))), [selected, config.nodes]);
-  const toggle = (id: string) =>
-    setSelected((s) => {
-      const next = new Set(s);
-      if (next.has(id)) next.delete(id);
-      else next.add(id);
-      return next;
-    });
-  const toggleAll = (on: boolean) => setSelected(on ? new Set(shown.map((n) => n.node_id)) : new Set());
+  const rows = useNodeRows(config.config_id, url);
+  const selection = useSelection(config, rows.shown);
 
   return (
     <>
-      <div className="page-head">
-        <div>
-          <h1 id="mesh-title">{config.name}</h1>
-          <p className="muted">
-            <span className="mono">{config.network_cidr}</span> · protocol <strong>{config.tunnel_protocol}</strong> · {config.nodes.length}{" "}
-            {config.nodes.length === 1 ? "node" : "nodes"}
-          </p>
-        </div>
-        <div className="page-actions">
-          <ProtocolSwitch config={config} />
-          <PackageDownload configId={config.config_id} />
-        </div>
-      </div>
-
+      <MeshHead config={config} />
       <AddNodeForm config={config} />
 
       <section className="card" aria-labelledby="nodes-title">
         <div className="toolbar">
           <h2 id="nodes-title">Nodes</h2>
           <WatchSelect value={watchValue} onChange={setWatch} />
-          <ViewSwitch view={view} onChange={(v) => setParam("view", v === "table" ? "" : v)} />
+          <ViewSwitch view={url.view} onChange={(v) => url.setParam("view", v === "table" ? "" : v)} />
         </div>
-        {view === "table" ? (
+        {url.view === "table" ? (
           <>
-            <NodeFilters text={text} presence={presence} mode={mode} sync={sync}
-              onText={(v) => {
-                setText(v);
-                setParam("q", v);
-              }}
-              onFilter={setParam} />
-            <BulkActions config={config} selected={live} onDone={() => setSelected(new Set())} />
-            <NodeCounts counts={counts} />
+            <NodeFilters text={url.text} presence={url.presence} mode={url.mode} sync={url.sync} onText={url.setText} onFilter={url.setParam} />
+            <BulkActions config={config} selected={selection.live} onDone={selection.clear} />
+            <NodeCounts counts={rows.counts} />
             {config.nodes.length === 0 ? (
               <p className="state state-empty">No nodes yet. Add the first one above.</p>
-            ) : pages.isError ? (
-              <p className="state state-error" role="alert">Could not load the nodes: {errorMessage(pages.error)}</p>
+            ) : rows.pages.isError ? (
+              <p className="state state-error" role="alert">Could not load the nodes: {errorMessage(rows.pages.error)}</p>
             ) : (
-              <NodesTable configId={config.config_id} nodes={shown} watch={watch} latest={latest} total={counts?.matching ?? shown.length} selected={live} onToggle={toggle} onToggleAll={toggleAll}
-                hasMore={pages.hasNextPage} loadingMore={pages.isFetchingNextPage} onLoadMore={loadMore} />
+              <NodesTable configId={config.config_id} nodes={rows.shown} watch={watch} latest={latest} total={rows.counts?.matching ?? rows.shown.length} selected={selection.live}
+                onToggle={selection.toggle} onToggleAll={selection.toggleAll} hasMore={rows.pages.hasNextPage} loadingMore={rows.pages.isFetchingNextPage} onLoadMore={rows.loadMore} />
             )}
           </>
         ) : (
@@ -138,6 +88,91 @@ function MeshBody({ config }: { config: ConfigDetailView }) {
       <TagsSection config={config} />
     </>
   );
+}
+
+/** The config's name, network, protocol and node count, with the protocol switch and the config package. */
+function MeshHead({ config }: { config: ConfigDetailView }) {
+  return (
+    <div className="page-head">
+      <div>
+        <h1 id="mesh-title">{config.name}</h1>
+        <p className="muted">
+          <span className="mono">{config.network_cidr}</span> · protocol <strong>{config.tunnel_protocol}</strong> · {config.nodes.length}{" "}
+          {config.nodes.length === 1 ? "node" : "nodes"}
+        </p>
+      </div>
+      <div className="page-actions">
+        <ProtocolSwitch config={config} />
+        <PackageDownload configId={config.config_id} />
+      </div>
+    </div>
+  );
+}
+
+/** The view, search and filters of the mesh page, as kept in the URL; `q` is the search sent to the server. */
+interface MeshParams {
+  view: "table" | "topology";
+  /** The search box as typed. */
+  text: string;
+  setText: (text: string) => void;
+  /** The search text, trimmed, once typing has paused for 200 ms. */
+  q: string;
+  presence: string;
+  mode: string;
+  sync: string;
+  /** Sets (or, with "", removes) one URL parameter, replacing the history entry. */
+  setParam: (key: string, value: string) => void;
+}
+
+/**
+ * The URL's view, search and filters. The search box keeps its own state (typing stays
+ * immediate whatever the router does) and writes the URL; the server is asked 200 ms after the
+ * last keystroke.
+ */
+function useMeshParams(): MeshParams {
+  const [params, setParams] = useSearchParams();
+  const [text, setTextState] = useState(() => params.get("q") ?? "");
+  const q = useDebounced(text.trim(), 200);
+  const setParam = (key: string, value: string) => {
+    const next = new URLSearchParams(params);
+    if (value === "") next.delete(key);
+    else next.set(key, value);
+    setParams(next, { replace: true });
+  };
+  const setText = (v: string) => {
+    setTextState(v);
+    setParam("q", v);
+  };
+  const view = params.get("view") === "topology" ? "topology" : "table";
+  return { view, text, setText, q, presence: params.get("presence") ?? "", mode: params.get("mode") ?? "", sync: params.get("sync") ?? "", setParam };
+}
+
+/** The server filters, counts and pages; the table loads pages as it scrolls (`loadMore`). */
+function useNodeRows(configId: string, url: MeshParams) {
+  const { q, presence, mode, sync } = url;
+  const filters = useMemo(() => nodeFilters({ q, presence, mode, sync }), [q, presence, mode, sync]);
+  const pages = useNodePages(configId, filters);
+  const counts = useNodeCounts(configId, filters).data;
+  const shown = useMemo(() => pages.data?.pages.flatMap((p) => p.nodes) ?? [], [pages.data]);
+  const { fetchNextPage } = pages;
+  const loadMore = useCallback(() => void fetchNextPage({ cancelRefetch: false }), [fetchNextPage]);
+  return { pages, counts, shown, loadMore };
+}
+
+/** The selected rows (`live`: rows deleted meanwhile leave the selection); "select all" takes the rows shown. */
+function useSelection(config: ConfigDetailView, shown: NodeView[]) {
+  const [selected, setSelected] = useState<ReadonlySet<string>>(new Set());
+  const live = useMemo(() => new Set([...selected].filter((id) => config.nodes.some((n) => n.node_id === id))), [selected, config.nodes]);
+  const toggle = (id: string) =>
+    setSelected((s) => {
+      const next = new Set(s);
+      if (next.has(id)) next.delete(id);
+      else next.add(id);
+      return next;
+    });
+  const toggleAll = (on: boolean) => setSelected(on ? new Set(shown.map((n) => n.node_id)) : new Set());
+  const clear = () => setSelected(new Set());
+  return { live, toggle, toggleAll, clear };
 }
 
 /** The filters that filter (empty ones left out), as the node list and counts take them. */

@@ -71,6 +71,7 @@ export default function Topology({ nodes, pairs, watch = null, latest }: {
   );
 }
 
+/** The drawing: node boxes placed by {@link placeNodes}, one edge per pair between drawn nodes. */
 function layout(
   nodes: NodeView[],
   pairs: MeshPairView[],
@@ -78,12 +79,21 @@ function layout(
   watch: WatchRegion | null,
   latest: ReadonlyMap<string, NodeTransitionView> | undefined,
 ): { nodes: Node[]; edges: Edge[] } {
+  const centre = placeNodes(nodes, pairs, names);
+  const flowNodes: Node[] = nodes.map((n) => flowNode(n, centre(n.node_id), watch, latest));
+  return { nodes: flowNodes, edges: pairEdges(pairs, names) };
+}
+
+/**
+ * Node placement by dagre: the centre of each node's box, px. Ranks come from a breadth-first spanning tree of the pairs: a full
+ * mesh laid out with every pair would be one long chain whose far links run behind the nodes in
+ * between.
+ */
+function placeNodes(nodes: NodeView[], pairs: MeshPairView[], names: Map<string, string>): (nodeId: string) => { x: number; y: number } | undefined {
   const g = new dagre.graphlib.Graph();
   g.setGraph({ rankdir: "LR", nodesep: 40, ranksep: 90 });
   g.setDefaultEdgeLabel(() => ({}));
   for (const n of nodes) g.setNode(n.node_id, { width: NODE_W, height: NODE_H });
-  // Ranks from a breadth-first spanning tree of the pairs: a full mesh laid out with every pair
-  // would be one long chain whose far links run behind the nodes in between.
   const adjacent = new Map<string, string[]>();
   for (const p of pairs) {
     if (!names.has(p.node_a) || !names.has(p.node_b)) continue;
@@ -105,24 +115,35 @@ function layout(
     }
   }
   dagre.layout(g);
-  const flowNodes: Node[] = nodes.map((n) => {
-    const pos = g.node(n.node_id);
-    const state = watch === null ? null : regionState(n, watch);
-    const last = latest === undefined ? null : lastTransitionText(latest.get(n.node_id));
-    const text = `${n.name}\n${n.address}${state === null ? "" : `\n${watch}: ${state}`}`;
-    return {
-      id: n.node_id,
-      position: { x: (pos?.x ?? 0) - NODE_W / 2, y: (pos?.y ?? 0) - NODE_H / 2 },
-      data: { label: last === null ? text : <span title={last}>{text}</span> },
-      ariaRole: "img",
-      ariaLabel: `Node ${n.name} (${n.address}, ${n.client.client_presence_state}${state === null || watch === "presence" ? "" : `, ${watch} ${state}`})${last === null ? "" : `. ${last}`}`,
-      className: `topo-node topo-node-${n.client.client_presence_state}${state === null ? "" : ` topo-watch-${stateTone(state)}`}`,
-      sourcePosition: Position.Right,
-      targetPosition: Position.Left,
-      style: { width: NODE_W },
-    } satisfies Node;
-  });
-  const edges: Edge[] = pairs
+  return (nodeId) => g.node(nodeId);
+}
+
+/** A node's box at its dagre centre `pos`: name and address, the watched region's state, the last transition as its title. */
+function flowNode(
+  n: NodeView,
+  pos: { x: number; y: number } | undefined,
+  watch: WatchRegion | null,
+  latest: ReadonlyMap<string, NodeTransitionView> | undefined,
+): Node {
+  const state = watch === null ? null : regionState(n, watch);
+  const last = latest === undefined ? null : lastTransitionText(latest.get(n.node_id));
+  const text = `${n.name}\n${n.address}${state === null ? "" : `\n${watch}: ${state}`}`;
+  return {
+    id: n.node_id,
+    position: { x: (pos?.x ?? 0) - NODE_W / 2, y: (pos?.y ?? 0) - NODE_H / 2 },
+    data: { label: last === null ? text : <span title={last}>{text}</span> },
+    ariaRole: "img",
+    ariaLabel: `Node ${n.name} (${n.address}, ${n.client.client_presence_state}${state === null || watch === "presence" ? "" : `, ${watch} ${state}`})${last === null ? "" : `. ${last}`}`,
+    className: `topo-node topo-node-${n.client.client_presence_state}${state === null ? "" : ` topo-watch-${stateTone(state)}`}`,
+    sourcePosition: Position.Right,
+    targetPosition: Position.Left,
+    style: { width: NODE_W },
+  } satisfies Node;
+}
+
+/** One edge per pair whose nodes are both drawn, styled and named by the pair's integrity. */
+function pairEdges(pairs: MeshPairView[], names: Map<string, string>): Edge[] {
+  return pairs
     .filter((p) => names.has(p.node_a) && names.has(p.node_b))
     .map((p) => {
       const [a, b] = [names.get(p.node_a) ?? p.node_a, names.get(p.node_b) ?? p.node_b].sort((x, y) => x.localeCompare(y));
@@ -136,5 +157,4 @@ function layout(
         ...(p.integrity.status === "broken" ? { label: "broken" } : {}),
       } satisfies Edge;
     });
-  return { nodes: flowNodes, edges };
 }

@@ -33,85 +33,106 @@ type Source = ArtifactRequestBody["source"];
  */
 function ClientDownload() {
   const status = useSystemStatus();
-  const [source, setSource] = useState<Source>("remote_release");
-  const [goos, setGoos] = useState<ClientGoos>("linux");
-  const [goarch, setGoarch] = useState<ClientGoarch>("amd64");
-  const ids = { os: useId(), arch: useId() };
-  const arches: readonly ClientGoarch[] = CLIENT_TARGETS[goos];
-  const chooseOs = (os: ClientGoos) => {
-    setGoos(os);
-    if (!(CLIENT_TARGETS[os] as readonly string[]).includes(goarch)) setGoarch(CLIENT_TARGETS[os][0]);
+  const grant = useClientDownload();
+  const [target, setTarget] = useState<ClientChoice>({ source: "remote_release", goos: "linux", goarch: "amd64" });
+  // A link granted for another target is no longer the one asked for.
+  const choose = (next: ClientChoice) => {
+    setTarget(next);
     grant.reset();
   };
-  const grant = useClientDownload();
 
   return (
     <section className="card" aria-labelledby="client-download-title">
       <h2 id="client-download-title">1. Download the client</h2>
-      <div className="picker">
-        <fieldset className="radios">
-          <legend>Source</legend>
-          <label>
-            <input type="radio" name="client-source" value="remote_release" checked={source === "remote_release"} onChange={() => { setSource("remote_release"); grant.reset(); }} />
-            Release host
-          </label>
-          <label>
-            <input type="radio" name="client-source" value="local_build" checked={source === "local_build"} onChange={() => { setSource("local_build"); grant.reset(); }} />
-            Built by this server
-          </label>
-        </fieldset>
-        <div className="field">
-          <label htmlFor={ids.os}>Operating system</label>
-          <select id={ids.os} value={goos} onChange={(e) => chooseOs(e.target.value as ClientGoos)}>
-            {CLIENT_GOOS.map((os) => (
-              <option key={os} value={os}>
-                {os}
-              </option>
-            ))}
-          </select>
-        </div>
-        <div className="field">
-          <label htmlFor={ids.arch}>Architecture</label>
-          <select id={ids.arch} value={goarch} onChange={(e) => { setGoarch(e.target.value as ClientGoarch); grant.reset(); }}>
-            {arches.map((a) => (
-              <option key={a} value={a}>
-                {a}
-              </option>
-            ))}
-          </select>
-        </div>
-      </div>
+      <ClientPicker choice={target} onChange={choose} />
       <QueryView query={status}>
         {(s) => {
-          if (source === "remote_release") {
-            const target = { goos, goarch };
-            const filename = artifactFilename(target, s.update.version);
-            const url = releaseAssetUrl(s.update.release_download_url, target, s.update.version);
+          if (target.source === "remote_release") {
+            const t = { goos: target.goos, goarch: target.goarch };
+            const filename = artifactFilename(t, s.update.version);
+            const url = releaseAssetUrl(s.update.release_download_url, t, s.update.version);
             return <DownloadBlock filename={filename} url={url} command={downloadCommand(filename, url)} />;
           }
-          return (
-            <>
-              <button type="button" onClick={() => grant.mutate({ source: "local_build", goos, goarch })} disabled={grant.isPending}>
-                {grant.isPending ? "Preparing the client…" : "Get download link"}
-              </button>
-              {grant.data && (
-                <DownloadBlock
-                  filename={grant.data.filename}
-                  url={grant.data.download_path}
-                  command={grant.data.command}
-                  expiresAt={grant.data.download_token_expires_at}
-                />
-              )}
-              {grant.isError && (
-                <p className="form-error" role="alert">
-                  {errorMessage(grant.error)}
-                </p>
-              )}
-            </>
-          );
+          return <LocalBuildDownload grant={grant} goos={target.goos} goarch={target.goarch} />;
         }}
       </QueryView>
     </section>
+  );
+}
+
+/** Where the client comes from and for which OS and architecture. */
+interface ClientChoice {
+  source: Source;
+  goos: ClientGoos;
+  goarch: ClientGoarch;
+}
+
+/** Source radios, OS and architecture selects; choosing an OS without the current architecture picks its first one. */
+function ClientPicker({ choice, onChange }: { choice: ClientChoice; onChange: (choice: ClientChoice) => void }) {
+  const ids = { os: useId(), arch: useId() };
+  const arches: readonly ClientGoarch[] = CLIENT_TARGETS[choice.goos];
+  const chooseOs = (os: ClientGoos) => {
+    const goarch = (CLIENT_TARGETS[os] as readonly string[]).includes(choice.goarch) ? choice.goarch : CLIENT_TARGETS[os][0];
+    onChange({ ...choice, goos: os, goarch });
+  };
+  return (
+    <div className="picker">
+      <fieldset className="radios">
+        <legend>Source</legend>
+        <label>
+          <input type="radio" name="client-source" value="remote_release" checked={choice.source === "remote_release"} onChange={() => onChange({ ...choice, source: "remote_release" })} />
+          Release host
+        </label>
+        <label>
+          <input type="radio" name="client-source" value="local_build" checked={choice.source === "local_build"} onChange={() => onChange({ ...choice, source: "local_build" })} />
+          Built by this server
+        </label>
+      </fieldset>
+      <div className="field">
+        <label htmlFor={ids.os}>Operating system</label>
+        <select id={ids.os} value={choice.goos} onChange={(e) => chooseOs(e.target.value as ClientGoos)}>
+          {CLIENT_GOOS.map((os) => (
+            <option key={os} value={os}>
+              {os}
+            </option>
+          ))}
+        </select>
+      </div>
+      <div className="field">
+        <label htmlFor={ids.arch}>Architecture</label>
+        <select id={ids.arch} value={choice.goarch} onChange={(e) => onChange({ ...choice, goarch: e.target.value as ClientGoarch })}>
+          {arches.map((a) => (
+            <option key={a} value={a}>
+              {a}
+            </option>
+          ))}
+        </select>
+      </div>
+    </div>
+  );
+}
+
+/** `local_build`: asks the backend for a short-lived download link to the client it builds. */
+function LocalBuildDownload({ grant, goos, goarch }: { grant: ReturnType<typeof useClientDownload>; goos: ClientGoos; goarch: ClientGoarch }) {
+  return (
+    <>
+      <button type="button" onClick={() => grant.mutate({ source: "local_build", goos, goarch })} disabled={grant.isPending}>
+        {grant.isPending ? "Preparing the client…" : "Get download link"}
+      </button>
+      {grant.data && (
+        <DownloadBlock
+          filename={grant.data.filename}
+          url={grant.data.download_path}
+          command={grant.data.command}
+          expiresAt={grant.data.download_token_expires_at}
+        />
+      )}
+      {grant.isError && (
+        <p className="form-error" role="alert">
+          {errorMessage(grant.error)}
+        </p>
+      )}
+    </>
   );
 }
 

@@ -15,99 +15,123 @@ const Statechart = lazy(() => import("../../components/statechart.js"));
  * row's stored `after` value.
  */
 export function NodeMachineView({ configId, nodeId }: { configId: string; nodeId: string }) {
+  const [chosen, setChosen] = useState<NodeTransitionView | null>(null);
+  return (
+    <div className="node-machine">
+      <StatechartCard configId={configId} nodeId={nodeId} chosen={chosen} onLive={() => setChosen(null)} />
+      <TimelineCard configId={configId} nodeId={nodeId} chosen={chosen} onChoose={setChosen} />
+    </div>
+  );
+}
+
+/** The statechart with the node's active states (live, or after the `chosen` row), the regions' values and "Copy as Mermaid". */
+function StatechartCard({ configId, nodeId, chosen, onLive }: { configId: string; nodeId: string; chosen: NodeTransitionView | null; onLive: () => void }) {
   const graph = useMachineGraph();
   const machine = useNodeMachine(configId, nodeId);
-  const timeline = useNodeTimeline(configId, nodeId);
-  const [chosen, setChosen] = useState<NodeTransitionView | null>(null);
-  const rows = useMemo(() => timeline.data?.pages.flatMap((p) => p.transitions) ?? [], [timeline.data]);
-
   const machineId = graph.data?.machine_id ?? "node";
   const shown: RegionValues | undefined = chosen !== null ? chosen.after : machine.data?.regions;
   const active = useMemo(
     () => new Set(chosen !== null ? activeIdsOf(chosen.after, machineId) : (machine.data?.active_states ?? [])),
     [chosen, machine.data, machineId],
   );
-
   return (
-    <div className="node-machine">
-      <section className="card" aria-labelledby="statechart-title">
-        <div className="card-head">
-          <h2 id="statechart-title">Statechart</h2>
-          {graph.data !== undefined && <MermaidButton text={machineToMermaid(graph.data)} />}
-        </div>
-        <p className="sc-showing" role="status">
-          {chosen === null ? (
-            machine.data?.origin === "none" ? (
-              "This node has no machine (quarantined at start)."
-            ) : (
-              "Showing the live state."
-            )
-          ) : (
-            <>
-              Showing the states after <time dateTime={chosen.at}>{clock(chosen.at)}</time> ({chosen.event}).{" "}
-              <button type="button" onClick={() => setChosen(null)}>
-                Show the live state
-              </button>
-            </>
-          )}
+    <section className="card" aria-labelledby="statechart-title">
+      <div className="card-head">
+        <h2 id="statechart-title">Statechart</h2>
+        {graph.data !== undefined && <MermaidButton text={machineToMermaid(graph.data)} />}
+      </div>
+      <Showing chosen={chosen} noMachine={machine.data?.origin === "none"} onLive={onLive} />
+      {shown !== undefined && (
+        <dl className="facts sc-regions" aria-label={chosen === null ? "Active states" : "States after the chosen row"}>
+          {Object.entries(shown).map(([region, value]) => (
+            <div key={region}>
+              <dt>{region}</dt>
+              <dd>{value}</dd>
+            </div>
+          ))}
+        </dl>
+      )}
+      {machine.isError && (
+        <p className="form-error" role="alert">
+          {errorMessage(machine.error)}
         </p>
-        {shown !== undefined && (
-          <dl className="facts sc-regions" aria-label={chosen === null ? "Active states" : "States after the chosen row"}>
-            {Object.entries(shown).map(([region, value]) => (
-              <div key={region}>
-                <dt>{region}</dt>
-                <dd>{value}</dd>
-              </div>
-            ))}
-          </dl>
+      )}
+      <QueryView query={graph} loadingLabel="Loading the statechart…">
+        {(g) => (
+          <figure className="statechart" aria-label="Node statechart">
+            <Suspense fallback={<Loading label="Loading the drawing…" />}>
+              <Statechart graph={g} active={active} />
+            </Suspense>
+            <figcaption className="muted">
+              Regions side by side; a box inside another is a child state; “● active” marks the states {chosen === null ? "the node is in now" : "after the chosen row"}. Timers are labelled with their delay.
+            </figcaption>
+          </figure>
         )}
-        {machine.isError && (
-          <p className="form-error" role="alert">
-            {errorMessage(machine.error)}
-          </p>
-        )}
-        <QueryView query={graph} loadingLabel="Loading the statechart…">
-          {(g) => (
-            <figure className="statechart" aria-label="Node statechart">
-              <Suspense fallback={<Loading label="Loading the drawing…" />}>
-                <Statechart graph={g} active={active} />
-              </Suspense>
-              <figcaption className="muted">
-                Regions side by side; a box inside another is a child state; “● active” marks the states {chosen === null ? "the node is in now" : "after the chosen row"}. Timers are labelled with their delay.
-              </figcaption>
-            </figure>
-          )}
-        </QueryView>
-      </section>
-      <section className="card" aria-labelledby="timeline-title">
-        <h2 id="timeline-title">Timeline</h2>
-        {timeline.isError && (
-          <p className="form-error" role="alert">
-            {errorMessage(timeline.error)}
-          </p>
-        )}
-        {timeline.isPending ? (
-          <Loading label="Loading the timeline…" />
-        ) : rows.length === 0 ? (
-          <p className="muted">No transitions recorded yet.</p>
+      </QueryView>
+    </section>
+  );
+}
+
+/** What the statechart shows: the live state, or the states after the chosen row with a way back to live. */
+function Showing({ chosen, noMachine, onLive }: { chosen: NodeTransitionView | null; noMachine: boolean; onLive: () => void }) {
+  return (
+    <p className="sc-showing" role="status">
+      {chosen === null ? (
+        noMachine ? (
+          "This node has no machine (quarantined at start)."
         ) : (
-          <ol className="timeline" aria-label="Transitions, newest first">
-            {rows.map((r) => (
-              <li key={r.transition_id}>
-                <button type="button" className="timeline-row" aria-pressed={chosen?.transition_id === r.transition_id} onClick={() => setChosen(chosen?.transition_id === r.transition_id ? null : r)}>
-                  <time dateTime={r.at}>{clock(r.at)}</time> {describe(r)}
-                </button>
-              </li>
-            ))}
-          </ol>
-        )}
-        {timeline.hasNextPage && (
-          <button type="button" onClick={() => void timeline.fetchNextPage()} disabled={timeline.isFetchingNextPage}>
-            {timeline.isFetchingNextPage ? "Loading…" : "Older"}
+          "Showing the live state."
+        )
+      ) : (
+        <>
+          Showing the states after <time dateTime={chosen.at}>{clock(chosen.at)}</time> ({chosen.event}).{" "}
+          <button type="button" onClick={onLive}>
+            Show the live state
           </button>
-        )}
-      </section>
-    </div>
+        </>
+      )}
+    </p>
+  );
+}
+
+/** The flight recorder, newest first, "Older" pages back; choosing a row again goes back to live. */
+function TimelineCard({ configId, nodeId, chosen, onChoose }: {
+  configId: string;
+  nodeId: string;
+  chosen: NodeTransitionView | null;
+  onChoose: (row: NodeTransitionView | null) => void;
+}) {
+  const timeline = useNodeTimeline(configId, nodeId);
+  const rows = useMemo(() => timeline.data?.pages.flatMap((p) => p.transitions) ?? [], [timeline.data]);
+  return (
+    <section className="card" aria-labelledby="timeline-title">
+      <h2 id="timeline-title">Timeline</h2>
+      {timeline.isError && (
+        <p className="form-error" role="alert">
+          {errorMessage(timeline.error)}
+        </p>
+      )}
+      {timeline.isPending ? (
+        <Loading label="Loading the timeline…" />
+      ) : rows.length === 0 ? (
+        <p className="muted">No transitions recorded yet.</p>
+      ) : (
+        <ol className="timeline" aria-label="Transitions, newest first">
+          {rows.map((r) => (
+            <li key={r.transition_id}>
+              <button type="button" className="timeline-row" aria-pressed={chosen?.transition_id === r.transition_id} onClick={() => onChoose(chosen?.transition_id === r.transition_id ? null : r)}>
+                <time dateTime={r.at}>{clock(r.at)}</time> {describe(r)}
+              </button>
+            </li>
+          ))}
+        </ol>
+      )}
+      {timeline.hasNextPage && (
+        <button type="button" onClick={() => void timeline.fetchNextPage()} disabled={timeline.isFetchingNextPage}>
+          {timeline.isFetchingNextPage ? "Loading…" : "Older"}
+        </button>
+      )}
+    </section>
   );
 }
 

@@ -2,7 +2,7 @@ import QRCode from "qrcode";
 import { useEffect, useRef, useState, type FormEvent, type ReactNode } from "react";
 import { Link } from "react-router";
 import { errorMessage } from "../../api/client.js";
-import type { ConfigDetailView, NodeView } from "../../api/types.js";
+import type { ConfigDetailView, NodeView, PortForwardView } from "../../api/types.js";
 import { CopyButton } from "../../components/copy-button.js";
 import { QueryView } from "../../components/states.js";
 import { useConfigDetail } from "../mesh/queries.js";
@@ -193,11 +193,58 @@ function TagsEditor({ config, node }: { config: ConfigDetailView; node: NodeView
 /** Port forwards of the node: list, create, enable/disable, delete (each write re-stages the node). */
 function PortForwards({ configId, nodeId }: { configId: string; nodeId: string }) {
   const query = usePortForwards(configId, nodeId);
+  const writes = usePortForwardWrites(configId, nodeId);
+  const { create, toggle: update, remove } = writes;
+  const error = create.error ?? update.error ?? remove.error;
+  return (
+    <section className="card" aria-labelledby="pf-title">
+      <h2 id="pf-title">Port forwards</h2>
+      <QueryView query={query} isEmpty={(d) => d.port_forwards.length === 0} empty={<p>No port forwards.</p>}>
+        {(d) => <PortForwardList forwards={d.port_forwards} writes={writes} />}
+      </QueryView>
+      <AddPortForwardForm create={create} />
+      {error !== null && (
+        <p className="form-error" role="alert">
+          {errorMessage(error)}
+        </p>
+      )}
+    </section>
+  );
+}
+
+type PortForwardWrites = ReturnType<typeof usePortForwardWrites>;
+
+/** One line per forward (`tcp 8080 → 10.0.0.5:80`) with its state and Enable/Disable and Delete buttons. */
+function PortForwardList({ forwards, writes }: { forwards: PortForwardView[]; writes: PortForwardWrites }) {
+  return (
+    <ul className="pair-list" aria-label="Port forwards">
+      {forwards.map((pf) => {
+        const label = `${pf.protocol} ${pf.listen_port} → ${pf.target_address}:${pf.target_port}`;
+        return (
+          <li key={pf.forward_id} className="pair">
+            <span className="mono">{label}</span>
+            <span className="badge">{pf.enabled ? "enabled" : "disabled"}</span>
+            <span className="pair-actions">
+              <button type="button" aria-label={`${pf.enabled ? "Disable" : "Enable"} forward ${label}`} onClick={() => writes.toggle.mutate(pf)}>
+                {pf.enabled ? "Disable" : "Enable"}
+              </button>
+              <button type="button" className="danger-outline" aria-label={`Delete forward ${label}`} onClick={() => writes.remove.mutate(pf)}>
+                Delete
+              </button>
+            </span>
+          </li>
+        );
+      })}
+    </ul>
+  );
+}
+
+/** Protocol, listen port, target address and port; on success the ports are cleared (protocol and address stay, for the next one). */
+function AddPortForwardForm({ create }: { create: PortForwardWrites["create"] }) {
   const [proto, setProto] = useState<"tcp" | "udp">("tcp");
   const [listen, setListen] = useState("");
   const [target, setTarget] = useState("");
   const [targetPort, setTargetPort] = useState("");
-  const { create, toggle: update, remove } = usePortForwardWrites(configId, nodeId);
   const submit = (e: FormEvent) => {
     e.preventDefault();
     create.mutate(
@@ -210,64 +257,32 @@ function PortForwards({ configId, nodeId }: { configId: string; nodeId: string }
       },
     );
   };
-  const error = create.error ?? update.error ?? remove.error;
   return (
-    <section className="card" aria-labelledby="pf-title">
-      <h2 id="pf-title">Port forwards</h2>
-      <QueryView query={query} isEmpty={(d) => d.port_forwards.length === 0} empty={<p>No port forwards.</p>}>
-        {(d) => (
-          <ul className="pair-list" aria-label="Port forwards">
-            {d.port_forwards.map((pf) => {
-              const label = `${pf.protocol} ${pf.listen_port} → ${pf.target_address}:${pf.target_port}`;
-              return (
-                <li key={pf.forward_id} className="pair">
-                  <span className="mono">{label}</span>
-                  <span className="badge">{pf.enabled ? "enabled" : "disabled"}</span>
-                  <span className="pair-actions">
-                    <button type="button" aria-label={`${pf.enabled ? "Disable" : "Enable"} forward ${label}`} onClick={() => update.mutate(pf)}>
-                      {pf.enabled ? "Disable" : "Enable"}
-                    </button>
-                    <button type="button" className="danger-outline" aria-label={`Delete forward ${label}`} onClick={() => remove.mutate(pf)}>
-                      Delete
-                    </button>
-                  </span>
-                </li>
-              );
-            })}
-          </ul>
-        )}
-      </QueryView>
-      <form className="form-row" onSubmit={submit} aria-label="Add a port forward">
-        <div>
-          <label htmlFor="pf-proto">Protocol</label>
-          <select id="pf-proto" value={proto} onChange={(e) => setProto(e.target.value as "tcp" | "udp")}>
-            <option value="tcp">tcp</option>
-            <option value="udp">udp</option>
-          </select>
-        </div>
-        <div>
-          <label htmlFor="pf-listen">Listen port</label>
-          <input id="pf-listen" type="number" min={1} max={65535} value={listen} onChange={(e) => setListen(e.target.value)} required />
-        </div>
-        <div>
-          <label htmlFor="pf-target">Target address</label>
-          <input id="pf-target" className="mono" value={target} onChange={(e) => setTarget(e.target.value)} required placeholder="10.0.0.5" />
-        </div>
-        <div>
-          <label htmlFor="pf-target-port">Target port</label>
-          <input id="pf-target-port" type="number" min={1} max={65535} value={targetPort} onChange={(e) => setTargetPort(e.target.value)} required />
-        </div>
-        <div className="form-row-action">
-          <button type="submit" disabled={create.isPending}>
-            Add port forward
-          </button>
-        </div>
-      </form>
-      {error !== null && (
-        <p className="form-error" role="alert">
-          {errorMessage(error)}
-        </p>
-      )}
-    </section>
+    <form className="form-row" onSubmit={submit} aria-label="Add a port forward">
+      <div>
+        <label htmlFor="pf-proto">Protocol</label>
+        <select id="pf-proto" value={proto} onChange={(e) => setProto(e.target.value as "tcp" | "udp")}>
+          <option value="tcp">tcp</option>
+          <option value="udp">udp</option>
+        </select>
+      </div>
+      <div>
+        <label htmlFor="pf-listen">Listen port</label>
+        <input id="pf-listen" type="number" min={1} max={65535} value={listen} onChange={(e) => setListen(e.target.value)} required />
+      </div>
+      <div>
+        <label htmlFor="pf-target">Target address</label>
+        <input id="pf-target" className="mono" value={target} onChange={(e) => setTarget(e.target.value)} required placeholder="10.0.0.5" />
+      </div>
+      <div>
+        <label htmlFor="pf-target-port">Target port</label>
+        <input id="pf-target-port" type="number" min={1} max={65535} value={targetPort} onChange={(e) => setTargetPort(e.target.value)} required />
+      </div>
+      <div className="form-row-action">
+        <button type="submit" disabled={create.isPending}>
+          Add port forward
+        </button>
+      </div>
+    </form>
   );
 }

@@ -44,52 +44,15 @@ export function SettingsPage() {
 const DISABLED_REASON = "MQTT services are disabled (SVC_ENABLE_MQTT_SERVICES=false), so these settings cannot be changed.";
 
 function MqttForm({ mqtt }: { mqtt: MqttSettingsView }) {
-  const [host, setHost] = useState(mqtt.public_host);
-  const [port, setPort] = useState(String(mqtt.public_port));
-  const [tlsPort, setTlsPort] = useState(String(mqtt.public_tls_port));
-  const [saved, setSaved] = useState(false);
-  // Another tab (or the API) changed them: show the new values.
-  useEffect(() => {
-    setHost(mqtt.public_host);
-    setPort(String(mqtt.public_port));
-    setTlsPort(String(mqtt.public_tls_port));
-  }, [mqtt.public_host, mqtt.public_port, mqtt.public_tls_port]);
-
-  const save = useSaveMqttSettings();
-  const onSaved = { onSuccess: () => setSaved(true) };
-  const disabled = !mqtt.mqtt_enabled;
-  const submit = (e: FormEvent) => {
-    e.preventDefault();
-    setSaved(false);
-    save.mutate({ public_host: host.trim(), public_port: Number(port), public_tls_port: Number(tlsPort) }, onSaved);
-  };
+  const { draft, edit, saved, save, submit, reset } = useMqttForm(mqtt);
   const [confirmReset, setConfirmReset] = useState(false);
-  const reset = () => {
-    setConfirmReset(false);
-    setSaved(false);
-    save.mutate({ public_host: null, public_port: null, public_tls_port: null }, onSaved);
-  };
+  const disabled = !mqtt.mqtt_enabled;
   const reasonProps = disabled ? { title: DISABLED_REASON, "aria-describedby": "mqtt-disabled-reason" } : {};
 
   return (
     <form className="card form" onSubmit={submit} aria-labelledby="mqtt-title">
       <h2 id="mqtt-title">MQTT</h2>
-      <dl className="facts">
-        <div>
-          <dt>MQTT services</dt>
-          <dd>{mqtt.mqtt_enabled ? "enabled" : "disabled"}</dd>
-        </div>
-        <div>
-          <dt>Broker</dt>
-          <dd>
-            {mqtt.broker} {mqtt.mqtt_enabled && `(${mqtt.broker_connected ? "connected" : "disconnected"})`}
-          </dd>
-        </div>
-        <div>
-          <dt>TLS</dt>
-          <dd>{mqtt.tls_enabled ? "on" : "off"}</dd>
-        </div>
-      </dl>
+      <MqttFacts mqtt={mqtt} />
       {disabled && (
         <p id="mqtt-disabled-reason" className="notice">
           {DISABLED_REASON}
@@ -98,18 +61,7 @@ function MqttForm({ mqtt }: { mqtt: MqttSettingsView }) {
       <p className="muted">What bind profiles tell agents to connect to. A field set here wins over the environment.</p>
       <fieldset disabled={disabled || save.isPending}>
         <legend className="visually-hidden">Public broker address</legend>
-        <label htmlFor="public_host">
-          Public host <span className="source">({mqtt.sources.public_host})</span>
-        </label>
-        <input id="public_host" value={host} onChange={(e) => setHost(e.target.value)} required {...reasonProps} />
-        <label htmlFor="public_port">
-          Public port <span className="source">({mqtt.sources.public_port})</span>
-        </label>
-        <input id="public_port" type="number" min={1} max={65535} value={port} onChange={(e) => setPort(e.target.value)} required {...reasonProps} />
-        <label htmlFor="public_tls_port">
-          Public TLS port <span className="source">({mqtt.sources.public_tls_port})</span>
-        </label>
-        <input id="public_tls_port" type="number" min={1} max={65535} value={tlsPort} onChange={(e) => setTlsPort(e.target.value)} required {...reasonProps} />
+        <MqttFields mqtt={mqtt} draft={draft} edit={edit} reasonProps={reasonProps} />
         <div className="form-actions">
           <button type="submit" className="primary" {...reasonProps}>
             Save MQTT settings
@@ -128,7 +80,10 @@ function MqttForm({ mqtt }: { mqtt: MqttSettingsView }) {
         open={confirmReset}
         title="Use the environment's values?"
         confirmLabel="Use environment values"
-        onConfirm={reset}
+        onConfirm={() => {
+          setConfirmReset(false);
+          reset();
+        }}
         onCancel={() => setConfirmReset(false)}
       >
         <p>
@@ -142,5 +97,90 @@ function MqttForm({ mqtt }: { mqtt: MqttSettingsView }) {
         </p>
       )}
     </form>
+  );
+}
+
+/** The public broker address as typed (ports as text). */
+interface MqttDraft {
+  host: string;
+  port: string;
+  tlsPort: string;
+}
+
+/**
+ * The MQTT form's state and its two writes: `submit` saves the typed values, `reset` clears them
+ * so the environment's apply again. `saved` says the last write succeeded.
+ */
+function useMqttForm(mqtt: MqttSettingsView) {
+  const [draft, setDraft] = useState<MqttDraft>(() => draftOf(mqtt));
+  const [saved, setSaved] = useState(false);
+  // Another tab (or the API) changed them: show the new values.
+  useEffect(() => {
+    setDraft({ host: mqtt.public_host, port: String(mqtt.public_port), tlsPort: String(mqtt.public_tls_port) });
+  }, [mqtt.public_host, mqtt.public_port, mqtt.public_tls_port]);
+  const edit = (patch: Partial<MqttDraft>) => setDraft((d) => ({ ...d, ...patch }));
+  const save = useSaveMqttSettings();
+  const onSaved = { onSuccess: () => setSaved(true) };
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    setSaved(false);
+    save.mutate({ public_host: draft.host.trim(), public_port: Number(draft.port), public_tls_port: Number(draft.tlsPort) }, onSaved);
+  };
+  const reset = () => {
+    setSaved(false);
+    save.mutate({ public_host: null, public_port: null, public_tls_port: null }, onSaved);
+  };
+  return { draft, edit, saved, save, submit, reset };
+}
+
+function draftOf(mqtt: MqttSettingsView): MqttDraft {
+  return { host: mqtt.public_host, port: String(mqtt.public_port), tlsPort: String(mqtt.public_tls_port) };
+}
+
+/** MQTT services on or off, the broker (and whether it is connected), TLS. */
+function MqttFacts({ mqtt }: { mqtt: MqttSettingsView }) {
+  return (
+    <dl className="facts">
+      <div>
+        <dt>MQTT services</dt>
+        <dd>{mqtt.mqtt_enabled ? "enabled" : "disabled"}</dd>
+      </div>
+      <div>
+        <dt>Broker</dt>
+        <dd>
+          {mqtt.broker} {mqtt.mqtt_enabled && `(${mqtt.broker_connected ? "connected" : "disconnected"})`}
+        </dd>
+      </div>
+      <div>
+        <dt>TLS</dt>
+        <dd>{mqtt.tls_enabled ? "on" : "off"}</dd>
+      </div>
+    </dl>
+  );
+}
+
+/** Public host, port and TLS port, each labelled with where its current value comes from. */
+function MqttFields({ mqtt, draft, edit, reasonProps }: {
+  mqtt: MqttSettingsView;
+  draft: MqttDraft;
+  edit: (patch: Partial<MqttDraft>) => void;
+  /** The disabled reason as title and description, while MQTT services are off. */
+  reasonProps: { title?: string; "aria-describedby"?: string };
+}) {
+  return (
+    <>
+      <label htmlFor="public_host">
+        Public host <span className="source">({mqtt.sources.public_host})</span>
+      </label>
+      <input id="public_host" value={draft.host} onChange={(e) => edit({ host: e.target.value })} required {...reasonProps} />
+      <label htmlFor="public_port">
+        Public port <span className="source">({mqtt.sources.public_port})</span>
+      </label>
+      <input id="public_port" type="number" min={1} max={65535} value={draft.port} onChange={(e) => edit({ port: e.target.value })} required {...reasonProps} />
+      <label htmlFor="public_tls_port">
+        Public TLS port <span className="source">({mqtt.sources.public_tls_port})</span>
+      </label>
+      <input id="public_tls_port" type="number" min={1} max={65535} value={draft.tlsPort} onChange={(e) => edit({ tlsPort: e.target.value })} required {...reasonProps} />
+    </>
   );
 }
