@@ -5,7 +5,7 @@ import type { NodeProjection } from "../../src/actors/projection.js";
 import { ManualClock } from "../../src/lib/clock.js";
 import type { Store } from "../../src/store/db.js";
 import { listClientStates } from "../../src/store/nodes.repository.js";
-import { buildParts, CONFIG, liveNode, openStores, seedNodes, tempDbFile, type Parts } from "./harness.js";
+import { buildParts, CONFIG, liveNode, openStores, seedNodes, tempDbFile, type Parts, countTransactions } from "./harness.js";
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
@@ -27,16 +27,7 @@ interface Told {
 async function open(t: TestContext, ids: string[]): Promise<{ store: Store; reader: Store; clock: ManualClock; parts: Parts; told: Told[]; transactions: () => number }> {
   const { store, reader, close } = await openStores(tempDbFile(t));
   await seedNodes(store, ids);
-  // Observation only: count the transactions opened on the real connection.
-  let transactions = 0;
-  const realTransaction = sqliteOf(store).transaction.bind(sqliteOf(store));
-  sqliteOf(store).transaction = ((fn: Parameters<typeof realTransaction>[0]) => {
-    const tx = realTransaction(fn);
-    return ((...args: unknown[]) => {
-      transactions++;
-      return tx(...(args as []));
-    }) as unknown as typeof tx;
-  }) as ReturnType<typeof sqliteOf>["transaction"];
+  const transactions = countTransactions(store);
   const clock = new ManualClock();
   const told: Told[] = [];
   const listener = {
@@ -60,7 +51,7 @@ async function open(t: TestContext, ids: string[]): Promise<{ store: Store; read
   for (const entry of parts.entries.values()) parts.deliver(entry, { type: "client.bound", at: clock.now(), clientVersion: "1.0.0" });
   await parts.commit.flushNow();
   told.length = 0;
-  return { store, reader, clock, parts, told, transactions: () => transactions };
+  return { store, reader, clock, parts, told, transactions };
 }
 
 const entryOf = (parts: Parts, id: string) => {

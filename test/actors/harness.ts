@@ -17,6 +17,7 @@ import { createLogger } from "../../src/logger.js";
 import { insertConfig } from "../../src/store/configs.repository.js";
 import { Store } from "../../src/store/db.js";
 import { insertNode } from "../../src/store/nodes.repository.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 /** Shared set-up of the actor tests: a real SQLite file, migrated, and a second connection. */
 
@@ -148,4 +149,22 @@ export function liveNode(clock: ManualClock, nodeId: string): { actor: Actor<Nod
   actor.start();
   const row = { node_id: nodeId, config_id: CONFIG, mode: "dynamic" as const, staged_config_version: 0, staged_config_sha256: null, machine_snapshot: null, machine_version: null };
   return { actor, entry: newEntry({ configId: CONFIG, nodeId, mode: "dynamic" }, row, { kind: "live", actor }, undefined) };
+}
+
+/**
+ * Counts the transactions opened on `store`'s real connection from now on (observation only:
+ * each transaction still runs as it would). Returns the count so far.
+ */
+export function countTransactions(store: Store): () => number {
+  let transactions = 0;
+  const sqlite = sqliteOf(store);
+  const realTransaction = sqlite.transaction.bind(sqlite);
+  sqlite.transaction = ((fn: Parameters<typeof realTransaction>[0]) => {
+    const tx = realTransaction(fn);
+    return ((...args: unknown[]) => {
+      transactions++;
+      return tx(...(args as []));
+    }) as unknown as typeof tx;
+  }) as typeof sqlite.transaction;
+  return () => transactions;
 }

@@ -6,7 +6,7 @@ import { ManualClock } from "../../src/lib/clock.js";
 import type { Store } from "../../src/store/db.js";
 import { listNodeTransitions } from "../../src/store/node-transitions.repository.js";
 import { listClientStates } from "../../src/store/nodes.repository.js";
-import { CONFIG, log, openStores, seedNodes, tempDbFile } from "./harness.js";
+import { CONFIG, log, openStores, seedNodes, tempDbFile, countTransactions } from "./harness.js";
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
@@ -45,16 +45,7 @@ async function openHarness(t: TestContext, opts: { file?: string; clock?: Manual
   const file = opts.file ?? tempDbFile(t);
   const { store, reader, close } = await openStores(file);
   const clock = opts.clock ?? new ManualClock();
-  // Observation only: count the transactions the registry opens on the real connection.
-  let transactions = 0;
-  const realTransaction = sqliteOf(store).transaction.bind(sqliteOf(store));
-  sqliteOf(store).transaction = ((fn: Parameters<typeof realTransaction>[0]) => {
-    const tx = realTransaction(fn);
-    return ((...args: unknown[]) => {
-      transactions++;
-      return tx(...(args as []));
-    }) as unknown as typeof tx;
-  }) as ReturnType<typeof sqliteOf>["transaction"];
+  const transactions = countTransactions(store);
   const changes: StatusChange[] = [];
   const registry = new NodeActorRegistry({
     store,
@@ -77,7 +68,7 @@ async function openHarness(t: TestContext, opts: { file?: string; clock?: Manual
     await registry.stop();
     await close();
   });
-  return { file, store, reader, clock, registry, changes, transactions: () => transactions };
+  return { file, store, reader, clock, registry, changes, transactions };
 }
 
 /** Takes the stored nodes under management (fresh actors) and binds each (spec §3.2). */
