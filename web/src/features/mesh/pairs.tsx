@@ -104,28 +104,8 @@ function CreatePairForm({ config }: { config: ConfigDetailView }) {
   const options = config.nodes.slice(0, 2000);
   return (
     <form className="form-row pair-form" onSubmit={submit} aria-label="Create a pair">
-      <div>
-        <label htmlFor="pair-a">First node</label>
-        <select id="pair-a" value={a} onChange={(e) => setA(e.target.value)} required>
-          <option value="">choose…</option>
-          {options.map((n) => (
-            <option key={n.node_id} value={n.node_id}>
-              {n.name}
-            </option>
-          ))}
-        </select>
-      </div>
-      <div>
-        <label htmlFor="pair-b">Second node</label>
-        <select id="pair-b" value={b} onChange={(e) => setB(e.target.value)} required>
-          <option value="">choose…</option>
-          {options.map((n) => (
-            <option key={n.node_id} value={n.node_id}>
-              {n.name}
-            </option>
-          ))}
-        </select>
-      </div>
+      <NodeSelect id="pair-a" label="First node" nodes={options} value={a} onChange={setA} />
+      <NodeSelect id="pair-b" label="Second node" nodes={options} value={b} onChange={setB} />
       <div className="form-row-action">
         <button type="submit" disabled={create.isPending || a === "" || b === ""}>
           Create pair
@@ -137,6 +117,24 @@ function CreatePairForm({ config }: { config: ConfigDetailView }) {
         </p>
       )}
     </form>
+  );
+}
+
+/** One side of a new pair: a labelled, required choice among the config's nodes. */
+function NodeSelect(props: { id: string; label: string; nodes: ConfigDetailView["nodes"]; value: string; onChange: (nodeId: string) => void }) {
+  const { id, label, nodes, value, onChange } = props;
+  return (
+    <div>
+      <label htmlFor={id}>{label}</label>
+      <select id={id} value={value} onChange={(e) => onChange(e.target.value)} required>
+        <option value="">choose…</option>
+        {nodes.map((n) => (
+          <option key={n.node_id} value={n.node_id}>
+            {n.name}
+          </option>
+        ))}
+      </select>
+    </div>
   );
 }
 
