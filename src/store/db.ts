@@ -8,7 +8,7 @@ import { migrations } from "./migrations.js";
 import { StoreWorker } from "./store-worker.js";
 import type { Database } from "./schema.js";
 
-export { perConnection, StatementCache, STATEMENT_CACHE_SIZE, type AfterCommit, type Connected, type Db, type Trx } from "./connection.js";
+export { StatementCache, STATEMENT_CACHE_SIZE, type AfterCommit, type Connected, type Db } from "./connection.js";
 
 /**
  * Kysely's SQLite dialect, except that ROLLBACK is skipped when SQLite has already rolled the
