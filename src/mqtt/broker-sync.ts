@@ -20,9 +20,12 @@ import type { BrokerPasswordVault } from "./broker-passwords.js";
  *   connection and after a failed change. A reconciliation makes the broker hold the backend
  *   user, one account per initialized dynamic node whose sealed password opens, and no other
  *   node account; failed runs are retried with exponential backoff (p-retry) until one succeeds.
- * - Every adapter call runs through one queue (concurrency 1), and a reconciliation reads the
- *   store inside its turn: a bind committed before the read is in it, one committed after it
- *   puts its account after it. No put can be undone by an older reconciliation.
+ * - Every adapter call runs through one queue (concurrency 1), and every put, removal and
+ *   reconciliation reads the store inside its turn: a bind committed before the read is in it,
+ *   one committed after it puts its account after it. The queue's order is not the commits'
+ *   (a bind enqueues its put after its actor's group commit, a reset or dynamic → static its
+ *   removal after its own), so a put the store no longer wants is skipped and a removal of a
+ *   node bound again since is left to that bind's put: the broker ends as the store says.
  * - The embedded broker reads accounts from the store at CONNECT: nothing to reconcile.
  */
 
@@ -109,7 +112,13 @@ export class BrokerSync {
    * still using the old password. Never rejects: a failure is logged and reconciled later.
    */
   async putNode(account: NodeBrokerAccount): Promise<void> {
-    await this.#change("put", account.clientId, () => this.#o.admin.putNode(account));
+    await this.#change("put", account.clientId, async () => {
+      if ((await this.#boundPasswordHash(account.nodeId, account.username)) !== brokerPasswordHash(account.password)) {
+        this.#o.log.debug({ client_id: account.clientId }, "broker account put skipped: the store no longer holds this binding");
+        return;
+      }
+      await this.#o.admin.putNode(account);
+    });
   }
 
   /**
@@ -119,7 +128,20 @@ export class BrokerSync {
    */
   async removeNode(configId: string, nodeId: string): Promise<void> {
     const clientId = nodeClientId(configId, nodeId);
-    await this.#change("remove", clientId, () => this.#o.admin.removeNode(nodeUsername(configId, nodeId), clientId));
+    const username = nodeUsername(configId, nodeId);
+    await this.#change("remove", clientId, async () => {
+      if ((await this.#boundPasswordHash(nodeId, username)) !== undefined) {
+        this.#o.log.debug({ client_id: clientId }, "broker account removal skipped: the node was bound again, whose put rotates the account");
+        return;
+      }
+      await this.#o.admin.removeNode(username, clientId);
+    });
+  }
+
+  /** The password hash of the node's binding as the store holds it now (initialized, dynamic, this username); undefined when none. */
+  async #boundPasswordHash(nodeId: string, username: string): Promise<string | undefined> {
+    const [row] = await listBrokerAccounts(this.#o.store.db, nodeId);
+    return row !== undefined && row.mqtt_username === username && row.mqtt_password_hash !== null ? row.mqtt_password_hash : undefined;
   }
 
   /** Disconnects a live client. Never rejects. */

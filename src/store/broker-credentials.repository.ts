@@ -35,10 +35,10 @@ export async function deleteOrphanBrokerCredentials(db: Db): Promise<void> {
 
 /**
  * Every initialized client of a dynamic node with a stored username and password hash, with
- * the sealed password stored under that username (null when none).
+ * the sealed password stored under that username (null when none); only `nodeId`'s when given.
  */
-export async function listBrokerAccounts(db: Db): Promise<StoredBrokerAccount[]> {
-  return db
+export async function listBrokerAccounts(db: Db, nodeId?: string): Promise<StoredBrokerAccount[]> {
+  let query = db
     .selectFrom("node_client_state as s")
     .innerJoin("nodes as n", "n.node_id", "s.node_id")
     .leftJoin("broker_credentials as b", "b.mqtt_username", "s.mqtt_username")
@@ -46,8 +46,9 @@ export async function listBrokerAccounts(db: Db): Promise<StoredBrokerAccount[]>
     .where("s.client_initialized", "=", 1)
     .where("n.mode", "=", "dynamic")
     .where("s.mqtt_username", "is not", null)
-    .where("s.mqtt_password_hash", "is not", null)
-    .execute();
+    .where("s.mqtt_password_hash", "is not", null);
+  if (nodeId !== undefined) query = query.where("s.node_id", "=", nodeId);
+  return query.execute();
 }
 
 /**

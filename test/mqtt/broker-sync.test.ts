@@ -8,6 +8,10 @@ import { createLogger } from "../../src/logger.js";
 import { BrokerPasswordVault, KEY_FILE_NAME } from "../../src/mqtt/broker-passwords.js";
 import { scrubDatabaseCopy } from "../../src/services/snapshots.js";
 import { Store } from "../../src/store/db.js";
+import type { BrokerAdmin, NodeBrokerAccount } from "../../src/mqtt/broker-admin.js";
+import { BrokerSync } from "../../src/mqtt/broker-sync.js";
+import { api, bind, dynamicNode as embeddedDynamicNode } from "../control/agent-harness.js";
+import { startSseServer } from "../events/sse-harness.js";
 import { bindNode, dynamicNode, mosquitto, mosquittoSettings, startService, tempDataDir, until, type MosquittoBroker } from "./mosquitto-harness.js";
 
 const log = createLogger("silent");
@@ -101,6 +105,49 @@ async function accepted(m: MosquittoBroker, p: Awaited<ReturnType<typeof bindNod
     c.end(true);
   }
 }
+
+/** An adapter that records what reached the broker, in order (the sync's decisions, not the broker's). */
+function recordingAdmin(): BrokerAdmin & { calls: string[] } {
+  const calls: string[] = [];
+  return {
+    kind: "mosquitto",
+    calls,
+    putNode: async (a: NodeBrokerAccount) => void calls.push(`put ${a.username} ${a.password.slice(0, 6)}`),
+    removeNode: async (username: string) => void calls.push(`remove ${username}`),
+    kick: async (clientId: string) => void calls.push(`kick ${clientId}`),
+    reconcile: async () => ({ upserted: 0, removed: 0 }),
+    close: async () => undefined,
+  };
+}
+
+test("spec §4 rules 11-12, §3.1 dynamic → static: a put or removal reaching the queue after a later commit follows the store at its turn (a put the store no longer holds is skipped; a removal of a node bound again is left to the new put)", async (t) => {
+  const s = await startSseServer(t);
+  const admin = recordingAdmin();
+  const sync = new BrokerSync({ admin, store: s.server.store, vault: new BrokerPasswordVault(tempDataDir(), log), backend: { username: "svc-backend", password: "x" }, log });
+  t.after(() => sync.close());
+  const { configId, nodeId } = await embeddedDynamicNode(s);
+  const base = `/api/v1/configs/${configId}/nodes/${nodeId}`;
+  const first = await bind(s, configId, nodeId);
+  const account = (password: string): NodeBrokerAccount => ({ configId, nodeId, username: first.mqtt.username, clientId: first.mqtt.client_id, password });
+  await sync.putNode(account(first.mqtt.password));
+  assert.deepEqual(admin.calls, [`put ${first.mqtt.username} ${first.mqtt.password.slice(0, 6)}`], "the binding the store holds is put");
+
+  assert.equal((await api(s, "PATCH", base, { mode: "static" })).status, 200);
+  admin.calls.length = 0;
+  await sync.putNode(account(first.mqtt.password));
+  assert.deepEqual(admin.calls, [], "a bind's put queued after the node became static is skipped");
+  await sync.removeNode(configId, nodeId);
+  assert.deepEqual(admin.calls, [`remove ${first.mqtt.username}`]);
+
+  assert.equal((await api(s, "PATCH", base, { mode: "dynamic" })).status, 200);
+  const second = await bind(s, configId, nodeId);
+  admin.calls.length = 0;
+  await sync.removeNode(configId, nodeId);
+  await sync.putNode(account(first.mqtt.password));
+  assert.deepEqual(admin.calls, [], "an older removal and the older password's put change nothing once the node is bound again");
+  await sync.putNode(account(second.mqtt.password));
+  assert.deepEqual(admin.calls, [`put ${first.mqtt.username} ${second.mqtt.password.slice(0, 6)}`]);
+});
 
 test("broker settings (DESIGN §6, spec §1.9): external brokers need their admin credentials, in one line; defaults", async () => {
   const { loadSettings, SettingsError } = await import("../../src/config.js");
