@@ -234,7 +234,7 @@ test("phones: the configs table and the nodes table are stacked cards at 390 px,
   const link = page.getByRole("table").getByRole("link", { name: "laptop-anna", exact: true });
   await link.waitFor();
   await expectNoSidewaysScroll(page, "the nodes table does not scroll sideways");
-  const row = page.getByRole("table").getByRole("row").filter({ has: link });
+  const row = page.getByRole("table").getByRole("row").filter({ has: page.getByRole("link", { name: "laptop-anna", exact: true }) });
   assert.ok((await rightEdge(row.getByText(/^10\.76\.0\.\d+$/))) <= VIEWPORTS.phone.width, "the tunnel address is on screen");
   await page.getByRole("checkbox", { name: "Select all shown nodes" }).tap();
   await expectText(page.getByRole("group", { name: "Bulk actions" }), /2 selected/);
