@@ -94,6 +94,12 @@ test("spec §6.5 (node pages reachable from the mesh page): a tap on a node's na
   await page.goBack();
   await expectAccessible(page, "mesh-topology-links");
   await screenshot(page, "walkthrough-mesh-topology");
+
+  // Keyboard focus on a name still shows its last transition (beside it; under it on a phone).
+  await page.goto(`/configs/${configId}`);
+  await page.getByRole("table").getByRole("link", { name: "n1", exact: true }).focus();
+  await page.getByRole("tooltip").waitFor({ state: "visible" });
+  await screenshot(page, "walkthrough-mesh-tip");
 });
 
 test("deleting one selected node says it deleted 1 node, counted from what was asked, even when a live update empties the selection before the count is taken", async (t) => {
@@ -228,6 +234,7 @@ test("phones: the configs table and the nodes table are stacked cards at 390 px,
   await del.waitFor();
   assert.ok((await rightEdge(del)) <= VIEWPORTS.phone.width, "Delete is on screen");
   await expectNoSidewaysScroll(page, "the configs table does not scroll sideways");
+  await expectAccessible(page, "configs-phone");
   await screenshot(page, "walkthrough-configs");
 
   await page.goto(`/configs/${configId}`);
@@ -238,5 +245,6 @@ test("phones: the configs table and the nodes table are stacked cards at 390 px,
   assert.ok((await rightEdge(row.getByText(/^10\.76\.0\.\d+$/))) <= VIEWPORTS.phone.width, "the tunnel address is on screen");
   await page.getByRole("checkbox", { name: "Select all shown nodes" }).tap();
   await expectText(page.getByRole("group", { name: "Bulk actions" }), /2 selected/);
+  await expectAccessible(page, "mesh-phone");
   await screenshot(page, "walkthrough-mesh-phone");
 });
