@@ -41,11 +41,12 @@ async function focusedName(page: Page): Promise<string> {
   );
 }
 
-/** A config with static nodes (paired with each other); their ids by name. */
+/** A config with nodes (static unless said, paired with each other), listed in the order given; their ids by name. */
 async function meshWith(h: ConsoleHarness, name: string, cidr: string, nodes: Array<{ name: string; mode?: "static" | "dynamic" }>) {
   const cfg = await h.api("POST", "/api/v1/configs", { name, tunnel_protocol: "wireguard", network_cidr: cidr });
   const ids: Record<string, string> = {};
   for (const n of nodes) {
+    h.clock.advance(1); // creation order is list order
     const node = await h.api("POST", `/api/v1/configs/${cfg.config_id}/nodes`, { name: n.name, mode: n.mode ?? "static", public_address: `${n.name}.example.net` });
     ids[n.name] = node.node_id;
   }
