@@ -51,7 +51,7 @@ test("spec §1.4, §1.5, §2.4, §6.5 (broken-link indicators from connections):
   await expectText(page.getByRole("heading", { level: 1 }), "Configs");
   await page.getByText("No configs yet").waitFor();
 
-  // An API error is shown as the API says it.
+  // An API error names the field by its label.
   await page.getByLabel("Name", { exact: true }).fill("lab");
   await page.getByLabel("Network CIDR").fill("10.40.0.0/33");
   await page.getByRole("button", { name: "Create config" }).click();
@@ -62,7 +62,7 @@ test("spec §1.4, §1.5, §2.4, §6.5 (broken-link indicators from connections):
   await expectText(page.getByRole("heading", { level: 1 }), "lab");
   await page.getByText("No nodes yet. Add the first one above.").waitFor();
 
-  await page.getByText("Add a node").click();
+  // The add-node form is open already: the config has no node.
   await addStaticNode(page, "n1", "n1.example.net");
   await addStaticNode(page, "n2", "192.0.2.2");
   await addStaticNode(page, "n3", "n3.example.net");
@@ -93,7 +93,7 @@ test("spec §1.4, §1.5, §2.4, §6.5 (broken-link indicators from connections):
   // The topology: three nodes, three pairs coloured by the integrity the backend reported.
   await page.getByRole("button", { name: "Topology" }).click();
   const figure = page.getByRole("figure", { name: "Topology" });
-  await expectCount(figure.getByRole("img", { name: /^Node / }), 3, "topology nodes");
+  await expectCount(figure.getByRole("link", { name: /^Node / }), 3, "topology nodes");
   await expectCount(figure.getByRole("img", { name: /^Pair .*: ok$/ }), 3, "ok links");
   assert.match(page.url(), /view=topology/);
   await expectAccessible(page, "mesh-topology");
@@ -198,7 +198,7 @@ test("spec §3.5 (the backend computes sync, the console shows it), §2.2: switc
   // Push config to both (bulk action); each agent applies it, so both become latest.
   const pushes = agents.map(({ profile, agent }) => nextMessage(agent, profile.topics.config_push!).then((m) => ({ m, profile, agent })));
   await page.getByRole("checkbox", { name: "Select all shown nodes" }).check();
-  await page.getByRole("button", { name: "Push config to selected" }).click();
+  await page.getByRole("button", { name: "Push config to 2 dynamic nodes" }).click();
   await expectText(page.getByRole("status").filter({ hasText: /Config push/ }), "Config push sent to 2 nodes.");
   for (const { m, profile, agent } of await Promise.all(pushes)) {
     await agent.publishAsync(profile.topics.config_push_ack!, envelope(profile, "ack", { status: "applied", message: "", action: "push_config" }, m.request_id), { qos: 1 });

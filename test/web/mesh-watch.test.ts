@@ -90,7 +90,7 @@ test("spec §3.1, §6.5 rule 7 (the console shows presence as the backend says):
   await page.getByRole("button", { name: "Topology" }).click();
   const figure = page.getByRole("figure", { name: "Topology" });
   await expectText(figure, /presence: offline/);
-  await figure.getByRole("img", { name: /^Node edge-a .*Last transition .*mqtt\.will/ }).waitFor();
+  await figure.getByRole("link", { name: /^Node edge-a .*Last transition .*mqtt\.will/ }).waitFor();
   assert.equal(new URL(page.url()).searchParams.get("watch"), "presence");
   await screenshot(page, "mesh-watch-topology");
 });

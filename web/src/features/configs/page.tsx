@@ -1,8 +1,10 @@
 import { useState, type FormEvent } from "react";
 import { Link, useNavigate, useSearchParams } from "react-router";
+import { nameSchema } from "../../../../src/protocol/fields.js";
 import { errorMessage } from "../../api/client.js";
 import type { ConfigView, TunnelProtocol } from "../../api/types.js";
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
+import { FormError, invalidProps } from "../../components/form-error.js";
 import { RelativeTime } from "../../components/relative-time.js";
 import { QueryView } from "../../components/states.js";
 import { useCreateConfig, useDeleteConfig } from "./mutations.js";
@@ -10,8 +12,9 @@ import { useConfigs } from "./queries.js";
 
 /**
  * Configs: the list with a search kept in the URL (`?q=`), create (name, protocol,
- * CIDR; the API's error shown as is) and delete with a confirmation. Live through
- * `config.list.updated` (spec §6.5 table: "home config cards, sidebar list").
+ * CIDR; an error names the field by its label) and delete with a confirmation. Live through
+ * `config.list.updated` (spec §6.5 table: "home config cards, sidebar list"). At narrow widths
+ * the table's rows are stacked cards (`stack-table`, as on the backups page).
  */
 export function ConfigsPage() {
   const query = useConfigs();
@@ -67,7 +70,7 @@ function matchingConfigs(configs: ConfigView[], q: string): ConfigView[] {
 function ConfigsTable({ rows, onDelete }: { rows: ConfigView[]; onDelete: (config: ConfigView) => void }) {
   return (
     <div className="table-wrap">
-      <table className="table">
+      <table className="table stack-table">
         <caption className="visually-hidden">Configs</caption>
         <thead>
           <tr>
@@ -86,9 +89,11 @@ function ConfigsTable({ rows, onDelete }: { rows: ConfigView[]; onDelete: (confi
               <th scope="row">
                 <Link to={`/configs/${encodeURIComponent(c.config_id)}`}>{c.name}</Link>
               </th>
-              <td>{c.tunnel_protocol}</td>
-              <td className="mono">{c.network_cidr}</td>
-              <td>
+              <td data-label="Protocol">{c.tunnel_protocol}</td>
+              <td data-label="Network" className="mono">
+                {c.network_cidr}
+              </td>
+              <td data-label="Updated">
                 <RelativeTime iso={c.updated_at} />
               </td>
               <td className="actions">
@@ -130,42 +135,66 @@ function DeleteConfigDialog({ config, onClose }: { config: ConfigView | null; on
   );
 }
 
+/** The create form's labels by wire field: how an error names the field. */
+const CONFIG_LABELS = { name: "Name", tunnel_protocol: "Protocol", network_cidr: "Network CIDR" } as const;
+
+/**
+ * What the mesh page is told after a create whose network the service normalised (a host
+ * address such as `10.10.0.5/24` is kept as its network, `10.10.0.0/24`; spec §2.2).
+ */
+export interface NetworkNormalised {
+  networkAsked: string;
+  networkSaved: string;
+}
+
+/**
+ * New config: name (at most the protocol's length), protocol, network. An edit clears the error
+ * of the last try (it no longer describes the form); on success the mesh page opens, told when
+ * the network was saved other than as typed.
+ */
 function CreateConfigForm() {
   const [name, setName] = useState("");
   const [protocol, setProtocol] = useState<TunnelProtocol>("wireguard");
   const [cidr, setCidr] = useState("10.0.0.0/24");
   const navigate = useNavigate();
   const create = useCreateConfig();
+  const edited = <T,>(set: (v: T) => void) => (v: T) => {
+    if (create.isError) create.reset();
+    set(v);
+  };
   const submit = (e: FormEvent) => {
     e.preventDefault();
+    const asked = cidr.trim();
     create.mutate(
-      { name: name.trim(), tunnel_protocol: protocol, network_cidr: cidr.trim() },
+      { name: name.trim(), tunnel_protocol: protocol, network_cidr: asked },
       {
         onSuccess: (config) => {
           setName("");
-          void navigate(`/configs/${encodeURIComponent(config.config_id)}`);
+          const state: NetworkNormalised | undefined = config.network_cidr === asked ? undefined : { networkAsked: asked, networkSaved: config.network_cidr };
+          void navigate(`/configs/${encodeURIComponent(config.config_id)}`, { state });
         },
       },
     );
   };
+  const invalid = (field: keyof typeof CONFIG_LABELS) => invalidProps(create.error, CONFIG_LABELS, field, "create-config-error");
   return (
     <form className="card form form-inline" onSubmit={submit} aria-labelledby="create-config-title">
       <h2 id="create-config-title">New config</h2>
       <div className="form-row">
         <div>
           <label htmlFor="config-name">Name</label>
-          <input id="config-name" value={name} onChange={(e) => setName(e.target.value)} required />
+          <input id="config-name" value={name} maxLength={nameSchema.maxLength ?? undefined} onChange={(e) => edited(setName)(e.target.value)} required {...invalid("name")} />
         </div>
         <div>
           <label htmlFor="config-protocol">Protocol</label>
-          <select id="config-protocol" value={protocol} onChange={(e) => setProtocol(e.target.value as TunnelProtocol)}>
+          <select id="config-protocol" value={protocol} onChange={(e) => edited(setProtocol)(e.target.value as TunnelProtocol)}>
             <option value="wireguard">wireguard</option>
             <option value="awg_2">awg_2</option>
           </select>
         </div>
         <div>
           <label htmlFor="config-cidr">Network CIDR</label>
-          <input id="config-cidr" className="mono" value={cidr} onChange={(e) => setCidr(e.target.value)} required />
+          <input id="config-cidr" className="mono" value={cidr} onChange={(e) => edited(setCidr)(e.target.value)} required {...invalid("network_cidr")} />
         </div>
         <div className="form-row-action">
           <button type="submit" className="primary" disabled={create.isPending || name.trim() === ""}>
@@ -173,11 +202,7 @@ function CreateConfigForm() {
           </button>
         </div>
       </div>
-      {create.isError && (
-        <p className="form-error" role="alert">
-          {errorMessage(create.error)}
-        </p>
-      )}
+      <FormError error={create.error} labels={CONFIG_LABELS} id="create-config-error" />
     </form>
   );
 }

@@ -1,7 +1,10 @@
 import { useState, type FormEvent } from "react";
+import { nameSchema } from "../../../../src/protocol/fields.js";
 import { errorMessage } from "../../api/client.js";
 import type { ConfigDetailView, NodeMode, TunnelProtocol } from "../../api/types.js";
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
+import { useFocusOnArrival } from "../../components/focus-on-arrival.js";
+import { FormError, invalidProps } from "../../components/form-error.js";
 import { useSystemStatus } from "../system/queries.js";
 import { useConfigPackage, useCreateNode, useSwitchProtocol } from "./mutations.js";
 
@@ -10,19 +13,21 @@ const MQTT_OFF = "MQTT services are disabled (SVC_ENABLE_MQTT_SERVICES=false): o
 /**
  * Add a node (`POST /api/v1/configs/{id}/nodes`): name, static/dynamic, public address, listen
  * port, auto-pair (on: paired with every node already there). With MQTT off (spec §1.7 bullet 7)
- * the dynamic choice stays, disabled, with the reason.
+ * the dynamic choice stays, disabled, with the reason. Open from the start on a config with no
+ * node (its empty state points here); an error names the field by its label.
  */
 export function AddNodeForm({ config }: { config: ConfigDetailView }) {
   const status = useSystemStatus();
   const mqttOff = status.data?.services.mqtt.enabled === false;
   const { draft, edit, added, create, submit } = useAddNode(config.config_id);
+  const [open, setOpen] = useState(config.nodes.length === 0);
   return (
-    <details className="card add-node">
+    <details className="card add-node" open={open} onToggle={(e) => setOpen(e.currentTarget.open)}>
       <summary>
         <h2>Add a node</h2>
       </summary>
       <form className="form" onSubmit={submit} aria-label="Add a node">
-        <NodeDraftFields draft={draft} edit={edit} mqttOff={mqttOff} />
+        <NodeDraftFields draft={draft} edit={edit} mqttOff={mqttOff} error={create.error} />
         <div className="form-row">
           <label className="checkbox" htmlFor="node-auto-pair">
             <input id="node-auto-pair" type="checkbox" checked={draft.autoPair} onChange={(e) => edit({ autoPair: e.target.checked })} />
@@ -35,11 +40,7 @@ export function AddNodeForm({ config }: { config: ConfigDetailView }) {
           </div>
         </div>
         {mqttOff && <p className="notice">{MQTT_OFF}</p>}
-        {create.isError && (
-          <p className="form-error" role="alert">
-            {errorMessage(create.error)}
-          </p>
-        )}
+        <FormError error={create.error} labels={NODE_LABELS} id="add-node-error" />
         {added !== null && !create.isPending && (
           <p className="form-ok" role="status">
             Node {added} added.
@@ -59,17 +60,23 @@ interface NodeDraft {
   autoPair: boolean;
 }
 const EMPTY_DRAFT: NodeDraft = { name: "", mode: "static", publicAddress: "", listenPort: "", autoPair: true };
+/** The add-node form's labels by wire field: how an error names the field. */
+const NODE_LABELS = { name: "Node name", mode: "Node mode", public_address: "Public address", listen_port: "Listen port", auto_pair: "Pair with every existing node" } as const;
 
 /**
  * The add-node form's state and its submit: the draft becomes the create body (blank address →
  * `null`, blank port → left out); on success the name of the added node is kept for the
- * confirmation and the text fields are cleared (mode and auto-pair stay, for the next node).
+ * confirmation and the text fields are cleared (mode and auto-pair stay, for the next node). An
+ * edit clears the error of the last try: it no longer describes the form.
  */
 function useAddNode(configId: string) {
   const [draft, setDraft] = useState<NodeDraft>(EMPTY_DRAFT);
   const [added, setAdded] = useState<string | null>(null);
   const create = useCreateNode(configId);
-  const edit = (patch: Partial<NodeDraft>) => setDraft((d) => ({ ...d, ...patch }));
+  const edit = (patch: Partial<NodeDraft>) => {
+    if (create.isError) create.reset();
+    setDraft((d) => ({ ...d, ...patch }));
+  };
   const submit = (e: FormEvent) => {
     e.preventDefault();
     setAdded(null);
@@ -89,13 +96,17 @@ function useAddNode(configId: string) {
   return { draft, edit, added, create, submit };
 }
 
-/** Name, mode (dynamic disabled, with the reason, while MQTT is off), public address and listen port. */
-function NodeDraftFields({ draft, edit, mqttOff }: { draft: NodeDraft; edit: (patch: Partial<NodeDraft>) => void; mqttOff: boolean }) {
+/**
+ * Name (at most the protocol's length), mode (dynamic disabled, with the reason, while MQTT is
+ * off), public address and listen port; the field `error` is about is marked invalid.
+ */
+function NodeDraftFields({ draft, edit, mqttOff, error }: { draft: NodeDraft; edit: (patch: Partial<NodeDraft>) => void; mqttOff: boolean; error: unknown }) {
+  const invalid = (field: keyof typeof NODE_LABELS) => invalidProps(error, NODE_LABELS, field, "add-node-error");
   return (
     <div className="form-row">
       <div>
         <label htmlFor="node-name">Node name</label>
-        <input id="node-name" value={draft.name} onChange={(e) => edit({ name: e.target.value })} required />
+        <input id="node-name" value={draft.name} maxLength={nameSchema.maxLength ?? undefined} onChange={(e) => edit({ name: e.target.value })} required {...invalid("name")} />
       </div>
       <div>
         <label htmlFor="node-mode">Node mode</label>
@@ -108,11 +119,11 @@ function NodeDraftFields({ draft, edit, mqttOff }: { draft: NodeDraft; edit: (pa
       </div>
       <div>
         <label htmlFor="node-public-address">Public address</label>
-        <input id="node-public-address" placeholder="optional: host or IP" value={draft.publicAddress} onChange={(e) => edit({ publicAddress: e.target.value })} />
+        <input id="node-public-address" placeholder="optional: host or IP" value={draft.publicAddress} onChange={(e) => edit({ publicAddress: e.target.value })} {...invalid("public_address")} />
       </div>
       <div>
         <label htmlFor="node-listen-port">Listen port</label>
-        <input id="node-listen-port" type="number" min={1} max={65535} placeholder="51820" value={draft.listenPort} onChange={(e) => edit({ listenPort: e.target.value })} />
+        <input id="node-listen-port" type="number" min={1} max={65535} placeholder="51820" value={draft.listenPort} onChange={(e) => edit({ listenPort: e.target.value })} {...invalid("listen_port")} />
       </div>
     </div>
   );
@@ -156,10 +167,12 @@ export function ProtocolSwitch({ config }: { config: ConfigDetailView }) {
 
 /**
  * The bulk config package of this config (spec §2.3, `POST /api/v1/tools/download/config-bulk/package`):
- * a zip of every node's config behind a short-lived token link.
+ * a zip of every node's config behind a short-lived token link, which takes the focus when it
+ * arrives.
  */
 export function PackageDownload({ configId }: { configId: string }) {
   const make = useConfigPackage(configId);
+  const linkRef = useFocusOnArrival<HTMLAnchorElement>(make.data);
   return (
     <div className="package">
       <button type="button" onClick={() => make.mutate()} disabled={make.isPending}>
@@ -167,7 +180,7 @@ export function PackageDownload({ configId }: { configId: string }) {
       </button>
       {make.isSuccess && (
         <span className="package-link">
-          <a href={make.data.download_path} download={make.data.filename}>
+          <a ref={linkRef} href={make.data.download_path} download={make.data.filename}>
             Download {make.data.filename}
           </a>{" "}
           <span className="muted">(link valid until {new Date(make.data.download_token_expires_at).toLocaleTimeString()})</span>

@@ -4,7 +4,7 @@
  * arrives through the stream.
  */
 import { useMutation, useQueryClient } from "@tanstack/react-query";
-import { api, errorMessage } from "../../api/client.js";
+import { api, ApiError, errorMessage } from "../../api/client.js";
 import { keys } from "../../api/keys.js";
 import type { ConfigDetailView, CreateNodeBody, MeshPairListAnswer, MeshPairView, NodeView, TunnelProtocol } from "../../api/types.js";
 
@@ -55,11 +55,18 @@ export function usePushConfigToNodes(configId: string) {
   });
 }
 
-/** `DELETE …/nodes/{node_id}` for each node; the detail and the node table read again. */
+/**
+ * `DELETE …/nodes/{node_id}` for each node; the detail and the node table read again. A node
+ * another operator deleted meanwhile (NOT_FOUND) counts as deleted: what was asked holds.
+ */
 export function useDeleteNodes(configId: string) {
   const queryClient = useQueryClient();
+  const deleteNode = (n: NodeView) =>
+    api.deleteNode({ params: { config_id: configId, node_id: n.node_id } }).catch((err: unknown) => {
+      if (!(err instanceof ApiError && err.code === "NOT_FOUND")) throw err;
+    });
   return useMutation({
-    mutationFn: (nodes: readonly NodeView[]) => eachNode(nodes, (n) => api.deleteNode({ params: { config_id: configId, node_id: n.node_id } })),
+    mutationFn: (nodes: readonly NodeView[]) => eachNode(nodes, deleteNode),
     onSuccess: () => {
       void queryClient.invalidateQueries({ queryKey: keys.config(configId), exact: true });
       void queryClient.invalidateQueries({ queryKey: keys.nodeLists(configId) });

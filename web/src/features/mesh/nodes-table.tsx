@@ -36,6 +36,8 @@ interface NodesTableProps {
  * `nodes` are the pages loaded so far and `total` the server's count of matching
  * nodes (`aria-rowcount`); when the rows in view come near the last loaded one, `onLoadMore`
  * fetches the next page (a "Load more nodes" button does the same for keyboard users).
+ * At narrow widths each row is a stacked card (`stack-table`, every value labelled); rows are
+ * measured as drawn, so cards taller than a desktop row keep the scroll height right.
  */
 export function NodesTable({
   configId,
@@ -51,12 +53,12 @@ export function NodesTable({
   onLoadMore,
 }: NodesTableProps) {
   const scrollRef = useRef<HTMLDivElement>(null);
-  const { items, top, bottom } = useVirtualRows(scrollRef, nodes.length, hasMore && !loadingMore ? onLoadMore : undefined);
+  const { items, top, bottom, measure } = useVirtualRows(scrollRef, nodes.length, hasMore && !loadingMore ? onLoadMore : undefined);
   const allSelected = nodes.length > 0 && nodes.every((n) => selected.has(n.node_id));
 
   return (
     <div className="table-wrap nodes-scroll" ref={scrollRef} tabIndex={0} aria-label="Nodes table, scrollable">
-      <table className="table nodes-table" aria-rowcount={Math.max(total, nodes.length) + 1} aria-busy={loadingMore}>
+      <table className="table nodes-table stack-table" aria-rowcount={Math.max(total, nodes.length) + 1} aria-busy={loadingMore}>
         <caption className="visually-hidden">
           Nodes ({nodes.length} loaded of {total})
         </caption>
@@ -67,7 +69,7 @@ export function NodesTable({
             const n = nodes[item.index];
             if (n === undefined) return null;
             return (
-              <NodeRow key={n.node_id} configId={configId} node={n} index={item.index} checked={selected.has(n.node_id)} onToggle={onToggle}
+              <NodeRow key={n.node_id} measure={measure} configId={configId} node={n} index={item.index} checked={selected.has(n.node_id)} onToggle={onToggle}
                 watch={watch} last={latest === undefined ? null : lastTransitionText(latest.get(n.node_id))} />
             );
           })}
@@ -94,7 +96,8 @@ const COLUMNS = 10;
  * The rows in view (plus a few) of a `count`-row table scrolled inside `scrollRef`, with the
  * heights of the spacers above (`top`) and below (`bottom`) them, in px. `loadMore` (set only
  * while another page can be fetched) is called when the rows in view come within a screen of
- * the last loaded row.
+ * the last loaded row. `measure` goes on each row (with `data-index`): rows are measured as
+ * drawn (a stacked card on a phone is taller than {@link ROW_HEIGHT}).
  */
 function useVirtualRows(scrollRef: RefObject<HTMLDivElement | null>, count: number, loadMore: (() => void) | undefined) {
   const virtualizer = useVirtualizer({
@@ -111,7 +114,7 @@ function useVirtualRows(scrollRef: RefObject<HTMLDivElement | null>, count: numb
   }, [loadMore, lastInView, count]);
   const top = items[0]?.start ?? 0;
   const bottom = virtualizer.getTotalSize() - (items[items.length - 1]?.end ?? 0);
-  return { items, top, bottom };
+  return { items, top, bottom, measure: virtualizer.measureElement };
 }
 
 /** Keeps the scroll height of the rows not in the DOM; nothing when `height` is 0. */
@@ -129,7 +132,12 @@ function NodesHeader({ allSelected, onToggleAll }: { allSelected: boolean; onTog
     <thead>
       <tr aria-rowindex={1}>
         <th scope="col" className="col-select">
-          <input type="checkbox" aria-label="Select all shown nodes" checked={allSelected} onChange={(e) => onToggleAll(e.target.checked)} />
+          <label className="select-all">
+            <input type="checkbox" aria-label="Select all shown nodes" checked={allSelected} onChange={(e) => onToggleAll(e.target.checked)} />
+            <span className="select-all-text" aria-hidden="true">
+              Select all shown
+            </span>
+          </label>
         </th>
         <th scope="col">Name</th>
         <th scope="col">Mode</th>
@@ -145,7 +153,8 @@ function NodesHeader({ allSelected, onToggleAll }: { allSelected: boolean; onTog
   );
 }
 
-function NodeRow({ configId, node: n, index, checked, onToggle, watch, last }: {
+function NodeRow({ measure, configId, node: n, index, checked, onToggle, watch, last }: {
+  measure: (row: HTMLTableRowElement | null) => void;
   configId: string;
   node: NodeView;
   index: number;
@@ -159,7 +168,7 @@ function NodeRow({ configId, node: n, index, checked, onToggle, watch, last }: {
   const tipId = `last-${n.node_id}`;
   const rowClass = [checked ? "selected" : "", watch === null ? "" : `watch-row watch-row-${stateTone(regionState(n, watch))}`].filter(Boolean).join(" ");
   return (
-    <tr aria-rowindex={index + 2} className={rowClass === "" ? undefined : rowClass} style={{ height: ROW_HEIGHT }}>
+    <tr ref={measure} data-index={index} aria-rowindex={index + 2} className={rowClass === "" ? undefined : rowClass} style={{ height: ROW_HEIGHT }}>
       <td className="col-select">
         <input type="checkbox" aria-label={`Select ${n.name}`} checked={checked} onChange={() => onToggle(n.node_id)} />
       </td>
@@ -174,20 +183,36 @@ function NodeRow({ configId, node: n, index, checked, onToggle, watch, last }: {
           </span>
         )}
       </th>
-      <td>{n.effective_mode === n.mode ? n.mode : `${n.mode} (as ${n.effective_mode})`}</td>
-      <td className="mono">{n.address}</td>
-      <td className="mono">{n.public_address === null ? <span className="muted">none</span> : `${n.public_address}:${n.listen_port ?? "?"}`}</td>
-      <td>
+      <td data-label="Mode">{n.effective_mode === n.mode ? n.mode : `${n.mode} (as ${n.effective_mode})`}</td>
+      <td data-label="Tunnel address" className="mono">{n.address}</td>
+      <td data-label="Endpoint" className="mono">
+        <Endpoint node={n} />
+      </td>
+      <td data-label="Presence">
         <PresenceBadge presence={n.client.client_presence_state} />
       </td>
-      <td>{n.client.runtime_state}</td>
-      <td>
+      <td data-label="Runtime">{n.client.runtime_state}</td>
+      <td data-label="Sync">
         <span className={`sync sync-${sync ?? "static"}`}>{sync ?? "static"}</span> <span className="muted">v{n.staged_config.config_version}</span>
       </td>
-      <td>{n.client.client_version ?? <span className="muted">—</span>}</td>
-      <td>
+      <td data-label="Client">{n.client.client_version ?? <span className="muted">—</span>}</td>
+      <td data-label="Last reachable">
         <RelativeTime iso={n.client.last_reachable_at} />
       </td>
     </tr>
+  );
+}
+
+/**
+ * `host:port`; without a public address, `none`, and the listen port when one is stored (peers
+ * cannot dial the node, but its interface listens there).
+ */
+function Endpoint({ node: n }: { node: NodeView }) {
+  if (n.public_address !== null) return <>{`${n.public_address}:${n.listen_port ?? "?"}`}</>;
+  return (
+    <>
+      <span className="muted">none</span>
+      {n.listen_port !== null && ` · port ${n.listen_port}`}
+    </>
   );
 }

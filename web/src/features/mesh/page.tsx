@@ -1,10 +1,11 @@
 import { lazy, Suspense, useCallback, useEffect, useMemo, useState } from "react";
-import { Link, useParams, useSearchParams } from "react-router";
+import { Link, useLocation, useParams, useSearchParams } from "react-router";
 import { errorMessage } from "../../api/client.js";
 import type { ConfigDetailView, NodeCountsAnswer, NodeFilterQuery, NodeTransitionView, NodeView } from "../../api/types.js";
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
 import { Loading, QueryView } from "../../components/states.js";
 import { useUrlState } from "../../url-state.js";
+import type { NetworkNormalised } from "../configs/page.js";
 import { AddNodeForm, PackageDownload, ProtocolSwitch } from "./forms.js";
 import { useDeleteNodes, usePushConfigToNodes } from "./mutations.js";
 import { NodesTable } from "./nodes-table.js";
@@ -22,8 +23,8 @@ const SYNCS = ["latest", "pending", "static"] as const;
 /**
  * Mesh page of a config, `/configs/:configId`: the nodes table (virtualised) with
  * search and filters in the URL (`q`, `presence`, `mode`, `sync`, `view`), row selection with
- * bulk actions, the topology, add node, pairs, tags, the protocol switch and the bulk config
- * package. Live through the SSE cache table (`sse/cache-effects.ts`; spec §6.5 rule 7).
+ * bulk actions after the rows (keyboard order follows reading order: select, then act), the
+ * topology, add node, pairs, tags, the protocol switch and the bulk config package. Live through the SSE cache table (`sse/cache-effects.ts`; spec §6.5 rule 7).
  * "Colour nodes by" (`watch`) colours table rows and topology nodes by a
  * region's state, and each node's last recorded transition shows on hover and focus.
  * The table's rows come from the server page by page (`GET …/nodes` with
@@ -68,7 +69,6 @@ function MeshBody({ config }: { config: ConfigDetailView }) {
         {url.view === "table" ? (
           <>
             <NodeFilters text={url.text} presence={url.presence} mode={url.mode} sync={url.sync} onText={url.setText} onFilter={url.setParam} />
-            <BulkActions config={config} selected={selection.live} onDone={selection.clear} />
             <NodeCounts counts={rows.counts} />
             {config.nodes.length === 0 ? (
               <p className="state state-empty">No nodes yet. Add the first one above.</p>
@@ -78,6 +78,7 @@ function MeshBody({ config }: { config: ConfigDetailView }) {
               <NodesTable configId={config.config_id} nodes={rows.shown} watch={watch} latest={latest} total={rows.counts?.matching ?? rows.shown.length} selected={selection.live}
                 onToggle={selection.toggle} onToggleAll={selection.toggleAll} hasMore={rows.pages.hasNextPage} loadingMore={rows.pages.isFetchingNextPage} onLoadMore={rows.loadMore} />
             )}
+            {config.nodes.length > 0 && <BulkActions config={config} selected={selection.live} onDone={selection.clear} />}
           </>
         ) : (
           <TopologyView config={config} watch={watch} latest={latest} />
@@ -90,8 +91,13 @@ function MeshBody({ config }: { config: ConfigDetailView }) {
   );
 }
 
-/** The config's name, network, protocol and node count, with the protocol switch and the config package. */
+/**
+ * The config's name, network, protocol and node count, with the protocol switch and the config
+ * package; after a create whose network the service normalised (the configs page says so in the
+ * navigation's state), what was typed and what was saved.
+ */
 function MeshHead({ config }: { config: ConfigDetailView }) {
+  const arrival = useLocation().state as Partial<NetworkNormalised> | null;
   return (
     <div className="page-head">
       <div>
@@ -100,6 +106,12 @@ function MeshHead({ config }: { config: ConfigDetailView }) {
           <span className="mono">{config.network_cidr}</span> · protocol <strong>{config.tunnel_protocol}</strong> · {config.nodes.length}{" "}
           {config.nodes.length === 1 ? "node" : "nodes"}
         </p>
+        {arrival?.networkSaved === config.network_cidr && arrival.networkAsked !== undefined && (
+          <p className="notice" role="status">
+            The network <span className="mono">{arrival.networkAsked}</span> was saved as <span className="mono">{config.network_cidr}</span>: a config takes a
+            whole network, so the host part of the address was set to zero. Nodes get addresses inside it.
+          </p>
+        )}
       </div>
       <div className="page-actions">
         <ProtocolSwitch config={config} />
@@ -267,20 +279,28 @@ function ViewSwitch({ view, onChange }: { view: "table" | "topology"; onChange: 
   );
 }
 
-/** Push config / delete for the selected rows; one request per node, failures listed by node name. */
+/**
+ * Push config / delete for the selected rows, after the table; one request per node, failures
+ * listed by node name. Push is offered only when the selection holds dynamic nodes (a static
+ * node has no agent to push to) and says how many static ones it leaves out. The delete
+ * confirmation keeps the nodes it was opened for, and the result counts what was asked and
+ * answered: a live update may take a node out of the selection meanwhile.
+ */
 function BulkActions({ config, selected, onDone }: { config: ConfigDetailView; selected: ReadonlySet<string>; onDone: () => void }) {
-  const [confirmDelete, setConfirmDelete] = useState(false);
+  const [asked, setAsked] = useState<readonly NodeView[] | null>(null);
   const [result, setResult] = useState<string | null>(null);
   const nodes = config.nodes.filter((n) => selected.has(n.node_id));
-  const counted = `${nodes.length} ${nodes.length === 1 ? "node" : "nodes"}`;
+  const dynamic = nodes.filter((n) => n.mode === "dynamic");
+  const skipped = nodes.length - dynamic.length;
   const push = usePushConfigToNodes(config.config_id);
   const remove = useDeleteNodes(config.config_id);
-  const pushAll = () => push.mutate(nodes, { onSuccess: (failures) => setResult(failures.length === 0 ? `Config push sent to ${counted}.` : failures.join("; ")) });
-  const deleteAll = () =>
-    remove.mutate(nodes, {
-      onSuccess: (failures) => {
-        setConfirmDelete(false);
-        setResult(failures.length === 0 ? `Deleted ${counted}.` : failures.join("; "));
+  const pushAll = () =>
+    push.mutate(dynamic, { onSuccess: (failures, sent) => setResult(failures.length === 0 ? `Config push sent to ${counted(sent.length)}.` : failures.join("; ")) });
+  const deleteAll = (list: readonly NodeView[]) =>
+    remove.mutate(list, {
+      onSuccess: (failures, sent) => {
+        setAsked(null);
+        setResult(failures.length === 0 ? `Deleted ${counted(sent.length)}.` : `Deleted ${counted(sent.length - failures.length)}. ${failures.join("; ")}`);
         onDone();
       },
     });
@@ -288,10 +308,17 @@ function BulkActions({ config, selected, onDone }: { config: ConfigDetailView; s
   return (
     <div className="bulk" role="group" aria-label="Bulk actions">
       <span className="muted">{none ? "No node selected" : `${nodes.length} selected`}</span>
-      <button type="button" disabled={none || push.isPending} onClick={() => { setResult(null); pushAll(); }}>
-        Push config to selected
-      </button>
-      <button type="button" className="danger-outline" disabled={none} onClick={() => { setResult(null); setConfirmDelete(true); }}>
+      {dynamic.length > 0 && (
+        <button type="button" disabled={push.isPending} onClick={() => { setResult(null); pushAll(); }}>
+          Push config to {dynamic.length} dynamic {dynamic.length === 1 ? "node" : "nodes"}
+        </button>
+      )}
+      {dynamic.length > 0 && skipped > 0 && (
+        <span className="muted">
+          ({counted(skipped, "static node")} skipped: static nodes take their config file)
+        </span>
+      )}
+      <button type="button" className="danger-outline" disabled={none} onClick={() => { setResult(null); setAsked(nodes); }}>
         Delete selected
       </button>
       {result !== null && (
@@ -300,16 +327,21 @@ function BulkActions({ config, selected, onDone }: { config: ConfigDetailView; s
         </span>
       )}
       <ConfirmDialog
-        open={confirmDelete}
-        title={`Delete ${nodes.length} ${nodes.length === 1 ? "node" : "nodes"}?`}
+        open={asked !== null}
+        title={`Delete ${counted(asked?.length ?? 0)}?`}
         confirmLabel="Delete nodes"
         danger
         busy={remove.isPending}
-        onConfirm={deleteAll}
-        onCancel={() => setConfirmDelete(false)}
+        onConfirm={() => asked !== null && deleteAll(asked)}
+        onCancel={() => setAsked(null)}
       >
-        <p>{nodes.map((n) => n.name).slice(0, 10).join(", ") + (nodes.length > 10 ? ` and ${nodes.length - 10} more` : "")} will be deleted with their pairs and port forwards.</p>
+        <p>{(asked ?? []).map((n) => n.name).slice(0, 10).join(", ") + ((asked?.length ?? 0) > 10 ? ` and ${(asked?.length ?? 0) - 10} more` : "")} will be deleted with their pairs and port forwards.</p>
       </ConfirmDialog>
     </div>
   );
+}
+
+/** `1 node`, `3 nodes` (or of another `noun`). */
+function counted(n: number, noun = "node"): string {
+  return `${n} ${noun}${n === 1 ? "" : "s"}`;
 }

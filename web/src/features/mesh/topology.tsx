@@ -1,6 +1,7 @@
 import dagre from "@dagrejs/dagre";
 import { Position, type Edge, type Node } from "@xyflow/react";
 import { useMemo } from "react";
+import { Link } from "react-router";
 import type { MeshPairView, NodeTransitionView, NodeView } from "../../api/types.js";
 import { IntegrityBadge } from "../../components/integrity-badge.js";
 import { ReadOnlyFlow } from "../../components/read-only-flow.js";
@@ -15,8 +16,9 @@ const NODE_H = 54;
  * The mesh topology: nodes and pairs laid out by dagre and drawn by xyflow, read-only.
  * Each pair is coloured by the integrity the backend computed (`ok` solid, `broken` dashed red
  * with its reason, `disabled` dotted grey; spec §6.5: broken-link indicators shown from
- * `connections[*]` directly, never re-derived). Nodes and edges carry accessible names
- * (`Node <name>`, `Pair <a> – <b>: <status>`), and the broken pairs are listed as text below.
+ * `connections[*]` directly, never re-derived). Each node is a link to its node page (click, tap
+ * or Enter), named `Node <name> (…)`; edges are named `Pair <a> – <b>: <status>`, and the broken
+ * pairs are listed as text below.
  * Its own chunk: the mesh page loads it with `React.lazy` only when the view is opened.
  * With `watch` set, each node is coloured by that region's state and the state
  * is written in it; its last recorded transition (`latest`) is its `title` and in its name.
@@ -118,7 +120,12 @@ function placeNodes(nodes: NodeView[], pairs: MeshPairView[], names: Map<string,
   return (nodeId) => g.node(nodeId);
 }
 
-/** A node's box at its dagre centre `pos`: name and address, the watched region's state, the last transition as its title. */
+/**
+ * A node's box at its dagre centre `pos`: a link to the node page holding name and address, the
+ * watched region's state, the last transition as its title. The link takes pointer events
+ * (xyflow gives a node that is neither draggable nor selectable none) and `nopan`, so a press
+ * on it opens the node instead of panning the drawing.
+ */
 function flowNode(
   n: NodeView,
   pos: { x: number; y: number } | undefined,
@@ -128,12 +135,20 @@ function flowNode(
   const state = watch === null ? null : regionState(n, watch);
   const last = latest === undefined ? null : lastTransitionText(latest.get(n.node_id));
   const text = `${n.name}\n${n.address}${state === null ? "" : `\n${watch}: ${state}`}`;
+  const name = `Node ${n.name} (${n.address}, ${n.client.client_presence_state}${state === null || watch === "presence" ? "" : `, ${watch} ${state}`})${last === null ? "" : `. ${last}`}`;
+  const to = `/configs/${encodeURIComponent(n.config_id)}/nodes/${encodeURIComponent(n.node_id)}`;
   return {
     id: n.node_id,
     position: { x: (pos?.x ?? 0) - NODE_W / 2, y: (pos?.y ?? 0) - NODE_H / 2 },
-    data: { label: last === null ? text : <span title={last}>{text}</span> },
-    ariaRole: "img",
-    ariaLabel: `Node ${n.name} (${n.address}, ${n.client.client_presence_state}${state === null || watch === "presence" ? "" : `, ${watch} ${state}`})${last === null ? "" : `. ${last}`}`,
+    data: {
+      label: (
+        <Link to={to} className="topo-link nopan" aria-label={name} title={last ?? undefined}>
+          {text}
+        </Link>
+      ),
+    },
+    // The wrapper carries xyflow's aria-roledescription, which needs a role; the link inside names it.
+    ariaRole: "group",
     className: `topo-node topo-node-${n.client.client_presence_state}${state === null ? "" : ` topo-watch-${stateTone(state)}`}`,
     sourcePosition: Position.Right,
     targetPosition: Position.Left,

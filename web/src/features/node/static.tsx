@@ -4,6 +4,7 @@ import { Link } from "react-router";
 import { errorMessage } from "../../api/client.js";
 import type { ConfigDetailView, NodeView, PortForwardView } from "../../api/types.js";
 import { CopyButton } from "../../components/copy-button.js";
+import { useFocusOnArrival } from "../../components/focus-on-arrival.js";
 import { QueryView } from "../../components/states.js";
 import { useConfigDetail } from "../mesh/queries.js";
 import { useConfigDownload, usePortForwardWrites, useSaveTags } from "./mutations.js";
@@ -105,6 +106,7 @@ function StaticNodeBody({ config, node }: { config: ConfigDetailView; node: Node
 /** A 5-minute download link (`POST …/download-token`) and the curl command that fetches it. */
 function DownloadLink({ configId, node }: { configId: string; node: NodeView }) {
   const issue = useConfigDownload(configId, node.node_id);
+  const linkRef = useFocusOnArrival<HTMLAnchorElement>(issue.data);
   const file = `${node.interface_name}.conf`;
   const url = issue.data === undefined ? "" : new URL(issue.data.download_path, window.location.origin).toString();
   const curl = `curl -fsSL -o ${file} '${url}'`;
@@ -123,7 +125,7 @@ function DownloadLink({ configId, node }: { configId: string; node: NodeView }) 
       {issue.isSuccess && (
         <div className="download">
           <p>
-            <a href={issue.data.download_path} download={file}>
+            <a ref={linkRef} href={issue.data.download_path} download={file}>
               Download {file}
             </a>{" "}
             <span className="muted">(valid until {new Date(issue.data.download_token_expires_at).toLocaleTimeString()})</span>
