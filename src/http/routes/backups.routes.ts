@@ -45,7 +45,11 @@ export async function backupsRoutes(
     const declared = req.headers["content-length"];
     return backups.receiveUpload(payload, declared === undefined ? undefined : Number(declared));
   });
-  // Whatever happened to the request, an upload never outlives it.
+  // Whatever happened to the request, an upload never outlives it: removed before a refusal
+  // (of the headers, say) is sent, and again once the response is done.
+  app.addHook("onSend", async (req) => {
+    if (req.body instanceof SnapshotUpload) await req.body.discard();
+  });
   app.addHook("onResponse", async (req) => {
     if (req.body instanceof SnapshotUpload) await req.body.discard();
   });
