@@ -21,7 +21,7 @@ export function contentsText(contents: NonNullable<SnapshotEntry["contents"]>): 
  * the number of dynamic nodes that must bind again when the snapshot's counts are known.
  */
 function bindAgainText(contents: SnapshotEntry["contents"]): string {
-  const how = "restoring clears every agent's broker credentials, so agents bound now are disconnected; run a new bind command (svcctl bind, from each node's page) on each node's host.";
+  const how = "a restore clears every agent's broker credentials, so agents bound now are disconnected. Run each node's bind command (svcctl bind, from its node page) on its host.";
   if (contents === null) return `Every dynamic node in it must bind again: ${how}`;
   if (contents.dynamic_nodes === 0) return "It holds no dynamic node: no agent needs to bind again. Agents bound now are disconnected.";
   const n = contents.dynamic_nodes;
@@ -102,8 +102,8 @@ function RestoreConfirm({ snapshot: s, open, restore, onClose, onRestored }: {
       onCancel={close}
     >
       <p>
-        Configs, nodes, pairs, port forwards, client state and logs are replaced by the snapshot's
-        {s.contents === null ? "" : ` (${contentsText(s.contents)})`}. This cannot be undone; create a snapshot first to keep the current state.
+        Configs, nodes, pairs, port forwards, client state and logs are replaced by the snapshot's.
+        {s.contents === null ? "" : ` It holds ${contentsText(s.contents)}.`} This cannot be undone; create a snapshot first to keep the current state.
       </p>
       <p>
         <strong>{bindAgainText(s.contents)}</strong>

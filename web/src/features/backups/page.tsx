@@ -57,7 +57,7 @@ function SnapshotSafety() {
     <div className="cards snapshot-safety">
       <section className="card" aria-labelledby="holds-title">
         <h2 id="holds-title">What a snapshot holds</h2>
-        <p>
+        <p className="small">
           A consistent copy of the database, including <strong>every node's WireGuard private key</strong>: whoever has the file can impersonate any
           node of your meshes.
         </p>
