@@ -127,7 +127,7 @@ function SnapshotRow({ snapshot: s, onRestored }: { snapshot: SnapshotEntry; onR
         <time dateTime={s.created_at}>{new Date(s.created_at).toLocaleString()}</time>
       </td>
       <td data-label="Holds">{s.contents === null ? "not counted" : contentsText(s.contents)}</td>
-      <td data-label="Encryption">{s.encrypted ? <span className="badge badge-online">Encrypted</span> : <span className="badge badge-offline">Not encrypted</span>}</td>
+      <td data-label="Encryption">{s.encrypted ? <span className="badge badge-online snapshot-badge">Encrypted</span> : <span className="badge badge-offline snapshot-badge">Not encrypted</span>}</td>
       <td data-label="Size">{formatBytes(s.size_bytes)}</td>
       <td data-label="SHA-256">
         <code title={s.sha256}>{s.sha256.slice(0, 12)}</code>
