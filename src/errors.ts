@@ -24,6 +24,14 @@ export const ERROR_CODES = {
     status: 404,
     description: "spec §7: the release tag or asset of the current version is missing; no fallback.",
   },
+  SNAPSHOT_PASSPHRASE_REQUIRED: {
+    status: 400,
+    description: "The snapshot is encrypted and no passphrase was given (import, restore); nothing was changed.",
+  },
+  SNAPSHOT_PASSPHRASE_WRONG: {
+    status: 400,
+    description: "The passphrase does not open the encrypted snapshot: a wrong passphrase, or the file was altered; nothing was changed.",
+  },
   REQUEST_TIMEOUT: { status: 408, description: "The client did not send a complete request in time." },
   CONFLICT: { status: 409, description: "The request conflicts with stored state (for example a duplicate name)." },
   ADDRESS_POOL_EXHAUSTED: { status: 409, description: "The config's network_cidr has no free tunnel address left." },

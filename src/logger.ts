@@ -3,8 +3,8 @@ import { pino, type Logger } from "pino";
 export type { Logger };
 
 /**
- * Paths pino replaces with "[redacted]" in every log line: passwords, tokens, private keys and
- * config texts (which hold private keys) never reach a log.
+ * Paths pino replaces with "[redacted]" in every log line: passwords, tokens, private keys,
+ * config texts (which hold private keys) and snapshot passphrases never reach a log.
  */
 export const REDACT_PATHS = [
   "password",
@@ -19,6 +19,10 @@ export const REDACT_PATHS = [
   "*.private_key",
   "config_text",
   "*.config_text",
+  "passphrase",
+  "*.passphrase",
+  'req.headers["x-snapshot-passphrase"]',
+  'headers["x-snapshot-passphrase"]',
   "req.headers.authorization",
   "req.headers.cookie",
   'req.headers["x-svc-internal-key"]',

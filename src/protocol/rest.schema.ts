@@ -113,6 +113,45 @@ export const bulkPackageBody = z
   .strictObject({ config_ids: z.array(configIdSchema).min(1).max(10_000).optional() })
   .nullish();
 
+/**
+ * A snapshot passphrase as given to decrypt (restore, import): never logged, never stored.
+ * Creating one asks for more ({@link createSnapshotBody}).
+ */
+const snapshotPassphrase = z.string().min(1, "must not be empty").max(1024, "must be at most 1024 characters");
+
+/**
+ * `POST /api/v1/backups`: with `passphrase`, the snapshot file is encrypted with it (scrypt,
+ * AES-256-GCM; docs/backups.md); without, it is a plain zip.
+ */
+export const createSnapshotBody = z
+  .strictObject({
+    passphrase: z.string().min(12, "must be at least 12 characters").max(1024, "must be at most 1024 characters").optional(),
+  })
+  .nullish();
+
+/** `POST /api/v1/backups/{snapshot_id}/restore`: the passphrase of an encrypted snapshot. */
+export const restoreSnapshotBody = z.strictObject({ passphrase: snapshotPassphrase.optional() }).nullish();
+
+/**
+ * `POST /api/v1/backups/import` headers: `x-snapshot-passphrase` carries the passphrase of an
+ * encrypted file, percent-encoded UTF-8 (`encodeURIComponent`), since the body is the file.
+ */
+export const importSnapshotHeaders = z.object({
+  "x-snapshot-passphrase": z
+    .string()
+    .max(3 * 1024)
+    .transform((value, ctx) => {
+      try {
+        return decodeURIComponent(value);
+      } catch {
+        ctx.addIssue({ code: "custom", message: "must be percent-encoded UTF-8" });
+        return z.NEVER;
+      }
+    })
+    .pipe(snapshotPassphrase)
+    .optional(),
+});
+
 // ---- answers ------------------------------------------------------------------------------
 
 /** `POST /api/v1/auth/login` */
@@ -191,8 +230,8 @@ export const downloadGrantAnswer = z.object({
 
 /** `GET /api/v1/backups` */
 export const snapshotListAnswer = z.object({ snapshots: z.array(snapshotEntrySchema) });
-/** `POST /api/v1/backups/{snapshot_id}/restore` */
-export const restoreAnswer = z.object({ restored: z.string() });
+/** `POST /api/v1/backups/{snapshot_id}/restore`: what was restored; each of its dynamic nodes must bind again. */
+export const restoreAnswer = z.object({ restored: z.string(), configs: z.number(), nodes: z.number(), dynamic_nodes: z.number() });
 
 // ---- lists for big fleets -------------------------------------------------
 // Every list is keyset-paginated: `limit` rows per page, and the answer's `next_cursor` (null on

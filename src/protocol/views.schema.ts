@@ -170,6 +170,13 @@ export const snapshotEntrySchema = z.object({
   created_at: z.string(),
   size_bytes: z.number(),
   sha256: z.string(),
+  /** The stored file is encrypted with a passphrase: its download is the encrypted file, restore needs the passphrase. */
+  encrypted: z.boolean(),
+  /**
+   * What the snapshot holds, counted when it was created or imported; null for a snapshot stored
+   * before counts were kept. Every dynamic node in it must bind again after a restore.
+   */
+  contents: z.object({ configs: z.number(), nodes: z.number(), dynamic_nodes: z.number() }).nullable(),
 });
 
 /** `GET /api/v1/system/status` and the `system.status.updated` payload (DESIGN §5). */

@@ -1,4 +1,3 @@
-import { createWriteStream } from "node:fs";
 import { mkdir, mkdtemp, readdir, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
@@ -12,7 +11,7 @@ import { isAtomicWriteTemp } from "../lib/atomic-write.js";
 import type { Logger } from "../logger.js";
 import { newId } from "../protocol/ids.js";
 import type { Store } from "../store/db.js";
-import { copyDatabaseTo, replaceDataFromSnapshot } from "../store/snapshots.repository.js";
+import { copyDatabaseTo, countSnapshotContents, replaceDataFromSnapshot, type SnapshotContents } from "../store/snapshots.repository.js";
 import * as tokensRepo from "../store/tokens.repository.js";
 import { VERSION } from "../lib/version.js";
 import {
@@ -52,13 +51,17 @@ import {
   entryOf,
   openDownload,
   packageDownloadPath,
+  receiveSnapshotUpload,
   snapshotExportPath,
-  SnapshotUpload,
+  snapshotFilename,
+  snapshotZipOf,
+  type SnapshotUpload,
   type DownloadFile,
   type PackageDownloadGrant,
   type SnapshotDownloadGrant,
   type SnapshotEntry,
 } from "./backups/backup-files.js";
+import { sealSnapshotFile } from "./backups/snapshot-crypto.js";
 
 export {
   packageDownloadPath,
@@ -127,10 +130,11 @@ export class BackupsService {
 
   /**
    * Takes a snapshot: a consistent copy of the live database (`VACUUM INTO` while no other
-   * statement holds the connection), with secrets, sessions and tokens emptied, zipped with its
-   * manifest.
+   * statement holds the connection), with sessions, tokens, settings and broker secrets emptied
+   * (nodes' private keys stay: docs/backups.md), zipped with its manifest; with `passphrase`, the
+   * zip is stored encrypted ({@link sealSnapshotFile}). The passphrase is used for this call only.
    */
-  async createSnapshot(): Promise<SnapshotEntry> {
+  async createSnapshot(passphrase?: string): Promise<SnapshotEntry> {
     const { store, clock } = this.deps;
     const entry = await this.#snapshots.add(async () => {
       const dir = await this.#dir(this.snapshotsDir);
@@ -152,7 +156,11 @@ export class BackupsService {
         };
         const tmpZip = join(work, "snapshot.zip");
         await writeSnapshotZip(dbFile, manifest, tmpZip);
-        return await this.#store(dir, id, tmpZip, manifest, now, "created");
+        const contents = countSnapshotContents(dbFile);
+        if (passphrase === undefined) return await this.#store(dir, id, tmpZip, manifest, now, "created", { encrypted: false, contents });
+        const sealed = join(work, "snapshot.zip.enc");
+        await sealSnapshotFile(tmpZip, sealed, passphrase);
+        return await this.#store(dir, id, sealed, manifest, now, "created", { encrypted: true, contents });
       } catch (err) {
         await rm(zipPath, { force: true });
         throw err;
@@ -169,21 +177,21 @@ export class BackupsService {
    * @throws AppError NOT_FOUND
    */
   async snapshotDownload(snapshotId: string): Promise<SnapshotDownloadGrant> {
-    await this.#requireSnapshot(snapshotId);
+    const record = await this.#requireSnapshot(snapshotId);
     const issued = await this.deps.downloads.issue("snapshot_export", snapshotId);
     return {
       snapshot_id: snapshotId,
-      filename: `${snapshotId}.zip`,
+      filename: snapshotFilename(record),
       download_path: `${snapshotExportPath(snapshotId)}?download_token=${encodeURIComponent(issued.token)}`,
       download_token: issued.token,
       download_token_expires_at: isoTime(issued.expiresAt),
     };
   }
 
-  /** Opens a stored snapshot's zip for download. @throws AppError NOT_FOUND */
+  /** Opens a stored snapshot's file (a zip, or the encrypted zip as stored) for download. @throws AppError NOT_FOUND */
   async snapshotFile(snapshotId: string): Promise<DownloadFile> {
-    await this.#requireSnapshot(snapshotId);
-    return openDownload(snapshotZipPath(this.snapshotsDir, snapshotId), `${snapshotId}.zip`);
+    const record = await this.#requireSnapshot(snapshotId);
+    return openDownload(snapshotZipPath(this.snapshotsDir, snapshotId), snapshotFilename(record));
   }
 
   /**
@@ -193,47 +201,7 @@ export class BackupsService {
    * @throws AppError PAYLOAD_TOO_LARGE
    */
   async receiveUpload(body: Readable, declaredBytes: number | undefined): Promise<SnapshotUpload> {
-    const max = this.deps.settings.maxSnapshotBytes;
-    const tooLarge = () => new AppError("PAYLOAD_TOO_LARGE", `a snapshot may have at most ${max} bytes`);
-    if (declaredBytes !== undefined && declaredBytes > max) {
-      body.resume(); // discard what is sent, so the 413 reaches the client
-      throw tooLarge();
-    }
-    const dir = await this.#dir(this.snapshotsDir);
-    const work = await mkdtemp(join(dir, ".import-"));
-    const file = join(work, "upload.zip");
-    let size = 0;
-    try {
-      await new Promise<void>((resolve, reject) => {
-        const out = createWriteStream(file, { flags: "wx", mode: 0o600 });
-        let failed = false;
-        const fail = (err: unknown) => {
-          if (failed) return;
-          failed = true;
-          body.unpipe(out);
-          body.resume();
-          out.destroy();
-          reject(err);
-        };
-        body.on("data", (chunk: Buffer) => {
-          size += chunk.length;
-          if (size > max) fail(tooLarge());
-        });
-        body.on("error", fail);
-        body.on("close", () => {
-          if (!body.readableEnded) fail(new AppError("VALIDATION_FAILED", "the upload was interrupted"));
-        });
-        out.on("error", fail);
-        out.on("finish", () => {
-          if (!failed) resolve();
-        });
-        body.pipe(out);
-      });
-      return new SnapshotUpload(work, file, size);
-    } catch (err) {
-      await removePath(work);
-      throw err;
-    }
+    return receiveSnapshotUpload(body, declaredBytes, this.deps.settings.maxSnapshotBytes, () => this.#dir(this.snapshotsDir));
   }
 
   /**
@@ -241,22 +209,27 @@ export class BackupsService {
    * leave nothing behind; the upload is always discarded. Every row is validated
    * ({@link validateSnapshotRows}) and every node config rendered on the throw-away copy
    * ({@link sanitizeSnapshotDatabase}), so a snapshot that could never be restored is never stored.
+   * An encrypted file is checked through its decryption with `passphrase` and stored as uploaded
+   * (still encrypted); the passphrase is used for this call only.
    * @throws AppError VALIDATION_FAILED naming the first problem ({@link extractSnapshotZip},
-   *         {@link prepareSnapshotDatabase}, {@link validateSnapshotRows}: table, row and field)
+   *         {@link prepareSnapshotDatabase}, {@link validateSnapshotRows}: table, row and field),
+   *         SNAPSHOT_PASSPHRASE_REQUIRED, SNAPSHOT_PASSPHRASE_WRONG ({@link snapshotZipOf})
    */
-  async importSnapshot(upload: SnapshotUpload): Promise<SnapshotEntry> {
+  async importSnapshot(upload: SnapshotUpload, passphrase?: string): Promise<SnapshotEntry> {
     const { store, clock, settings, log } = this.deps;
     try {
       const entry = await this.#snapshots.add(async () => {
-        const { manifest, dbFile } = await extractSnapshotZip(upload.file, upload.dir, settings.maxSnapshotBytes);
+        const { zip, encrypted } = await snapshotZipOf(upload.file, upload.dir, passphrase, settings.maxSnapshotBytes);
+        const { manifest, dbFile } = await extractSnapshotZip(zip, upload.dir, settings.maxSnapshotBytes);
         await prepareSnapshotDatabase(dbFile, await store.read(tableDefinitions), log);
         await validateSnapshotRows(dbFile);
         // A trial of the restore's re-rendering on this throw-away copy: every config renders.
         await sanitizeSnapshotDatabase(dbFile, clock.now(), log);
+        const contents = countSnapshotContents(dbFile);
         const dir = await this.#dir(this.snapshotsDir);
         const id = newId("snap") as string;
         try {
-          return await this.#store(dir, id, upload.file, manifest, clock.now(), "imported");
+          return await this.#store(dir, id, upload.file, manifest, clock.now(), "imported", { encrypted, contents });
         } catch (err) {
           await rm(snapshotZipPath(dir, id), { force: true });
           throw err;
@@ -273,8 +246,10 @@ export class BackupsService {
    * Restores a stored snapshot while the service runs (spec §2.4; docs/history/decisions-2026.md "snapshot
    * restore and input rules"). Nothing in the snapshot is trusted, and nothing live changes until
    * all of it has been checked:
-   * 1. its database is extracted, checked and brought to the running schema
-   *    ({@link extractSnapshotZip}, {@link prepareSnapshotDatabase});
+   * 1. an encrypted snapshot is decrypted with `passphrase` into a private work directory
+   *    ({@link snapshotZipOf}; the passphrase is used for this call only), and its database is
+   *    extracted, checked and brought to the running schema ({@link extractSnapshotZip},
+   *    {@link prepareSnapshotDatabase});
    * 2. every row of every data table is validated with the API's field rules
    *    ({@link validateSnapshotRows});
    * 3. in the private copy, broker credentials and machine snapshots are dropped (restored
@@ -287,20 +262,24 @@ export class BackupsService {
    *    told (snapshot list, config list, system status).
    * Admin sessions, settings and secrets (`settings_kv`) and file download tokens stay.
    * A refusal in 1-4 leaves the live database as it was.
-   * @throws AppError NOT_FOUND, VALIDATION_FAILED (naming table, row and field where a row is at fault)
+   * @returns the snapshot id and what it restored (each dynamic node must bind again)
+   * @throws AppError NOT_FOUND, VALIDATION_FAILED (naming table, row and field where a row is at fault),
+   *         SNAPSHOT_PASSPHRASE_REQUIRED, SNAPSHOT_PASSPHRASE_WRONG ({@link snapshotZipOf})
    */
-  async restoreSnapshot(snapshotId: string): Promise<{ restored: string }> {
-    const { store, registry, clock, log } = this.deps;
-    await this.#snapshots.add(async () => {
+  async restoreSnapshot(snapshotId: string, passphrase?: string): Promise<{ restored: string } & SnapshotContents> {
+    const { store, registry, clock, log, settings } = this.deps;
+    const contents = await this.#snapshots.add(async () => {
       const record = await this.#requireSnapshot(snapshotId);
       const dir = await this.#dir(this.snapshotsDir);
       const work = await mkdtemp(join(dir, ".restore-"));
       try {
+        const { zip } = await snapshotZipOf(snapshotZipPath(dir, snapshotId), work, passphrase, settings.maxSnapshotBytes);
         // Checked again (the file may have been touched on disk); bounded by what it recorded.
-        const { dbFile } = await extractSnapshotZip(snapshotZipPath(dir, snapshotId), work, record.manifest.db_size_bytes);
+        const { dbFile } = await extractSnapshotZip(zip, work, record.manifest.db_size_bytes);
         await prepareSnapshotDatabase(dbFile, await store.read(tableDefinitions), log);
         await validateSnapshotRows(dbFile);
         await sanitizeSnapshotDatabase(dbFile, clock.now(), log);
+        const restored = countSnapshotContents(dbFile);
         let reloading: Promise<number> | undefined;
         // On the read path's hold: no request transaction is open while the tables change.
         await store.read((conn) => {
@@ -309,14 +288,15 @@ export class BackupsService {
           reloading = registry.reload();
         });
         const actors = await reloading;
-        log.info({ snapshot_id: snapshotId, actors }, "snapshot restored");
+        log.info({ snapshot_id: snapshotId, actors, ...restored }, "snapshot restored");
+        return restored;
       } finally {
         await removePath(work);
       }
     });
     await this.#publishSnapshots();
     await this.#publishRestored();
-    return { restored: snapshotId };
+    return { restored: snapshotId, ...contents };
   }
 
   /** Deletes a stored snapshot and revokes its download tokens. @throws AppError NOT_FOUND */
@@ -420,6 +400,7 @@ export class BackupsService {
     manifest: SnapshotManifest,
     now: number,
     source: SnapshotRecord["source"],
+    what: { encrypted: boolean; contents: SnapshotContents },
   ): Promise<SnapshotEntry> {
     const { sha256, size } = await hashFile(zipFile);
     await rename(zipFile, snapshotZipPath(dir, id));
@@ -431,9 +412,11 @@ export class BackupsService {
       sha256,
       source,
       manifest,
+      encrypted: what.encrypted,
+      contents: what.contents,
     };
     await writeJsonAtomic(snapshotRecordPath(dir, id), record);
-    this.deps.log.info({ snapshot_id: id, source, size_bytes: size }, "snapshot stored");
+    this.deps.log.info({ snapshot_id: id, source, size_bytes: size, encrypted: what.encrypted }, "snapshot stored");
     return entryOf(record);
   }
 

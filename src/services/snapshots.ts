@@ -61,6 +61,10 @@ export const snapshotRecordSchema = z.object({
   sha256: sha256Hex,
   source: z.enum(["created", "imported"]),
   manifest: snapshotManifestSchema,
+  /** The stored file is an encrypted snapshot (`src/services/backups/snapshot-crypto.ts`); absent in older sidecars. */
+  encrypted: z.boolean().default(false),
+  /** Counted from the checked database when stored; absent in older sidecars. */
+  contents: z.strictObject({ configs: z.number().int(), nodes: z.number().int(), dynamic_nodes: z.number().int() }).optional(),
 });
 export type SnapshotRecord = z.infer<typeof snapshotRecordSchema>;
 

@@ -247,3 +247,27 @@ export function replaceDataFromSnapshot(conn: Connection, dbFile: string, schema
     sqlite.exec("DETACH DATABASE snap");
   }
 }
+
+/** What a snapshot database holds, counted for its list entry and the restore's confirmation. */
+export interface SnapshotContents {
+  configs: number;
+  nodes: number;
+  /** Nodes of mode `dynamic`: each must bind again after a restore. */
+  dynamic_nodes: number;
+}
+
+/** Counts the configs, nodes and dynamic nodes of a checked snapshot database file (read-only). */
+export function countSnapshotContents(file: string): SnapshotContents {
+  const db = new SQLite(file, { readonly: true, fileMustExist: true });
+  try {
+    const row = db
+      .prepare(
+        `SELECT (SELECT COUNT(*) FROM configs) AS configs, (SELECT COUNT(*) FROM nodes) AS nodes,
+                (SELECT COUNT(*) FROM nodes WHERE mode = 'dynamic') AS dynamic_nodes`,
+      )
+      .get() as SnapshotContents;
+    return { configs: row.configs, nodes: row.nodes, dynamic_nodes: row.dynamic_nodes };
+  } finally {
+    db.close();
+  }
+}

@@ -76,7 +76,7 @@ test("an exported snapshot imports as a new snapshot (not restored), as applicat
   h.clock.advance(1000);
   const res = await h.http("/api/v1/backups/import", { method: "POST", bearer: h.token, body: zip, headers: { "content-type": "application/zip" } });
   assert.equal(res.status, 201, res.body.toString());
-  assert.deepEqual(Object.keys(res.json).sort(), ["created_at", "sha256", "size_bytes", "snapshot_id"]);
+  assert.deepEqual(Object.keys(res.json).sort(), ["contents", "created_at", "encrypted", "sha256", "size_bytes", "snapshot_id"]);
   assert.equal(res.json.sha256, sha256(zip));
   assert.equal(res.json.size_bytes, zip.length);
   assert.equal(res.json.created_at, new Date(h.clock.now()).toISOString());

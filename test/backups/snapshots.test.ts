@@ -37,7 +37,9 @@ test("a snapshot is a zip of manifest.json + svc.db; listed newest first with th
 
   const first = await h.req("POST", "/api/v1/backups");
   assert.equal(first.status, 201, first.text);
-  assert.deepEqual(Object.keys(first.json).sort(), ["created_at", "sha256", "size_bytes", "snapshot_id"]);
+  assert.deepEqual(Object.keys(first.json).sort(), ["contents", "created_at", "encrypted", "sha256", "size_bytes", "snapshot_id"]);
+  assert.equal(first.json.encrypted, false);
+  assert.deepEqual(first.json.contents, { configs: 1, nodes: 1, dynamic_nodes: 0 });
   assert.match(first.json.snapshot_id, /^snap-[a-z0-9_-]+$/);
   assert.match(first.json.snapshot_id, /^[a-z0-9][a-z0-9_-]{0,63}$/);
   assert.equal(first.json.created_at, new Date(h.clock.now()).toISOString());
@@ -201,6 +203,7 @@ test("restore brings configs, nodes, mesh pairs, port forwards and staged config
   const secretsBefore = sqliteOf(h.server.store).prepare("SELECT * FROM settings_kv ORDER BY key").all();
 
   const snap = (await h.req("POST", "/api/v1/backups")).json;
+  assert.deepEqual(snap.contents, { configs: 2, nodes: 4, dynamic_nodes: 1 }, "counted from the snapshot when it was taken");
 
   // Change configs and nodes through the REST API.
   h.clock.advance(3_600_000);
@@ -217,7 +220,7 @@ test("restore brings configs, nodes, mesh pairs, port forwards and staged config
 
   const restored = await h.req("POST", `/api/v1/backups/${snap.snapshot_id}/restore`);
   assert.equal(restored.status, 200, restored.text);
-  assert.deepEqual(restored.json, { restored: snap.snapshot_id });
+  assert.deepEqual(restored.json, { restored: snap.snapshot_id, ...snap.contents });
 
   // Exactly as before, answer by answer (the admin session survived the restore).
   assert.deepEqual(await capture(h), before);

@@ -104,7 +104,7 @@ test("the typed publish refuses a payload of the wrong shape at compile time (ts
     hub.publish("settings.mqtt.updated", { snapshots: [] });
     // @ts-expect-error not an event type of spec §6.5
     hub.publish("node.apply", { config_id: "c" });
-    hub.publish("snapshot.list.updated", { snapshots: [{ snapshot_id: "s", created_at: "2026-01-01T00:00:00.000Z", size_bytes: 1, sha256: "x" }] });
+    hub.publish("snapshot.list.updated", { snapshots: [{ snapshot_id: "s", created_at: "2026-01-01T00:00:00.000Z", size_bytes: 1, sha256: "x", encrypted: false, contents: null }] });
   };
   assert.equal(typeof typeOnly, "function");
 });

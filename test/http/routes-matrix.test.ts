@@ -215,6 +215,7 @@ function validBodyFor(path: string): unknown {
   if (path.endsWith("/port-forwards")) return { protocol: "tcp", listen_port: 1, target_address: "10.0.0.1", target_port: 1 };
   if (path.includes("/port-forwards/")) return { enabled: false };
   if (path.endsWith("/nodes/{node_id}")) return { name: "renamed" };
+  if (path.endsWith("/restore")) return {};
   return { name: "renamed" };
 }
 

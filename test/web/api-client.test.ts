@@ -97,6 +97,11 @@ test("every operation the console calls is in the OpenAPI document with the same
     const documentedQuery = (found.op.parameters ?? []).filter((p) => p.in === "query").map((p) => p.name).sort();
     const clientQuery = endpoint.query === undefined ? [] : Object.keys((clientShape(endpoint.query, "input") as { object: Json }).object).sort();
     assert.deepEqual(clientQuery, documentedQuery, `${id}: the query's fields`);
+    if (endpoint.headers !== undefined) {
+      const documentedHeaders = (found.op.parameters ?? []).filter((p) => p.in === "header").map((p) => p.name.toLowerCase()).sort();
+      const clientHeaders = Object.keys((clientShape(endpoint.headers, "input") as { object: Json }).object).sort();
+      assert.deepEqual(clientHeaders, documentedHeaders, `${id}: the headers it sends`);
+    }
   }
 });
 

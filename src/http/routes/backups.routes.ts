@@ -2,7 +2,15 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { AppError } from "../../errors.js";
 import { ID_PATTERN } from "../../protocol/ids.js";
-import { bulkPackageBody, downloadGrantAnswer, restoreAnswer, snapshotListAnswer } from "../../protocol/rest.schema.js";
+import {
+  bulkPackageBody,
+  createSnapshotBody,
+  downloadGrantAnswer,
+  importSnapshotHeaders,
+  restoreAnswer,
+  restoreSnapshotBody,
+  snapshotListAnswer,
+} from "../../protocol/rest.schema.js";
 import type { AuthService } from "../../services/auth.service.js";
 import { SnapshotUpload, type BackupsService, type DownloadFile } from "../../services/backups.service.js";
 import type { DownloadsService } from "../../services/downloads.service.js";
@@ -37,7 +45,11 @@ export async function backupsRoutes(
     const declared = req.headers["content-length"];
     return backups.receiveUpload(payload, declared === undefined ? undefined : Number(declared));
   });
-  // Whatever happened to the request, an upload never outlives it.
+  // Whatever happened to the request, an upload never outlives it: removed before a refusal
+  // (of the headers, say) is sent, and again once the response is done.
+  app.addHook("onSend", async (req) => {
+    if (req.body instanceof SnapshotUpload) await req.body.discard();
+  });
   app.addHook("onResponse", async (req) => {
     if (req.body instanceof SnapshotUpload) await req.body.discard();
   });
@@ -85,11 +97,17 @@ export async function backupsRoutes(
       schema: {
         operationId: "createSnapshot",
         tags,
-        summary: "Take a snapshot: a consistent copy of the database (without secrets, sessions or tokens), zipped with its manifest",
+        summary: "Take a snapshot: a consistent copy of the database, zipped with its manifest; encrypted when a passphrase is given",
+        description:
+          "The snapshot holds every config, node (with its WireGuard private key), pair, port forward, client state row and control log; " +
+          "it holds no admin session, token, setting or broker secret. With `passphrase` (at least 12 characters) the stored file and its " +
+          "download are encrypted (scrypt key, AES-256-GCM; docs/backups.md); restoring or importing it then needs the passphrase. " +
+          "The passphrase is used for this request only: never stored, never logged.",
+        body: createSnapshotBody,
         response: { 201: snapshotEntry, ...errorResponses() },
       },
     },
-    async (_req, reply) => reply.status(201).send(await backups.createSnapshot()),
+    async (req, reply) => reply.status(201).send(await backups.createSnapshot(req.body?.passphrase)),
   );
 
   app.post(
@@ -98,10 +116,13 @@ export async function backupsRoutes(
       schema: {
         operationId: "importSnapshot",
         tags,
-        summary: "Import a snapshot zip (raw body, application/zip or application/octet-stream) as a new snapshot; it is not restored",
+        summary: "Import a snapshot file (raw body, application/zip or application/octet-stream) as a new snapshot; it is not restored",
         description:
           "The zip must hold exactly manifest.json and svc.db as regular files; sizes are bounded by SVC_MAX_SNAPSHOT_BYTES; " +
-          "the manifest, the database's SHA-256, PRAGMA integrity_check and the schema are checked. A refused import writes nothing.",
+          "the manifest, the database's SHA-256, PRAGMA integrity_check and the schema are checked. An encrypted snapshot needs its " +
+          "passphrase in the x-snapshot-passphrase header (percent-encoded UTF-8), is checked through its decryption and stored " +
+          "encrypted. A refused import writes nothing.",
+        headers: importSnapshotHeaders,
         response: { 201: snapshotEntry, ...errorResponses(413, 415) },
       },
     },
@@ -109,7 +130,7 @@ export async function backupsRoutes(
       if (!(req.body instanceof SnapshotUpload)) {
         throw new AppError("VALIDATION_FAILED", "send the snapshot zip as the raw body with Content-Type application/zip");
       }
-      return reply.status(201).send(await backups.importSnapshot(req.body));
+      return reply.status(201).send(await backups.importSnapshot(req.body, req.headers["x-snapshot-passphrase"]));
     },
   );
 
@@ -120,11 +141,15 @@ export async function backupsRoutes(
         operationId: "restoreSnapshot",
         tags,
         summary: "Restore a snapshot in place: configs, nodes, pairs, port forwards, client state and logs are replaced atomically",
+        description:
+          "Every restored dynamic node must bind again (its broker account is not restored; clients bound before are cut off); " +
+          "the answer counts them. An encrypted snapshot needs `passphrase`; a missing or wrong one changes nothing.",
         params: snapshotParams,
+        body: restoreSnapshotBody,
         response: { 200: restoreAnswer, ...errorResponses(404) },
       },
     },
-    async (req) => backups.restoreSnapshot(req.params.snapshot_id),
+    async (req) => backups.restoreSnapshot(req.params.snapshot_id, req.body?.passphrase ?? undefined),
   );
 
   app.delete(

@@ -67,7 +67,8 @@ type QueryInput<Q extends z.ZodType> = { [K in keyof z.input<Q>]?: z.input<Q>[K]
 export type ApiInput<E extends Endpoint> = ([ParamNames<E["path"]>] extends [never] ? {} : { params: Record<ParamNames<E["path"]>, string> }) &
   (E extends { query: infer Q extends z.ZodType } ? { query?: QueryInput<Q> } : {}) &
   (E extends { body: infer B extends z.ZodType } ? { body: z.input<B> } : {}) &
-  (E extends { upload: string } ? { file: Blob } : {}) & { signal?: AbortSignal };
+  (E extends { upload: string } ? { file: Blob } : {}) &
+  (E extends { headers: infer H extends z.ZodType } ? { headers?: z.output<H> } : {}) & { signal?: AbortSignal };
 
 /** What one operation answers: the `z.output` of its answer schema; nothing for a 204. */
 export type ApiAnswer<E extends Endpoint> = E["response"] extends z.ZodType ? z.output<E["response"]> : void;
@@ -88,6 +89,8 @@ interface RawInput {
   query?: Record<string, unknown>;
   body?: unknown;
   file?: Blob;
+  /** Header values as the operation's schema reads them; each is sent percent-encoded (UTF-8 safe). */
+  headers?: Record<string, string | undefined>;
   signal?: AbortSignal;
 }
 
@@ -96,6 +99,7 @@ async function call(endpoint: Endpoint, input: RawInput): Promise<unknown> {
   const headers: Record<string, string> = { accept: "application/json" };
   const token = tokenStore.get();
   if (auth && token !== null) headers["authorization"] = `Bearer ${token}`;
+  for (const [name, value] of Object.entries(input.headers ?? {})) if (value !== undefined) headers[name] = encodeURIComponent(value);
   let body: BodyInit | undefined;
   if (endpoint.upload !== undefined && input.file !== undefined) {
     headers["content-type"] = endpoint.upload;

@@ -22,6 +22,8 @@ export interface Endpoint {
   query?: z.ZodType;
   /** The body is a file sent as is, with this content type (not JSON). */
   upload?: string;
+  /** Request headers the operation reads (names in lower case), for a body that is a file. */
+  headers?: z.ZodType;
   /** false: no bearer token is sent and a 401 does not end the session (the login call). */
   auth?: false;
 }
@@ -88,9 +90,12 @@ export const ENDPOINTS = {
   getLatestTransitions: op("GET", `${config}/timeline/latest`, machine.configLatestTransitionsSchema),
 
   listSnapshots: op("GET", "/api/v1/backups", rest.snapshotListAnswer),
-  createSnapshot: op("POST", "/api/v1/backups", views.snapshotEntrySchema),
-  importSnapshot: op("POST", "/api/v1/backups/import", views.snapshotEntrySchema, { upload: "application/zip" }),
-  restoreSnapshot: op("POST", "/api/v1/backups/{snapshot_id}/restore", rest.restoreAnswer),
+  createSnapshot: op("POST", "/api/v1/backups", views.snapshotEntrySchema, { body: rest.createSnapshotBody }),
+  importSnapshot: op("POST", "/api/v1/backups/import", views.snapshotEntrySchema, {
+    upload: "application/zip",
+    headers: rest.importSnapshotHeaders,
+  }),
+  restoreSnapshot: op("POST", "/api/v1/backups/{snapshot_id}/restore", rest.restoreAnswer, { body: rest.restoreSnapshotBody }),
   deleteSnapshot: op("DELETE", "/api/v1/backups/{snapshot_id}", null),
   grantSnapshotDownload: op("POST", "/api/v1/backups/{snapshot_id}/download-token", rest.downloadGrantAnswer.extend({ snapshot_id: z.string() })),
 } as const satisfies Record<string, Endpoint>;

@@ -54,6 +54,7 @@ export type NodeCountsAnswer = z.output<typeof rest.nodeCountsAnswer>;
 export type NodeFilterQuery = z.input<typeof rest.nodeFilterQuery>;
 export type MeshPairListAnswer = z.output<typeof rest.meshPairListAnswer>;
 export type PortForwardListAnswer = z.output<typeof rest.portForwardListAnswer>;
+export type RestoreAnswer = z.output<typeof rest.restoreAnswer>;
 
 // ---- the node statechart and its recorded transitions (src/protocol/machine.schema.ts) ----
 type MachineSchemas = typeof import("../../../src/protocol/machine.schema.js");

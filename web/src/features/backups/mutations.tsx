@@ -8,16 +8,26 @@ function useRefreshList() {
   return () => void queryClient.invalidateQueries({ queryKey: keys.backups, exact: true });
 }
 
-/** `POST /api/v1/backups`; the list reads again. */
+/** `POST /api/v1/backups`, encrypted when a passphrase is given; the list reads again. */
 export function useCreateSnapshot() {
   const refresh = useRefreshList();
-  return useMutation({ mutationFn: () => api.createSnapshot(), onSuccess: refresh });
+  return useMutation({
+    mutationFn: (passphrase: string | undefined) => api.createSnapshot({ body: passphrase === undefined ? undefined : { passphrase } }),
+    onSuccess: refresh,
+  });
 }
 
-/** `POST /api/v1/backups/import` with the zip as the raw body; the list reads again. */
+/**
+ * `POST /api/v1/backups/import` with the file as the raw body and, for an encrypted file, its
+ * passphrase in `x-snapshot-passphrase`; the list reads again.
+ */
 export function useImportSnapshot() {
   const refresh = useRefreshList();
-  return useMutation({ mutationFn: (file: Blob) => api.importSnapshot({ file }), onSuccess: refresh });
+  return useMutation({
+    mutationFn: ({ file, passphrase }: { file: Blob; passphrase: string | undefined }) =>
+      api.importSnapshot({ file, headers: { "x-snapshot-passphrase": passphrase } }),
+    onSuccess: refresh,
+  });
 }
 
 /** `POST /api/v1/backups/{snapshot_id}/download-token`: a 5-minute `snapshot_export` link. */
@@ -25,11 +35,15 @@ export function useSnapshotDownload(snapshotId: string) {
   return useMutation({ mutationFn: () => api.grantSnapshotDownload({ params: { snapshot_id: snapshotId } }) });
 }
 
-/** `POST /api/v1/backups/{snapshot_id}/restore`: everything may have changed, so every view reads again. */
+/**
+ * `POST /api/v1/backups/{snapshot_id}/restore`, with the passphrase of an encrypted snapshot:
+ * everything may have changed, so every view reads again.
+ */
 export function useRestoreSnapshot(snapshotId: string) {
   const queryClient = useQueryClient();
   return useMutation({
-    mutationFn: () => api.restoreSnapshot({ params: { snapshot_id: snapshotId } }),
+    mutationFn: (passphrase: string | undefined) =>
+      api.restoreSnapshot({ params: { snapshot_id: snapshotId }, body: passphrase === undefined ? undefined : { passphrase } }),
     onSuccess: () => void queryClient.invalidateQueries(),
   });
 }

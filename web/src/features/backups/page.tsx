@@ -1,10 +1,11 @@
-import { useId, useRef, useState, type FormEvent } from "react";
+import { useState } from "react";
 import { errorMessage } from "../../api/client.js";
-import type { SnapshotEntry } from "../../api/types.js";
-import { ConfirmDialog } from "../../components/confirm-dialog.js";
+import type { RestoreAnswer, SnapshotEntry } from "../../api/types.js";
 import { Countdown } from "../../components/countdown.js";
 import { QueryView } from "../../components/states.js";
-import { useCreateSnapshot, useDeleteSnapshot, useImportSnapshot, useRestoreSnapshot, useSnapshotDownload } from "./mutations.js";
+import { contentsText, restoredText, SnapshotConfirms, type Confirming } from "./confirms.js";
+import { CreateForm, ImportForm } from "./forms.js";
+import { useDeleteSnapshot, useRestoreSnapshot, useSnapshotDownload } from "./mutations.js";
 import { useBackups } from "./queries.js";
 
 /** Bytes as "12.3 KB" (1 KB = 1024 bytes). */
@@ -21,75 +22,73 @@ export function formatBytes(bytes: number): string {
 }
 
 /**
- * Backups (DESIGN §5 snapshots, spec §2.4): list, create, download through a
- * 5-minute `snapshot_export` token link, import a zip, restore (confirmation; every view is read
- * again), delete (confirmation). The list is replaced by every `snapshot.list.updated` (sse/cache-effects.ts).
+ * Backups (DESIGN §5 snapshots, spec §2.4; docs/backups.md): what a snapshot holds and how to
+ * keep it safe, create (optionally encrypted with a passphrase), download through a 5-minute
+ * `snapshot_export` token link, import a file, restore (confirmation naming the dynamic nodes
+ * that must bind again; every view is read again; a success report), delete (confirmation). The
+ * list is replaced by every `snapshot.list.updated` (sse/cache-effects.ts).
  */
 export function BackupsPage() {
   const query = useBackups();
-  const create = useCreateSnapshot();
+  const [restored, setRestored] = useState<RestoreAnswer | null>(null);
   return (
     <section aria-labelledby="backups-title">
       <h1 id="backups-title">Backups</h1>
-      <p className="muted">A snapshot is a consistent copy of the database without secrets, sessions or tokens.</p>
-      <div className="actions">
-        <button type="button" className="primary" onClick={() => create.mutate()} disabled={create.isPending}>
-          {create.isPending ? "Creating…" : "Create snapshot"}
-        </button>
+      <SnapshotSafety />
+      <div className="backup-forms">
+        <CreateForm />
+        <ImportForm />
       </div>
-      {create.isError && (
-        <p className="form-error" role="alert">
-          {errorMessage(create.error)}
+      {restored !== null && (
+        <p className="form-ok" role="status">
+          {restoredText(restored)}
         </p>
       )}
-      <ImportForm />
       <QueryView query={query} isEmpty={(d) => d.snapshots.length === 0} empty={<p>No snapshots yet. Create one, or import a snapshot file.</p>}>
-        {(d) => <SnapshotTable snapshots={d.snapshots} />}
+        {(d) => <SnapshotTable snapshots={d.snapshots} onRestored={setRestored} />}
       </QueryView>
     </section>
   );
 }
 
-function ImportForm() {
-  const inputId = useId();
-  const input = useRef<HTMLInputElement>(null);
-  const [file, setFile] = useState<File | null>(null);
-  const upload = useImportSnapshot();
-  const submit = (e: FormEvent) => {
-    e.preventDefault();
-    if (file === null) return;
-    upload.mutate(file, {
-      onSuccess: () => {
-        setFile(null);
-        if (input.current !== null) input.current.value = "";
-      },
-    });
-  };
+/** What a snapshot holds and does not hold (`src/store/snapshots.repository.ts` SCRUBBED_TABLES), and how to keep one safe. */
+function SnapshotSafety() {
   return (
-    <form className="card form import-form" onSubmit={submit} aria-labelledby="import-title">
-      <h2 id="import-title">Import a snapshot</h2>
-      <label htmlFor={inputId}>Snapshot file (.zip)</label>
-      <input id={inputId} ref={input} type="file" accept=".zip,application/zip" onChange={(e) => setFile(e.target.files?.[0] ?? null)} />
-      <div className="form-actions">
-        <button type="submit" disabled={file === null || upload.isPending}>
-          {upload.isPending ? "Importing…" : "Import snapshot"}
-        </button>
-      </div>
-      {upload.isError && (
-        <p className="form-error" role="alert">
-          {errorMessage(upload.error)}
+    <div className="cards snapshot-safety">
+      <section className="card" aria-labelledby="holds-title">
+        <h2 id="holds-title">What a snapshot holds</h2>
+        <p className="small">
+          A consistent copy of the database, including <strong>every node's WireGuard private key</strong>: whoever has the file can impersonate any
+          node of your meshes.
         </p>
-      )}
-      {upload.isSuccess && (
-        <p className="form-ok" role="status">
-          Imported as {upload.data.snapshot_id}. Restore it from the list.
+        <ul className="small">
+          <li>configs, their networks and AmneziaWG parameters;</li>
+          <li>nodes: names, addresses, endpoints, ports, tags, private and public keys, rendered configs;</li>
+          <li>mesh pairs and port forwards;</li>
+          <li>what agents reported (host names, platforms, versions) and the SHA-256 of their broker passwords;</li>
+          <li>control logs, with command output.</li>
+        </ul>
+      </section>
+      <section className="card" aria-labelledby="not-held-title">
+        <h2 id="not-held-title">Not in a snapshot</h2>
+        <p className="small">
+          The admin password and sessions; access, download and bind tokens; MQTT settings, broker passwords and the service's other secrets; the
+          nodes' state-machine history. A restore keeps this server's own.
         </p>
-      )}
-    </form>
+      </section>
+      <section className="card" aria-labelledby="safe-title">
+        <h2 id="safe-title">Keep it safe</h2>
+        <ul className="small">
+          <li>Give a passphrase when you create a snapshot: the file is then encrypted (AES-256-GCM, key from scrypt).</li>
+          <li>Keep the passphrase apart from the file, in a password manager. The service does not keep it: without it the snapshot cannot be restored.</li>
+          <li>Store files where only operators can read them, and delete copies you no longer need. Treat an unencrypted file like the keys themselves.</li>
+        </ul>
+      </section>
+    </div>
   );
 }
 
-function SnapshotTable({ snapshots }: { snapshots: SnapshotEntry[] }) {
+function SnapshotTable({ snapshots, onRestored }: { snapshots: SnapshotEntry[]; onRestored: (answer: RestoreAnswer) => void }) {
   return (
     <div className="table-wrap" tabIndex={0} role="region" aria-label="Snapshots">
       <table className="stack-table" aria-label="Snapshots">
@@ -97,6 +96,8 @@ function SnapshotTable({ snapshots }: { snapshots: SnapshotEntry[] }) {
           <tr>
             <th scope="col">Snapshot</th>
             <th scope="col">Created</th>
+            <th scope="col">Holds</th>
+            <th scope="col">Encryption</th>
             <th scope="col">Size</th>
             <th scope="col">SHA-256</th>
             <th scope="col">Actions</th>
@@ -104,7 +105,7 @@ function SnapshotTable({ snapshots }: { snapshots: SnapshotEntry[] }) {
         </thead>
         <tbody>
           {snapshots.map((s) => (
-            <SnapshotRow key={s.snapshot_id} snapshot={s} />
+            <SnapshotRow key={s.snapshot_id} snapshot={s} onRestored={onRestored} />
           ))}
         </tbody>
       </table>
@@ -112,18 +113,21 @@ function SnapshotTable({ snapshots }: { snapshots: SnapshotEntry[] }) {
   );
 }
 
-function SnapshotRow({ snapshot: s }: { snapshot: SnapshotEntry }) {
+function SnapshotRow({ snapshot: s, onRestored }: { snapshot: SnapshotEntry; onRestored: (answer: RestoreAnswer) => void }) {
   const [confirm, setConfirm] = useState<Confirming>(null);
   const grant = useSnapshotDownload(s.snapshot_id);
   const restore = useRestoreSnapshot(s.snapshot_id);
   const remove = useDeleteSnapshot(s.snapshot_id);
-  const failed = grant.error ?? restore.error ?? remove.error;
+  // A refused restore is shown inside its dialog.
+  const failed = grant.error ?? remove.error;
   return (
     <tr>
       <th scope="row">{s.snapshot_id}</th>
       <td data-label="Created">
         <time dateTime={s.created_at}>{new Date(s.created_at).toLocaleString()}</time>
       </td>
+      <td data-label="Holds">{s.contents === null ? "not counted" : contentsText(s.contents)}</td>
+      <td data-label="Encryption">{s.encrypted ? <span className="badge badge-online snapshot-badge">Encrypted</span> : <span className="badge badge-offline snapshot-badge">Not encrypted</span>}</td>
       <td data-label="Size">{formatBytes(s.size_bytes)}</td>
       <td data-label="SHA-256">
         <code title={s.sha256}>{s.sha256.slice(0, 12)}</code>
@@ -143,14 +147,11 @@ function SnapshotRow({ snapshot: s }: { snapshot: SnapshotEntry }) {
             {errorMessage(failed)}
           </p>
         )}
-        <SnapshotConfirms snapshotId={s.snapshot_id} confirm={confirm} restore={restore} remove={remove} onClose={() => setConfirm(null)} />
+        <SnapshotConfirms snapshot={s} confirm={confirm} restore={restore} remove={remove} onClose={() => setConfirm(null)} onRestored={onRestored} />
       </td>
     </tr>
   );
 }
-
-/** Which of a snapshot's confirmations is open. */
-type Confirming = "restore" | "delete" | null;
 
 /** "Download link" asks for a short-lived link; once granted, the link with its countdown. */
 function SnapshotDownload({ snapshotId, grant }: { snapshotId: string; grant: ReturnType<typeof useSnapshotDownload> }) {
@@ -170,42 +171,5 @@ function SnapshotDownload({ snapshotId, grant }: { snapshotId: string; grant: Re
         (<Countdown iso={grant.data.download_token_expires_at} />)
       </span>
     </span>
-  );
-}
-
-/** The restore and delete confirmations of a snapshot; each closes once its write succeeds. */
-function SnapshotConfirms({ snapshotId, confirm, restore, remove, onClose }: {
-  snapshotId: string;
-  confirm: Confirming;
-  restore: ReturnType<typeof useRestoreSnapshot>;
-  remove: ReturnType<typeof useDeleteSnapshot>;
-  onClose: () => void;
-}) {
-  const closeDialog = { onSuccess: onClose };
-  return (
-    <>
-      <ConfirmDialog
-        open={confirm === "restore"}
-        title={`Restore ${snapshotId}?`}
-        confirmLabel="Restore this snapshot"
-        danger
-        busy={restore.isPending}
-        onConfirm={() => restore.mutate(undefined, closeDialog)}
-        onCancel={onClose}
-      >
-        <p>Configs, nodes, pairs, port forwards, client state and logs are replaced by the snapshot's. This cannot be undone; create a snapshot first to keep the current state.</p>
-      </ConfirmDialog>
-      <ConfirmDialog
-        open={confirm === "delete"}
-        title={`Delete ${snapshotId}?`}
-        confirmLabel="Delete this snapshot"
-        danger
-        busy={remove.isPending}
-        onConfirm={() => remove.mutate(undefined, closeDialog)}
-        onCancel={onClose}
-      >
-        <p>The snapshot file and its download links are removed.</p>
-      </ConfirmDialog>
-    </>
   );
 }
