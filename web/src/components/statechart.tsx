@@ -1,9 +1,9 @@
 import dagre from "@dagrejs/dagre";
-import { Handle, MarkerType, Position, type Edge, type Node, type NodeProps } from "@xyflow/react";
+import { Handle, MarkerType, Position, ReactFlow, type Edge, type Node, type NodeProps } from "@xyflow/react";
+import "@xyflow/react/dist/style.css";
 import { useEffect, useMemo, useState } from "react";
 import type { MachineGraph, MachineState, MachineTransition } from "../api/types.js";
 import { shortStateId, transitionLabel } from "../machine-mermaid.js";
-import { ReadOnlyFlow } from "./read-only-flow.js";
 
 const LEAF_W = 132;
 const LEAF_H = 46;
@@ -12,9 +12,11 @@ const HEAD = 30;
 const REGION_GAP = 28;
 /** Height of one "from any state" line under a region's states. */
 const ANY_LINE = 17;
-/** Width of a character of an edge label (9 px font) and of a "from any state" line, px. */
-const LABEL_CHAR = 5.2;
-const ANY_CHAR = 6;
+/** Width of a character of an edge label (11 px font) and of a "from any state" line (11.5 px), px. */
+const LABEL_CHAR = 6.4;
+const ANY_CHAR = 6.6;
+/** Room around the drawing inside its scrolling frame, px. */
+const MARGIN = 16;
 /** Regions are laid out in rows at most this wide, px. */
 const ROW_W = 2000;
 const ROW_W_NARROW = 700;
@@ -74,9 +76,46 @@ export default function Statechart({ graph, active }: { graph: MachineGraph; act
       }),
     [layout, active, graph.machine_id],
   );
+  const size = useMemo(() => drawingSize(layout.nodes), [layout]);
+  // Drawn at scale 1 in a frame that scrolls: fitting the whole chart into the card shrank its
+  // text to 4–6 px, unreadable. At scale 1 state names are 12.8 px and edge labels 11 px.
   return (
-    <ReadOnlyFlow className="statechart-canvas" nodes={nodes} edges={layout.edges} nodeTypes={NODE_TYPES} />
+    <div className="statechart-canvas statechart-scroll" tabIndex={0} role="group" aria-label="Statechart drawing at full size; scroll to see all of it">
+      <div style={{ width: size.w + 2 * MARGIN, height: size.h + 2 * MARGIN }}>
+        <ReactFlow
+          nodes={nodes}
+          edges={layout.edges}
+          nodeTypes={NODE_TYPES}
+          defaultViewport={{ x: MARGIN, y: MARGIN, zoom: 1 }}
+          minZoom={1}
+          maxZoom={1}
+          panOnDrag={false}
+          zoomOnScroll={false}
+          zoomOnPinch={false}
+          zoomOnDoubleClick={false}
+          preventScrolling={false}
+          nodesDraggable={false}
+          nodesConnectable={false}
+          elementsSelectable={false}
+          nodesFocusable={false}
+          edgesFocusable={false}
+          proOptions={{ hideAttribution: true }}
+        />
+      </div>
+    </div>
   );
+}
+
+/** The drawing's extent: the regions (the only nodes placed absolutely) and their sizes. */
+function drawingSize(nodes: readonly StateNode[]): Size {
+  let w = 0;
+  let h = 0;
+  for (const n of nodes) {
+    if (n.parentId !== undefined) continue;
+    w = Math.max(w, n.position.x + Number(n.style?.width ?? 0));
+    h = Math.max(h, n.position.y + Number(n.style?.height ?? 0));
+  }
+  return { w, h };
 }
 
 /** True on a narrow screen (≤ 600 px): the regions are stacked in fewer columns. */
@@ -159,7 +198,8 @@ function measure(ctx: LayoutCtx, s: MachineState): Size {
     return size;
   }
   const g = new dagre.graphlib.Graph();
-  g.setGraph({ rankdir: "TB", nodesep: 26, ranksep: 58, marginx: 0, marginy: 0 });
+  // Wide gaps: an edge's label sits at its middle, which must fall between boxes, not on a name.
+  g.setGraph({ rankdir: "TB", nodesep: 48, ranksep: 84, edgesep: 24, marginx: 0, marginy: 0 });
   g.setDefaultEdgeLabel(() => ({}));
   for (const k of kids) {
     const size = measure(ctx, k);
@@ -168,7 +208,7 @@ function measure(ctx: LayoutCtx, s: MachineState): Size {
   // Edge labels take room in the layout (dagre keeps ranks apart around them).
   for (const [k, texts] of childEdgeLabels(ctx, s.id)) {
     const [from, to] = k.split(">") as [string, string];
-    g.setEdge(from, to, { width: Math.min(texts.join(", ").length * LABEL_CHAR, 220), height: 14, labelpos: "c" });
+    g.setEdge(from, to, { width: Math.min(texts.join(", ").length * LABEL_CHAR, 320), height: 18, labelpos: "c" });
   }
   dagre.layout(g);
   let w = 0;
@@ -265,6 +305,10 @@ function arrowEdges(arrows: Arrow[], machineId: string): Edge[] {
     label: m.labels.join(", "),
     ariaLabel: `${shortStateId(m.source, machineId)} → ${shortStateId(m.target, machineId)}: ${m.labels.join(", ")}`,
     className: m.timer ? "sc-edge sc-edge-timer" : "sc-edge",
+    // A solid label background keeps the text readable where it crosses a line or a box edge.
+    labelShowBg: true,
+    labelBgPadding: [4, 2] as [number, number],
+    labelBgBorderRadius: 3,
     markerEnd: { type: MarkerType.ArrowClosed },
     zIndex: 20,
   }));

@@ -2,7 +2,7 @@ import { useVirtualizer } from "@tanstack/react-virtual";
 import { useEffect, useRef, type RefObject } from "react";
 import { Link } from "react-router";
 import type { NodeTransitionView, NodeView } from "../../api/types.js";
-import { PresenceBadge } from "../../components/presence-badge.js";
+import { NO_AGENT, NodePresence } from "../../components/presence-badge.js";
 import { RelativeTime } from "../../components/relative-time.js";
 import { lastTransitionText, regionState, stateTone, WatchChip, type WatchRegion } from "./watch.js";
 
@@ -178,15 +178,15 @@ function NodeRow({ configId, node: n, index, checked, onToggle, watch, last }: {
       <td className="mono">{n.address}</td>
       <td className="mono">{n.public_address === null ? <span className="muted">none</span> : `${n.public_address}:${n.listen_port ?? "?"}`}</td>
       <td>
-        <PresenceBadge presence={n.client.client_presence_state} />
+        <NodePresence node={n} />
       </td>
-      <td>{n.client.runtime_state}</td>
+      <td>{n.effective_mode === "static" ? <span className="muted">{NO_AGENT}</span> : n.client.runtime_state}</td>
       <td>
         <span className={`sync sync-${sync ?? "static"}`}>{sync ?? "static"}</span> <span className="muted">v{n.staged_config.config_version}</span>
       </td>
       <td>{n.client.client_version ?? <span className="muted">—</span>}</td>
       <td>
-        <RelativeTime iso={n.client.last_reachable_at} />
+        {n.effective_mode === "static" ? <span className="muted">—</span> : <RelativeTime iso={n.client.last_reachable_at} />}
       </td>
     </tr>
   );
