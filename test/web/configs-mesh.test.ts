@@ -74,7 +74,7 @@ test("spec §1.4, §1.5, §2.4, §6.5 (broken-link indicators from connections):
   const rowN2 = table.getByRole("row").filter({ has: page.getByRole("link", { name: "n2", exact: true }) });
   const cells = (await rowN2.getByRole("cell").allInnerTexts()).map((c) => c.trim());
   assert.equal(cells.length, 9, cells.join(" | "));
-  assert.deepEqual([cells[1], cells[3], cells[4], cells[5], cells[7], cells[8]], ["static", "192.0.2.2:51820", "offline", "unknown", "—", "never"]);
+  assert.deepEqual([cells[1], cells[3], cells[4], cells[5], cells[7], cells[8]], ["static", "192.0.2.2:51820", "static (no agent)", "static (no agent)", "—", "—"]);
   assert.match(cells[2]!, /^10\.40\.0\.\d+$/);
   assert.match(cells[6]!, /^static v\d+$/, "a static node has no sync state (spec §3.5: null for static), shown as static");
   await expectText(page.getByRole("status").filter({ hasText: /pairs,/ }), "3 pairs, 0 broken");
