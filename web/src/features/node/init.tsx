@@ -321,12 +321,13 @@ function BindCommand({ node, os }: { node: NodeView; os: ClientGoos }) {
 /** Step 4: what a successful bind prints, how to check the service, and what this page does then. */
 function BoundCheck({ os }: { os: ClientGoos }) {
   const service = os === "linux" ? "svc-agent.service" : os === "darwin" ? "com.svc.agent" : "SvcAgent";
-  const status = os === "windows" ? `cd ${CLIENT_UNZIP_DIR} && svcctl.cmd status` : `cd ${CLIENT_UNZIP_DIR} && sudo ./svcctl status`;
+  const status = os === "windows" ? "svcctl.cmd status" : "sudo ./svcctl status";
   return (
     <section className="card" aria-labelledby="bound-title">
       <h2 id="bound-title">4. Check that it is bound</h2>
       <p>
-        A successful bind prints <code>bound node … of config …</code> and <code>service: {service} installed and started</code>. To look again later:
+        A successful bind prints <code>bound node … of config …</code> and <code>service: {service} installed and started</code>. To look again later, in{" "}
+        {CLIENT_UNZIP_DIR}:
       </p>
       <CommandBox label="Status command" command={status} />
       <p>
