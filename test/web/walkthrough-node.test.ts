@@ -118,7 +118,7 @@ test("the node page renames a node, edits its public endpoint, and deletes it be
   await dialog.waitFor();
   await screenshot(page, "node-delete-confirm");
   await dialog.getByRole("button", { name: "Delete edge-b" }).click();
-  await page.waitForURL(new RegExp(`/configs/${cfg.config_id}$`));
+  await page.waitForURL(new RegExp(`/configs/${cfg.config_id}$`), { waitUntil: "commit" });
   await expectText(page.getByRole("heading", { level: 1 }), "fleet");
   const left = await h.api("GET", `/api/v1/configs/${cfg.config_id}`);
   assert.deepEqual(

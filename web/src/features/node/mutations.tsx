@@ -70,8 +70,9 @@ export function useDeleteNode(configId: string, nodeId: string) {
   const queryClient = useQueryClient();
   return useMutation({
     mutationFn: () => api.deleteNode({ params: ids(configId, nodeId) }),
+    // The node's own queries are left to expire: the page leaves it (removing them while it is
+    // still shown would read the deleted node again).
     onSuccess: () => {
-      queryClient.removeQueries({ queryKey: keys.node(configId, nodeId) });
       void queryClient.invalidateQueries({ queryKey: keys.config(configId), exact: true });
       void queryClient.invalidateQueries({ queryKey: keys.nodeLists(configId) });
     },

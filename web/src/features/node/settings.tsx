@@ -135,7 +135,9 @@ function DeleteNode({ node }: { node: NodeView }) {
           setConfirm(false);
           remove.reset();
         }}
-        onConfirm={() => remove.mutate(undefined, { onSuccess: () => void navigate(meshPage) })}
+        // Awaited rather than an onSuccess of this call: the page may unmount this dialog as soon as
+        // the config's node list no longer holds the node, and the way back must not depend on it.
+        onConfirm={() => void remove.mutateAsync().then(() => navigate(meshPage), () => undefined)}
       >
         <p>
           Its mesh pairs, port forwards and download links go with it, and every peer&apos;s config is staged again without it.
