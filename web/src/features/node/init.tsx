@@ -24,6 +24,12 @@ import { PREREQUISITES, bindCommandFor, type Step } from "./setup-steps.js";
 
 const OS_LABEL: Record<ClientGoos, string> = { linux: "Linux", darwin: "macOS", windows: "Windows" };
 
+/** The toolchain of each protocol as the host's OS has it (spec §6.3 "Toolchains by tunnel_protocol"). */
+const TOOLCHAIN: Record<"unix" | "windows", Record<TunnelProtocol, string>> = {
+  unix: { wireguard: "WireGuard (wg, wg-quick)", awg_2: "AmneziaWG (awg, awg-quick)" },
+  windows: { wireguard: "WireGuard for Windows (wireguard.exe)", awg_2: "AmneziaWG for Windows (amneziawg.exe)" },
+};
+
 /**
  * The initialization page of a dynamic node with `client_initialized=false` (spec §3.2): the whole
  * setup of its host, per operating system (the client's targets: Linux, macOS, Windows), in tabs —
@@ -120,7 +126,7 @@ function Prerequisites({ os, protocol }: { os: ClientGoos; protocol: TunnelProto
     <section className="card" aria-labelledby="prereq-title">
       <h2 id="prereq-title">1. Install the prerequisites</h2>
       <p className="muted">
-        The client runs on {CLIENT_NODE_REQUIREMENT}. The tunnel itself is brought up by {protocol === "awg_2" ? "AmneziaWG (awg, awg-quick)" : "WireGuard (wg, wg-quick)"}, the
+        The client runs on {CLIENT_NODE_REQUIREMENT}. The tunnel itself is brought up by {TOOLCHAIN[os === "windows" ? "windows" : "unix"][protocol]}, the
         config&apos;s protocol.
       </p>
       <StepList steps={PREREQUISITES[os](protocol)} />
