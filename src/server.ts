@@ -137,7 +137,7 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
     const core: Core = { settings, log, clock, store, events };
     const auth = new AuthService({ store, clock, sessionTtlMs: settings.adminSessionTtlMs });
     const generatedAdminPassword = await auth.ensureAdminPassword(settings.adminPassword);
-    const downloads = new DownloadsService({ store, clock, tokenTtlMs: settings.downloadTokenTtlMs });
+    const downloads = new DownloadsService({ store, clock, tokenTtlMs: settings.downloadTokenTtlMs, events });
     const { mqtt, vault, accounts, authzKey } = await createBrokerLink(core, overrides.brokerAdapters);
     const actors = createActorParts({ ...core, mqtt });
     const { registry } = actors;

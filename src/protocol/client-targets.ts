@@ -24,6 +24,13 @@ export interface ClientTarget {
   goarch: ClientGoarch;
 }
 
+/**
+ * The Node.js the client needs on its host, as the console's setup steps and the zip's README say
+ * it. The bundle is built for Node.js 20 syntax and APIs (`src/services/client-bundle.ts`), but
+ * Node.js 20 is past its end of life: an operator is told to install a release still in support.
+ */
+export const CLIENT_NODE_REQUIREMENT = "Node.js 22 or newer (an LTS release still in support)";
+
 /** The directory the copied command unzips into (spec §4 rule 5: `unzip -oq <file> -d <dir>`). */
 export const CLIENT_UNZIP_DIR = "svc-client";
 

@@ -172,6 +172,12 @@ export const stagedConfigAnswer = z.object({
   config_version: z.number(),
   config_sha256: z.string(),
   config_text: z.string(),
+  /** The file name the config download serves it under (`<config>-<node>.conf`, src/protocol/config-file-name.ts). */
+  filename: z.string(),
+  /** What the node's config download last served (version, sha, when), or null: never downloaded. */
+  last_download: z
+    .object({ config_version: z.number(), config_sha256: z.string(), downloaded_at: z.iso.datetime() })
+    .nullable(),
 });
 
 /** `POST …/nodes/{node_id}/download-token` */

@@ -23,6 +23,8 @@ export interface AppEventMap {
   "command.finished": [action: string, status: FinalCommandStatus];
   /** A mesh write committed (spec §6.5 publishing points). */
   "mesh.changed": [change: MeshChange];
+  /** A node's config download served its staged config (the static node page's "last download"). */
+  "node.config_downloaded": [configId: string, nodeId: string];
   /** The backend's broker connection came up or went down (`services.mqtt.connected`). */
   "broker.connection_changed": [];
 }

@@ -14,12 +14,13 @@ import {
   WINDOWS_SERVICE_NAME,
 } from "../cli/service/index.js";
 import { artifactFilename } from "../domain/artifact-name.js";
-import type { ClientTarget } from "../protocol/client-targets.js";
+import { CLIENT_NODE_REQUIREMENT, type ClientTarget } from "../protocol/client-targets.js";
 
 /**
  * The `local_build` client zip (spec §4 rule 4; DESIGN §3 "Client artifact (local_build)"):
  *
- * - `svcctl.mjs`: `src/cli/svcctl.ts` bundled by esbuild into one ESM file for Node.js 20, every
+ * - `svcctl.mjs`: `src/cli/svcctl.ts` bundled by esbuild into one ESM file (Node.js 20 syntax,
+ *   so it runs on every release since; hosts are told {@link CLIENT_NODE_REQUIREMENT}), every
  *   npm dependency included, the client version injected with `define` (spec §9 rule 3);
  * - a launcher: `svcctl` (POSIX sh) on Linux and macOS, `svcctl.cmd` on Windows;
  * - the target's service file under `service/`, rendered by the same renderers `svcctl service
@@ -81,7 +82,7 @@ export function installLayout(target: ClientTarget): InstallLayout {
 /** Top of the bundle: `require` for the CommonJS dependencies esbuild wraps (commander, mqtt, ...). */
 function banner(version: string): string {
   return [
-    `// svcctl ${version}: the svc client CLI and agent, bundled by the svc service. Needs Node.js 20 or newer.`,
+    `// svcctl ${version}: the svc client CLI and agent, bundled by the svc service. Needs ${CLIENT_NODE_REQUIREMENT}.`,
     'import { createRequire as __svcCreateRequire } from "node:module";',
     "const require = __svcCreateRequire(import.meta.url);",
   ].join("\n");
@@ -146,7 +147,7 @@ function launcher(target: ClientTarget): ClientFile {
   if (target.goos === "windows") {
     return {
       name: "svcctl.cmd",
-      data: Buffer.from(crlf(["@echo off", "rem svcctl launcher: runs the bundled client with Node.js 20 or newer.", 'node "%~dp0svcctl.mjs" %*', ""].join("\n"))),
+      data: Buffer.from(crlf(["@echo off", `rem svcctl launcher: runs the bundled client with ${CLIENT_NODE_REQUIREMENT}.`, 'node "%~dp0svcctl.mjs" %*', ""].join("\n"))),
       executable: false,
     };
   }
@@ -155,8 +156,9 @@ function launcher(target: ClientTarget): ClientFile {
     data: Buffer.from(
       [
         "#!/bin/sh",
-        "# svcctl launcher: runs the bundled client with Node.js 20 or newer. Symbolic links to this",
-        "# file (for example /usr/local/bin/svcctl) are followed to find svcctl.mjs beside it.",
+        `# svcctl launcher: runs the bundled client with ${CLIENT_NODE_REQUIREMENT}.`,
+        "# Symbolic links to this file (for example /usr/local/bin/svcctl) are followed to find",
+        "# svcctl.mjs beside it.",
         'self="$0"',
         'while [ -L "$self" ]; do',
         '  link="$(readlink "$self")"',
@@ -198,8 +200,8 @@ function readme(target: ClientTarget, version: string, layout: InstallLayout, se
     "",
     "The client CLI (svcctl) and the agent of the svc device-mesh service, as one JavaScript file.",
     target.goos === "windows"
-      ? "It needs Node.js 20 or newer on the host (https://nodejs.org), on PATH: the launcher runs `node`."
-      : "It needs Node.js 20 or newer on the host (https://nodejs.org), on root's PATH: the launcher runs `node`.",
+      ? `It needs ${CLIENT_NODE_REQUIREMENT} on the host (https://nodejs.org), on PATH: the launcher runs \`node\`.`
+      : `It needs ${CLIENT_NODE_REQUIREMENT} on the host (https://nodejs.org), on root's PATH: the launcher runs \`node\`.`,
     "",
     "Files",
     ...rows.map(([name, what]) => `  ${name.padEnd(width)}${what}`),

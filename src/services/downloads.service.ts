@@ -4,6 +4,7 @@ import { AppError } from "../errors.js";
 import type { Store } from "../store/db.js";
 import type { DownloadTokenKind } from "../protocol/download-tokens.js";
 import * as tokensRepo from "../store/tokens.repository.js";
+import type { AppEvents } from "./app-events.js";
 
 export interface IssuedDownloadToken {
   token: string;
@@ -16,6 +17,16 @@ export interface DownloadsServiceDeps {
   clock: Clock;
   /** Token lifetime, ms (spec §8: 5 minutes). */
   tokenTtlMs: number;
+  /** Where a recorded config download is announced (`node.config_downloaded`), after its commit. */
+  events?: AppEvents;
+}
+
+/** What a node's config download last served: the staged version and sha, and when. */
+export interface ConfigDownloadRecord {
+  config_version: number;
+  config_sha256: string;
+  /** ms since the epoch */
+  downloaded_at: number;
 }
 
 /**
@@ -26,11 +37,30 @@ export class DownloadsService {
   readonly #store: Store;
   readonly #clock: Clock;
   readonly #ttlMs: number;
+  readonly #events: AppEvents | undefined;
 
   constructor(deps: DownloadsServiceDeps) {
     this.#store = deps.store;
     this.#clock = deps.clock;
     this.#ttlMs = deps.tokenTtlMs;
+    this.#events = deps.events;
+  }
+
+  /**
+   * Records that the config download of `nodeId` served its staged `version`/`sha256` now, then
+   * announces `node.config_downloaded` after the commit (a static node has no agent to confirm
+   * what it runs; this is the console's "changed since last download").
+   */
+  async recordConfigDownload(configId: string, nodeId: string, staged: { config_version: number; config_sha256: string }): Promise<void> {
+    const row = { node_id: nodeId, config_version: staged.config_version, config_sha256: staged.config_sha256, downloaded_at: this.#clock.now() };
+    await this.#store.transaction(async (trx) => tokensRepo.upsertNodeConfigDownload(trx, row));
+    this.#events?.emit("node.config_downloaded", configId, nodeId);
+  }
+
+  /** What the config download of `nodeId` last served, or null when it was never downloaded. */
+  async lastConfigDownload(nodeId: string): Promise<ConfigDownloadRecord | null> {
+    const row = await tokensRepo.findNodeConfigDownload(this.#store.db, nodeId);
+    return row === undefined ? null : { config_version: row.config_version, config_sha256: row.config_sha256, downloaded_at: row.downloaded_at };
   }
 
   /** Issues a token for `kind` + `resourceId`; expired tokens are pruned on the way. */

@@ -264,15 +264,16 @@ export class MeshService {
   async getStagedConfig(
     configId: string,
     nodeId: string,
-  ): Promise<{ node: NodeRow; config_version: number; config_sha256: string; config_text: string }> {
+  ): Promise<{ node: NodeRow; config_name: string; config_version: number; config_sha256: string; config_text: string }> {
     const node = await requireNode(this.#store.db, configId, nodeId);
+    const { name: configName } = await requireConfig(this.#store.db, configId);
     // Rendered on first demand after a write changed it (lazy staging, src/services/rendering.service.ts).
     const staged = await materializeStaged(this.#store.db, node);
     if (staged === null) {
       // Every write stages, so this only happens on a database edited by hand.
       throw new AppError("NOT_FOUND", "the node has no staged config");
     }
-    return { node, ...staged };
+    return { node, config_name: configName, ...staged };
   }
 
   // ---- mesh pairs ----------------------------------------------------------------------

@@ -84,6 +84,28 @@ export class Notifier {
     events.on("control.log", (change, row) => this.controlLog(change, row));
     events.on("broker.connection_changed", () => this.systemStatusChanged());
     events.on("mesh.changed", (change) => this.meshChanged(change));
+    events.on("node.config_downloaded", (configId, nodeId) => this.configDownloaded(configId, nodeId));
+  }
+
+  /**
+   * A node's config was downloaded: `node.apply.updated` for it (its staged config as the
+   * preview), so an open static node page reads its "last download" again.
+   */
+  configDownloaded(configId: string, nodeId: string): void {
+    if (!this.#live()) return;
+    this.#run(async () => {
+      const node = await this.#mesh.getNode(configId, nodeId);
+      const sha = node.staged_config.config_sha256;
+      if (sha === null) return;
+      const state = node.client.config_version_state;
+      this.#hub.publish("node.apply.updated", {
+        config_id: configId,
+        node_id: nodeId,
+        sync_status: state ?? "static",
+        preview: { config_version: node.staged_config.config_version, config_sha256: sha },
+        applied: state === "latest",
+      });
+    });
   }
 
   /**

@@ -405,4 +405,18 @@ export const migrations: Record<string, Migration> = {
       await t`ALTER TABLE nodes DROP COLUMN staged_config_text`;
     },
   },
+  // Static nodes have no agent to confirm what they run: the console says a static node's staged
+  // config changed since it was last downloaded, so the service keeps, per node, the staged
+  // version and sha its config download last served.
+  "0014_node_config_downloads": {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    async up(db: Kysely<any>): Promise<void> {
+      await sql`CREATE TABLE node_config_downloads (
+        node_id TEXT PRIMARY KEY NOT NULL REFERENCES nodes(node_id) ON DELETE CASCADE,
+        config_version INTEGER NOT NULL CHECK (config_version >= 1),
+        config_sha256 TEXT NOT NULL,
+        downloaded_at INTEGER NOT NULL
+      ) STRICT`.execute(db);
+    },
+  },
 };

@@ -173,6 +173,15 @@ export interface BrokerCredentialsTable {
   updated_at: number;
 }
 
+/** The staged config a node's config download last served (the console's "changed since last download"). */
+export interface NodeConfigDownloadsTable {
+  node_id: string;
+  config_version: number;
+  config_sha256: string;
+  /** ms since the epoch */
+  downloaded_at: number;
+}
+
 export interface Database {
   broker_credentials: BrokerCredentialsTable;
   settings_kv: SettingsKvTable;
@@ -187,6 +196,7 @@ export interface Database {
   download_tokens: DownloadTokensTable;
   bind_tokens: BindTokensTable;
   control_logs: ControlLogsTable;
+  node_config_downloads: NodeConfigDownloadsTable;
 }
 
 export type ConfigRow = Selectable<ConfigsTable>;

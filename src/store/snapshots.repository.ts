@@ -45,7 +45,9 @@ export const DATA_TABLE_SINCE: Readonly<Partial<Record<(typeof DATA_TABLES)[numb
  * `node_client_state.transition_head` is cleared with it ({@link scrubDatabaseCopy}); a restore
  * clears the live rows with the nodes they belong to (the client-state rows by foreign-key
  * cascade, their rows by that table's delete trigger; docs/history/decisions-2026.md "flight
- * recorder", "recorder cost, compact rows").
+ * recorder", "recorder cost, compact rows"). `node_config_downloads` (what each node's config
+ * download last served) is history of this service's downloads too: a restored node has not
+ * been downloaded from it, and its rows go with the nodes by foreign-key cascade.
  */
 export const SCRUBBED_TABLES = [
   "settings_kv",
@@ -55,6 +57,7 @@ export const SCRUBBED_TABLES = [
   "broker_credentials",
   "node_transitions",
   "node_state_values",
+  "node_config_downloads",
 ] as const;
 
 /**

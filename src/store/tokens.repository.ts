@@ -1,6 +1,6 @@
 import type { Db } from "./connection.js";
 import type { DownloadTokenKind } from "../protocol/download-tokens.js";
-import type { DownloadTokenRow } from "./schema.js";
+import type { DownloadTokenRow, NodeConfigDownloadsTable } from "./schema.js";
 
 /** Repository of `admin_sessions` and `download_tokens`. Only token hashes are stored. */
 
@@ -38,4 +38,24 @@ export async function deleteExpiredDownloadTokens(db: Db, now: number): Promise<
 /** Removes every token bound to one resource (the resource is gone or replaced). */
 export async function deleteDownloadTokensOf(db: Db, kind: DownloadTokenKind, resourceId: string): Promise<void> {
   await db.deleteFrom("download_tokens").where("kind", "=", kind).where("resource_id", "=", resourceId).execute();
+}
+
+/** Records that a node's config download served `row`'s staged version (replaces the previous record). */
+export async function upsertNodeConfigDownload(db: Db, row: NodeConfigDownloadsTable): Promise<void> {
+  await db
+    .insertInto("node_config_downloads")
+    .values(row)
+    .onConflict((oc) =>
+      oc.column("node_id").doUpdateSet({
+        config_version: (eb) => eb.ref("excluded.config_version"),
+        config_sha256: (eb) => eb.ref("excluded.config_sha256"),
+        downloaded_at: (eb) => eb.ref("excluded.downloaded_at"),
+      }),
+    )
+    .execute();
+}
+
+/** What a node's config download last served, or undefined when it was never downloaded. */
+export async function findNodeConfigDownload(db: Db, nodeId: string): Promise<NodeConfigDownloadsTable | undefined> {
+  return db.selectFrom("node_config_downloads").selectAll().where("node_id", "=", nodeId).executeTakeFirst();
 }

@@ -164,3 +164,30 @@ test("with no subscriber, mesh writes generate nothing (spec §6.5 rule 5)", asy
   assert.equal(after.lastEventId, before.lastEventId);
   assert.equal(after.published, before.published);
 });
+
+test("a node's config download publishes node.apply.updated for it (its staged version, static), after the download is recorded", async (t) => {
+  const s = await startSseServer(t);
+  const sse = await s.open();
+  t.after(() => sse.destroy());
+  await sse.waitFor((f) => f.event === "system.clock.sync");
+  const config = await api(s, "POST", "/api/v1/configs", { name: "dl", tunnel_protocol: "wireguard", network_cidr: "10.89.0.0/24" });
+  const node = await api(s, "POST", `/api/v1/configs/${config.json.config_id}/nodes`, { name: "a", mode: "static", public_address: "192.0.2.1" });
+  // The node's creation ends with the system status: every frame of it is taken before the download.
+  await sse.waitFor((f) => f.event === "system.status.updated" && payload(f).summary.nodes === 1);
+  const staged = (await api(s, "GET", `/api/v1/configs/${config.json.config_id}/nodes/${node.json.node_id}/config`)).json;
+  const grant = (await api(s, "POST", `/api/v1/configs/${config.json.config_id}/nodes/${node.json.node_id}/download-token`)).json;
+
+  const res = await fetch(new URL(grant.download_path, s.baseUrl));
+  assert.equal(res.status, 200);
+  const frame = await sse.waitFor((f) => f.event === "node.apply.updated" && payload(f).node_id === node.json.node_id);
+  assert.deepEqual(payload(frame), {
+    config_id: config.json.config_id,
+    node_id: node.json.node_id,
+    sync_status: "static",
+    preview: { config_version: staged.config_version, config_sha256: staged.config_sha256 },
+    applied: false,
+  });
+  // The frame is sent after the download is recorded: the staged config answer already says so.
+  const after = (await api(s, "GET", `/api/v1/configs/${config.json.config_id}/nodes/${node.json.node_id}/config`)).json;
+  assert.equal(after.last_download.config_version, staged.config_version);
+});

@@ -7,8 +7,8 @@ const FIVE_MINUTES = 5 * 60 * 1000;
 
 test("spec §4 rows 1-2: a download token downloads exactly that node's config text, without an admin session", async (t) => {
   const h = await startHarness(t);
-  const config = await createConfig(h);
-  const a = await createNode(h, config.config_id, { public_address: "192.0.2.1", interface_name: "wg-a" });
+  const config = await createConfig(h, { name: "Office mesh" });
+  const a = await createNode(h, config.config_id, { name: "laptop 7", public_address: "192.0.2.1", interface_name: "wg-a" });
   await createNode(h, config.config_id, { public_address: "192.0.2.2" });
   const issued = await h.req("POST", `/api/v1/configs/${config.config_id}/nodes/${a.node_id}/download-token`);
   assert.equal(issued.status, 200, issued.text);
@@ -19,7 +19,8 @@ test("spec §4 rows 1-2: a download token downloads exactly that node's config t
   const res = await h.req("GET", issued.json.download_path, undefined, { auth: false });
   assert.equal(res.status, 200);
   assert.match(String(res.headers["content-type"]), /^text\/plain/);
-  assert.equal(res.headers["content-disposition"], 'attachment; filename="wg-a.conf"');
+  // Named after the config and the node, not the interface (every node's is svc0 by default).
+  assert.equal(res.headers["content-disposition"], 'attachment; filename="Office-mesh-laptop-7.conf"');
   assert.equal(res.headers["cache-control"], "no-store");
   const staged = await h.req("GET", `/api/v1/configs/${config.config_id}/nodes/${a.node_id}/config`);
   assert.equal(res.text, staged.json.config_text);
@@ -91,4 +92,35 @@ test("download tokens are random and stored only as SHA-256; deleting the node r
   assert.equal((sqliteOf(h.server.store).prepare("SELECT count(*) AS n FROM download_tokens").get() as { n: number }).n, 0);
   assertError(await h.req("GET", t1.download_path, undefined, { auth: false }), "INVALID_DOWNLOAD_TOKEN");
   assertError(await h.req("POST", url), "NOT_FOUND");
+});
+
+test("a static node's config download records the staged version it served; the staged config answer says what was last downloaded and under which file name", async (t) => {
+  const h = await startHarness(t);
+  const config = await createConfig(h, { name: "edge" });
+  const a = await createNode(h, config.config_id, { name: "gw", public_address: "192.0.2.1" });
+  const stagedPath = `/api/v1/configs/${config.config_id}/nodes/${a.node_id}/config`;
+  const before = (await h.req("GET", stagedPath)).json;
+  assert.equal(before.last_download, null, "never downloaded");
+  assert.equal(before.filename, "edge-gw.conf");
+
+  const { download_path } = (await h.req("POST", `/api/v1/configs/${config.config_id}/nodes/${a.node_id}/download-token`)).json;
+  h.clock.advance(1_000);
+  assert.equal((await h.req("GET", download_path, undefined, { auth: false })).status, 200);
+  const after = (await h.req("GET", stagedPath)).json;
+  assert.deepEqual(after.last_download, {
+    config_version: before.config_version,
+    config_sha256: before.config_sha256,
+    downloaded_at: new Date(h.clock.now()).toISOString(),
+  });
+
+  // A new peer re-stages the node: the staged version moves on, the last download stays.
+  await createNode(h, config.config_id, { name: "peer", public_address: "192.0.2.2" });
+  const changed = (await h.req("GET", stagedPath)).json;
+  assert.ok(changed.config_version > before.config_version, "the staged version moved on");
+  assert.equal(changed.last_download.config_version, before.config_version);
+
+  // The record goes with the node.
+  assert.equal((await h.req("DELETE", `/api/v1/configs/${config.config_id}/nodes/${a.node_id}`)).status, 204);
+  const rows = sqliteOf(h.server.store).prepare("SELECT count(*) AS n FROM node_config_downloads").get() as { n: number };
+  assert.equal(rows.n, 0);
 });

@@ -74,7 +74,7 @@ test("spec §1.4, §1.5, §2.4, §6.5 (broken-link indicators from connections):
   const rowN2 = table.getByRole("row").filter({ has: page.getByRole("link", { name: "n2", exact: true }) });
   const cells = (await rowN2.getByRole("cell").allInnerTexts()).map((c) => c.trim());
   assert.equal(cells.length, 9, cells.join(" | "));
-  assert.deepEqual([cells[1], cells[3], cells[4], cells[5], cells[7], cells[8]], ["static", "192.0.2.2:51820", "offline", "unknown", "—", "never"]);
+  assert.deepEqual([cells[1], cells[3], cells[4], cells[5], cells[7], cells[8]], ["static", "192.0.2.2:51820", "static (no agent)", "static (no agent)", "—", "—"]);
   assert.match(cells[2]!, /^10\.40\.0\.\d+$/);
   assert.match(cells[6]!, /^static v\d+$/, "a static node has no sync state (spec §3.5: null for static), shown as static");
   await expectText(page.getByRole("status").filter({ hasText: /pairs,/ }), "3 pairs, 0 broken");
@@ -119,13 +119,15 @@ test("spec §1.4, §1.5, §2.4, §6.5 (broken-link indicators from connections):
   assert.match(text, /\[Peer\]/);
   // The copy-paste command works as pasted, without a session (spec §4 rule 1: a token link).
   const curl = await page.getByRole("textbox", { name: "curl command" }).inputValue();
-  assert.match(curl, /^curl -fsSL -o svc0\.conf 'http:\/\/127\.0\.0\.1:\d+\/api\/v1\/configs\/.+\/config\/download\?download_token=.+'$/);
+  assert.match(curl, /^curl -fsSL -o lab-n1\.conf 'http:\/\/127\.0\.0\.1:\d+\/api\/v1\/configs\/.+\/config\/download\?download_token=.+'$/);
   const dir = mkdtempSync(join(tmpdir(), "svc-curl-"));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   // Async: the service answering curl runs in this process.
   await promisify(execFile)("bash", ["-c", curl], { cwd: dir, timeout: UI_TIMEOUT_MS });
-  assert.equal(readFileSync(join(dir, "svc0.conf"), "utf8"), text);
+  assert.equal(readFileSync(join(dir, "lab-n1.conf"), "utf8"), text);
   // The QR code is drawn: the canvas holds dark and light modules.
+  // It holds the private key: drawn only when asked for.
+  await page.getByRole("button", { name: "Show QR code" }).click();
   const qr = page.getByRole("img", { name: "QR code of the config of n1" });
   await qr.waitFor();
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- runs in the page (DOM types are not in the Node typecheck)

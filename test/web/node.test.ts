@@ -18,6 +18,8 @@ import { createServer } from "../../src/server.js";
 import { bind, connectAgent, envelope } from "../control/agent-harness.js";
 import type { SseServer } from "../events/sse-harness.js";
 import { bindCommandInvocation, freeTcpPort, svcctlPrefix } from "../helpers/agent.js";
+import { startReleaseHost } from "../helpers/release-host.js";
+import { VERSION } from "../../src/lib/version.js";
 import { STANDIN, start } from "./processes.js";
 import { ADMIN_PASSWORD, expectAccessible, expectText, login, screenshot, startConsole, waitLive, type Backend } from "./harness.js";
 
@@ -41,7 +43,9 @@ async function assertNotReloaded(page: Page): Promise<void> {
 test("spec §3.2, §3.1, §4 rules 2/5/6, §9 rule 3: the initialization page's bind command, run with the real svcctl, flips the page to the control page without a reload; online, start accepted → applied, wg_show output, SIGKILL → offline and the page stays", { timeout: 240_000 }, async (t) => {
   const port = await freeTcpPort("127.0.0.1");
   const baseUrl = `http://127.0.0.1:${port}`;
-  const h = await startConsole(t, { httpPort: port, publicUrl: baseUrl });
+  // The release host has this version's Linux amd64 and macOS arm64 clients (spec §4 rule 2).
+  const release = await startReleaseHost(t, { [`v${VERSION}`]: [`svc-client-linux-amd64-v${VERSION}.zip`, `svc-client-darwin-arm64-v${VERSION}.zip`] });
+  const h = await startConsole(t, { httpPort: port, publicUrl: baseUrl, releaseApiUrl: release.apiUrl });
   if (!h) return;
   const cfg = await h.api("POST", "/api/v1/configs", { name: "edge-net", tunnel_protocol: "wireguard", network_cidr: "10.50.0.0/24" });
   const node = await h.api("POST", `/api/v1/configs/${cfg.config_id}/nodes`, { name: "edge-1", mode: "dynamic", public_address: "192.0.2.10", listen_port: 51820 });
@@ -53,20 +57,21 @@ test("spec §3.2, §3.1, §4 rules 2/5/6, §9 rule 3: the initialization page's 
   await login(page);
   await waitLive(page);
   await openNode(page, cfg.config_id, node.node_id, "edge-1");
-  await page.getByRole("heading", { name: "1. Download the client" }).waitFor();
+  await page.getByRole("heading", { name: "2. Download and unpack the client" }).waitFor();
 
-  // spec §4 rules 2 and 5: the release asset URL is built in the browser from the version and the
-  // release download base of system status; the command is curl -fL -o + unzip -oq -d only.
+  // spec §4 rules 2 and 5: once the backend found the asset on the release host, its URL is built
+  // in the browser from the version and the release download base of system status; the command
+  // is curl -fL -o + unzip -oq -d only.
   const assetName = `svc-client-linux-amd64-v${version}.zip`;
   const releaseLink = page.getByRole("link", { name: `Download ${assetName}` });
   assert.equal(await releaseLink.getAttribute("href"), `${status.update.release_download_url}/v${version}/${assetName}`);
-  await page.getByLabel("Operating system").selectOption("darwin");
+  await page.getByRole("tab", { name: "macOS" }).click();
   await page.getByLabel("Architecture").selectOption("arm64");
   const darwinAsset = `svc-client-darwin-arm64-v${version}.zip`;
   const darwinUrl = `${status.update.release_download_url}/v${version}/${darwinAsset}`;
   assert.equal(await page.getByRole("link", { name: `Download ${darwinAsset}` }).getAttribute("href"), darwinUrl);
   await expectText(page.getByLabel("Download command", { exact: true }), `curl -fL -o ${darwinAsset} ${darwinUrl} && unzip -oq ${darwinAsset} -d svc-client`);
-  await page.getByLabel("Operating system").selectOption("linux");
+  await page.getByRole("tab", { name: "Linux" }).click();
   await page.getByLabel("Architecture").selectOption("amd64");
   await expectAccessible(page, "node-init");
 
@@ -93,7 +98,8 @@ test("spec §3.2, §3.1, §4 rules 2/5/6, §9 rule 3: the initialization page's 
   // spec §4 rule 10: the bind command with its expiry counting down, copied with the button.
   await page.getByRole("button", { name: "Generate bind command" }).click();
   const bindPre = page.getByLabel("Bind command", { exact: true });
-  await expectText(bindPre, new RegExp(`^svcctl bind --server ${baseUrl.replace(/[.]/g, "\\.")} --token \\S+$`));
+  // Run from the unpacked client as root: svcctl is not on the PATH, and bind installs a system service.
+  await expectText(bindPre, new RegExp(`^cd svc-client && sudo \\./svcctl bind --server ${baseUrl.replace(/[.]/g, "\\.")} --token \\S+$`));
   await expectText(page.locator("time.countdown").last(), /^expires in [45]:\d\d$/);
   await page.getByRole("button", { name: "Copy bind command" }).click();
   await expectText(page.getByRole("button", { name: "Copy bind command" }), /^Copied/);
@@ -106,14 +112,14 @@ test("spec §3.2, §3.1, §4 rules 2/5/6, §9 rule 3: the initialization page's 
   const dir = mkdtempSync(join(tmpdir(), "svc-web-agent-"));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const profileDir = join(dir, "profile");
-  const inv = bindCommandInvocation(copied, profileDir);
+  const inv = bindCommandInvocation(copied.replace(/^cd svc-client && sudo \.\//, ""), profileDir);
   const bindRun = start(t, inv.cmd, inv.args);
   assert.equal(await bindRun.exited, 0, bindRun.output());
 
   // spec §3.2: client_initialized=true → the control page, without a reload (SSE only).
   await page.getByRole("heading", { name: "Endpoint", level: 2, exact: true }).waitFor();
   await assertNotReloaded(page);
-  assert.equal(await page.getByRole("heading", { name: "1. Download the client" }).count(), 0);
+  assert.equal(await page.getByRole("heading", { name: "2. Download and unpack the client" }).count(), 0);
   await expectText(page.getByRole("definition").filter({ has: page.locator(".badge") }), "offline");
 
   // `svcctl agent run` with the stand-in tunnel tools first on PATH (wg and wg-quick).
@@ -165,7 +171,7 @@ test("spec §3.2, §3.1, §4 rules 2/5/6, §9 rule 3: the initialization page's 
   await dialog.waitFor();
   await screenshot(page, "node-control-reset-confirm");
   await dialog.getByRole("button", { name: "Reset the client" }).click();
-  await page.getByRole("heading", { name: "1. Download the client" }).waitFor();
+  await page.getByRole("heading", { name: "2. Download and unpack the client" }).waitFor();
   await assertNotReloaded(page);
   assert.equal((await h.api("GET", `/api/v1/configs/${cfg.config_id}/nodes/${node.node_id}`)).client.client_initialized, false);
 });
@@ -296,7 +302,7 @@ test("spec §1.7 bullet 7: with MQTT off the control page and the client-downloa
   // The unbound node: no client-download page, the notice instead.
   await openNode(page, ids.configId, ids.unbound, "unbound");
   await notice.waitFor();
-  assert.equal(await page.getByRole("heading", { name: "1. Download the client" }).count(), 0, "no client-download page");
+  assert.equal(await page.getByRole("heading", { name: "2. Download and unpack the client" }).count(), 0, "no client-download page");
   for (const name of ["Get download link", "Generate bind command", "Push config", "Reset client"]) {
     assert.equal(await page.getByRole("button", { name, exact: true }).isDisabled(), true, `${name} is disabled`);
   }

@@ -3,6 +3,7 @@ import { isoTime, type Clock } from "../../lib/clock.js";
 import type { DownloadsService } from "../../services/downloads.service.js";
 import type { MeshService } from "../../services/mesh.service.js";
 import type { App } from "../route-kit.js";
+import { configFileName } from "../../protocol/config-file-name.js";
 import { nodeCountsAnswer, nodeFilterQuery, nodeListAnswer, nodeListQuery } from "../../protocol/rest.schema.js";
 import {
   createNodeBody,
@@ -24,6 +25,11 @@ export function nodeConfigResource(configId: string, nodeId: string): string {
 /** The path behind `download_path` of a node config download (spec §4 rows 1–2). */
 export function nodeConfigDownloadPath(configId: string, nodeId: string): string {
   return `/api/v1/configs/${configId}/nodes/${nodeId}/config/download`;
+}
+
+/** The config download's file name, `<config>-<node>.conf` (src/protocol/config-file-name.ts). */
+function downloadFileName(staged: { config_name: string; node: { config_id: string; node_id: string; name: string } }): string {
+  return configFileName({ name: staged.config_name, id: staged.node.config_id }, { name: staged.node.name, id: staged.node.node_id });
 }
 
 /** Nodes, their staged config, and node config downloads (DESIGN §5; spec §4 rows 1–2, rule 1). */
@@ -130,12 +136,15 @@ export async function nodesRoutes(
     },
     async (req) => {
       const staged = await mesh.getStagedConfig(req.params.config_id, req.params.node_id);
+      const last = await downloads.lastConfigDownload(staged.node.node_id);
       return {
         config_id: staged.node.config_id,
         node_id: staged.node.node_id,
         config_version: staged.config_version,
         config_sha256: staged.config_sha256,
         config_text: staged.config_text,
+        filename: downloadFileName(staged),
+        last_download: last === null ? null : { config_version: last.config_version, config_sha256: last.config_sha256, downloaded_at: isoTime(last.downloaded_at) },
       };
     },
   );
@@ -170,7 +179,7 @@ export async function nodesRoutes(
       schema: {
         operationId: "downloadNodeConfig",
         tags,
-        summary: "Download the node's config text with a download token (no admin session)",
+        summary: "Download the node's config text with a download token (no admin session), as <config>-<node>.conf; records the version served",
         security: [],
         params: nodeParams,
         querystring: downloadQuery,
@@ -182,10 +191,11 @@ export async function nodesRoutes(
       // Token first: an unauthenticated caller learns nothing about which nodes exist.
       await downloads.verify(req.query.download_token, "node_config", nodeConfigResource(config_id, node_id));
       const staged = await mesh.getStagedConfig(config_id, node_id);
+      await downloads.recordConfigDownload(config_id, node_id, staged);
       return reply
         .status(200)
         .header("content-type", "text/plain; charset=utf-8")
-        .header("content-disposition", `attachment; filename="${staged.node.interface_name}.conf"`)
+        .header("content-disposition", `attachment; filename="${downloadFileName(staged)}"`)
         .header("cache-control", "no-store")
         .send(staged.config_text);
     },

@@ -80,6 +80,7 @@ export const ENDPOINTS = {
   sendControlCommand: op("POST", `${node}/control`, rest.controlAnswer, { body: rest.controlBody }),
   resetClient: op("POST", `${node}/reset-client`, views.endpointStatusViewSchema),
   issueBindCommand: op("POST", `${node}/bind-command`, rest.bindCommandAnswer),
+  buildClientArtifact: op("POST", "/api/v1/tools/download/client-artifacts/build", rest.artifactBuildAnswer, { body: rest.artifactRequestBody }),
   grantClientArtifactDownload: op("POST", "/api/v1/tools/download/client-artifacts/download-grant", rest.artifactGrantAnswer, {
     body: rest.artifactRequestBody,
   }),

@@ -44,6 +44,7 @@ export type SnapshotEntry = z.output<typeof snapshotEntrySchema>;
 export type CreateConfigBody = z.input<typeof rest.createConfigBody>;
 export type CreateNodeBody = z.input<typeof rest.createNodeBody>;
 export type CreatePortForwardBody = z.input<typeof rest.createPortForwardBody>;
+export type UpdateNodeBody = z.input<typeof rest.updateNodeBody>;
 /** `PUT /api/v1/settings/mqtt`: a value overrides, `null` goes back to the environment. */
 export type MqttSettingsUpdate = z.input<typeof rest.mqttSettingsBody>;
 export type ArtifactRequestBody = z.input<typeof rest.artifactRequestBody>;
@@ -55,6 +56,7 @@ export type NodeFilterQuery = z.input<typeof rest.nodeFilterQuery>;
 export type MeshPairListAnswer = z.output<typeof rest.meshPairListAnswer>;
 export type PortForwardListAnswer = z.output<typeof rest.portForwardListAnswer>;
 export type RestoreAnswer = z.output<typeof rest.restoreAnswer>;
+export type StagedConfigAnswer = z.output<typeof rest.stagedConfigAnswer>;
 
 // ---- the node statechart and its recorded transitions (src/protocol/machine.schema.ts) ----
 type MachineSchemas = typeof import("../../../src/protocol/machine.schema.js");

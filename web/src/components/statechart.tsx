@@ -1,9 +1,10 @@
 import dagre from "@dagrejs/dagre";
-import { Handle, MarkerType, Position, type Edge, type Node, type NodeProps } from "@xyflow/react";
+import { Handle, MarkerType, Position, ReactFlow, type Edge, type Node, type NodeProps } from "@xyflow/react";
+import "@xyflow/react/dist/style.css";
 import { useEffect, useMemo, useState } from "react";
 import type { MachineGraph, MachineState, MachineTransition } from "../api/types.js";
 import { shortStateId, transitionLabel } from "../machine-mermaid.js";
-import { ReadOnlyFlow } from "./read-only-flow.js";
+import { EDGE_TYPES, LABEL_LINE, LABEL_PAD, routedEdge, type Point, type Route } from "./statechart-edges.js";
 
 const LEAF_W = 132;
 const LEAF_H = 46;
@@ -12,9 +13,11 @@ const HEAD = 30;
 const REGION_GAP = 28;
 /** Height of one "from any state" line under a region's states. */
 const ANY_LINE = 17;
-/** Width of a character of an edge label (9 px font) and of a "from any state" line, px. */
-const LABEL_CHAR = 5.2;
-const ANY_CHAR = 6;
+/** Width of a character of an edge label (11 px font) and of a "from any state" line (11.5 px), px. */
+const LABEL_CHAR = 6.4;
+const ANY_CHAR = 6.6;
+/** Room around the drawing inside its scrolling frame, px. */
+const MARGIN = 16;
 /** Regions are laid out in rows at most this wide, px. */
 const ROW_W = 2000;
 const ROW_W_NARROW = 700;
@@ -74,9 +77,47 @@ export default function Statechart({ graph, active }: { graph: MachineGraph; act
       }),
     [layout, active, graph.machine_id],
   );
+  const size = useMemo(() => drawingSize(layout.nodes), [layout]);
+  // Drawn at scale 1 in a frame that scrolls: fitting the whole chart into the card shrank its
+  // text to 4–6 px, unreadable. At scale 1 state names are 12.8 px and edge labels 11 px.
   return (
-    <ReadOnlyFlow className="statechart-canvas" nodes={nodes} edges={layout.edges} nodeTypes={NODE_TYPES} />
+    <div className="statechart-canvas statechart-scroll" tabIndex={0} role="group" aria-label="Statechart drawing at full size; scroll to see all of it">
+      <div style={{ width: size.w + 2 * MARGIN, height: size.h + 2 * MARGIN }}>
+        <ReactFlow
+          nodes={nodes}
+          edges={layout.edges}
+          nodeTypes={NODE_TYPES}
+          edgeTypes={EDGE_TYPES}
+          defaultViewport={{ x: MARGIN, y: MARGIN, zoom: 1 }}
+          minZoom={1}
+          maxZoom={1}
+          panOnDrag={false}
+          zoomOnScroll={false}
+          zoomOnPinch={false}
+          zoomOnDoubleClick={false}
+          preventScrolling={false}
+          nodesDraggable={false}
+          nodesConnectable={false}
+          elementsSelectable={false}
+          nodesFocusable={false}
+          edgesFocusable={false}
+          proOptions={{ hideAttribution: true }}
+        />
+      </div>
+    </div>
   );
+}
+
+/** The drawing's extent: the regions (the only nodes placed absolutely) and their sizes. */
+function drawingSize(nodes: readonly StateNode[]): Size {
+  let w = 0;
+  let h = 0;
+  for (const n of nodes) {
+    if (n.parentId !== undefined) continue;
+    w = Math.max(w, n.position.x + Number(n.style?.width ?? 0));
+    h = Math.max(h, n.position.y + Number(n.style?.height ?? 0));
+  }
+  return { w, h };
 }
 
 /** True on a narrow screen (≤ 600 px): the regions are stacked in fewer columns. */
@@ -107,6 +148,10 @@ interface LayoutCtx {
   arrows: Arrow[];
   sizes: Map<string, Size>;
   offsets: Map<string, { x: number; y: number }>;
+  /** dagre's routes of the arrows, keyed `from>to` (siblings in the compound that holds both ends). */
+  routes: Map<string, Route>;
+  /** Arrows drawn along a route (the others, across regions, get a plain curve). */
+  routed: Set<Arrow>;
 }
 
 /** Positions every state (children relative to their parent, as xyflow wants) and the edges. */
@@ -114,13 +159,27 @@ function layoutGraph(graph: MachineGraph, rowWidth: number): { nodes: StateNode[
   const byId = new Map(graph.states.map((s) => [s.id, s]));
   const children = new Map<string, MachineState[]>();
   for (const s of graph.states) if (s.parent !== null) children.set(s.parent, [...(children.get(s.parent) ?? []), s]);
-  const ctx: LayoutCtx = { byId, children, ...sortTransitions(graph, byId), sizes: new Map(), offsets: new Map() };
+  const ctx: LayoutCtx = { byId, children, ...sortTransitions(graph, byId), sizes: new Map(), offsets: new Map(), routes: new Map(), routed: new Set() };
   const root = graph.states.find((s) => s.parent === null);
   if (root === undefined) return { nodes: [], edges: [] };
   placeRegions(ctx, children.get(root.id) ?? [], rowWidth);
   const nodes: StateNode[] = [];
   for (const region of children.get(root.id) ?? []) pushState(ctx, root.id, region, nodes);
-  return { nodes, edges: arrowEdges(ctx.arrows, graph.machine_id) };
+  const routedEdges = [...ctx.routes.values()].map((r) => routedEdge(r, absolute(ctx, r.parent)));
+  const plain = arrowEdges(
+    ctx.arrows.filter((a) => !ctx.routed.has(a)),
+    graph.machine_id,
+  );
+  return { nodes, edges: [...routedEdges, ...plain] };
+}
+
+/** Where a state's box sits in the drawing: its offset plus its parents' (regions' offsets are absolute). */
+function absolute(ctx: LayoutCtx, id: string): Point {
+  const own = ctx.offsets.get(id) ?? { x: 0, y: 0 };
+  const parent = ctx.byId.get(id)?.parent;
+  if (parent === null || parent === undefined || !ctx.offsets.has(parent)) return own;
+  const base = absolute(ctx, parent);
+  return { x: own.x + base.x, y: own.y + base.y };
 }
 
 /**
@@ -159,18 +218,21 @@ function measure(ctx: LayoutCtx, s: MachineState): Size {
     return size;
   }
   const g = new dagre.graphlib.Graph();
-  g.setGraph({ rankdir: "TB", nodesep: 26, ranksep: 58, marginx: 0, marginy: 0 });
+  // Wide gaps: an edge's label sits at its middle, which must fall between boxes, not on a name.
+  g.setGraph({ rankdir: "TB", nodesep: 48, ranksep: 84, edgesep: 24, marginx: 0, marginy: 0 });
   g.setDefaultEdgeLabel(() => ({}));
   for (const k of kids) {
     const size = measure(ctx, k);
     g.setNode(k.id, { width: size.w, height: size.h });
   }
-  // Edge labels take room in the layout (dagre keeps ranks apart around them).
-  for (const [k, texts] of childEdgeLabels(ctx, s.id)) {
+  // Edge labels take room in the layout (dagre keeps ranks apart around them), one line per transition.
+  const labels = childEdgeLabels(ctx, s.id);
+  for (const [k, l] of labels) {
     const [from, to] = k.split(">") as [string, string];
-    g.setEdge(from, to, { width: Math.min(texts.join(", ").length * LABEL_CHAR, 220), height: 14, labelpos: "c" });
+    g.setEdge(from, to, { width: Math.max(...l.lines.map((t) => t.length)) * LABEL_CHAR + LABEL_PAD, height: l.lines.length * LABEL_LINE + LABEL_PAD, labelpos: "c" });
   }
   dagre.layout(g);
+  keepRoutes(ctx, s.id, g, labels);
   let w = 0;
   let h = 0;
   for (const k of kids) {
@@ -182,6 +244,10 @@ function measure(ctx: LayoutCtx, s: MachineState): Size {
     w = Math.max(w, x + size.w);
     h = Math.max(h, y + size.h);
   }
+  // The arrows' labels and bends count too, so none sticks out of its compound's box.
+  const drawn = g.graph();
+  w = Math.max(w, PAD + (drawn.width ?? 0));
+  h = Math.max(h, HEAD + (drawn.height ?? 0));
   const lines = ctx.anyLines.get(s.id) ?? [];
   const anyWidth = Math.max(0, ...lines.map((l) => l.length * ANY_CHAR + 2 * PAD));
   const size = { w: Math.max(w + PAD, LEAF_W + 2 * PAD, anyWidth), h: h + PAD + lines.length * ANY_LINE };
@@ -189,17 +255,43 @@ function measure(ctx: LayoutCtx, s: MachineState): Size {
   return size;
 }
 
-/** The labels of the arrows between a compound's children (arrows into deeper states count for the child holding them), keyed `from>to`. */
-function childEdgeLabels(ctx: LayoutCtx, parent: string): Map<string, string[]> {
-  const labels = new Map<string, string[]>();
+/** What the arrows between two children of a compound say: one line per transition, whether a timer takes it. */
+interface ChildEdge {
+  lines: string[];
+  timer: boolean;
+  arrows: Arrow[];
+}
+
+/** The arrows between a compound's children (arrows into deeper states count for the child holding them), keyed `from>to`. */
+function childEdgeLabels(ctx: LayoutCtx, parent: string): Map<string, ChildEdge> {
+  const labels = new Map<string, ChildEdge>();
   for (const a of ctx.arrows) {
     const from = childOf(ctx.byId, parent, a.source);
     const to = childOf(ctx.byId, parent, a.target);
     if (from === undefined || to === undefined || from === to) continue;
     const k = `${from}>${to}`;
-    labels.set(k, [...(labels.get(k) ?? []), transitionLabel(a.t)]);
+    const e = labels.get(k) ?? { lines: [], timer: false, arrows: [] };
+    const deeper = a.target !== to ? `→ ${ctx.byId.get(a.target)?.key ?? a.target}: ` : "";
+    const line = `${deeper}${transitionLabel(a.t)}`;
+    if (!e.lines.includes(line)) e.lines.push(line);
+    e.timer ||= a.t.trigger === "after";
+    e.arrows.push(a);
+    labels.set(k, e);
   }
   return labels;
+}
+
+/** Keeps dagre's route of each arrow between the children of `parent`, in the compound's own coordinates. */
+function keepRoutes(ctx: LayoutCtx, parent: string, g: InstanceType<typeof dagre.graphlib.Graph>, labels: Map<string, ChildEdge>): void {
+  const local = (p: { x: number; y: number }) => ({ x: PAD + p.x, y: HEAD + p.y });
+  for (const [k, l] of labels) {
+    const [from, to] = k.split(">") as [string, string];
+    const e = g.edge(from, to) as { points?: Point[]; x?: number; y?: number } | undefined;
+    if (e?.points === undefined || e.x === undefined || e.y === undefined) continue;
+    const name = `${ctx.byId.get(from)?.key ?? from} → ${ctx.byId.get(to)?.key ?? to}: ${l.lines.join(", ")}`;
+    ctx.routes.set(k, { parent, from, to, points: e.points.map(local), label: local({ x: e.x, y: e.y }), lines: l.lines, timer: l.timer, name });
+    for (const a of l.arrows) ctx.routed.add(a);
+  }
 }
 
 /**
@@ -265,6 +357,10 @@ function arrowEdges(arrows: Arrow[], machineId: string): Edge[] {
     label: m.labels.join(", "),
     ariaLabel: `${shortStateId(m.source, machineId)} → ${shortStateId(m.target, machineId)}: ${m.labels.join(", ")}`,
     className: m.timer ? "sc-edge sc-edge-timer" : "sc-edge",
+    // A solid label background keeps the text readable where it crosses a line or a box edge.
+    labelShowBg: true,
+    labelBgPadding: [4, 2] as [number, number],
+    labelBgBorderRadius: 3,
     markerEnd: { type: MarkerType.ArrowClosed },
     zIndex: 20,
   }));

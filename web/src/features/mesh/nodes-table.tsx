@@ -2,7 +2,7 @@ import { useVirtualizer } from "@tanstack/react-virtual";
 import { useEffect, useRef, type RefObject } from "react";
 import { Link } from "react-router";
 import type { NodeTransitionView, NodeView } from "../../api/types.js";
-import { PresenceBadge } from "../../components/presence-badge.js";
+import { NO_AGENT, NodePresence } from "../../components/presence-badge.js";
 import { RelativeTime } from "../../components/relative-time.js";
 import { lastTransitionText, regionState, stateTone, WatchChip, type WatchRegion } from "./watch.js";
 
@@ -189,15 +189,15 @@ function NodeRow({ measure, configId, node: n, index, checked, onToggle, watch, 
         <Endpoint node={n} />
       </td>
       <td data-label="Presence">
-        <PresenceBadge presence={n.client.client_presence_state} />
+        <NodePresence node={n} />
       </td>
-      <td data-label="Runtime">{n.client.runtime_state}</td>
+      <td data-label="Runtime">{n.effective_mode === "static" ? <span className="muted">{NO_AGENT}</span> : n.client.runtime_state}</td>
       <td data-label="Sync">
         <span className={`sync sync-${sync ?? "static"}`}>{sync ?? "static"}</span> <span className="muted">v{n.staged_config.config_version}</span>
       </td>
       <td data-label="Client">{n.client.client_version ?? <span className="muted">—</span>}</td>
       <td data-label="Last reachable">
-        <RelativeTime iso={n.client.last_reachable_at} />
+        {n.effective_mode === "static" ? <span className="muted">—</span> : <RelativeTime iso={n.client.last_reachable_at} />}
       </td>
     </tr>
   );

@@ -63,7 +63,8 @@ function StatechartCard({ configId, nodeId, chosen, onLive }: { configId: string
               <Statechart graph={g} active={active} />
             </Suspense>
             <figcaption className="muted">
-              Regions side by side; a box inside another is a child state; “● active” marks the states {chosen === null ? "the node is in now" : "after the chosen row"}. Timers are labelled with their delay.
+              Drawn at full size: scroll the frame to see every region. Regions side by side; a box inside another is a child state; “● active” marks the states{" "}
+              {chosen === null ? "the node is in now" : "after the chosen row"}. Each arrow&apos;s label lists its events, one per line; timers are labelled with their delay.
             </figcaption>
           </figure>
         )}

@@ -7,7 +7,7 @@ import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { api } from "../../api/client.js";
 import { keys } from "../../api/keys.js";
 import { withLogReport, withNode, type LiveLog } from "../../api/patches.js";
-import type { ArtifactRequestBody, ConfigDetailView, ControlAction, CreatePortForwardBody, PortForwardListAnswer, PortForwardView } from "../../api/types.js";
+import type { ArtifactRequestBody, ConfigDetailView, ControlAction, CreatePortForwardBody, NodeView, PortForwardListAnswer, PortForwardView, UpdateNodeBody } from "../../api/types.js";
 
 const ids = (configId: string, nodeId: string) => ({ config_id: configId, node_id: nodeId });
 
@@ -38,16 +38,53 @@ export function useMakeStatic(configId: string, nodeId: string) {
   });
 }
 
-/** `PATCH …/nodes/{node_id}` with new tags; the answer replaces the node in the config's detail. */
-export function useSaveTags(configId: string, nodeId: string) {
+/** The config's cached detail with `view` in place of its node (the static page reads the node from there). */
+function useNodeInDetail(configId: string) {
+  const queryClient = useQueryClient();
+  return (view: NodeView) =>
+    queryClient.setQueryData<ConfigDetailView>(keys.config(configId), (old) => {
+      const nodes = old && withNode(old.nodes, view.node_id, () => view);
+      return old && nodes ? { ...old, nodes } : old;
+    });
+}
+
+/**
+ * `PATCH …/nodes/{node_id}` with the changed fields (name, public address, listen port, interface
+ * name); the answer replaces the node wherever the page reads it. A changed endpoint re-stages
+ * its peers, which the stream reports.
+ */
+export function useUpdateNode(configId: string, nodeId: string) {
+  const queryClient = useQueryClient();
+  const inDetail = useNodeInDetail(configId);
+  return useMutation({
+    mutationFn: (body: UpdateNodeBody) => api.updateNode({ params: ids(configId, nodeId), body }),
+    onSuccess: (view) => {
+      queryClient.setQueryData(keys.node(configId, nodeId), view);
+      inDetail(view);
+    },
+  });
+}
+
+/** `DELETE …/nodes/{node_id}`: the node with its pairs, port forwards and download links; the config's lists read again. */
+export function useDeleteNode(configId: string, nodeId: string) {
   const queryClient = useQueryClient();
   return useMutation({
+    mutationFn: () => api.deleteNode({ params: ids(configId, nodeId) }),
+    // The node's own queries are left to expire: the page leaves it (removing them while it is
+    // still shown would read the deleted node again).
+    onSuccess: () => {
+      void queryClient.invalidateQueries({ queryKey: keys.config(configId), exact: true });
+      void queryClient.invalidateQueries({ queryKey: keys.nodeLists(configId) });
+    },
+  });
+}
+
+/** `PATCH …/nodes/{node_id}` with new tags; the answer replaces the node in the config's detail. */
+export function useSaveTags(configId: string, nodeId: string) {
+  const inDetail = useNodeInDetail(configId);
+  return useMutation({
     mutationFn: (tags: string[]) => api.updateNode({ params: ids(configId, nodeId), body: { tags } }),
-    onSuccess: (view) =>
-      queryClient.setQueryData<ConfigDetailView>(keys.config(configId), (old) => {
-        const nodes = old && withNode(old.nodes, view.node_id, () => view);
-        return old && nodes ? { ...old, nodes } : old;
-      }),
+    onSuccess: inDetail,
   });
 }
 

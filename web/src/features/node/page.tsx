@@ -5,6 +5,7 @@ import { useSystemStatus } from "../system/queries.js";
 import { NodeControlView } from "./control.js";
 import { NodeInitView } from "./init.js";
 import { useNode } from "./queries.js";
+import { NodeSettings } from "./settings.js";
 import { StaticNodeView } from "./static.js";
 import { NodeTabs } from "./tabs.js";
 
@@ -51,6 +52,7 @@ export function NodePage() {
               ) : (
                 <NodeTabs node={node}>{node.client.client_initialized ? <NodeControlView node={node} /> : <NodeInitView node={node} />}</NodeTabs>
               )}
+              <NodeSettings node={node} />
             </>
           );
         }}

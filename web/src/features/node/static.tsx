@@ -2,13 +2,16 @@ import QRCode from "qrcode";
 import { useEffect, useRef, useState, type FormEvent, type ReactNode } from "react";
 import { Link } from "react-router";
 import { errorMessage } from "../../api/client.js";
-import type { ConfigDetailView, NodeView, PortForwardView } from "../../api/types.js";
+import type { ConfigDetailView, NodeView, PortForwardView, StagedConfigAnswer, TunnelProtocol } from "../../api/types.js";
 import { CopyButton } from "../../components/copy-button.js";
 import { useFocusOnArrival } from "../../components/focus-on-arrival.js";
+import { NodePresence } from "../../components/presence-badge.js";
+import { RelativeTime } from "../../components/relative-time.js";
 import { QueryView } from "../../components/states.js";
 import { useConfigDetail } from "../mesh/queries.js";
 import { useConfigDownload, usePortForwardWrites, useSaveTags } from "./mutations.js";
 import { usePortForwards, useStagedConfig } from "./queries.js";
+import { NodeSettings } from "./settings.js";
 
 /**
  * The node page of a static node: the staged config text, a
@@ -46,70 +49,150 @@ function StaticNodeBody({ config, node }: { config: ConfigDetailView; node: Node
   const staged = useStagedConfig(config.config_id, node.node_id);
   return (
     <>
-      <dl className="facts card">
-        <div>
-          <dt>Mode</dt>
-          <dd>{node.mode}</dd>
-        </div>
-        <div>
-          <dt>Tunnel address</dt>
-          <dd className="mono">{node.address}</dd>
-        </div>
-        <div>
-          <dt>Endpoint</dt>
-          <dd className="mono">{node.public_address === null ? "none" : `${node.public_address}:${node.listen_port ?? "?"}`}</dd>
-        </div>
-        <div>
-          <dt>Interface</dt>
-          <dd className="mono">{node.interface_name}</dd>
-        </div>
-        <div>
-          <dt>Staged config</dt>
-          <dd>v{node.staged_config.config_version}</dd>
-        </div>
-        <div>
-          <dt>Protocol</dt>
-          <dd>{config.tunnel_protocol}</dd>
-        </div>
-      </dl>
+      <StaticFacts config={config} node={node} staged={staged.data} />
       <div className="node-grid">
         <section className="card" aria-labelledby="staged-title">
           <h2 id="staged-title">Staged config</h2>
           <QueryView query={staged} loadingLabel="Loading the config text…">
-            {(s) => (
-              <>
-                <p className="muted">
-                  Version {s.config_version} · sha256 <span className="mono">{s.config_sha256.slice(0, 12)}</span>
-                </p>
-                <pre className="config-text" tabIndex={0} aria-label="Config text">
-                  {s.config_text}
-                </pre>
-                <CopyButton text={s.config_text} label="config text" />
-              </>
-            )}
+            {(s) => <StagedText staged={s} />}
           </QueryView>
         </section>
         <div>
-          <DownloadLink configId={config.config_id} node={node} />
+          <DownloadLink configId={config.config_id} node={node} protocol={config.tunnel_protocol} filename={staged.data?.filename} />
           <section className="card" aria-labelledby="qr-title">
             <h2 id="qr-title">QR code</h2>
-            {staged.data !== undefined ? <ConfigQr text={staged.data.config_text} name={node.name} /> : <p className="muted">Waiting for the config text…</p>}
+            {staged.data !== undefined ? <QrReveal text={staged.data.config_text} name={node.name} /> : <p className="muted">Waiting for the config text…</p>}
           </section>
         </div>
       </div>
       <TagsEditor config={config} node={node} />
       <PortForwards configId={config.config_id} nodeId={node.node_id} />
+      <NodeSettings node={node} />
     </>
   );
 }
 
-/** A 5-minute download link (`POST …/download-token`) and the curl command that fetches it. */
-function DownloadLink({ configId, node }: { configId: string; node: NodeView }) {
+/** The node's facts: mode, agent (none), addresses, interface, staged version, protocol and its last download. */
+function StaticFacts({ config, node, staged }: { config: ConfigDetailView; node: NodeView; staged: StagedConfigAnswer | undefined }) {
+  return (
+  <dl className="facts card">
+    <div>
+      <dt>Mode</dt>
+      <dd>{node.mode}</dd>
+    </div>
+    <div>
+      <dt>Agent</dt>
+      <dd>
+        <NodePresence node={node} />
+      </dd>
+    </div>
+    <div>
+      <dt>Tunnel address</dt>
+      <dd className="mono">{node.address}</dd>
+    </div>
+    <div>
+      <dt>Endpoint</dt>
+      <dd className="mono">{node.public_address === null ? "none" : `${node.public_address}:${node.listen_port ?? "?"}`}</dd>
+    </div>
+    <div>
+      <dt>Interface</dt>
+      <dd className="mono">{node.interface_name}</dd>
+    </div>
+    <div>
+      <dt>Staged config</dt>
+      <dd>v{node.staged_config.config_version}</dd>
+    </div>
+    <div>
+      <dt>Protocol</dt>
+      <dd>{config.tunnel_protocol}</dd>
+    </div>
+    <div>
+      <dt>Last download</dt>
+      <dd>{staged === undefined ? "…" : <LastDownload staged={staged} />}</dd>
+    </div>
+  </dl>
+  );
+}
+
+/**
+ * When the node's config was last downloaded, and whether the staged config changed since: a
+ * static node has no agent to confirm what it runs, so this is the only hint that the copy on
+ * its host is stale.
+ */
+function LastDownload({ staged }: { staged: StagedConfigAnswer }) {
+  const last = staged.last_download;
+  if (last === null) return <>never</>;
+  const changed = last.config_sha256 !== staged.config_sha256;
+  return (
+    <>
+      v{last.config_version}, <RelativeTime iso={last.downloaded_at} />
+      {changed && (
+        <strong className="stale-download" role="status">
+          {" "}
+          Changed since last download: staged v{staged.config_version}, downloaded v{last.config_version}. Download it again.
+        </strong>
+      )}
+    </>
+  );
+}
+
+/** `PrivateKey = …` lines of a config text. */
+const PRIVATE_KEY_LINE = /^(PrivateKey\s*=\s*)(\S+)\s*$/gm;
+
+/** The text with every private key replaced by dots (what the page shows until asked). */
+export function maskPrivateKey(text: string): string {
+  return text.replace(PRIVATE_KEY_LINE, (_m, head: string) => `${head}${"•".repeat(12)} (hidden)`);
+}
+
+/**
+ * The staged config text, its private key hidden until "Show private key" (a screen being shared
+ * or watched must not hand the key out); the copy button copies the whole text.
+ */
+function StagedText({ staged: s }: { staged: StagedConfigAnswer }) {
+  const [reveal, setReveal] = useState(false);
+  return (
+    <>
+      <p className="muted">
+        Version {s.config_version} · sha256 <span className="mono">{s.config_sha256.slice(0, 12)}</span>
+      </p>
+      <pre className="config-text" tabIndex={0} aria-label="Config text">
+        {reveal ? s.config_text : maskPrivateKey(s.config_text)}
+      </pre>
+      <div className="actions">
+        <button type="button" aria-pressed={reveal} onClick={() => setReveal(!reveal)}>
+          {reveal ? "Hide private key" : "Show private key"}
+        </button>
+        <CopyButton text={s.config_text} label="config text" />
+      </div>
+    </>
+  );
+}
+
+/** Where wg-quick / awg-quick look for `<interface>.conf` on Linux and macOS (their first search path). */
+const QUICK_DIR: Record<TunnelProtocol, { dir: string; quick: string; app: string }> = {
+  wireguard: { dir: "/etc/wireguard", quick: "wg-quick", app: "WireGuard" },
+  awg_2: { dir: "/etc/amnezia/amneziawg", quick: "awg-quick", app: "AmneziaVPN / AmneziaWG" },
+};
+
+/**
+ * The commands that bring the downloaded config up on a Linux or macOS host: wg-quick names the
+ * interface after the file, which must match `^[a-zA-Z0-9_=+.-]{1,15}$`, so the download
+ * (`<config>-<node>.conf`) is installed as `<interface_name>.conf` in the toolchain's directory
+ * first (root-only, mode 0600: it holds the private key).
+ */
+export function quickUpCommand(protocol: TunnelProtocol, filename: string, iface: string): string {
+  const { dir, quick } = QUICK_DIR[protocol];
+  return `sudo mkdir -p ${dir} && sudo install -m 600 ${filename} ${dir}/${iface}.conf && sudo ${quick} up ${iface}`;
+}
+
+/** A 5-minute download link (`POST …/download-token`), the curl command that fetches it, and how to bring it up. */
+function DownloadLink({ configId, node, protocol, filename }: { configId: string; node: NodeView; protocol: TunnelProtocol; filename: string | undefined }) {
   const issue = useConfigDownload(configId, node.node_id);
   const linkRef = useFocusOnArrival<HTMLAnchorElement>(issue.data);
-  const file = `${node.interface_name}.conf`;
+  const file = filename ?? `${node.interface_name}.conf`;
   const url = issue.data === undefined ? "" : new URL(issue.data.download_path, window.location.origin).toString();
   const curl = `curl -fsSL -o ${file} '${url}'`;
+  const up = quickUpCommand(protocol, file, node.interface_name);
   return (
     <section className="card" aria-labelledby="download-title">
       <h2 id="download-title">Download</h2>
@@ -137,7 +220,35 @@ function DownloadLink({ configId, node }: { configId: string; node: NodeView }) 
           </div>
         </div>
       )}
+      <h3 className="subhead">Bring it up</h3>
+      <p className="muted">
+        On Linux or macOS, with {QUICK_DIR[protocol].quick} installed, in the directory holding {file}:
+      </p>
+      <div className="command">
+        <pre aria-label={`${QUICK_DIR[protocol].quick} command`}>
+          <code>{up}</code>
+        </pre>
+        <CopyButton text={up} label={`${QUICK_DIR[protocol].quick} command`} />
+      </div>
+      <p className="muted">
+        {QUICK_DIR[protocol].quick} names the interface after the file ({node.interface_name}); stop it with <code>sudo {QUICK_DIR[protocol].quick} down {node.interface_name}</code>. On Windows, phones and
+        tablets, import {file} (or scan the QR code) in the {QUICK_DIR[protocol].app} app.
+      </p>
     </section>
+  );
+}
+
+/** The QR code holds the private key: drawn only on demand. */
+function QrReveal({ text, name }: { text: string; name: string }) {
+  const [shown, setShown] = useState(false);
+  return (
+    <>
+      <p className="muted">It holds the node&apos;s private key: show it only where no one else can scan it.</p>
+      <button type="button" aria-pressed={shown} onClick={() => setShown(!shown)}>
+        {shown ? "Hide QR code" : "Show QR code"}
+      </button>
+      {shown && <ConfigQr text={text} name={name} />}
+    </>
   );
 }
 
