@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { CLIENT_GOARCH, CLIENT_GOOS } from "./client-targets.js";
 import { commandStatusSchema, controlActionSchema, nodeModeSchema, presenceStateSchema } from "./enums.js";
-import { interfaceNameSchema, forwardTargetSchema, ipv4Schema, queryInt, nameSchema, networkCidrSchema, portSchema, publicAddressSchema, tagSchema, tunnelProtocolSchema } from "./fields.js";
+import { interfaceNameSchema, forwardTargetSchema, ipv4Schema, queryInt, nameSchema, networkCidrSchema, portSchema, publicAddressSchema, publicUrlSchema, tagSchema, tunnelProtocolSchema } from "./fields.js";
 import { configIdSchema, nodeIdSchema } from "./ids.js";
 import {
   configViewSchema,
@@ -95,6 +95,13 @@ export const mqttSettingsBody = z
     public_tls_port: portSchema.nullable().optional(),
   })
   .refine((b) => Object.keys(b).length > 0, "give at least one of public_host, public_port, public_tls_port");
+
+/**
+ * `PUT /api/v1/settings/server`: the public URL hosts are told (bind commands, bind profiles,
+ * download commands); `null` removes the stored one (back to the default). Refused while
+ * SVC_PUBLIC_URL sets it.
+ */
+export const serverSettingsBody = z.strictObject({ public_url: publicUrlSchema.nullable() });
 
 /** `POST …/control` (spec §6.3 actions). */
 export const controlBody = z.strictObject({ action: controlActionSchema });

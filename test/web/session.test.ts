@@ -108,7 +108,7 @@ test("a 401 from a REST call (the SSE stream held back) also returns to login, k
   if (!h) return;
   const page = await h.newPage();
   // A token the service does not know, as after a restart with a new database.
-  await page.addInitScript('sessionStorage.setItem("svc.access_token", "stale-token-from-before")');
+  await page.addInitScript('localStorage.setItem("svc.session", JSON.stringify({ access_token: "stale-token-from-before", expires_at: "2999-01-01T00:00:00.000Z" }))');
   // Only REST answers this time: the stream request never reaches the service.
   await page.route("**/api/v1/events/stream", (route) => route.abort());
   await page.goto("/settings");

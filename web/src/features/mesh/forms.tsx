@@ -2,6 +2,7 @@ import { useState, type FormEvent } from "react";
 import { errorMessage } from "../../api/client.js";
 import type { ConfigDetailView, NodeMode, TunnelProtocol } from "../../api/types.js";
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
+import { PublicUrlWarning } from "../../components/public-url-warning.js";
 import { useSystemStatus } from "../system/queries.js";
 import { useConfigPackage, useCreateNode, useSwitchProtocol } from "./mutations.js";
 
@@ -162,6 +163,7 @@ export function PackageDownload({ configId }: { configId: string }) {
   const make = useConfigPackage(configId);
   return (
     <div className="package">
+      <PublicUrlWarning />
       <button type="button" onClick={() => make.mutate()} disabled={make.isPending}>
         Prepare config package
       </button>

@@ -4,6 +4,7 @@ import { errorMessage } from "../../api/client.js";
 import type { ArtifactRequestBody, NodeView } from "../../api/types.js";
 import { CopyButton } from "../../components/copy-button.js";
 import { Countdown } from "../../components/countdown.js";
+import { PublicUrlWarning } from "../../components/public-url-warning.js";
 import { QueryView } from "../../components/states.js";
 import { useSystemStatus } from "../system/queries.js";
 import { useBindCommand, useClientDownload } from "./mutations.js";
@@ -17,6 +18,7 @@ export function NodeInitView({ node }: { node: NodeView }) {
   return (
     <div className="node-init">
       <p className="muted">This dynamic node has no bound client yet: download the client on the endpoint host, then run the bind command there.</p>
+      <PublicUrlWarning />
       <ClientDownload />
       <BindCommand node={node} />
     </div>

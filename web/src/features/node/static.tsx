@@ -4,6 +4,7 @@ import { Link } from "react-router";
 import { errorMessage } from "../../api/client.js";
 import type { ConfigDetailView, NodeView, PortForwardView } from "../../api/types.js";
 import { CopyButton } from "../../components/copy-button.js";
+import { PublicUrlWarning } from "../../components/public-url-warning.js";
 import { QueryView } from "../../components/states.js";
 import { useConfigDetail } from "../mesh/queries.js";
 import { useConfigDownload, usePortForwardWrites, useSaveTags } from "./mutations.js";
@@ -112,6 +113,7 @@ function DownloadLink({ configId, node }: { configId: string; node: NodeView }) 
     <section className="card" aria-labelledby="download-title">
       <h2 id="download-title">Download</h2>
       <p className="muted">A link valid for a few minutes, usable without logging in (for the endpoint host).</p>
+      <PublicUrlWarning />
       <button type="button" onClick={() => issue.mutate()} disabled={issue.isPending}>
         {issue.isSuccess ? "New download link" : "Create download link"}
       </button>
