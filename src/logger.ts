@@ -59,8 +59,6 @@ export function createLogger(level: string, destination?: pino.DestinationStream
       colorize: destination === undefined && pretty.isColorSupported,
       translateTime: "SYS:HH:MM:ss.l",
       ignore: "pid,hostname,service",
-      messageFormat: "{if name}[{name}] {end}{msg}",
-      hideObject: false,
     });
     return pino(options, stream);
   }
