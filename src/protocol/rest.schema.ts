@@ -122,8 +122,11 @@ export const bulkPackageBody = z
 
 // ---- answers ------------------------------------------------------------------------------
 
-/** `POST /api/v1/auth/login` */
-export const loginAnswer = z.object({ access_token: z.string(), token_type: z.literal("Bearer"), expires_at: z.string() });
+/**
+ * `POST /api/v1/auth/login`: `expires_at` on the server's clock and `expires_in`, the lifetime in
+ * seconds (RFC 6749 §5.1), which a client adds to its own clock (clocks may differ).
+ */
+export const loginAnswer = z.object({ access_token: z.string(), token_type: z.literal("Bearer"), expires_at: z.string(), expires_in: z.number().int() });
 
 /** `GET /api/v1/health` */
 export const healthAnswer = z.object({ status: z.literal("ok"), version: z.string() });

@@ -41,7 +41,7 @@ export function AuthProvider({ children }: { children: ReactNode }) {
 
   const login = useCallback(async (password: string) => {
     const answer = await api.login({ body: { password } });
-    tokenStore.set(answer.access_token, answer.expires_at);
+    tokenStore.set(answer.access_token, answer.expires_in);
     setToken(answer.access_token);
   }, []);
 

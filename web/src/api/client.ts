@@ -13,12 +13,16 @@
  */
 import type { z } from "zod";
 import { ENDPOINTS, operationUrl, type Endpoint, type OperationId } from "./endpoints.js";
-/** The localStorage key of the session: JSON `{access_token, expires_at}` (ISO 8601, the login answer's). */
+/**
+ * The localStorage key of the session: JSON `{access_token, expires_at}`, `expires_at` on this
+ * browser's clock (ISO 8601): the login answer's `expires_in` added to the time it arrived, so a
+ * server clock that differs from the browser's does not end or prolong the session.
+ */
 export const SESSION_KEY = "svc.session";
 
 /**
  * The admin session of this browser, shared by its tabs: kept in localStorage with the expiry the
- * login answered, so a new tab opens logged in, and forgotten once expired (the server refuses it
+ * login answered (its lifetime, on this browser's clock), so a new tab opens logged in, and forgotten once expired (the server refuses it
  * then too). Logging out in one tab clears it, and every other tab hears that through the
  * `storage` event ({@link tokenStore.subscribe}) and returns to the login page.
  */
@@ -33,7 +37,9 @@ export const tokenStore = {
     }
     return session.access_token;
   },
-  set(token: string, expiresAt: string): void {
+  /** Keeps `token` for `expiresInS` seconds from now (the login answer's `expires_in`). */
+  set(token: string, expiresInS: number): void {
+    const expiresAt = new Date(Date.now() + expiresInS * 1000).toISOString();
     localStorage.setItem(SESSION_KEY, JSON.stringify({ access_token: token, expires_at: expiresAt }));
   },
   clear(): void {

@@ -14,14 +14,16 @@ export function PublicUrlWarning() {
   const fromEnvironment = server.data.source === "environment";
   return (
     <p className="notice public-url-warning" role="note" aria-label="Public URL warning">
-      <strong>Hosts will be told to reach {server.data.public_url}</strong>, which only reaches the host it runs on.{" "}
+      <strong>Hosts will be told to reach {server.data.public_url}</strong>, a loopback address: another host would reach itself,
+      not this service.{" "}
       {fromEnvironment ? (
         <>
-          SVC_PUBLIC_URL sets it: change that variable to an address the hosts can reach (see <Link to="/settings">Settings</Link>).
+          SVC_PUBLIC_URL sets it: change that variable to an address the hosts can reach and restart the service (
+          <Link to="/settings#public-url">about the public URL</Link>).
         </>
       ) : (
         <>
-          <Link to="/settings">Set the public URL in Settings</Link> to an address the hosts can reach.
+          <Link to="/settings#public-url">Set the public URL</Link> in Settings to an address the hosts can reach.
         </>
       )}
     </p>

@@ -18,6 +18,10 @@ export function useSaveServerSettings() {
   const queryClient = useQueryClient();
   return useMutation({
     mutationFn: (body: ServerSettingsUpdate) => api.updateServerSettings({ body }),
-    onSuccess: (view) => queryClient.setQueryData(keys.serverSettings, view),
+    onSuccess: (view) => {
+      queryClient.setQueryData(keys.serverSettings, view);
+      // The MQTT public host follows the public URL's host unless it is set.
+      void queryClient.invalidateQueries({ queryKey: keys.mqttSettings });
+    },
   });
 }
