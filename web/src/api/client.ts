@@ -94,8 +94,15 @@ export function onUnauthorized(handler: () => void): void {
   unauthorizedHandler = handler;
 }
 
-/** Tells the auth layer that the session ended (a 401 from REST or from the SSE stream). */
-export function sessionEnded(): void {
+/**
+ * Tells the auth layer that the session of `token` ended (a 401 from REST or from the SSE
+ * stream). When another tab has meanwhile logged in with a new token, that session stays: a late
+ * 401 of the old one must not end it (this tab already follows it through the storage event).
+ * @param token the token the refused call carried; undefined: whatever is stored
+ */
+export function sessionEnded(token?: string): void {
+  const current = tokenStore.get();
+  if (token !== undefined && current !== null && current !== token) return;
   tokenStore.clear();
   unauthorizedHandler();
 }
@@ -162,7 +169,7 @@ async function call(endpoint: Endpoint, input: RawInput): Promise<unknown> {
   const answer = await readJson(res);
   if (!res.ok) {
     const error = errorOf(answer);
-    if (res.status === 401 && auth) sessionEnded();
+    if (res.status === 401 && auth) sessionEnded(token ?? undefined);
     throw new ApiError(res.status, error?.code ?? "HTTP_" + res.status, error?.message ?? `The service answered ${res.status} ${res.statusText}`.trim(), error?.details);
   }
   if (endpoint.response === null) return undefined;
