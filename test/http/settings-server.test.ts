@@ -192,3 +192,17 @@ test("a stored public URL survives a restart", async (t) => {
   assert.equal(again.publicUrl.current(), "https://mesh.example.org");
   assert.equal(again.publicUrl.view().source, "stored");
 });
+
+test("spec §4 rule 9: the MCP tool write_export_snapshot hands out a download URL on the stored public URL", async (t) => {
+  const h = await startHarness(t);
+  assert.equal((await h.req("PUT", PATH, { public_url: "https://mesh.example.com" })).status, 200);
+  const res = await h.req(
+    "POST",
+    "/api/v1/mcp",
+    { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "write_export_snapshot", arguments: {} } },
+    { headers: { accept: "application/json, text/event-stream" } },
+  );
+  assert.equal(res.status, 200, res.text);
+  const out = res.json.result.structuredContent as { snapshot_id: string; download_url: string };
+  assert.ok(out.download_url.startsWith(`https://mesh.example.com/api/v1/backups/export/${out.snapshot_id}?download_token=`), out.download_url);
+});
