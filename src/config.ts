@@ -91,8 +91,15 @@ export interface Settings {
   readonly httpHost: string;
   /** TCP port of the REST/SSE listener; 0 picks a free one. */
   readonly httpPort: number;
-  /** `{base_url}` of the spec: put into bind commands, profiles and download paths. Without trailing slash. */
+  /**
+   * `{base_url}` of the spec as the environment gives it (SVC_PUBLIC_URL, else
+   * `http://localhost:{port}`), without trailing slash. What hosts are told at run time is the
+   * public URL service's (src/services/public-url.service.ts): a value stored in Settings
+   * replaces the default, never an SVC_PUBLIC_URL.
+   */
   readonly publicUrl: string;
+  /** Whether {@link publicUrl} came from SVC_PUBLIC_URL (it then wins over a stored value) or is the default. */
+  readonly publicUrlSource: "environment" | "default";
   /** Directory for the SQLite file and generated files. */
   readonly dataDir: string;
   /** Admin password from the environment; undefined means "generate once and print". */
@@ -134,6 +141,11 @@ export interface Settings {
   readonly embeddedBrokerThread: boolean;
   /** Broker host and port put into bind profiles (DESIGN §6). */
   readonly mqttPublicHost: string;
+  /**
+   * True when SVC_MQTT_PUBLIC_HOST is unset: the broker host of bind profiles is then the host of
+   * the current public URL (a stored public URL moves it too), else {@link mqttPublicHost}.
+   */
+  readonly mqttPublicHostFromUrl: boolean;
   readonly mqttPublicPort: number | undefined;
   /** spec §1.9: the embedded broker's TLS listener is on and bind profiles prefer TLS (spec §2.6). */
   readonly mqttTlsEnabled: boolean;
@@ -231,6 +243,7 @@ export function loadSettings(env: Record<string, string | undefined> = process.e
     httpHost: e.SVC_HTTP_HOST,
     httpPort: e.SVC_HTTP_PORT,
     publicUrl,
+    publicUrlSource: e.SVC_PUBLIC_URL === undefined ? "default" : "environment",
     dataDir: e.SVC_DATA_DIR,
     adminPassword: e.SVC_ADMIN_PASSWORD,
     mqttEnabled: e.SVC_ENABLE_MQTT_SERVICES,
@@ -251,6 +264,7 @@ export function loadSettings(env: Record<string, string | undefined> = process.e
     embeddedBrokerPort: e.SVC_EMBEDDED_BROKER_PORT,
     embeddedBrokerThread: e.SVC_EMBEDDED_BROKER_THREAD,
     mqttPublicHost: e.SVC_MQTT_PUBLIC_HOST ?? new URL(publicUrl).hostname,
+    mqttPublicHostFromUrl: e.SVC_MQTT_PUBLIC_HOST === undefined,
     // The embedded broker's own port when unset (it may be 0: picked at start); 1883 for an external broker.
     mqttPublicPort: e.SVC_MQTT_PUBLIC_PORT ?? (e.SVC_MQTT_BROKER === "embedded" ? undefined : 1883),
     mqttTlsEnabled: e.SVC_MQTT_TLS_ENABLED,
@@ -336,6 +350,8 @@ export function testSettings(overrides: Partial<Settings> = {}): Settings {
     logLevel: "silent" as const,
     embeddedBrokerHost: "127.0.0.1",
     embeddedBrokerPort: 0,
+    // A test that names the broker host means that host, not the public URL's.
+    ...(overrides.mqttPublicHost === undefined ? {} : { mqttPublicHostFromUrl: false }),
     ...overrides,
   });
 }

@@ -36,6 +36,10 @@ export const ERROR_CODES = {
   CONFLICT: { status: 409, description: "The request conflicts with stored state (for example a duplicate name)." },
   ADDRESS_POOL_EXHAUSTED: { status: 409, description: "The config's network_cidr has no free tunnel address left." },
   MQTT_DISABLED: { status: 409, description: "spec §7: an MQTT write API was called while SVC_ENABLE_MQTT_SERVICES=false." },
+  SETTING_FROM_ENVIRONMENT: {
+    status: 409,
+    description: "The setting is fixed by an environment variable of the service (named in the message); change or unset it there and restart.",
+  },
   NODE_NOT_DYNAMIC: { status: 409, description: "The operation needs a dynamic node." },
   BIND_TOKEN_USED: { status: 409, description: "The bind token was already used." },
   CLIENT_NOT_INITIALIZED: { status: 409, description: "No client has bound to this dynamic node yet." },

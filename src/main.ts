@@ -1,11 +1,15 @@
 import { loadSettings, SettingsError } from "./config.js";
-import { createLogger } from "./logger.js";
+import { createLogger, logFormatFor } from "./logger.js";
 import { createServer } from "./server.js";
+import { publicUrlNotice } from "./services/public-url.service.js";
 
 /**
- * Entry point of `npm start`: backend with SQLite under SVC_DATA_DIR. Prints one JSON log line
- * `{"msg":"listening","url":...}` once the HTTP listener is up. Exits 2 on an invalid setting,
- * 1 on any other start-up failure (for example a failed migration).
+ * Entry point of `npm start`: backend with SQLite under SVC_DATA_DIR. Logs one line
+ * `{"msg":"listening","url":...,"public_url":...}` once the HTTP listener is up, and a warning
+ * when the public URL hosts are told is a loopback address. Log lines are JSON, or readable
+ * lines when stdout is a terminal (`logFormatFor`), where the public URL is also printed as
+ * sentences. Exits 2 on an invalid setting, 1 on any other start-up failure (for example a
+ * failed migration).
  */
 async function main(): Promise<void> {
   let settings;
@@ -18,7 +22,8 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const log = createLogger(settings.logLevel);
+  const format = logFormatFor(process.stdout);
+  const log = createLogger(settings.logLevel, undefined, format);
   const server = await createServer(settings, log);
   if (server.generatedAdminPassword !== null) {
     // Shown once, on the terminal, never through the logger.
@@ -29,10 +34,15 @@ async function main(): Promise<void> {
   const address = await server.app.listen({ host: settings.httpHost, port: settings.httpPort });
   const url = new URL(address);
   if (url.hostname === "0.0.0.0" || url.hostname === "[::]") url.hostname = "localhost";
+  const publicUrl = server.publicUrl.view();
   log.info(
-    { url: url.origin, public_url: settings.publicUrl, mqtt_enabled: settings.mqttEnabled, mqtt_port: server.mqtt.broker?.port ?? null },
+    { url: url.origin, public_url: publicUrl.public_url, public_url_source: publicUrl.source, mqtt_enabled: settings.mqttEnabled, mqtt_port: server.mqtt.broker?.port ?? null },
     "listening",
   );
+  if (publicUrl.loopback) {
+    log.warn({ public_url: publicUrl.public_url, public_url_source: publicUrl.source }, "the public URL is a loopback address: other hosts cannot reach the service through it");
+  }
+  if (format === "pretty") process.stdout.write(`\n  Console: ${url.origin}\n${publicUrlNotice(publicUrl).map((l) => `  ${l}\n`).join("")}\n`);
 
   let closing = false;
   const shutdown = (signal: string) => {

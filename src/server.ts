@@ -24,6 +24,7 @@ import { MachinesService } from "./services/machines.service.js";
 import { MeshService, type MeshHooks } from "./services/mesh.service.js";
 import { ServiceMetrics } from "./services/metrics.js";
 import { MqttSettingsService, storedSecret } from "./services/mqtt-settings.service.js";
+import { PublicUrlService } from "./services/public-url.service.js";
 import { countedAfresh, Notifier, storeCountsOffThread, systemStatus, type StoreCounts, type SystemStatus } from "./services/notifier.js";
 import { Store } from "./store/db.js";
 import { createNodeAccountStatements } from "./store/node-client-state.repository.js";
@@ -91,6 +92,8 @@ export interface AppContext extends ActorParts {
   downloads: DownloadsService;
   /** MQTT settings: what bind profiles tell agents (DESIGN §5 settings/mqtt). */
   mqttSettings: MqttSettingsService;
+  /** The public URL hosts are told now (SVC_PUBLIC_URL, else the one set in Settings, else the default). */
+  publicUrl: PublicUrlService;
   control: ControlService;
   notifier: Notifier;
   /** `GET /metrics` families. */
@@ -144,16 +147,16 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
     const mesh = new MeshService({ store, clock, mqttEnabled: settings.mqttEnabled, log, hooks: meshAfterCommit({ clock, registry, mqtt, events }) });
     lifecycle.defer(() => mesh.settled()); // a large write's after-commit rendering ends before the store closes
     const live = await createLiveServices({ ...core, ...actors, mqtt, vault, auth, mesh, hubOptions: overrides.hub });
-    const { hub, status, mqttSettings, control, notifier, metrics, detect } = live;
+    const { hub, status, mqttSettings, publicUrl, control, notifier, metrics, detect } = live;
     await start({ ...core, ...actors, mqtt, mesh, mqttSettings, lifecycle });
 
-    const artifacts = new ArtifactsService({ settings, store, clock, log: log.child({ name: "artifacts" }), downloads });
+    const artifacts = new ArtifactsService({ settings, store, clock, log: log.child({ name: "artifacts" }), downloads, publicUrl: () => publicUrl.current() });
     const backups = new BackupsService({ settings, store, clock, log: log.child({ name: "backups" }), downloads, mesh, registry, hub, status: countedAfresh(notifier, status) });
     const { detectTimeoutMs, bindTokenTtlMs, onlineTtlMs, timelineMaxPerNode } = settings;
     const machines = new MachinesService({ store, registry, detectTimeoutMs, bindTokenTtlMs, onlineTtlMs, timelineMaxPerNode });
     const internalAuthz = { sharedKey: () => authzKey, resolve: (username: string) => resolveIdentity(accounts, settings, username) };
     const consoleDir = overrides.consoleDir === undefined ? {} : { consoleDir: overrides.consoleDir };
-    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, machines, ...consoleDir });
+    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, publicUrl, machines, ...consoleDir });
     lifecycle.defer(async () => {
       // First: detects in flight finish while the store, the actors and the broker link are open.
       await detect.stop();
@@ -161,7 +164,7 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
       await app.close();
       await hub.close();
     });
-    const services = { auth, mesh, downloads, mqttSettings, control, notifier, metrics, detect, artifacts, backups, machines };
+    const services = { auth, mesh, downloads, mqttSettings, publicUrl, control, notifier, metrics, detect, artifacts, backups, machines };
     return { ...core, ...actors, mqtt, hub, ...services, app, generatedAdminPassword, systemStatus: status, close: () => lifecycle.close() };
   } catch (err) {
     await lifecycle.close();
@@ -324,6 +327,8 @@ async function createLiveServices(deps: Core & ActorParts & {
   const status = (counts?: StoreCounts) => systemStatus({ store, registry, mqttEnabled, broker: mqttBroker, brokerConnected, releaseDownloadUrl }, counts);
   const hub = new EventHub({ clock, log: log.child({ name: "events" }), systemStatus: status, ...deps.hubOptions });
   deps.auth.onSessionRevoked((key) => hub.endSession(key));
+  const environmentUrl = { environmentUrl: settings.publicUrl, environmentSource: settings.publicUrlSource };
+  const publicUrl = await PublicUrlService.load({ store, clock, hub, log: log.child({ name: "settings" }), ...environmentUrl });
   const mqttSettings = await MqttSettingsService.load({
     store,
     clock,
@@ -335,7 +340,8 @@ async function createLiveServices(deps: Core & ActorParts & {
     tlsEnabled: () => settings.mqttTlsEnabled,
     brokerConnected,
     defaults: () => ({
-      public_host: settings.mqttPublicHost,
+      // Without SVC_MQTT_PUBLIC_HOST agents reach the broker on the public URL's host, as it is now.
+      public_host: settings.mqttPublicHostFromUrl ? new URL(publicUrl.current()).hostname.replace(/^\[(.*)\]$/, "$1") : settings.mqttPublicHost,
       public_port: settings.mqttPublicPort ?? mqtt.broker?.port ?? settings.embeddedBrokerPort,
       public_tls_port: settings.mqttPublicTlsPort ?? mqtt.broker?.tlsPort ?? settings.embeddedBrokerTlsPort,
     }),
@@ -348,7 +354,7 @@ async function createLiveServices(deps: Core & ActorParts & {
     commands,
     events,
     mqttEnabled,
-    publicUrl: settings.publicUrl,
+    publicUrl: () => publicUrl.current(),
     bindTokenTtlMs: settings.bindTokenTtlMs,
     configPushDebounceMs: settings.configPushDebounceMs,
     brokerEndpoint: () => mqttSettings.brokerEndpoint(mqtt.profileCa),
@@ -361,7 +367,7 @@ async function createLiveServices(deps: Core & ActorParts & {
   const metrics = new ServiceMetrics({ mqttEnabled, nodes: () => registry.projections(), received: () => router.received, published: () => commands.published, dropped: () => router.dropped, hub: hubMetrics, brokerConnected, events });
   const detect = createDetect(deps);
   hub.onSubscribersChanged((count) => detect.setActive(mqttEnabled && count > 0));
-  return { hub, status, mqttSettings, control, notifier, metrics, detect };
+  return { hub, status, mqttSettings, publicUrl, control, notifier, metrics, detect };
 }
 
 /** The detect scheduler (spec §3.2): a detect is recorded with the node's actor, then sent as a command. */

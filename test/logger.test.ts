@@ -6,7 +6,8 @@ import { Writable } from "node:stream";
 import { test } from "node:test";
 import { ManualClock } from "../src/lib/clock.js";
 import { testSettings } from "../src/config.js";
-import { createLogger } from "../src/logger.js";
+import { createLogger, logFormatFor } from "../src/logger.js";
+import { publicUrlNotice } from "../src/services/public-url.service.js";
 import { createServer } from "../src/server.js";
 
 function capture(): { stream: Writable; text(): string } {
@@ -62,4 +63,35 @@ test("request logs carry no password, bearer token, download token or config tex
   for (const secret of ["log-test-password", login.json().access_token, issued.json().download_token, /PrivateKey = (.+)/.exec(download.body)?.[1] ?? "missing"]) {
     assert.ok(!text.includes(secret), `a secret leaked into the log`);
   }
+});
+
+test("log lines are pretty only when stdout is a terminal; pipes, files and unknown streams get JSON", () => {
+  assert.equal(logFormatFor({ isTTY: true }), "pretty");
+  assert.equal(logFormatFor({ isTTY: false }), "json");
+  assert.equal(logFormatFor({}), "json");
+});
+
+test("the pretty format writes readable lines, redacted like the JSON ones; the JSON format one object per line", () => {
+  const pretty = capture();
+  createLogger("info", pretty.stream, "pretty").child({ name: "http" }).info({ password: "p-secret", status: 200 }, "request");
+  const text = pretty.text();
+  assert.match(text, /INFO.*\(http\).*request/);
+  assert.match(text, /status: 200/);
+  assert.ok(!text.includes("p-secret"), text);
+  assert.throws(() => JSON.parse(text.trim()));
+
+  const json = capture();
+  createLogger("info", json.stream).info({ status: 200 }, "request");
+  assert.equal(JSON.parse(json.text().trim()).msg, "request");
+});
+
+test("npm start's public URL sentences: the URL and its source; a loopback URL is warned about with where to set it", () => {
+  assert.deepEqual(publicUrlNotice({ public_url: "https://mesh.example.com", source: "stored", loopback: false, stored_public_url: "https://mesh.example.com" }), [
+    "Hosts are told to reach this service at https://mesh.example.com (set in the console's Settings).",
+  ]);
+  const local = publicUrlNotice({ public_url: "http://localhost:8080", source: "default", loopback: true, stored_public_url: null });
+  assert.equal(local.length, 3);
+  assert.match(local[0] ?? "", /at http:\/\/localhost:8080 \(the default; set it in the console's Settings or with SVC_PUBLIC_URL\)/);
+  assert.match(local[1] ?? "", /^Warning: http:\/\/localhost:8080 is a loopback address/);
+  assert.match(local[2] ?? "", /Set the public URL in Settings/);
 });

@@ -39,6 +39,7 @@ import type { ArtifactsService } from "../services/artifacts.service.js";
 import type { BackupsService } from "../services/backups.service.js";
 import type { ServiceMetrics } from "../services/metrics.js";
 import type { MqttSettingsService } from "../services/mqtt-settings.service.js";
+import type { PublicUrlService } from "../services/public-url.service.js";
 import { metricsRoutes } from "./routes/metrics.routes.js";
 import { settingsRoutes } from "./routes/settings.routes.js";
 import { VERSION } from "../lib/version.js";
@@ -65,6 +66,8 @@ export interface AppDeps {
   backups: BackupsService;
   metrics: ServiceMetrics;
   mqttSettings: MqttSettingsService;
+  /** The public URL hosts are told, read at each use (a change in Settings applies at once). */
+  publicUrl: PublicUrlService;
   /** The built web console; default `dist/web` of this installation ({@link defaultConsoleDir}). */
   consoleDir?: string;
   machines: MachinesService;
@@ -128,8 +131,9 @@ export async function buildApp(deps: AppDeps): Promise<App> {
         description: errorCodesDescription(),
         license: { name: "MIT", identifier: "MIT" },
       },
-      // Generated clients resolve every path against this (SVC_PUBLIC_URL, the address operators reach).
-      servers: [{ url: deps.settings.publicUrl }],
+      // Generated clients resolve every path against this: the public URL when the service started
+      // (the document is generated once; a later change in Settings shows after a restart).
+      servers: [{ url: deps.publicUrl.current() }],
       components: {
         securitySchemes: { bearer: { type: "http", scheme: "bearer" } },
       },
@@ -229,7 +233,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(internalAuthzRoutes, deps.internalAuthz);
   await app.register(systemRoutes, { status: deps.status });
   await app.register(metricsRoutes, { metrics: deps.metrics, auth: deps.auth, metricsToken: deps.settings.metricsToken });
-  await app.register(settingsRoutes, { mqttSettings: deps.mqttSettings });
+  await app.register(settingsRoutes, { mqttSettings: deps.mqttSettings, publicUrl: deps.publicUrl });
   await app.register(artifactsRoutes, { artifacts: deps.artifacts, downloads: deps.downloads, auth: deps.auth });
   await app.register(backupsRoutes, { backups: deps.backups, downloads: deps.downloads, auth: deps.auth });
   await app.register(machinesRoutes, { machines: deps.machines });
@@ -238,7 +242,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     mesh: deps.mesh,
     control: deps.control,
     auth: deps.auth,
-    publicUrl: deps.settings.publicUrl,
+    publicUrl: () => deps.publicUrl.current(),
   });
 
   app.get(

@@ -63,6 +63,7 @@ export {
   endpointStatusViewSchema as endpointStatusResponse,
   controlLogViewSchema as controlLogResponse,
   mqttSettingsViewSchema as mqttSettingsResponse,
+  serverSettingsViewSchema as serverSettingsResponse,
   snapshotEntrySchema as snapshotEntryResponse,
   systemStatusSchema as systemStatusResponse,
 } from "../protocol/views.schema.js";

@@ -62,6 +62,38 @@ export const interfaceNameSchema = z
 export const publicAddressSchema = z.union([z.ipv4(), z.ipv6(), z.hostname().max(253)], {
   error: "must be an IPv4 address, an IPv6 address or a host name",
 });
+/**
+ * The public URL hosts are told to reach the service at (spec `{base_url}`): `http://` or
+ * `https://`, a host, an optional port and nothing else (a path, query, fragment or user name
+ * would be joined wrongly with `/api/...`). A trailing `/` is accepted; the service stores the
+ * URL's origin.
+ */
+export const publicUrlSchema = z
+  .string()
+  .trim()
+  .max(2048)
+  .superRefine((value, ctx) => {
+    const problem = publicUrlProblem(value);
+    if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+  });
+
+/** What is wrong with a public URL, in words an operator can act on; undefined when it is fine. */
+export function publicUrlProblem(value: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return "must be a full URL such as https://mesh.example.com or http://192.0.2.10:8080";
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") return "must start with http:// or https://";
+  if (url.hostname === "") return "must name a host";
+  if (url.username !== "" || url.password !== "") return "must not carry a user name or password";
+  if (url.pathname !== "/" || url.search !== "" || url.hash !== "" || /[?#]/.test(value)) {
+    return "must be only scheme, host and port, without a path, query or fragment (e.g. https://mesh.example.com:8443)";
+  }
+  return undefined;
+}
+
 export const tagSchema = z.string().regex(/^[a-zA-Z0-9][a-zA-Z0-9_.:-]{0,31}$/, "must be 1-32 of [a-zA-Z0-9_.:-]");
 /**
  * A config's IPv4 network, bounded in length here; its syntax and the reserved blocks it must not

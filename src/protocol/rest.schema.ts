@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { CLIENT_GOARCH, CLIENT_GOOS } from "./client-targets.js";
 import { commandStatusSchema, controlActionSchema, nodeModeSchema, presenceStateSchema } from "./enums.js";
-import { interfaceNameSchema, forwardTargetSchema, ipv4Schema, queryInt, nameSchema, networkCidrSchema, portSchema, publicAddressSchema, tagSchema, tunnelProtocolSchema } from "./fields.js";
+import { interfaceNameSchema, forwardTargetSchema, ipv4Schema, queryInt, nameSchema, networkCidrSchema, portSchema, publicAddressSchema, publicUrlSchema, tagSchema, tunnelProtocolSchema } from "./fields.js";
 import { configIdSchema, nodeIdSchema } from "./ids.js";
 import {
   configViewSchema,
@@ -96,6 +96,13 @@ export const mqttSettingsBody = z
   })
   .refine((b) => Object.keys(b).length > 0, "give at least one of public_host, public_port, public_tls_port");
 
+/**
+ * `PUT /api/v1/settings/server`: the public URL hosts are told (bind commands, bind profiles,
+ * download commands); `null` removes the stored one (back to the default). Refused while
+ * SVC_PUBLIC_URL sets it.
+ */
+export const serverSettingsBody = z.strictObject({ public_url: publicUrlSchema.nullable() });
+
 /** `POST …/control` (spec §6.3 actions). */
 export const controlBody = z.strictObject({ action: controlActionSchema });
 
@@ -154,8 +161,11 @@ export const importSnapshotHeaders = z.object({
 
 // ---- answers ------------------------------------------------------------------------------
 
-/** `POST /api/v1/auth/login` */
-export const loginAnswer = z.object({ access_token: z.string(), token_type: z.literal("Bearer"), expires_at: z.string() });
+/**
+ * `POST /api/v1/auth/login`: `expires_at` on the server's clock and `expires_in`, the lifetime in
+ * seconds (RFC 6749 §5.1), which a client adds to its own clock (clocks may differ).
+ */
+export const loginAnswer = z.object({ access_token: z.string(), token_type: z.literal("Bearer"), expires_at: z.string(), expires_in: z.number().int() });
 
 /** `GET /api/v1/health` */
 export const healthAnswer = z.object({ status: z.literal("ok"), version: z.string() });

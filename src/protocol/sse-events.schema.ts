@@ -7,6 +7,7 @@ import {
   meshPairViewSchema,
   mqttSettingsViewSchema,
   nodeViewSchema,
+  serverSettingsViewSchema,
   snapshotEntrySchema,
   systemStatusSchema,
   tagViewSchema,
@@ -18,7 +19,7 @@ import {
  * refresh signals, not the source of truth; their shapes are still fixed here, once.
  */
 
-/** Every event type of the spec §6.5 table, in the table's order. */
+/** Every event type of the spec §6.5 table, in the table's order, with `settings.server.updated` beside `settings.mqtt.updated`. */
 export const SSE_EVENT_TYPES = [
   "config.list.updated",
   "config.overview.updated",
@@ -29,6 +30,7 @@ export const SSE_EVENT_TYPES = [
   "control.log.created",
   "control.log.updated",
   "settings.mqtt.updated",
+  "settings.server.updated",
   "snapshot.list.updated",
   "system.status.updated",
   "system.clock.sync",
@@ -93,6 +95,8 @@ export const SSE_PAYLOAD_SCHEMAS = {
   "control.log.updated": z.object({ config_id: id, node_id: id, log: controlLogViewSchema }),
   /** MQTT settings form refresh (never secrets). */
   "settings.mqtt.updated": z.object({ mqtt: mqttSettingsViewSchema }),
+  /** Server settings refresh: the public URL hosts are told (an addition to the spec's table, beside settings.mqtt.updated). */
+  "settings.server.updated": z.object({ server: serverSettingsViewSchema }),
   /** Snapshot list refresh. */
   "snapshot.list.updated": z.object({ snapshots: z.array(snapshotEntrySchema) }),
   /** Home, system page and global status: the body of `GET /api/v1/system/status` (DESIGN §5). */

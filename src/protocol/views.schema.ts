@@ -164,6 +164,20 @@ export const mqttSettingsViewSchema = z.object({
   sources: z.object({ public_host: settingSource, public_port: settingSource, public_tls_port: settingSource }),
 });
 
+/**
+ * `GET, PUT /api/v1/settings/server` and the `settings.server.updated` payload's `server`: the
+ * public URL hosts are told now (`public_url`, no trailing slash), where it comes from
+ * (`environment`: SVC_PUBLIC_URL, which wins; `stored`: set in Settings; `default`:
+ * `http://localhost:{port}`), whether it names this machine only (`loopback`: other hosts
+ * cannot use it) and the stored value (null when none; not in effect while SVC_PUBLIC_URL is set).
+ */
+export const serverSettingsViewSchema = z.object({
+  public_url: z.string(),
+  source: z.enum(["environment", "stored", "default"]),
+  loopback: z.boolean(),
+  stored_public_url: z.string().nullable(),
+});
+
 /** One snapshot of the list (DESIGN §5), `snapshot.list.updated` `snapshots[*]`. */
 export const snapshotEntrySchema = z.object({
   snapshot_id: z.string(),

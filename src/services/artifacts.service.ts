@@ -29,6 +29,8 @@ export interface ArtifactsServiceDeps {
   clock: Clock;
   log: Logger;
   downloads: DownloadsService;
+  /** `{base_url}` now (src/services/public-url.service.ts): download commands start with it. */
+  publicUrl: () => string;
 }
 
 /** How long one release host request may take. */
@@ -107,6 +109,7 @@ export class ArtifactsService {
   readonly #clock: Clock;
   readonly #log: Logger;
   readonly #downloads: DownloadsService;
+  readonly #publicUrl: () => string;
   /** Builds (and cache look-ups) under way, by artifact id: one at a time per artifact. */
   readonly #pending = new Map<string, Promise<LocalArtifact>>();
   /** SHA-256 of zips already hashed, by path; valid while mtime and size are unchanged. */
@@ -117,6 +120,7 @@ export class ArtifactsService {
     this.#clock = deps.clock;
     this.#log = deps.log.child({ name: "artifacts" });
     this.#downloads = deps.downloads;
+    this.#publicUrl = deps.publicUrl;
   }
 
   /** The server's version, which names every artifact (spec §9 rule 2). */
@@ -271,7 +275,7 @@ export class ArtifactsService {
       download_path: downloadPath,
       download_token: issued.token,
       download_token_expires_at: issued.expiresAt,
-      command: downloadCommand(artifact.filename, `${this.#settings.publicUrl}${downloadPath}`),
+      command: downloadCommand(artifact.filename, `${this.#publicUrl()}${downloadPath}`),
     };
   }
 

@@ -65,10 +65,10 @@ export class AuthService {
 
   /**
    * Exchanges the admin password for a bearer token.
-   * @returns token and its expiry (ms since the epoch)
+   * @returns token, its expiry (ms since the epoch) and its lifetime from now (ms)
    * @throws AppError UNAUTHORIZED on a wrong password
    */
-  async login(password: string): Promise<{ accessToken: string; expiresAt: number }> {
+  async login(password: string): Promise<{ accessToken: string; expiresAt: number; expiresInMs: number }> {
     const stored = await getSetting(this.#store.db, ADMIN_PASSWORD_KEY);
     if (stored === undefined || !(await verifyPassword(password, stored))) {
       throw new AppError("UNAUTHORIZED", "wrong password");
@@ -80,7 +80,7 @@ export class AuthService {
       await tokensRepo.deleteExpiredAdminSessions(trx, now);
       await tokensRepo.insertAdminSession(trx, hash, now, expiresAt);
     });
-    return { accessToken: token, expiresAt };
+    return { accessToken: token, expiresAt, expiresInMs: this.#ttlMs };
   }
 
   /**

@@ -56,7 +56,8 @@ export interface ControlServiceDeps {
   registry: NodeActorRegistry;
   commands: CommandTracker;
   mqttEnabled: boolean;
-  publicUrl: string;
+  /** `{base_url}` now (src/services/public-url.service.ts): bind commands and profiles name it. */
+  publicUrl: () => string;
   bindTokenTtlMs: number;
   configPushDebounceMs: number;
   /** Host and port bind profiles give agents. */
@@ -122,7 +123,7 @@ export class ControlService {
       await insertBindToken(trx, { token_hash: hash, node_id: nodeId, created_at: now, expires_at: expiresAt });
     });
     await this.#d.registry.send(configId, nodeId, { type: "bind_token.issued", at: now, expiresAt });
-    return { command: `svcctl bind --server ${this.#d.publicUrl} --token ${token}`, expires_at: isoTime(expiresAt) };
+    return { command: `svcctl bind --server ${this.#d.publicUrl()} --token ${token}`, expires_at: isoTime(expiresAt) };
   }
 
   /**
@@ -179,7 +180,7 @@ export class ControlService {
     });
     const broker = this.#d.brokerEndpoint();
     return {
-      profile: { config_id: node.config_id, node_id: node.node_id, server_url: this.#d.publicUrl },
+      profile: { config_id: node.config_id, node_id: node.node_id, server_url: this.#d.publicUrl() },
       mqtt: {
         host: broker.host,
         port: broker.port,

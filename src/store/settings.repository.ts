@@ -14,3 +14,7 @@ export async function putSetting(db: Db, key: string, value: string, now: number
     .onConflict((oc) => oc.column("key").doUpdateSet({ value, updated_at: now }))
     .execute();
 }
+
+export async function deleteSetting(db: Db, key: string): Promise<void> {
+  await db.deleteFrom("settings_kv").where("key", "=", key).execute();
+}

@@ -13,11 +13,11 @@ import { startSseServer, type SseFrame } from "./sse-harness.js";
  * real service paths publish, and `tsc` validates every publishing point by type.
  */
 
-test("spec §6.5 event table: every one of the twelve event types has a payload schema", () => {
+test("spec §6.5 event table: every one of the twelve event types, and settings.server.updated, has a payload schema", () => {
   assert.deepEqual(Object.keys(SSE_PAYLOAD_SCHEMAS).sort(), [...SSE_EVENT_TYPES].sort());
 });
 
-test("spec §6.5 frame fields: the twelve event types, published through the real service paths, each arrive as a frame whose data.payload parses with its schema unchanged, and each payload was plain JSON data when handed to the hub", async (t) => {
+test("spec §6.5 frame fields: the twelve event types and settings.server.updated, published through the real service paths, each arrive as a frame whose data.payload parses with its schema unchanged, and each payload was plain JSON data when handed to the hub", async (t) => {
   const s = await startSseServer(t);
   // What the publishing points hand the hub: already plain JSON data (so no converter is needed).
   const notPlain: string[] = [];
@@ -72,6 +72,10 @@ test("spec §6.5 frame fields: the twelve event types, published through the rea
   const put = await api(s, "PUT", "/api/v1/settings/mqtt", { public_host: "mqtt.example.org" });
   assert.equal(put.status, 200, JSON.stringify(put.json));
   await until("settings.mqtt.updated");
+  // The public URL: settings.server.updated.
+  const server = await api(s, "PUT", "/api/v1/settings/server", { public_url: "https://mesh.example.org" });
+  assert.equal(server.status, 200, JSON.stringify(server.json));
+  await until("settings.server.updated");
   // A snapshot, then its restore: snapshot.list.updated; config.list.updated and system.status.updated from the restore path.
   const snap = await api(s, "POST", "/api/v1/backups");
   assert.equal(snap.status, 201, JSON.stringify(snap.json));
@@ -83,7 +87,7 @@ test("spec §6.5 frame fields: the twelve event types, published through the rea
   s.clock.advance(15_000);
   await until("system.clock.sync", (f) => f.json.payload !== undefined && (seen.get("system.clock.sync")?.length ?? 0) >= 2);
 
-  assert.deepEqual([...seen.keys()].sort(), [...SSE_EVENT_TYPES].sort(), "all twelve event types were published");
+  assert.deepEqual([...seen.keys()].sort(), [...SSE_EVENT_TYPES].sort(), "all thirteen event types were published");
   for (const [type, frames] of seen) {
     const schema = SSE_PAYLOAD_SCHEMAS[type];
     for (const f of frames) {

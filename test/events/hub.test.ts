@@ -40,9 +40,10 @@ async function bareHub(t: TestContext, overrides: Partial<EventHubOptions> = {},
   return { clock, hub, url, timers, open: (headers: Record<string, string> = {}) => openStream(url, headers) };
 }
 
-test("the event types are the twelve of the spec §6.5 table", () => {
-  assert.equal(SSE_EVENT_TYPES.length, 12);
-  assert.equal(new Set(SSE_EVENT_TYPES).size, 12);
+test("the event types are the twelve of the spec §6.5 table and settings.server.updated", () => {
+  assert.equal(SSE_EVENT_TYPES.length, 13);
+  assert.equal(new Set(SSE_EVENT_TYPES).size, 13);
+  assert.ok(isSseEventType("settings.server.updated"));
   assert.ok(isSseEventType("node.apply.updated"));
   assert.ok(!isSseEventType("node.apply"));
 });

@@ -16,6 +16,7 @@ test("login answers a bearer token with its expiry; a wrong password answers UNA
   assert.equal(res.status, 200);
   assert.equal(res.json.token_type, "Bearer");
   assert.equal(res.json.expires_at, new Date(h.clock.now() + 12 * 3600 * 1000).toISOString());
+  assert.equal(res.json.expires_in, 12 * 3600, "the lifetime in seconds (RFC 6749 §5.1), for clients whose clock differs");
   assert.notEqual(res.json.access_token, h.token);
   assertError(await h.req("POST", "/api/v1/auth/login", { password: "wrong" }, { auth: false }), "UNAUTHORIZED");
   assertError(await h.req("POST", "/api/v1/auth/login", {}, { auth: false }), "VALIDATION_FAILED");

@@ -50,7 +50,7 @@ export interface Backend {
 
 export interface ConsoleHarness extends Backend {
   browser: Browser;
-  /** A fresh browser context (own sessionStorage: a second operator) and its page. */
+  /** A fresh browser context (own storage: a second operator or browser) and its page. */
   newPage(opts?: { colorScheme?: "light" | "dark"; viewport?: { width: number; height: number } }): Promise<Page>;
 }
 
@@ -154,9 +154,9 @@ export async function login(page: Page, password = ADMIN_PASSWORD): Promise<void
   await page.getByRole("heading", { name: "System", level: 1 }).waitFor();
 }
 
-/** The access token the console keeps for the tab (sessionStorage), or null. */
+/** The access token the console keeps for the browser's tabs (localStorage `svc.session`), or null. */
 export async function storedToken(page: Page): Promise<string | null> {
-  return page.evaluate<string | null>('sessionStorage.getItem("svc.access_token")');
+  return page.evaluate<string | null>('JSON.parse(localStorage.getItem("svc.session") ?? "null")?.access_token ?? null');
 }
 
 /** What the page last put on the clipboard (a copy button's text). */

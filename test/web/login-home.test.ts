@@ -46,7 +46,7 @@ test("console login: a wrong password shows the API's error, the right one opens
   await expectAccessible(page, "home");
   await screenshot(page, "home");
 
-  // A reload keeps the tab's session (sessionStorage).
+  // A reload keeps the session (localStorage, until it expires).
   await page.reload();
   await expectFigure(page, "Configs", 2);
 

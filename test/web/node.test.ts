@@ -21,7 +21,7 @@ import { bindCommandInvocation, freeTcpPort, svcctlPrefix } from "../helpers/age
 import { startReleaseHost } from "../helpers/release-host.js";
 import { VERSION } from "../../src/lib/version.js";
 import { STANDIN, start } from "./processes.js";
-import { ADMIN_PASSWORD, expectAccessible, expectText, login, screenshot, startConsole, waitLive, type Backend } from "./harness.js";
+import { ADMIN_PASSWORD, expectAccessible, expectText, login, screenshot, startConsole, storedToken, waitLive, type Backend } from "./harness.js";
 
 /** spec §3.2: the control page shows `online` this soon after the agent starts. */
 const ONLINE_WITHIN_MS = 5_000;
@@ -86,7 +86,7 @@ test("spec §3.2, §3.1, §4 rules 2/5/6, §9 rule 3: the initialization page's 
   const localCommand = (await page.getByLabel("Download command", { exact: true }).innerText()).trim();
   assert.ok(localCommand.includes(`${baseUrl}${localHref}`), localCommand);
   assert.match(localCommand, /^curl -fL -o \S+ \S+ && unzip -oq \S+ -d svc-client$/);
-  const token = await page.evaluate<string | null>('sessionStorage.getItem("svc.access_token")');
+  const token = await storedToken(page);
   assert.ok(token !== null && !localCommand.includes(token) && !localHref.includes(token), "no admin token in the link or command");
   await expectText(page.locator("time.countdown").first(), /^expires in [45]:\d\d$/);
   const zip = await fetch(new URL(localHref, baseUrl));

@@ -108,7 +108,7 @@ test("a 401 from a REST call (the SSE stream held back) also returns to login, k
   if (!h) return;
   const page = await h.newPage();
   // A token the service does not know, as after a restart with a new database.
-  await page.addInitScript('sessionStorage.setItem("svc.access_token", "stale-token-from-before")');
+  await page.addInitScript('localStorage.setItem("svc.session", JSON.stringify({ access_token: "stale-token-from-before", expires_at: "2999-01-01T00:00:00.000Z" }))');
   // Only REST answers this time: the stream request never reaches the service.
   await page.route("**/api/v1/events/stream", (route) => route.abort());
   await page.goto("/settings");
@@ -136,4 +136,35 @@ test("an API error shows its message with Retry, and Retry loads the page (share
   await page.getByRole("alert").getByRole("button", { name: "Retry" }).click();
   await page.getByLabel(/Public host/).waitFor();
   assert.equal(await page.getByRole("alert").count(), 0);
+});
+
+test("one session for the browser's tabs: a new tab opens logged in, a logout in one tab returns the other to login without a reload, an expired session is not used", async (t) => {
+  const h = await startConsole(t);
+  if (!h) return;
+  const first = await h.newPage();
+  await login(first);
+  await waitLive(first);
+
+  const second = await first.context().newPage();
+  await second.goto("/settings");
+  await second.getByRole("heading", { name: "Settings", level: 1 }).waitFor();
+  await waitLive(second);
+  assert.equal(await second.getByLabel("Admin password").count(), 0, "no password asked");
+  assert.equal(await storedToken(second), await storedToken(first));
+  await second.evaluate('document.body.dataset["noReload"] = "1"');
+
+  await first.getByRole("button", { name: "Log out" }).click();
+  await first.getByLabel("Admin password").waitFor();
+  // The storage event: the second tab follows at once, no request needed.
+  await second.getByLabel("Admin password").waitFor();
+  assert.equal(await second.evaluate('document.body.dataset["noReload"]'), "1", "not reloaded");
+  assert.equal(await storedToken(second), null);
+
+  // A kept session past its expiry is dropped, not sent.
+  const session = await first.context().newPage();
+  await session.goto("/login");
+  await session.evaluate('localStorage.setItem("svc.session", JSON.stringify({ access_token: "expired-token", expires_at: "2000-01-01T00:00:00.000Z" }))');
+  await session.goto("/settings");
+  await session.getByLabel("Admin password").waitFor();
+  assert.equal(await session.evaluate('localStorage.getItem("svc.session")'), null);
 });

@@ -25,8 +25,8 @@ export async function authRoutes(app: App, opts: { auth: AuthService; rateLimit:
       },
     },
     async (req) => {
-      const { accessToken, expiresAt } = await opts.auth.login(req.body.password);
-      return { access_token: accessToken, token_type: "Bearer" as const, expires_at: isoTime(expiresAt) };
+      const { accessToken, expiresAt, expiresInMs } = await opts.auth.login(req.body.password);
+      return { access_token: accessToken, token_type: "Bearer" as const, expires_at: isoTime(expiresAt), expires_in: Math.floor(expiresInMs / 1000) };
     },
   );
 

@@ -18,8 +18,11 @@ export interface McpRoutesOptions {
   mesh: MeshService;
   control: ControlService;
   auth: AuthService;
-  /** `{base_url}`, without trailing slash: download URLs handed to MCP clients start with it. */
-  publicUrl: string;
+  /**
+   * `{base_url}` now, without trailing slash (src/services/public-url.service.ts): download URLs
+   * handed to MCP clients start with it.
+   */
+  publicUrl: () => string;
 }
 
 const idSchema = z.string().regex(ID_PATTERN, "must match ^[a-z0-9][a-z0-9_-]{0,63}$");
@@ -122,7 +125,7 @@ export function buildMcpServer(opts: McpRoutesOptions): McpServer {
         const grant = await backups.snapshotDownload(entry.snapshot_id);
         return {
           snapshot_id: entry.snapshot_id,
-          download_url: `${publicUrl}${grant.download_path}`,
+          download_url: `${publicUrl()}${grant.download_path}`,
           expires_at: grant.download_token_expires_at,
         };
       }),

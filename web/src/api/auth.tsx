@@ -3,7 +3,7 @@ import { createContext, useCallback, useContext, useEffect, useMemo, useState, t
 import { api, onUnauthorized, tokenStore } from "./client.js";
 
 interface AuthState {
-  /** The bearer token of this tab, or null when logged out. */
+  /** The bearer token of this browser's session (shared by its tabs), or null when logged out. */
   token: string | null;
   /** `POST /api/v1/auth/login`; throws ApiError (wrong password: its message). */
   login(password: string): Promise<void>;
@@ -13,7 +13,10 @@ interface AuthState {
 
 const AuthContext = createContext<AuthState | null>(null);
 
-/** Holds the admin session of this tab; a 401 anywhere (REST or SSE) logs out. */
+/**
+ * Holds the admin session, shared by the browser's tabs: a 401 anywhere (REST or SSE) logs out;
+ * a login or logout in another tab is followed here (the `storage` event).
+ */
 export function AuthProvider({ children }: { children: ReactNode }) {
   const queryClient = useQueryClient();
   const [token, setToken] = useState<string | null>(() => tokenStore.get());
@@ -26,9 +29,19 @@ export function AuthProvider({ children }: { children: ReactNode }) {
     return () => onUnauthorized(() => undefined);
   }, [queryClient]);
 
+  // Another tab logged in or out: follow it (a logout there ends this tab's view too).
+  useEffect(
+    () =>
+      tokenStore.subscribe((next) => {
+        setToken(next);
+        if (next === null) queryClient.clear();
+      }),
+    [queryClient],
+  );
+
   const login = useCallback(async (password: string) => {
     const answer = await api.login({ body: { password } });
-    tokenStore.set(answer.access_token);
+    tokenStore.set(answer.access_token, answer.expires_in);
     setToken(answer.access_token);
   }, []);
 
@@ -47,7 +60,7 @@ export function AuthProvider({ children }: { children: ReactNode }) {
   return <AuthContext.Provider value={value}>{children}</AuthContext.Provider>;
 }
 
-/** The session of this tab. */
+/** The admin session (shared by the browser's tabs). */
 export function useAuth(): AuthState {
   const ctx = useContext(AuthContext);
   if (ctx === null) throw new Error("useAuth outside <AuthProvider>");

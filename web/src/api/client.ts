@@ -4,7 +4,8 @@
  * body) is typed from them and its answer is parsed with its schema, so a page never names a URL
  * or casts an answer.
  *
- * - the admin bearer token is read from sessionStorage (kept for the tab only; {@link tokenStore});
+ * - the admin bearer token is read from localStorage until it expires (one session for every tab
+ *   of the browser; {@link tokenStore});
  * - a non-2xx answer with the API error body `{error: {code, message, details?}}` (DESIGN §3) is
  *   thrown as an {@link ApiError} whose `message` is the server's message, which pages show as is;
  * - a 401 on an authenticated call clears the token and calls the handler set with
@@ -12,24 +13,66 @@
  */
 import type { z } from "zod";
 import { ENDPOINTS, operationUrl, type Endpoint, type OperationId } from "./endpoints.js";
-const TOKEN_KEY = "svc.access_token";
+/**
+ * The localStorage key of the session: JSON `{access_token, expires_at}`, `expires_at` on this
+ * browser's clock (ISO 8601): the login answer's `expires_in` added to the time it arrived, so a
+ * server clock that differs from the browser's does not end or prolong the session.
+ */
+export const SESSION_KEY = "svc.session";
 
-/** The access token of this tab (sessionStorage: a new tab logs in again). */
+/**
+ * The admin session of this browser, shared by its tabs: kept in localStorage with the expiry the
+ * login answered (its lifetime, on this browser's clock), so a new tab opens logged in, and forgotten once expired (the server refuses it
+ * then too). Logging out in one tab clears it, and every other tab hears that through the
+ * `storage` event ({@link tokenStore.subscribe}) and returns to the login page.
+ */
 export const tokenStore = {
+  /** The access token, or null when there is none or it expired (an expired one is removed). */
   get(): string | null {
-    try {
-      return sessionStorage.getItem(TOKEN_KEY);
-    } catch {
+    const session = readSession();
+    if (session === null) return null;
+    if (!(Date.parse(session.expires_at) > Date.now())) {
+      tokenStore.clear();
       return null;
     }
+    return session.access_token;
   },
-  set(token: string): void {
-    sessionStorage.setItem(TOKEN_KEY, token);
+  /** Keeps `token` for `expiresInS` seconds from now (the login answer's `expires_in`). */
+  set(token: string, expiresInS: number): void {
+    const expiresAt = new Date(Date.now() + expiresInS * 1000).toISOString();
+    localStorage.setItem(SESSION_KEY, JSON.stringify({ access_token: token, expires_at: expiresAt }));
   },
   clear(): void {
-    sessionStorage.removeItem(TOKEN_KEY);
+    try {
+      localStorage.removeItem(SESSION_KEY);
+    } catch {
+      // storage unavailable: nothing was kept
+    }
+  },
+  /**
+   * Calls `listener` with the token (or null) whenever another tab of this browser logs in or
+   * out; returns the function that stops listening. A tab's own writes do not fire it.
+   */
+  subscribe(listener: (token: string | null) => void): () => void {
+    const onStorage = (e: StorageEvent) => {
+      if (e.storageArea === localStorage && (e.key === SESSION_KEY || e.key === null)) listener(tokenStore.get());
+    };
+    window.addEventListener("storage", onStorage);
+    return () => window.removeEventListener("storage", onStorage);
   },
 };
+
+/** The stored session, or null when missing, unreadable or not of the expected shape. */
+function readSession(): { access_token: string; expires_at: string } | null {
+  try {
+    const value = JSON.parse(localStorage.getItem(SESSION_KEY) ?? "null") as unknown;
+    if (typeof value !== "object" || value === null) return null;
+    const { access_token: token, expires_at: expiresAt } = value as Record<string, unknown>;
+    return typeof token === "string" && typeof expiresAt === "string" ? { access_token: token, expires_at: expiresAt } : null;
+  } catch {
+    return null;
+  }
+}
 
 /** A failed API call: HTTP `status` (0 when the service could not be reached) and the registry `code`. */
 export class ApiError extends Error {
@@ -51,8 +94,15 @@ export function onUnauthorized(handler: () => void): void {
   unauthorizedHandler = handler;
 }
 
-/** Tells the auth layer that the session ended (a 401 from REST or from the SSE stream). */
-export function sessionEnded(): void {
+/**
+ * Tells the auth layer that the session of `token` ended (a 401 from REST or from the SSE
+ * stream). When another tab has meanwhile logged in with a new token, that session stays: a late
+ * 401 of the old one must not end it (this tab already follows it through the storage event).
+ * @param token the token the refused call carried; undefined: whatever is stored
+ */
+export function sessionEnded(token?: string): void {
+  const current = tokenStore.get();
+  if (token !== undefined && current !== null && current !== token) return;
   tokenStore.clear();
   unauthorizedHandler();
 }
@@ -123,7 +173,7 @@ async function call(endpoint: Endpoint, input: RawInput): Promise<unknown> {
   const answer = await readJson(res);
   if (!res.ok) {
     const error = errorOf(answer);
-    if (res.status === 401 && auth) sessionEnded();
+    if (res.status === 401 && auth) sessionEnded(token ?? undefined);
     throw new ApiError(res.status, error?.code ?? "HTTP_" + res.status, error?.message ?? `The service answered ${res.status} ${res.statusText}`.trim(), error?.details);
   }
   if (endpoint.response === null) return undefined;

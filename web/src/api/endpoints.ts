@@ -46,6 +46,8 @@ export const ENDPOINTS = {
   getSystemStatus: op("GET", "/api/v1/system/status", views.systemStatusSchema),
   getMqttSettings: op("GET", "/api/v1/settings/mqtt", views.mqttSettingsViewSchema),
   updateMqttSettings: op("PUT", "/api/v1/settings/mqtt", views.mqttSettingsViewSchema, { body: rest.mqttSettingsBody }),
+  getServerSettings: op("GET", "/api/v1/settings/server", views.serverSettingsViewSchema),
+  updateServerSettings: op("PUT", "/api/v1/settings/server", views.serverSettingsViewSchema, { body: rest.serverSettingsBody }),
 
   listConfigs: op("GET", "/api/v1/configs", rest.configListAnswer, { query: rest.configListQuery }),
   createConfig: op("POST", "/api/v1/configs", views.configViewSchema, { body: rest.createConfigBody }),

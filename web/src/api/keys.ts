@@ -10,6 +10,7 @@ import type { NodeFilterQuery } from "./types.js";
 export const keys = {
   systemStatus: ["system", "status"] as const,
   mqttSettings: ["settings", "mqtt"] as const,
+  serverSettings: ["settings", "server"] as const,
   backups: ["backups"] as const,
   machineGraph: ["machines", "node"] as const,
   configs: ["configs"] as const,

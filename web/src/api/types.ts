@@ -14,6 +14,7 @@ import type {
   mqttSettingsViewSchema,
   nodeViewSchema,
   portForwardViewSchema,
+  serverSettingsViewSchema,
   snapshotEntrySchema,
   systemStatusSchema,
 } from "../../../src/protocol/views.schema.js";
@@ -38,6 +39,7 @@ export type PortForwardView = z.output<typeof portForwardViewSchema>;
 export type EndpointStatusView = z.output<typeof endpointStatusViewSchema>;
 export type ControlLogView = z.output<typeof controlLogViewSchema>;
 export type MqttSettingsView = z.output<typeof mqttSettingsViewSchema>;
+export type ServerSettingsView = z.output<typeof serverSettingsViewSchema>;
 export type SnapshotEntry = z.output<typeof snapshotEntrySchema>;
 
 // ---- REST bodies (what the console sends: `z.input`) and answers (`z.output`), DESIGN §5 ----
@@ -47,6 +49,8 @@ export type CreatePortForwardBody = z.input<typeof rest.createPortForwardBody>;
 export type UpdateNodeBody = z.input<typeof rest.updateNodeBody>;
 /** `PUT /api/v1/settings/mqtt`: a value overrides, `null` goes back to the environment. */
 export type MqttSettingsUpdate = z.input<typeof rest.mqttSettingsBody>;
+/** `PUT /api/v1/settings/server`: a public URL stores it, `null` goes back to the default. */
+export type ServerSettingsUpdate = z.input<typeof rest.serverSettingsBody>;
 export type ArtifactRequestBody = z.input<typeof rest.artifactRequestBody>;
 
 export type ConfigListAnswer = z.output<typeof rest.configListAnswer>;

@@ -77,6 +77,14 @@ export const SSE_CACHE_EFFECTS = {
   "control.log.updated": (p, cache) => addLogReport(cache, p.config_id, p.node_id, p),
   /** The MQTT settings form (never secrets). */
   "settings.mqtt.updated": (p, cache) => cache.replace(keys.mqttSettings, p.mqtt),
+  /**
+   * The public URL: the Settings form and the loopback warning of every page that hands out a
+   * command; the MQTT settings read again, whose public host follows the URL's unless set.
+   */
+  "settings.server.updated": (p, cache) => {
+    cache.replace(keys.serverSettings, p.server);
+    cache.invalidate(keys.mqttSettings);
+  },
   /** The backups list. */
   "snapshot.list.updated": (p, cache) => cache.replace(keys.backups, { snapshots: p.snapshots }),
   /** The body of `GET /api/v1/system/status` (home, the system view, every MQTT switch). */

@@ -24,7 +24,7 @@ export function SseProvider({ children }: { children: ReactNode }) {
     if (token === null) return;
     const conn = new SseConnection({
       token,
-      onUnauthorized: sessionEnded,
+      onUnauthorized: () => sessionEnded(token),
       onReconnected: () => void queryClient.invalidateQueries(),
     });
     const cache = new LiveCache(queryClient);

@@ -5,6 +5,7 @@ import type { ConfigDetailView, NodeMode, TunnelProtocol } from "../../api/types
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
 import { useFocusOnArrival } from "../../components/focus-on-arrival.js";
 import { FormError, invalidProps } from "../../components/form-error.js";
+import { PublicUrlWarning } from "../../components/public-url-warning.js";
 import { useSystemStatus } from "../system/queries.js";
 import { useConfigPackage, useCreateNode, useSwitchProtocol } from "./mutations.js";
 
@@ -175,6 +176,7 @@ export function PackageDownload({ configId }: { configId: string }) {
   const linkRef = useFocusOnArrival<HTMLAnchorElement>(make.data);
   return (
     <div className="package">
+      <PublicUrlWarning />
       <button type="button" onClick={() => make.mutate()} disabled={make.isPending}>
         Prepare config package
       </button>

@@ -15,6 +15,7 @@ import { ApiError, api, errorMessage } from "../../api/client.js";
 import type { ArtifactRequestBody, NodeView, SystemStatus, TunnelProtocol } from "../../api/types.js";
 import { CopyButton } from "../../components/copy-button.js";
 import { Countdown } from "../../components/countdown.js";
+import { PublicUrlWarning } from "../../components/public-url-warning.js";
 import { QueryView } from "../../components/states.js";
 import { useUrlState } from "../../url-state.js";
 import { useConfigDetail } from "../mesh/queries.js";
@@ -48,6 +49,7 @@ export function NodeInitView({ node }: { node: NodeView }) {
         This dynamic node has no bound client yet. On the node&apos;s host, follow the four steps for its operating system; this page switches to
         the control page by itself once the agent is bound.
       </p>
+      <PublicUrlWarning />
       <OsTabs os={os} onChange={(next) => setParam(next === "linux" ? "" : next)} />
       <div role="tabpanel" id="setup-os-panel" aria-labelledby={`setup-os-${os}`}>
         <Prerequisites os={os} protocol={protocol} />

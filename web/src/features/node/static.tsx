@@ -7,8 +7,10 @@ import { CopyButton } from "../../components/copy-button.js";
 import { useFocusOnArrival } from "../../components/focus-on-arrival.js";
 import { NodePresence } from "../../components/presence-badge.js";
 import { RelativeTime } from "../../components/relative-time.js";
+import { PublicUrlWarning } from "../../components/public-url-warning.js";
 import { QueryView } from "../../components/states.js";
 import { useConfigDetail } from "../mesh/queries.js";
+import { useServerSettings } from "../settings/queries.js";
 import { useConfigDownload, usePortForwardWrites, useSaveTags } from "./mutations.js";
 import { usePortForwards, useStagedConfig } from "./queries.js";
 import { NodeSettings } from "./settings.js";
@@ -190,13 +192,16 @@ function DownloadLink({ configId, node, protocol, filename }: { configId: string
   const issue = useConfigDownload(configId, node.node_id);
   const linkRef = useFocusOnArrival<HTMLAnchorElement>(issue.data);
   const file = filename ?? `${node.interface_name}.conf`;
-  const url = issue.data === undefined ? "" : new URL(issue.data.download_path, window.location.origin).toString();
+  // The command runs on another host: it names the public URL hosts are given, not this browser's address.
+  const publicUrl = useServerSettings().data?.public_url ?? window.location.origin;
+  const url = issue.data === undefined ? "" : new URL(issue.data.download_path, publicUrl).toString();
   const curl = `curl -fsSL -o ${file} '${url}'`;
   const up = quickUpCommand(protocol, file, node.interface_name);
   return (
     <section className="card" aria-labelledby="download-title">
       <h2 id="download-title">Download</h2>
       <p className="muted">A link valid for a few minutes, usable without logging in (for the endpoint host).</p>
+      <PublicUrlWarning />
       <button type="button" onClick={() => issue.mutate()} disabled={issue.isPending}>
         {issue.isSuccess ? "New download link" : "Create download link"}
       </button>

@@ -6,10 +6,12 @@ import { QueryView } from "../../components/states.js";
 import { usePageTitle } from "../../page-title.js";
 import { useSystemStatus } from "../system/queries.js";
 import { useSaveMqttSettings } from "./mutations.js";
+import { PublicUrlSection } from "./public-url.js";
 import { useMqttSettings } from "./queries.js";
 
 /**
- * Settings: MQTT settings (`GET/PUT /api/v1/settings/mqtt`, DESIGN §5) and the server version.
+ * Settings: the public URL hosts are told (`GET/PUT /api/v1/settings/server`), MQTT settings
+ * (`GET/PUT /api/v1/settings/mqtt`, DESIGN §5) and the server version.
  * With MQTT services off (spec §1.7 bullet 7) the form stays, its controls disabled with the reason.
  */
 export function SettingsPage() {
@@ -19,6 +21,7 @@ export function SettingsPage() {
   return (
     <section className="narrow" aria-labelledby="settings-title">
       <h1 id="settings-title">Settings</h1>
+      <PublicUrlSection />
       <QueryView query={query}>{(mqtt) => <MqttForm mqtt={mqtt} />}</QueryView>
       <section className="card" aria-labelledby="version-title">
         <h2 id="version-title">Version</h2>
