@@ -44,6 +44,8 @@ async function addStaticNode(page: Page, name: string, publicAddress: string): P
 test("spec §1.4, §1.5, §2.4, §6.5 (broken-link indicators from connections): a config and three static nodes made in the console show three rows, three nodes and three ok links; the node's config downloads through the page's link and curl command and is drawn as a QR code", async (t) => {
   const h = await startConsole(t);
   if (!h) return;
+  // The curl command is for another host: it names the public URL, here the address the test listens on.
+  await h.api("PUT", "/api/v1/settings/server", { public_url: h.baseUrl });
   const page = await h.newPage();
   await login(page);
   await waitLive(page);
