@@ -82,7 +82,7 @@ test("the public URL: a loopback default is warned about on the node initializat
     await expectText(warningOf(page), /Hosts will be told to reach http:\/\/localhost:8080/);
   }
   await page.goto(`/configs/${cfg.config_id}/nodes/${dynamic.node_id}`);
-  await page.getByRole("heading", { name: "1. Download the client" }).waitFor();
+  await page.getByRole("heading", { name: "3. Bind the client" }).waitFor();
   const warning = warningOf(page);
   await expectText(warning, /Hosts will be told to reach http:\/\/localhost:8080, a loopback address/);
   assert.equal(await warning.getByRole("link", { name: "Set the public URL" }).getAttribute("href"), "/settings#public-url");
@@ -113,7 +113,7 @@ test("the public URL: a loopback default is warned about on the node initializat
   // settings.server.updated reached the first tab: its warning is gone, and the bind command names the URL.
   await warning.waitFor({ state: "detached" });
   await page.getByRole("button", { name: "Generate bind command" }).click();
-  await expectText(page.getByLabel("Bind command"), /^svcctl bind --server https:\/\/mesh\.example\.com --token \S+$/);
+  await expectText(page.getByLabel("Bind command", { exact: true }), /^cd svc-client && sudo \.\/svcctl bind --server https:\/\/mesh\.example\.com --token \S+$/);
 
   await settings.getByRole("button", { name: "Use the default" }).click();
   await expectText(settings.locator('label[for="public_url"]'), /\(default\)/);
