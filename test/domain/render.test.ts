@@ -9,6 +9,7 @@ import { isAppError } from "../../src/errors.js";
 import { awgParamsSchema, type AwgParams } from "../../src/domain/awg.js";
 import {
   checkPairIntegrity,
+  HubGraph,
   NO_INITIATOR_REASON,
   renderNodeConfig,
   stageConfig,
@@ -330,6 +331,8 @@ test("checkPairIntegrity: both sides public -> ok, both can initiate", () => {
     status: "ok",
     reason: null,
     initiators: ["a", "b"],
+    route: "direct",
+    hub_node_id: null,
   });
 });
 
@@ -338,6 +341,8 @@ test("checkPairIntegrity: only b public -> ok, only a can initiate", () => {
     status: "ok",
     reason: null,
     initiators: ["a"],
+    route: "direct",
+    hub_node_id: null,
   });
 });
 
@@ -346,16 +351,42 @@ test("checkPairIntegrity: only a public -> ok, only b can initiate", () => {
     status: "ok",
     reason: null,
     initiators: ["b"],
+    route: "direct",
+    hub_node_id: null,
   });
 });
 
 test("checkPairIntegrity: neither public -> broken with a human reason", () => {
   const result = checkPairIntegrity({ node_id: "a", ...HIDDEN }, { node_id: "b", ...HIDDEN }, true);
-  assert.deepEqual(result, { status: "broken", reason: NO_INITIATOR_REASON, initiators: [] });
+  assert.deepEqual(result, { status: "broken", reason: NO_INITIATOR_REASON, initiators: [], route: null, hub_node_id: null });
   assert.equal(
     result.reason,
-    "neither node has a public address and listen port, so no side can initiate a handshake",
+    "neither node has a public address and listen port, so no side can initiate a handshake, and no hub is paired with both",
   );
+});
+
+test("checkPairIntegrity: neither public but a hub paired with both -> ok, routed via that hub, no initiators", () => {
+  assert.deepEqual(checkPairIntegrity({ node_id: "a", ...HIDDEN }, { node_id: "b", ...HIDDEN }, true, "hub-1"), {
+    status: "ok",
+    reason: null,
+    initiators: [],
+    route: "via_hub",
+    hub_node_id: "hub-1",
+  });
+  assert.equal(checkPairIntegrity({ node_id: "a", ...HIDDEN }, { node_id: "b", ...HIDDEN }, false, "hub-1").status, "disabled");
+  assert.equal(checkPairIntegrity({ node_id: "a", ...PUBLIC }, { node_id: "b", ...HIDDEN }, true, "hub-1").route, "direct", "a possible handshake wins over a hub");
+});
+
+test("HubGraph.hubFor: the first hub (by node_id) with an enabled pair with both sides, never one of the two", () => {
+  const hubs = new HubGraph([
+    ["hub-b", ["x", "y", "z"]],
+    ["hub-a", ["x", "z"]],
+  ]);
+  assert.equal(hubs.hubFor("x", "z"), "hub-a");
+  assert.equal(hubs.hubFor("x", "y"), "hub-b");
+  assert.equal(hubs.hubFor("y", "w"), null);
+  assert.equal(new HubGraph([["x", ["y"]]]).hubFor("x", "y"), null);
+  assert.equal(HubGraph.EMPTY.hubFor("x", "y"), null);
 });
 
 test("checkPairIntegrity: an address without a port (or a port without an address) is no endpoint", () => {
@@ -376,6 +407,8 @@ test("checkPairIntegrity: a disabled pair is disabled whatever the endpoints", (
       status: "disabled",
       reason: "pair disabled",
       initiators: [],
+      route: null,
+      hub_node_id: null,
     });
   }
 });
