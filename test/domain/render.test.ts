@@ -107,6 +107,35 @@ const CASES: Record<string, RenderInput> = {
     peers: [PEER.phone, PEER.laptop, PEER.nas],
     port_forwards: FORWARDS,
   },
+  // A hub (README "Hubs: meshes behind NAT"): forwarding on first, its rule removed last, around
+  // the port forwards; peers commented by name.
+  "wireguard-hub-forwarding": {
+    config_id: "cfg-home",
+    tunnel_protocol: "wireguard",
+    network_cidr: NETWORK,
+    awg: null,
+    node: { ...hubNode, hub: true },
+    peers: [
+      { ...PEER.laptop, name: "Laptop (Ana)" },
+      { ...PEER.phone, name: "phone" },
+      { ...PEER.nas, name: "nas #2" },
+    ],
+    port_forwards: [FORWARDS[2]],
+  },
+  // A node behind NAT whose pairs with other nodes behind NAT go through the hub: their addresses
+  // follow the hub's own in its AllowedIPs, in address order; a direct peer keeps its own.
+  "wireguard-via-hub": {
+    config_id: "cfg-home",
+    tunnel_protocol: "wireguard",
+    network_cidr: NETWORK,
+    awg: null,
+    node: { node_id: "laptop", private_key: KEYS.laptop.priv, address: "10.44.0.2", listen_port: null, public_address: null },
+    peers: [
+      { ...PEER.phone, name: "phone" },
+      { ...PEER.hub, name: "hub", routed_addresses: ["10.44.0.12", "10.44.0.5", "10.44.0.6"] },
+    ],
+    port_forwards: [],
+  },
   // awg_2 node that listens but has no public address: ListenPort and keepalive both present.
   "awg2-laptop": {
     config_id: "cfg-home",
@@ -266,6 +295,14 @@ test("renderNodeConfig refuses input that could inject lines or break the config
     ["forward port fraction", { ...base, port_forwards: [{ protocol: "tcp", listen_port: 80.5, target_address: "10.44.0.3", target_port: 1 }] }],
     ["duplicate forward", { ...base, port_forwards: [FORWARDS[1], { ...FORWARDS[1], target_port: 81 }] }],
     ["udp forward on the tunnel port", { ...base, port_forwards: [{ protocol: "udp", listen_port: 51820, target_address: "10.44.0.3", target_port: 9 }] }],
+    ["peer name with a line break", { ...base, peers: [{ ...PEER.nas, name: "nas\nPostUp = id" }] }],
+    ["peer name with a C1 control", { ...base, peers: [{ ...PEER.nas, name: "nas\u0085x" }] }],
+    ["peer name empty", { ...base, peers: [{ ...PEER.nas, name: "" }] }],
+    ["routed address outside the network", { ...base, peers: [{ ...PEER.nas, routed_addresses: ["10.45.0.9"] }] }],
+    ["routed address with injection", { ...base, peers: [{ ...PEER.nas, routed_addresses: ["10.44.0.9/32\nPostUp = id"] }] }],
+    ["routed address is a peer's", { ...base, peers: [PEER.laptop, { ...PEER.nas, routed_addresses: [PEER.laptop.address] }] }],
+    ["routed address is the node's own", { ...base, peers: [{ ...PEER.nas, routed_addresses: [hubNode.address] }] }],
+    ["routed address twice", { ...base, peers: [{ ...PEER.nas, routed_addresses: ["10.44.0.9"] }, { ...PEER.phone, routed_addresses: ["10.44.0.9"] }] }],
   ];
   for (const [why, input] of bad) {
     assert.throws(() => renderNodeConfig(input), (err) => isAppError(err, "VALIDATION_FAILED"), why);
