@@ -9,7 +9,7 @@ const MQTT_OFF = "MQTT services are disabled (SVC_ENABLE_MQTT_SERVICES=false): o
 
 /**
  * Add a node (`POST /api/v1/configs/{id}/nodes`): name, static/dynamic, public address, listen
- * port, auto-pair (on: paired with every node already there). With MQTT off (spec §1.7 bullet 7)
+ * port, auto-pair (on: paired with every node already there), hub (forwards for nodes behind NAT). With MQTT off (spec §1.7 bullet 7)
  * the dynamic choice stays, disabled, with the reason.
  */
 export function AddNodeForm({ config }: { config: ConfigDetailView }) {
@@ -27,6 +27,10 @@ export function AddNodeForm({ config }: { config: ConfigDetailView }) {
           <label className="checkbox" htmlFor="node-auto-pair">
             <input id="node-auto-pair" type="checkbox" checked={draft.autoPair} onChange={(e) => edit({ autoPair: e.target.checked })} />
             Pair with every existing node ({config.nodes.length})
+          </label>
+          <label className="checkbox" htmlFor="node-hub">
+            <input id="node-hub" type="checkbox" checked={draft.hub} onChange={(e) => edit({ hub: e.target.checked })} />
+            Hub: forwards between nodes behind NAT (needs a public address)
           </label>
           <div className="form-row-action">
             <button type="submit" className="primary" disabled={create.isPending || draft.name.trim() === ""}>
@@ -57,8 +61,9 @@ interface NodeDraft {
   publicAddress: string;
   listenPort: string;
   autoPair: boolean;
+  hub: boolean;
 }
-const EMPTY_DRAFT: NodeDraft = { name: "", mode: "static", publicAddress: "", listenPort: "", autoPair: true };
+const EMPTY_DRAFT: NodeDraft = { name: "", mode: "static", publicAddress: "", listenPort: "", autoPair: true, hub: false };
 
 /**
  * The add-node form's state and its submit: the draft becomes the create body (blank address →
@@ -79,10 +84,11 @@ function useAddNode(configId: string) {
       public_address: draft.publicAddress.trim() === "" ? null : draft.publicAddress.trim(),
       ...(draft.listenPort.trim() === "" ? {} : { listen_port: Number(draft.listenPort) }),
       auto_pair: draft.autoPair,
+      hub: draft.hub,
     }, {
       onSuccess: (node: { name: string }) => {
         setAdded(node.name);
-        edit({ name: "", publicAddress: "", listenPort: "" });
+        edit({ name: "", publicAddress: "", listenPort: "", hub: false });
       },
     });
   };
