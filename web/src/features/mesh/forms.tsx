@@ -30,7 +30,7 @@ export function AddNodeForm({ config }: { config: ConfigDetailView }) {
           </label>
           <label className="checkbox" htmlFor="node-hub">
             <input id="node-hub" type="checkbox" checked={draft.hub} onChange={(e) => edit({ hub: e.target.checked })} />
-            Hub: forwards between nodes behind NAT (needs a public address)
+            Hub: forwards between nodes behind NAT (must be reachable: give it an address above)
           </label>
           <div className="form-row-action">
             <button type="submit" className="primary" disabled={create.isPending || draft.name.trim() === ""}>
