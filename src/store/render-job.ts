@@ -244,8 +244,10 @@ const PAIR_READ_NODES = 4;
  * The rendered pairs among `sides` (every node of a config): each pair read once, asked by its
  * `node_a` ({@link listPairsWithNodeA}, {@link PAIR_READ_NODES} nodes per statement), yielding
  * between statements once the turn has run its step. A pair is rendered when it is enabled and
- * its connection integrity is not broken ({@link isPairRendered}). Memory: two numbers per
- * rendered pair (~16 MB for a 1,000-node full mesh).
+ * one side can initiate ({@link isPairRendered}); an enabled pair neither side can initiate is
+ * routed through the first hub among `sides` paired with both ({@link HubGraph.hubFor}), once all
+ * pairs are read. Memory: two numbers per rendered pair (~16 MB for a 1,000-node full mesh), and,
+ * when the config has hubs, two per pair without a public endpoint on either side.
  */
 export async function readRenderedPeers(db: Db, sides: readonly RenderSide[], turn: Turn): Promise<RenderedPeers> {
   const indexOf = new Map(sides.map((n, i) => [n.node_id, i]));
