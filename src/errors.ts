@@ -43,6 +43,10 @@ export const ERROR_CODES = {
   NODE_NOT_DYNAMIC: { status: 409, description: "The operation needs a dynamic node." },
   BIND_TOKEN_USED: { status: 409, description: "The bind token was already used." },
   CLIENT_NOT_INITIALIZED: { status: 409, description: "No client has bound to this dynamic node yet." },
+  HUB_NEEDS_PUBLIC_ENDPOINT: {
+    status: 409,
+    description: "A hub must be reachable by every node it forwards for: give it a public_address (its listen_port defaults to 51820), or set hub to false first.",
+  },
   PAYLOAD_TOO_LARGE: { status: 413, description: "The request body is larger than allowed." },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, description: "The request body's content type is not accepted." },
   RATE_LIMITED: { status: 429, description: "Too many requests from this address; retry later." },

@@ -22,6 +22,13 @@ export interface RenderPeer {
   public_address: string | null;
   /** UDP port the peer listens on, or null. */
   listen_port: number | null;
+  /** The peer's node name, shown in the comment above its block (printable, 1..64 characters); the comment names the id alone without it. */
+  name?: string | undefined;
+  /**
+   * Tunnel addresses of further nodes reached through this peer, a hub (README "Hubs: meshes
+   * behind NAT"): added to its `AllowedIPs` after its own address.
+   */
+  routed_addresses?: readonly string[] | undefined;
 }
 
 /** One port forward on the rendered node: traffic to `listen_port` goes to the target. */
@@ -53,6 +60,8 @@ export interface RenderInput {
     address: string;
     listen_port: number | null;
     public_address: string | null;
+    /** A hub forwards between its peers: its config turns IPv4 forwarding on (`PostUp`/`PostDown`). */
+    hub?: boolean | undefined;
   };
   /** Already filtered by the caller to enabled, unbroken pairs. */
   peers: readonly RenderPeer[];
@@ -132,9 +141,31 @@ export function validateNode(node: RenderInput["node"], networkCidr: string, isH
   checkEndpoint("node", node);
 }
 
+/** A node name as the API takes it: 1..64 characters, no C0/C1 control or DEL (so no line break). */
+// eslint-disable-next-line no-control-regex
+const PRINTABLE_NAME = /^[^\u0000-\u001f\u007f-\u009f]{1,64}$/;
+
+function checkName(field: string, name: string | undefined): void {
+  if (name !== undefined && (!PRINTABLE_NAME.test(name) || name.trim() !== name)) fail(field, "must be 1..64 printable characters without surrounding blanks");
+}
+
+/**
+ * Validates the addresses routed through peers: host addresses of the network, none the node's
+ * own, a peer's or another routed one (`taken` holds the node's and its peers' addresses, and
+ * gains the routed ones).
+ */
+export function validateRouted(field: string, routed: readonly string[], taken: Set<string>, isHost: (address: string) => boolean, networkCidr: string): void {
+  routed.forEach((address, i) => {
+    if (!isHost(address)) fail(`${field}[${i}]`, `must be a host address of ${networkCidr}`);
+    if (taken.has(address)) fail(`${field}[${i}]`, "repeats the node's own address, a peer's or another routed one");
+    taken.add(address);
+  });
+}
+
 /** Validates one peer's own fields (not whether it repeats another). */
 export function validatePeerFields(field: string, peer: RenderPeer, networkCidr: string, isHost: (address: string) => boolean): void {
   checkId(`${field}.node_id`, peer.node_id);
+  checkName(`${field}.name`, peer.name);
   if (!isWireGuardKey(peer.public_key)) fail(`${field}.public_key`, "must be a WireGuard key");
   if (!isHost(peer.address)) {
     fail(`${field}.address`, `must be a host address of ${networkCidr}`);
@@ -155,6 +186,7 @@ export function validateInput(input: RenderInput): { awg: AwgParams | null; pref
   input.peers.forEach((peer, i) => {
     const field = `peers[${i}]`;
     checkId(`${field}.node_id`, peer.node_id);
+    checkName(`${field}.name`, peer.name);
     if (nodeIds.has(peer.node_id)) fail(`${field}.node_id`, "repeats the node itself or another peer");
     nodeIds.add(peer.node_id);
     if (!isWireGuardKey(peer.public_key)) fail(`${field}.public_key`, "must be a WireGuard key");
@@ -167,6 +199,7 @@ export function validateInput(input: RenderInput): { awg: AwgParams | null; pref
     addresses.add(peer.address);
     checkEndpoint(field, peer);
   });
+  input.peers.forEach((peer, i) => validateRouted(`peers[${i}].routed_addresses`, peer.routed_addresses ?? [], addresses, isHost, input.network_cidr));
   validatePortForwards(input.port_forwards, node);
   return { awg, prefixLength };
 }

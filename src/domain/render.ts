@@ -24,13 +24,14 @@ import {
   validateNode,
   validatePeerFields,
   validatePortForwards,
+  validateRouted,
   type RenderCommon,
   type RenderInput,
   type RenderPeer,
   type RenderPortForward,
 } from "./render-input.js";
 
-export { checkPairIntegrity, hasPublicEndpoint, NO_INITIATOR_REASON, type PairIntegrity, type PairSide } from "./pair-integrity.js";
+export { checkPairIntegrity, hasPublicEndpoint, HubGraph, NO_INITIATOR_REASON, type PairIntegrity, type PairSide } from "./pair-integrity.js";
 export type { RenderCommon, RenderInput, RenderPeer, RenderPortForward } from "./render-input.js";
 
 /** Tunnel protocol of a config (spec §6.3 `tunnel_protocol`); declared in src/protocol/enums.ts. */
@@ -49,16 +50,33 @@ export interface StagedConfig {
 const PERSISTENT_KEEPALIVE_SECONDS = 25;
 
 /**
+ * What a hub's config runs after its interface is up (wg-quick substitutes `%i`, the interface):
+ * IPv4 forwarding on (a per-namespace sysctl), and forwarding from the tunnel back into the tunnel
+ * accepted ahead of any other rule (a host whose FORWARD policy is DROP, as Docker sets it,
+ * would drop it). Packets between two nodes keep their tunnel addresses, so nothing is NATed.
+ */
+export const HUB_POST_UP = ["sysctl -w net.ipv4.ip_forward=1", "iptables -I FORWARD -i %i -o %i -j ACCEPT"] as const;
+/**
+ * What a hub's config runs after its interface is down: its forwarding rule removed. Forwarding
+ * stays on (other services of the host may rely on it; README "Hubs: meshes behind NAT").
+ */
+export const HUB_POST_DOWN = ["iptables -D FORWARD -i %i -o %i -j ACCEPT"] as const;
+
+/**
  * Renders one node's config text.
  *
- * Layout (LF line endings, trailing newline, deterministic; only ids, never names):
- * a `# Managed by svc` comment; `[Interface]` with PrivateKey, Address (`address/prefix` of
- * `network_cidr`), ListenPort (when set), Jc..H4 (awg_2 only), then per port forward (sorted by
- * protocol, listen port, target address, target port) two `PostUp` iptables rules (DNAT in
- * PREROUTING, MASQUERADE in POSTROUTING) and afterwards the matching `PostDown` rules with `-D`;
- * then one `[Peer]` per peer sorted by node_id with a `# node <id>` comment, PublicKey,
- * AllowedIPs (`address/32`), Endpoint (when the peer has a public address and listen port; IPv6
- * literals bracketed) and `PersistentKeepalive = 25` when this node itself has no public endpoint.
+ * Layout (LF line endings, trailing newline, deterministic): a `# Managed by svc` comment;
+ * `[Interface]` with PrivateKey, Address (`address/prefix` of `network_cidr`), ListenPort (when
+ * set), Jc..H4 (awg_2 only); then, on a hub, the `PostUp` lines that turn IPv4 forwarding on and
+ * accept forwarding from the interface to itself ({@link HUB_POST_UP}); then per port forward
+ * (sorted by protocol, listen port, target address, target port) two `PostUp` iptables rules
+ * (DNAT in PREROUTING, MASQUERADE in POSTROUTING) and afterwards the matching `PostDown` rules
+ * with `-D`; on a hub, last, the `PostDown` removing its forwarding rule ({@link HUB_POST_DOWN});
+ * then one `[Peer]` per peer sorted by node_id with a comment naming it (`# <name> (node <id>)`,
+ * or `# node <id>` without a name), PublicKey, AllowedIPs (`address/32`, then the addresses routed
+ * through that peer in address order, each `/32`), Endpoint (when the peer has a public address
+ * and listen port; IPv6 literals bracketed) and `PersistentKeepalive = 25` when this node itself
+ * has no public endpoint.
  *
  * @throws AppError `VALIDATION_FAILED` (details name the offending field) when: an id does not
  *   match `^[a-z0-9][a-z0-9_-]{0,63}$`; `network_cidr` is invalid; `awg` is null or invalid for
@@ -71,7 +89,7 @@ export function renderNodeConfig(input: RenderInput): string {
   const { awg, prefixLength } = validateInput(input);
   const keepalive = !hasPublicEndpoint(input.node);
   const peers = [...input.peers].sort((a, b) => compareStrings(a.node_id, b.node_id));
-  return assembleConfig(input, input.node, prefixLength, awg, input.port_forwards, peers.map((peer) => peerBlock(peer, keepalive)));
+  return assembleConfig(input, input.node, prefixLength, awg, input.port_forwards, peers.map((peer) => peerBlock(peer, keepalive, peer.routed_addresses ?? [])));
 }
 
 /**
@@ -126,15 +144,17 @@ export class ConfigRenderer {
    * @param peerIds node_ids of the selected peers (already filtered to enabled, unbroken pairs);
    *   each must be a candidate's
    * @param portForwards the node's enabled port forwards
+   * @param routed selected peer node_id → addresses routed through it (`RenderPeer.routed_addresses`)
    * @returns the text `renderNodeConfig` gives for the same input (spec §6.3 `config_text`)
    * @throws AppError `VALIDATION_FAILED` in the cases of {@link renderNodeConfig}; Error when a
    *   selected id is not a candidate (a caller's fault)
    */
-  render(node: RenderInput["node"], peerIds: ReadonlySet<string>, portForwards: readonly RenderPortForward[]): string {
+  render(node: RenderInput["node"], peerIds: ReadonlySet<string>, portForwards: readonly RenderPortForward[], routed: ReadonlyMap<string, readonly string[]> = new Map()): string {
     validateNode(node, this.#common.network_cidr, this.#isHost);
     const keepalive = !hasPublicEndpoint(node);
     const seen = this.#distinct ? null : { ids: new Set<string>(), keys: new Set<string>(), addresses: new Set<string>() };
     const blocks: string[] = [];
+    const routedBlocks: Array<[index: number, peer: RenderPeer, addresses: readonly string[]]> = [];
     for (const peer of this.#sorted) {
       if (!peerIds.has(peer.node_id)) continue;
       const field = `peers[${blocks.length}]`;
@@ -146,9 +166,19 @@ export class ConfigRenderer {
       seen?.ids.add(peer.node_id);
       seen?.keys.add(peer.public_key);
       seen?.addresses.add(peer.address);
+      const through = routed.get(peer.node_id) ?? [];
+      if (through.length > 0) routedBlocks.push([blocks.length, peer, through]);
       blocks.push(this.#block(peer, keepalive));
     }
     if (blocks.length !== peerIds.size) throw new Error("ConfigRenderer.render: a selected peer is not a candidate");
+    if (routedBlocks.length > 0) {
+      // Few (one per hub peer): checked against the node's and its selected peers' addresses.
+      const taken = new Set([node.address, ...this.#sorted.filter((p) => peerIds.has(p.node_id)).map((p) => p.address)]);
+      for (const [index, peer, through] of [...routedBlocks].sort((x, y) => x[0] - y[0])) {
+        validateRouted(`peers[${index}].routed_addresses`, through, taken, this.#isHost, this.#common.network_cidr);
+        blocks[index] = peerBlock(peer, keepalive, through);
+      }
+    }
     validatePortForwards(portForwards, node);
     return assembleConfig(this.#common, node, this.#prefixLength, this.#awg, portForwards, blocks);
   }
@@ -171,7 +201,7 @@ export class ConfigRenderer {
   #block(peer: RenderPeer, keepalive: boolean): string {
     const cached = this.#blocks.get(peer) ?? [undefined, undefined];
     const i = keepalive ? 1 : 0;
-    const block = cached[i] ?? peerBlock(peer, keepalive);
+    const block = cached[i] ?? peerBlock(peer, keepalive, []);
     cached[i] = block;
     this.#blocks.set(peer, cached);
     return block;
@@ -211,6 +241,8 @@ function assembleConfig(
     );
   }
 
+  const hub = node.hub === true;
+  if (hub) lines.push(...HUB_POST_UP.map((command) => `PostUp = ${command}`));
   const forwards = [...portForwards].sort(comparePortForwards);
   for (const forward of forwards) {
     lines.push(...portForwardRules(forward, "-A").map((rule) => `PostUp = ${rule}`));
@@ -218,12 +250,18 @@ function assembleConfig(
   for (const forward of forwards) {
     lines.push(...portForwardRules(forward, "-D").map((rule) => `PostDown = ${rule}`));
   }
+  if (hub) lines.push(...HUB_POST_DOWN.map((command) => `PostDown = ${command}`));
   return `${lines.join("\n")}${peerBlocks.join("")}\n`;
 }
 
-/** One `[Peer]` block, starting with the blank line that separates it from what precedes it. */
-function peerBlock(peer: RenderPeer, keepalive: boolean): string {
-  let block = `\n\n[Peer]\n# node ${peer.node_id}\nPublicKey = ${peer.public_key}\nAllowedIPs = ${peer.address}/32`;
+/**
+ * One `[Peer]` block, starting with the blank line that separates it from what precedes it.
+ * `routed`: validated addresses reached through the peer, listed after its own in address order.
+ */
+function peerBlock(peer: RenderPeer, keepalive: boolean, routed: readonly string[]): string {
+  const comment = peer.name === undefined ? `node ${peer.node_id}` : `${peer.name} (node ${peer.node_id})`;
+  const allowed = [peer.address, ...[...routed].sort((x, y) => (ipv4ToNumber(x) ?? 0) - (ipv4ToNumber(y) ?? 0))].map((a) => `${a}/32`).join(", ");
+  let block = `\n\n[Peer]\n# ${comment}\nPublicKey = ${peer.public_key}\nAllowedIPs = ${allowed}`;
   if (hasPublicEndpoint(peer)) block += `\nEndpoint = ${formatEndpoint(peer.public_address, peer.listen_port)}`;
   if (keepalive) block += `\nPersistentKeepalive = ${PERSISTENT_KEEPALIVE_SECONDS}`;
   return block;

@@ -50,6 +50,7 @@ export const createNodeBody = z.strictObject({
   interface_name: interfaceNameSchema.optional(),
   tags: z.array(tagSchema).max(32).optional(),
   auto_pair: z.boolean().optional(),
+  hub: z.boolean().optional().describe("forward between nodes that cannot reach each other directly; needs public_address (HUB_NEEDS_PUBLIC_ENDPOINT)"),
 });
 
 /** `PATCH /api/v1/configs/{config_id}/nodes/{node_id}` */
@@ -60,6 +61,7 @@ export const updateNodeBody = z.strictObject({
   listen_port: portSchema.nullable().optional(),
   interface_name: interfaceNameSchema.optional(),
   tags: z.array(tagSchema).max(32).optional(),
+  hub: z.boolean().optional().describe("forward between nodes that cannot reach each other directly; needs a public address (HUB_NEEDS_PUBLIC_ENDPOINT)"),
 });
 
 /** `POST /api/v1/configs/{config_id}/mesh-pairs` */

@@ -73,6 +73,8 @@ export const nodeViewSchema = z.object({
   public_address: z.string().nullable(),
   listen_port: z.number().nullable(),
   public_key: z.string(),
+  /** A hub forwards between nodes of its config that cannot reach each other directly. */
+  hub: z.boolean(),
   tags: z.array(z.string()),
   staged_config: stagedConfig,
   client: nodeClientViewSchema,
@@ -101,6 +103,14 @@ export const meshPairViewSchema = z.object({
     reason: z.string().nullable(),
     initiators: z.array(z.string()),
   }),
+  /**
+   * How an `ok` pair's packets travel: `direct` (a handshake between the two) or `via_hub`
+   * (neither has a public endpoint; the hub `hub_node_id`, paired with both, forwards between
+   * them); null while broken or disabled.
+   */
+  route: z.enum(["direct", "via_hub"]).nullable(),
+  /** The hub of a `via_hub` pair; null otherwise. */
+  hub_node_id: z.string().nullable(),
   created_at: isoTime,
   updated_at: isoTime,
 });

@@ -10,7 +10,7 @@ import type { AfterCommit, Db, Store } from "../store/db.js";
 import * as pairsRepo from "../store/mesh-pairs.repository.js";
 import * as nodesRepo from "../store/nodes.repository.js";
 import * as forwardsRepo from "../store/port-forwards.repository.js";
-import type { ConfigRow, MeshPairRow, NodeRow } from "../store/schema.js";
+import type { ConfigRow, NodeRow } from "../store/schema.js";
 import { materializeStaged, stageChanged, StagedRendering } from "./rendering.service.js";
 import { clearClientCredentials } from "./control.service.js";
 import { requireConfig, requireNode } from "./node-lookup.js";
@@ -32,9 +32,11 @@ import {
   type UpdateConfigInput,
   type UpdateNodeInput,
 } from "./mesh/mesh-types.js";
-import { newNodeRow, newPortForwardRow, patchedPortForward } from "./mesh/mesh-rows.js";
+import { newNodeRow, newPortForwardRow, patchedPortForward, requireHubEndpoint } from "./mesh/mesh-rows.js";
 import { configNodeViews, nodeViewOf, pairPage, tagViews } from "./mesh/mesh-views.js";
-import { changedByNodeCreated, changedByNodeUpdated, changedByPair, renderedPeerIds } from "./mesh/staged-changes.js";
+import { changedByHubs, changedByNodeCreated, changedByNodeDeleted, changedByNodeUpdated, changedByPair, pairWrite } from "./mesh/staged-changes.js";
+import { HubGraph } from "../domain/render.js";
+import { readHubGraph } from "../store/render-job.js";
 import { PAIR_PAGE_LIMIT_MAX } from "../protocol/rest.schema.js";
 import * as tokensRepo from "../store/tokens.repository.js";
 import { configView, meshPairView, portForwardView, type ConfigView, type MeshPairView, type NodeView, type PortForwardView } from "./views.js";
@@ -202,10 +204,15 @@ export class MeshService {
         throw new AppError("CONFLICT", `a node named "${input.name}" already exists in this config`, { field: "name" });
       }
       const row = newNodeRow(config, input, await nodesRepo.listNodeAddresses(trx, configId), now);
+      const hubsBefore = row.hub === 1 ? await readHubGraph(trx, configId) : HubGraph.EMPTY;
       await nodesRepo.insertNode(trx, row, now);
       await nodesRepo.replaceNodeTags(trx, row.node_id, dedupe(input.tags ?? []));
       if (input.auto_pair !== false) await pairsRepo.insertPairsWithAll(trx, configId, row.node_id, autoPairIdPrefix(now), now);
-      await this.#changed(trx, afterCommit, configId, now, await changedByNodeCreated(trx, row), { created: [row] });
+      const hubsAfter = await readHubGraph(trx, configId);
+      const changed = await changedByNodeCreated(trx, row, hubsAfter);
+      // A new hub may carry pairs that had none, or go ahead of the hub they had.
+      if (row.hub === 1) changed.push(...(await changedByHubs(trx, configId, hubsBefore, hubsAfter, row.node_id)));
+      await this.#changed(trx, afterCommit, configId, now, changed, { created: [row] });
       return this.#nodeView(trx, await requireNode(trx, configId, row.node_id));
     });
   }
@@ -231,11 +238,17 @@ export class MeshService {
       if (input.interface_name !== undefined) patch.interface_name = input.interface_name;
       if (input.public_address !== undefined) patch.public_address = input.public_address;
       if (input.listen_port !== undefined) patch.listen_port = input.listen_port;
+      if (input.hub !== undefined) patch.hub = input.hub ? 1 : 0;
       const publicAddress = patch.public_address !== undefined ? patch.public_address : node.public_address;
       const listenPort = patch.listen_port !== undefined ? patch.listen_port : node.listen_port;
       if (publicAddress !== null && listenPort === null) patch.listen_port = DEFAULT_LISTEN_PORT;
+      if ((patch.hub ?? node.hub) === 1) requireHubEndpoint(publicAddress);
+      const hubChanged = patch.hub !== undefined && patch.hub !== node.hub;
+      const hubsBefore = await readHubGraph(trx, configId);
       await nodesRepo.updateNode(trx, nodeId, patch);
-      const changed = await changedByNodeUpdated(trx, node, { ...node, ...patch });
+      const hubsAfter = hubChanged ? await readHubGraph(trx, configId) : hubsBefore;
+      const changed = await changedByNodeUpdated(trx, node, { ...node, ...patch }, hubsBefore, hubsAfter);
+      if (hubChanged) changed.push(...(await changedByHubs(trx, configId, hubsBefore, hubsAfter, nodeId)));
       if (input.tags !== undefined) await nodesRepo.replaceNodeTags(trx, nodeId, dedupe(input.tags));
       const modeChanged = patch.mode !== undefined && patch.mode !== node.mode;
       // spec §3.1 dynamic → static: binding permissions and client state cleared in the same write.
@@ -252,10 +265,10 @@ export class MeshService {
     const now = this.#clock.now();
     await this.#store.transaction(async (trx, afterCommit) => {
       const node = await requireNode(trx, configId, nodeId);
-      const changed = await renderedPeerIds(trx, node);
-      const unpaired = (await pairsRepo.listPairsOfNode(trx, nodeId)).map((p) => p.peer.node_id);
+      const pairs = await pairsRepo.listPairsOfNode(trx, nodeId);
+      const unpaired = pairs.map((p) => p.peer.node_id);
       await tokensRepo.deleteDownloadTokensOf(trx, "node_config", `${configId}/${nodeId}`);
-      await nodesRepo.deleteNode(trx, nodeId);
+      const changed = await changedByNodeDeleted(trx, node, pairs, () => nodesRepo.deleteNode(trx, nodeId));
       await this.#changed(trx, afterCommit, configId, now, changed, { deleted: [nodeId], unpaired });
     });
   }
@@ -300,6 +313,7 @@ export class MeshService {
       if (await pairsRepo.findPairByNodes(trx, input.node_a, input.node_b)) {
         throw new AppError("CONFLICT", "these nodes are already paired");
       }
+      const hubsBefore = await readHubGraph(trx, configId);
       const [a, b] = pairsRepo.orderPair(input.node_a, input.node_b);
       const row = {
         pair_id: newId("pair"),
@@ -311,8 +325,9 @@ export class MeshService {
         updated_at: now,
       };
       await pairsRepo.insertPair(trx, row);
-      await this.#changed(trx, afterCommit, configId, now, changedByPair(nodeA, nodeB, null, row.enabled === 1), { paired: [a, b] });
-      return meshPairView(row, await pairsRepo.pairSides(trx, [a, b]));
+      const hubsAfter = nodeA.hub === 1 || nodeB.hub === 1 ? await readHubGraph(trx, configId) : hubsBefore;
+      await this.#changed(trx, afterCommit, configId, now, await changedByPair(trx, [nodeA, nodeB], null, row.enabled === 1, hubsBefore, hubsAfter), { paired: [a, b] });
+      return meshPairView(row, await pairsRepo.pairSides(trx, [a, b]), hubsAfter);
     });
   }
 
@@ -320,11 +335,12 @@ export class MeshService {
     const now = this.#clock.now();
     return this.#store.transaction(async (trx, afterCommit) => {
       const pair = await requirePair(trx, configId, pairId);
-      await pairsRepo.setPairEnabled(trx, pairId, input.enabled, now);
-      await this.#changed(trx, afterCommit, configId, now, await this.#pairChange(trx, configId, pair, input.enabled), { paired: [pair.node_a, pair.node_b] });
+      const hubs = await pairWrite(trx, configId, pair, () => pairsRepo.setPairEnabled(trx, pairId, input.enabled, now), input.enabled);
+      await this.#changed(trx, afterCommit, configId, now, hubs.changed, { paired: [pair.node_a, pair.node_b] });
       return meshPairView(
         { ...pair, enabled: input.enabled ? 1 : 0, updated_at: now },
         await pairsRepo.pairSides(trx, [pair.node_a, pair.node_b]),
+        hubs.after,
       );
     });
   }
@@ -333,8 +349,8 @@ export class MeshService {
     const now = this.#clock.now();
     await this.#store.transaction(async (trx, afterCommit) => {
       const pair = await requirePair(trx, configId, pairId);
-      await pairsRepo.deletePair(trx, pairId);
-      await this.#changed(trx, afterCommit, configId, now, await this.#pairChange(trx, configId, pair, null), { paired: [pair.node_a, pair.node_b] });
+      const { changed } = await pairWrite(trx, configId, pair, () => pairsRepo.deletePair(trx, pairId), null);
+      await this.#changed(trx, afterCommit, configId, now, changed, { paired: [pair.node_a, pair.node_b] });
     });
   }
 
@@ -468,11 +484,6 @@ export class MeshService {
     return this.#rendering().settled();
   }
 
-  /** Nodes whose text changes when `pair` goes to `enabled` (null: deleted). */
-  async #pairChange(trx: Db, configId: string, pair: MeshPairRow, enabled: boolean | null): Promise<string[]> {
-    const [a, b] = await Promise.all([requireNode(trx, configId, pair.node_a), requireNode(trx, configId, pair.node_b)]);
-    return changedByPair(a, b, pair.enabled === 1, enabled);
-  }
 
   /** Every node's view of a config, in list order (src/services/mesh/node-views.ts). */
   #nodeViews(configId: string): Promise<NodeView[]> {

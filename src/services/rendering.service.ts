@@ -16,7 +16,7 @@
  * shas of {@link restageConfig} after every write.
  */
 import { performance } from "node:perf_hooks";
-import { renderNodeConfig, stageConfig, ConfigRenderer, type RenderInput, type RenderPeer } from "../domain/render.js";
+import { hasPublicEndpoint, HubGraph, renderNodeConfig, stageConfig, ConfigRenderer, type RenderInput, type RenderPeer } from "../domain/render.js";
 // The next turn of a background task: one background step per loop iteration.
 import { backgroundTurn as nextTurn } from "../lib/background-turn.js";
 import type { Logger } from "../logger.js";
@@ -43,9 +43,12 @@ import {
   nodeInput,
   openRenderJob,
   peerIdsOf,
+  readHubGraph,
   readRenderedPeers,
   renderCommon,
   renderPeer,
+  routedOf,
+  routedThrough,
   yieldIfSpent,
   type ChunkSource,
   type RenderedChunk,
@@ -62,21 +65,38 @@ function renderInput(config: ConfigRow, node: SelfSide, peers: RenderPeer[], for
   return { ...renderCommon(config), node: nodeInput(node), peers, port_forwards: enabledForwards(forwards) };
 }
 
-/** Renders `self` against its pairs as given (lets a caller render a node before and after a patch). */
-export function renderWith(config: ConfigRow, self: SelfSide, pairs: readonly PairOfNode[], forwards: readonly PortForwardRow[]): string {
-  const peers = pairs.filter((p) => isPairRendered(self, p.peer, p.enabled === 1)).map((p) => renderPeer(p.peer));
+/**
+ * Renders `self` against its pairs as given (lets a caller render a node before and after a
+ * patch): the pairs one side can initiate as peers, and, through the hubs of `hubs`, the
+ * addresses of the pairs neither side can.
+ */
+export function renderWith(config: ConfigRow, self: SelfSide, pairs: readonly PairOfNode[], forwards: readonly PortForwardRow[], hubs: HubGraph = HubGraph.EMPTY): string {
+  const routed = routedThrough(self, pairs, hubs);
+  const peers = pairs
+    .filter((p) => isPairRendered(self, p.peer, p.enabled === 1))
+    .map((p) => ({ ...renderPeer(p.peer), routed_addresses: routed.get(p.peer.node_id) ?? [] }));
   return renderNodeConfig(renderInput(config, self, peers, forwards));
 }
 
 /**
- * The config text of one node from the current stored inputs: O(pairs of the node).
+ * The hubs a node's rendering needs: none for a node with a public endpoint or without a pair
+ * with a hub (nothing is read), else the config's hub graph (O(hubs × nodes of the config)).
+ */
+export async function hubsFor(db: Db, configId: string, self: SelfSide, pairs: readonly PairOfNode[]): Promise<HubGraph> {
+  if (hasPublicEndpoint(self) || !pairs.some((p) => p.peer.hub === 1 && p.enabled === 1)) return HubGraph.EMPTY;
+  return readHubGraph(db, configId);
+}
+
+/**
+ * The config text of one node from the current stored inputs: O(pairs of the node), plus the
+ * config's hubs when the node routes through one.
  * @throws AppError `NOT_FOUND` never; `VALIDATION_FAILED` from the renderer on bad stored input
  */
 export async function renderCurrentConfig(db: Db, node: NodeRow): Promise<string | null> {
   const config = await findConfig(db, node.config_id);
   if (!config) return null;
   const [pairs, forwards] = await Promise.all([listPairsOfNode(db, node.node_id), listPortForwards(db, node.node_id)]);
-  return renderWith(config, node, pairs, forwards);
+  return renderWith(config, node, pairs, forwards, await hubsFor(db, node.config_id, node, pairs));
 }
 
 /**
@@ -252,7 +272,7 @@ export async function restageConfig(db: Db, configId: string, now: number, opts:
     const forwards = await listPortForwardsAmong(db, part.map((n) => n.node_id));
     for (const node of part) {
       await yieldIfSpent(turn);
-      const text = renderer.render(nodeInput(node), peerIdsOf(peers, node.node_id), enabledForwards(forwards.get(node.node_id) ?? []));
+      const text = renderer.render(nodeInput(node), peerIdsOf(peers, node.node_id), enabledForwards(forwards.get(node.node_id) ?? []), routedOf(peers, node.node_id));
       const lazy = node.staged_config_sha256 === null && node.staged_config_version >= 1;
       const previous = node.staged_config_sha256 === null ? null : { config_version: node.staged_config_version, config_sha256: node.staged_config_sha256 };
       const staged = lazy ? { ...stageConfig(null, text), config_version: node.staged_config_version } : stageConfig(previous, text);
@@ -279,21 +299,34 @@ export async function renderConfigTexts(db: Db, configId: string): Promise<Array
   if (!config) return [];
   const [nodes, pairs, forwards] = await Promise.all([listNodes(db, configId), listPairs(db, configId), listPortForwardsOfConfig(db, configId)]);
   const byId = new Map(nodes.map((n) => [n.node_id, n]));
+  // Every hub with the nodes it has an enabled pair with: who forwards for pairs no side can initiate.
+  const partners = new Map(nodes.filter((n) => n.hub === 1).map((n) => [n.node_id, [] as string[]]));
+  for (const pair of pairs.filter((p) => p.enabled === 1)) {
+    partners.get(pair.node_a)?.push(pair.node_b);
+    partners.get(pair.node_b)?.push(pair.node_a);
+  }
+  const hubs = new HubGraph(partners);
   const peersOf = new Map<string, RenderPeer[]>();
+  const routedOfNode = new Map<string, Map<string, string[]>>();
   for (const pair of pairs) {
     const a = byId.get(pair.node_a);
     const b = byId.get(pair.node_b);
-    if (!a || !b || !isPairRendered(a, b, pair.enabled === 1)) continue;
+    if (!a || !b || pair.enabled !== 1) continue;
+    const direct = isPairRendered(a, b, true);
+    const hub = direct || hasPublicEndpoint(a) || hasPublicEndpoint(b) ? null : hubs.hubFor(a.node_id, b.node_id);
     for (const [self, other] of [[a, b], [b, a]] as const) {
-      const list = peersOf.get(self.node_id) ?? [];
-      list.push(renderPeer(other));
-      peersOf.set(self.node_id, list);
+      if (direct) peersOf.set(self.node_id, [...(peersOf.get(self.node_id) ?? []), renderPeer(other)]);
+      if (hub === null) continue;
+      const byHub = routedOfNode.get(self.node_id) ?? new Map<string, string[]>();
+      byHub.set(hub, [...(byHub.get(hub) ?? []), other.address]);
+      routedOfNode.set(self.node_id, byHub);
     }
   }
-  return nodes.map((node) => ({
-    node,
-    text: renderNodeConfig(renderInput(config, node, peersOf.get(node.node_id) ?? [], forwards.get(node.node_id) ?? [])),
-  }));
+  return nodes.map((node) => {
+    const routed = routedOfNode.get(node.node_id);
+    const peers = (peersOf.get(node.node_id) ?? []).map((p) => ({ ...p, routed_addresses: routed?.get(p.node_id) ?? [] }));
+    return { node, text: renderNodeConfig(renderInput(config, node, peers, forwards.get(node.node_id) ?? [])) };
+  });
 }
 
 /** What {@link StagedRendering} reports to: the node actors and SSE, through the mesh hooks. */

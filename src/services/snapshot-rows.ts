@@ -117,8 +117,12 @@ export const SNAPSHOT_ROW_SCHEMAS = {
       confirmed_config_sha256: sha256Hex.nullable(),
       created_at: epochMs,
       updated_at: epochMs,
+      hub: z.union([z.literal(0), z.literal(1)]),
     })
     .superRefine((row, ctx) => {
+      if (row.hub === 1 && (row.public_address === null || row.listen_port === null)) {
+        ctx.addIssue({ code: "custom", path: ["hub"], message: "a hub needs a public address and listen port" });
+      }
       if (isWireGuardKey(row.private_key) && isWireGuardKey(row.public_key) && publicKeyFromPrivate(row.private_key) !== row.public_key) {
         ctx.addIssue({ code: "custom", path: ["public_key"], message: "is not the public key of the node's private key" });
       }

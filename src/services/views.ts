@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import { isoTime } from "../lib/clock.js";
-import { checkPairIntegrity } from "../domain/render.js";
+import { checkPairIntegrity, hasPublicEndpoint, HubGraph } from "../domain/render.js";
 import type { AwgParams } from "../domain/awg.js";
 import type { NodeMode, PresenceState, RuntimeState } from "../protocol/enums.js";
 import type {
@@ -121,6 +121,7 @@ export function nodeView(
     public_address: row.public_address,
     listen_port: row.listen_port,
     public_key: row.public_key,
+    hub: row.hub === 1,
     tags: [...tags],
     staged_config: { config_version: row.staged_config_version, config_sha256: row.staged_config_sha256 },
     client: clientState,
@@ -130,17 +131,22 @@ export function nodeView(
 }
 
 /**
- * A pair's view with its connection integrity (spec §6.5 `workspace.connections[*]`), from the
- * pair row and its two sides (only their endpoint fields are read); a side missing from `nodes`
- * reports the pair broken.
+ * A pair's view with its connection integrity and route (spec §6.5 `workspace.connections[*]`;
+ * README "Hubs: meshes behind NAT"), from the pair row, its two sides (only their endpoint fields
+ * are read) and the config's hubs; a side missing from `nodes` reports the pair broken.
  */
-export function meshPairView(row: MeshPairRow, nodes: ReadonlyMap<string, Pick<NodeRow, "node_id" | "public_address" | "listen_port">>): MeshPairView {
+export function meshPairView(
+  row: MeshPairRow,
+  nodes: ReadonlyMap<string, Pick<NodeRow, "node_id" | "public_address" | "listen_port">>,
+  hubs: HubGraph = HubGraph.EMPTY,
+): MeshPairView {
   const a = nodes.get(row.node_a);
   const b = nodes.get(row.node_b);
+  const hidden = a !== undefined && b !== undefined && row.enabled === 1 && !hasPublicEndpoint(a) && !hasPublicEndpoint(b);
   const integrity =
     a && b
-      ? checkPairIntegrity(a, b, row.enabled === 1)
-      : { status: "broken" as const, reason: "a node of this pair no longer exists", initiators: [] };
+      ? checkPairIntegrity(a, b, row.enabled === 1, hidden ? hubs.hubFor(a.node_id, b.node_id) : null)
+      : { status: "broken" as const, reason: "a node of this pair no longer exists", initiators: [], route: null, hub_node_id: null };
   return {
     pair_id: row.pair_id,
     config_id: row.config_id,
@@ -148,6 +154,8 @@ export function meshPairView(row: MeshPairRow, nodes: ReadonlyMap<string, Pick<N
     node_b: row.node_b,
     enabled: row.enabled === 1,
     integrity: { status: integrity.status, reason: integrity.reason, initiators: [...integrity.initiators] },
+    route: integrity.route,
+    hub_node_id: integrity.hub_node_id,
     created_at: isoTime(row.created_at),
     updated_at: isoTime(row.updated_at),
   };

@@ -90,7 +90,7 @@ export interface PairOfNode {
   pair_id: string;
   enabled: number;
   /** The other side of the pair. */
-  peer: Pick<NodeRow, "node_id" | "public_key" | "address" | "public_address" | "listen_port" | "mode">;
+  peer: Pick<NodeRow, "node_id" | "name" | "public_key" | "address" | "public_address" | "listen_port" | "mode" | "hub">;
 }
 
 /**
@@ -100,7 +100,7 @@ export interface PairOfNode {
  * config), never the config's pairs.
  */
 export async function listPairsOfNode(db: Db, nodeId: string): Promise<PairOfNode[]> {
-  const cols = sql`p.pair_id, p.enabled, n.node_id, n.public_key, n.address, n.public_address, n.listen_port, n.mode`;
+  const cols = sql`p.pair_id, p.enabled, n.node_id, n.name, n.public_key, n.address, n.public_address, n.listen_port, n.mode, n.hub`;
   type Row = Omit<PairOfNode, "peer"> & PairOfNode["peer"];
   const { rows } = await sql<Row>`
     SELECT ${cols} FROM mesh_pairs p JOIN nodes n ON n.node_id = p.node_b WHERE p.node_a = ${nodeId}
@@ -135,4 +135,19 @@ export async function insertPairsWithAll(db: Db, configId: string, nodeId: strin
            ${configId}, min(node_id, ${nodeId}), max(node_id, ${nodeId}), 1, ${now}, ${now}
     FROM (SELECT node_id, row_number() OVER () - 1 AS seq FROM nodes WHERE config_id = ${configId} AND node_id <> ${nodeId})`.execute(db);
   return Number(res.numAffectedRows ?? 0n);
+}
+
+/**
+ * The hubs of a config, each with the node_ids of the nodes it has an enabled pair with (README
+ * "Hubs: meshes behind NAT"): the hubs through the partial index `nodes_hubs` (migration 0015,
+ * O(hubs): nothing is read for a config without one), then each hub's pairs
+ * ({@link listPairsOfNode}, O(nodes of the config) per hub).
+ */
+export async function hubPartners(db: Db, configId: string): Promise<Array<[hubId: string, partners: string[]]>> {
+  const { rows } = await sql<{ node_id: string }>`SELECT node_id FROM nodes WHERE config_id = ${configId} AND hub = 1 ORDER BY node_id`.execute(db);
+  const out: Array<[string, string[]]> = [];
+  for (const { node_id } of rows) {
+    out.push([node_id, (await listPairsOfNode(db, node_id)).filter((p) => p.enabled === 1).map((p) => p.peer.node_id)]);
+  }
+  return out;
 }

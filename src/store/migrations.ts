@@ -419,4 +419,18 @@ export const migrations: Record<string, Migration> = {
       ) STRICT`.execute(db);
     },
   },
+  // Hub nodes: a node with a public endpoint that forwards between nodes that cannot reach each
+  // other directly (README "Hubs: meshes behind NAT"). The flag is one of the view's columns, so the covering
+  // index of the workspace read gains it; a partial index finds a config's few hubs without
+  // reading its other nodes (every mesh write asks).
+  "0015_node_hub": {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    async up(db: Kysely<any>): Promise<void> {
+      const t = (strings: TemplateStringsArray) => sql.raw(strings.join("")).execute(db);
+      await t`ALTER TABLE nodes ADD COLUMN hub INTEGER NOT NULL DEFAULT 0 CHECK (hub IN (0, 1))`;
+      await t`CREATE INDEX nodes_hubs ON nodes (config_id, node_id) WHERE hub = 1`;
+      await t`DROP INDEX nodes_views`;
+      await t`CREATE INDEX nodes_views ON nodes (config_id, created_at, node_id, name, mode, interface_name, address, public_address, listen_port, public_key, staged_config_version, staged_config_sha256, confirmed_config_version, confirmed_config_sha256, updated_at, hub)`;
+    },
+  },
 };

@@ -211,7 +211,7 @@ export function mapConfigNodes<T>(conn: Connection, configId: string, f: (node: 
   // config_id is the parameter's (one string fewer per row).
   const text = `SELECT n.node_id, n.name, n.mode, n.interface_name, n.address, n.public_address, n.listen_port, n.public_key,
       n.staged_config_version, n.staged_config_sha256, n.confirmed_config_version, n.confirmed_config_sha256, n.created_at, n.updated_at,
-      cs.node_id IS NOT NULL, cs.client_initialized, cs.client_presence_state, cs.runtime_state, cs.last_reachable_at, cs.client_version
+      cs.node_id IS NOT NULL, cs.client_initialized, cs.client_presence_state, cs.runtime_state, cs.last_reachable_at, cs.client_version, n.hub
     FROM nodes n INDEXED BY nodes_views LEFT JOIN node_client_state cs ON cs.node_id = n.node_id
     WHERE n.config_id = ? ORDER BY n.created_at, n.node_id`;
   const rows = statement(sqlite, text).raw(true).all(configId) as ConfigNodeTuple[];
@@ -232,6 +232,7 @@ export function mapConfigNodes<T>(conn: Connection, configId: string, f: (node: 
       confirmed_config_sha256: r[11],
       created_at: r[12],
       updated_at: r[13],
+      hub: r[20],
     };
     const client: NodeClientViewRow | undefined =
       r[14] === 0
@@ -264,6 +265,7 @@ type ConfigNodeTuple = [
   runtime_state: NodeClientViewRow["runtime_state"],
   last_reachable_at: number | null,
   client_version: string | null,
+  hub: 0 | 1,
 ];
 
 /** Tags of every node of a config: node_id → tags sorted by name (raw mode, as {@link mapConfigNodes}). */

@@ -25,6 +25,7 @@ export const NODE_VIEW_COLUMNS = [
   "confirmed_config_sha256",
   "created_at",
   "updated_at",
+  "hub",
 ] as const satisfies ReadonlyArray<Exclude<keyof NodeRow, "private_key">>;
 
 export async function insertNode(db: Db, row: NewNodeRow, now: number): Promise<void> {

@@ -10,13 +10,15 @@ import type { NodeRow, PortForwardRow } from "./schema.js";
 /** What rendering and staging need of a node: its render fields, key, mode and staged version/sha. */
 export type RenderSideRow = Pick<
   NodeRow,
-  "node_id" | "config_id" | "mode" | "address" | "public_address" | "listen_port" | "private_key" | "public_key" | "staged_config_version" | "staged_config_sha256"
+  "node_id" | "config_id" | "name" | "mode" | "hub" | "address" | "public_address" | "listen_port" | "private_key" | "public_key" | "staged_config_version" | "staged_config_sha256"
 >;
 
 const SIDE_COLUMNS = [
   "node_id",
   "config_id",
+  "name",
   "mode",
+  "hub",
   "address",
   "public_address",
   "listen_port",

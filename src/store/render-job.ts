@@ -8,11 +8,12 @@
 import { performance } from "node:perf_hooks";
 import PQueue from "p-queue";
 import type { AwgParams } from "../domain/awg.js";
-import { checkPairIntegrity, ConfigRenderer, stageConfig, type RenderCommon, type RenderInput, type RenderPeer } from "../domain/render.js";
+import { checkPairIntegrity, ConfigRenderer, hasPublicEndpoint, HubGraph, stageConfig, type RenderCommon, type RenderInput, type RenderPeer } from "../domain/render.js";
 // The next turn of a background task: one background step per loop iteration.
 import { backgroundTurn as nextTurn } from "../lib/background-turn.js";
 import { findConfig } from "./configs.repository.js";
 import type { Db } from "./connection.js";
+import { hubPartners } from "./mesh-pairs.repository.js";
 import { listPairsWithNodeA, listPortForwardsAmong, listRenderSides, listRenderSidesAmong, type RenderSideRow } from "./render-inputs.repository.js";
 import type { ConfigRow, NodeRow, PortForwardRow } from "./schema.js";
 
@@ -24,17 +25,47 @@ export interface StagedChange {
 }
 
 /** The render fields of a node (its own and as a peer). */
-export type RenderSide = Pick<NodeRow, "node_id" | "public_key" | "address" | "public_address" | "listen_port">;
+export type RenderSide = Pick<NodeRow, "node_id" | "name" | "hub" | "public_key" | "address" | "public_address" | "listen_port">;
 export type SelfSide = RenderSide & Pick<NodeRow, "private_key">;
 
-/** True when the pair `(a, b)` is rendered in both configs: enabled and not broken. */
+/** True when the pair `(a, b)` is rendered in both configs as each other's peer: enabled, and one side can initiate. */
 export function isPairRendered(a: RenderSide, b: RenderSide, enabled: boolean): boolean {
   return checkPairIntegrity(a, b, enabled).status === "ok";
+}
+
+/**
+ * The hub through which the pair `(a, b)` is routed: enabled, neither side has a public
+ * endpoint, and a hub is paired with both ({@link HubGraph.hubFor}); null otherwise.
+ */
+export function viaHub(a: RenderSide, b: RenderSide, enabled: boolean, hubs: HubGraph): string | null {
+  if (!enabled || hubs.size === 0 || hasPublicEndpoint(a) || hasPublicEndpoint(b)) return null;
+  return hubs.hubFor(a.node_id, b.node_id);
+}
+
+/** The hubs of a config and their enabled partners ({@link hubPartners}): O(hubs × nodes of the config). */
+export async function readHubGraph(db: Db, configId: string): Promise<HubGraph> {
+  const hubs = await hubPartners(db, configId);
+  return hubs.length === 0 ? HubGraph.EMPTY : new HubGraph(hubs);
+}
+
+/**
+ * The addresses a node reaches through each hub: hub node_id → the addresses of the other sides
+ * of the node's pairs routed through it ({@link viaHub}).
+ */
+export function routedThrough(self: RenderSide, pairs: ReadonlyArray<{ enabled: number; peer: RenderSide }>, hubs: HubGraph): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  if (hubs.size === 0 || hasPublicEndpoint(self)) return out;
+  for (const p of pairs) {
+    const hub = viaHub(self, p.peer, p.enabled === 1, hubs);
+    if (hub !== null) out.set(hub, [...(out.get(hub) ?? []), p.peer.address]);
+  }
+  return out;
 }
 
 export function renderPeer(other: RenderSide): RenderPeer {
   return {
     node_id: other.node_id,
+    name: other.name,
     public_key: other.public_key,
     address: other.address,
     public_address: other.public_address,
@@ -61,6 +92,7 @@ export function nodeInput(node: SelfSide): RenderInput["node"] {
     address: node.address,
     listen_port: node.listen_port,
     public_address: node.public_address,
+    hub: node.hub === 1,
   };
 }
 
@@ -187,7 +219,7 @@ async function readJobInputs(db: Db, configId: string, ids: readonly string[], t
 
 /** One node of a job rendered and hashed. */
 function renderJobNode(job: JobInputs, row: RenderSideRow): ChunkRendering {
-  const text = job.renderer.render(nodeInput(row), peerIdsOf(job.peers, row.node_id), enabledForwards(job.forwards.get(row.node_id) ?? []));
+  const text = job.renderer.render(nodeInput(row), peerIdsOf(job.peers, row.node_id), enabledForwards(job.forwards.get(row.node_id) ?? []), routedOf(job.peers, row.node_id));
   return { nodeId: row.node_id, version: row.staged_config_version, sha: stageConfig(null, text).config_sha256, text };
 }
 
@@ -197,6 +229,8 @@ export interface RenderedPeers {
   indexOf: ReadonlyMap<string, number>;
   /** node index → indexes of the other sides of its rendered pairs. */
   peers: number[][];
+  /** node index → hub node_id → addresses routed through that hub (nodes without any are absent). */
+  routed: Map<number, Map<string, string[]>>;
 }
 
 /**
@@ -210,12 +244,17 @@ const PAIR_READ_NODES = 4;
  * The rendered pairs among `sides` (every node of a config): each pair read once, asked by its
  * `node_a` ({@link listPairsWithNodeA}, {@link PAIR_READ_NODES} nodes per statement), yielding
  * between statements once the turn has run its step. A pair is rendered when it is enabled and
- * its connection integrity is not broken ({@link isPairRendered}). Memory: two numbers per
- * rendered pair (~16 MB for a 1,000-node full mesh).
+ * one side can initiate ({@link isPairRendered}); an enabled pair neither side can initiate is
+ * routed through the first hub among `sides` paired with both ({@link HubGraph.hubFor}), once all
+ * pairs are read. Memory: two numbers per rendered pair (~16 MB for a 1,000-node full mesh), and,
+ * when the config has hubs, two per pair without a public endpoint on either side.
  */
 export async function readRenderedPeers(db: Db, sides: readonly RenderSide[], turn: Turn): Promise<RenderedPeers> {
   const indexOf = new Map(sides.map((n, i) => [n.node_id, i]));
   const peers: number[][] = sides.map(() => []);
+  const hubs = new Map<string, string[]>(sides.filter((n) => n.hub === 1).map((n) => [n.node_id, []]));
+  // Enabled pairs of two nodes without a public endpoint: routed once every hub's partners are known.
+  const hidden: Array<[number, number]> = [];
   for (let i = 0; i < sides.length; i += PAIR_READ_NODES) {
     await yieldIfSpent(turn);
     for (const [aId, bId, enabled] of await listPairsWithNodeA(db, sides.slice(i, i + PAIR_READ_NODES).map((n) => n.node_id))) {
@@ -223,12 +262,41 @@ export async function readRenderedPeers(db: Db, sides: readonly RenderSide[], tu
       const b = indexOf.get(bId);
       if (a === undefined || b === undefined) continue;
       const [sa, sb] = [sides[a], sides[b]];
-      if (sa === undefined || sb === undefined || !isPairRendered(sa, sb, enabled === 1)) continue;
-      peers[a]?.push(b);
-      peers[b]?.push(a);
+      if (sa === undefined || sb === undefined || enabled !== 1) continue;
+      hubs.get(aId)?.push(bId);
+      hubs.get(bId)?.push(aId);
+      if (isPairRendered(sa, sb, true)) {
+        peers[a]?.push(b);
+        peers[b]?.push(a);
+      } else if (hubs.size > 0) hidden.push([a, b]);
     }
   }
-  return { sides, indexOf, peers };
+  return { sides, indexOf, peers, routed: routeHidden(sides, hidden, new HubGraph(hubs)) };
+}
+
+/** The routes through hubs of the given pairs (indexes into `sides`), both ways. */
+function routeHidden(sides: readonly RenderSide[], hidden: ReadonlyArray<readonly [number, number]>, hubs: HubGraph): Map<number, Map<string, string[]>> {
+  const routed = new Map<number, Map<string, string[]>>();
+  const add = (from: number, hub: string, address: string): void => {
+    const byHub = routed.get(from) ?? new Map<string, string[]>();
+    byHub.set(hub, [...(byHub.get(hub) ?? []), address]);
+    routed.set(from, byHub);
+  };
+  for (const [a, b] of hidden) {
+    const [sa, sb] = [sides[a], sides[b]];
+    if (sa === undefined || sb === undefined) continue;
+    const hub = hubs.hubFor(sa.node_id, sb.node_id);
+    if (hub === null) continue;
+    add(a, hub, sb.address);
+    add(b, hub, sa.address);
+  }
+  return routed;
+}
+
+/** A node's addresses routed through hubs: hub node_id → addresses (empty for a node routing none). */
+export function routedOf(graph: RenderedPeers, nodeId: string): ReadonlyMap<string, readonly string[]> {
+  const own = graph.indexOf.get(nodeId);
+  return (own === undefined ? undefined : graph.routed.get(own)) ?? new Map();
 }
 
 /** The node_ids of a node's peers (empty for a node not among the sides). */

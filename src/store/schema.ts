@@ -1,4 +1,4 @@
-import type { Generated, Insertable, Selectable, Updateable } from "kysely";
+import type { ColumnType, Generated, Insertable, Selectable, Updateable } from "kysely";
 import type { DownloadTokenKind } from "../protocol/download-tokens.js";
 import type { CommandStatus, NodeMode, PresenceState, RuntimeState, TunnelProtocol } from "../protocol/enums.js";
 
@@ -53,6 +53,11 @@ export interface NodesTable {
   confirmed_config_sha256: string | null;
   created_at: number;
   updated_at: number;
+  /**
+   * 1 when the node is a hub (migration 0015): it has a public endpoint and forwards between
+   * nodes of its config that cannot reach each other directly; else 0.
+   */
+  hub: ColumnType<0 | 1, 0 | 1 | undefined, 0 | 1>;
 }
 
 /**

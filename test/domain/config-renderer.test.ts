@@ -4,7 +4,8 @@
  * `renderNodeConfig` for the same node, peers and port forwards (spec §6.3 `config_text`; §3.5,
  * §3.8: the agent's text hashes to the staged sha), and refuse (`VALIDATION_FAILED`) exactly the
  * inputs `renderNodeConfig` refuses: invalid or repeated peers, a peer repeating the node itself,
- * bad port forwards. Property-based (fast-check, fixed seed), against the reference; not timed.
+ * bad port forwards, unprintable peer names, addresses routed through a hub that are outside the
+ * network or already taken; with hubs' forwarding lines. Property-based (fast-check, fixed seed), against the reference; not timed.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -25,7 +26,13 @@ const pick = <T>(list: readonly T[]) => fc.nat(list.length - 1).map((i) => list[
 // Mostly valid, sometimes not: most runs render, some must be refused by both.
 const validIndex = (n: number) => fc.oneof({ weight: 9, arbitrary: fc.nat(n - 1) }, { weight: 1, arbitrary: fc.nat(n + 1) });
 
+// Names as the API keeps them, and two it refuses (a line break, a C1 control).
+const NAMES = [undefined, "laptop", "Ana's phone (old)", "nas #2", "bad\nPostUp = id", "bad\u0085"];
+// Addresses routed through a peer (a hub): free ones, taken ones, and two outside the network.
+const ROUTED = ["10.9.0.7", "10.9.0.8", "10.9.0.9", "10.9.0.1", "10.9.0.3", "10.8.0.7", "10.9.0.255"];
+
 const peer: fc.Arbitrary<RenderPeer> = fc.record({
+  name: fc.oneof({ weight: 6, arbitrary: pick(NAMES.slice(0, 4)) }, { weight: 1, arbitrary: pick(NAMES) }),
   node_id: pick(IDS),
   public_key: validIndex(6).map((i) => KEYS[i] as string),
   address: validIndex(5).map((i) => ADDRESSES[i] as string),
@@ -64,8 +71,10 @@ test("spec §6.3 config_text: ConfigRenderer.render gives renderNodeConfig's tex
       fc.array(fc.boolean(), { minLength: 7, maxLength: 7 }),
       fc.record({ id: pick(IDS), key: validIndex(6), address: validIndex(5), public_address: pick(PUBLIC), listen_port: validIndex(3), withPublicKey: fc.boolean() }),
       fc.array(forward, { maxLength: 3 }),
-      (config, candidates, selected, self, forwards) => {
+      fc.array(fc.array(validIndex(5).map((i) => ROUTED[i] as string), { maxLength: 3 }), { minLength: 7, maxLength: 7 }),
+      (config, candidates, selected, self, forwards, routedByIndex) => {
         const node: RenderInput["node"] = {
+          hub: self.key % 2 === 0,
           node_id: self.id,
           private_key: KEYS[(self.key + 1) % 6] as string,
           ...(self.withPublicKey ? { public_key: KEYS[self.key] as string } : {}),
@@ -73,9 +82,13 @@ test("spec §6.3 config_text: ConfigRenderer.render gives renderNodeConfig's tex
           public_address: self.public_address,
           listen_port: PORTS[self.listen_port] ?? null,
         };
-        const chosen = candidates.filter((_, i) => selected[i] === true);
+        const chosenAt = candidates.map((_, i) => i).filter((i) => selected[i] === true);
+        const chosen = chosenAt.map((i) => ({ ...(candidates[i] as RenderPeer), routed_addresses: routedByIndex[i] ?? [] }));
+        // The renderer takes the routed addresses by node_id: the first chosen candidate's.
+        const routed = new Map<string, readonly string[]>();
+        for (const p of [...chosen].reverse()) routed.set(p.node_id, p.routed_addresses);
         const expected = outcome(() => renderNodeConfig({ ...config, node, peers: chosen, port_forwards: forwards }));
-        const got = outcome(() => new ConfigRenderer(config, candidates).render(node, new Set(chosen.map((p) => p.node_id)), forwards));
+        const got = outcome(() => new ConfigRenderer(config, candidates).render(node, new Set(chosen.map((p) => p.node_id)), forwards, routed));
         // A selection by id cannot tell apart two candidates of one id: both are selected, which
         // the reference refuses when it lists both; skip the inputs where only one was chosen.
         const ids = chosen.map((p) => p.node_id);

@@ -9,6 +9,7 @@ import { isAppError } from "../../src/errors.js";
 import { awgParamsSchema, type AwgParams } from "../../src/domain/awg.js";
 import {
   checkPairIntegrity,
+  HubGraph,
   NO_INITIATOR_REASON,
   renderNodeConfig,
   stageConfig,
@@ -105,6 +106,35 @@ const CASES: Record<string, RenderInput> = {
     node: hubNode,
     peers: [PEER.phone, PEER.laptop, PEER.nas],
     port_forwards: FORWARDS,
+  },
+  // A hub (README "Hubs: meshes behind NAT"): forwarding on first, its rule removed last, around
+  // the port forwards; peers commented by name.
+  "wireguard-hub-forwarding": {
+    config_id: "cfg-home",
+    tunnel_protocol: "wireguard",
+    network_cidr: NETWORK,
+    awg: null,
+    node: { ...hubNode, hub: true },
+    peers: [
+      { ...PEER.laptop, name: "Laptop (Ana)" },
+      { ...PEER.phone, name: "phone" },
+      { ...PEER.nas, name: "nas #2" },
+    ],
+    port_forwards: [FORWARDS[2]],
+  },
+  // A node behind NAT whose pairs with other nodes behind NAT go through the hub: their addresses
+  // follow the hub's own in its AllowedIPs, in address order; a direct peer keeps its own.
+  "wireguard-via-hub": {
+    config_id: "cfg-home",
+    tunnel_protocol: "wireguard",
+    network_cidr: NETWORK,
+    awg: null,
+    node: { node_id: "laptop", private_key: KEYS.laptop.priv, address: "10.44.0.2", listen_port: null, public_address: null },
+    peers: [
+      { ...PEER.phone, name: "phone" },
+      { ...PEER.hub, name: "hub", routed_addresses: ["10.44.0.12", "10.44.0.5", "10.44.0.6"] },
+    ],
+    port_forwards: [],
   },
   // awg_2 node that listens but has no public address: ListenPort and keepalive both present.
   "awg2-laptop": {
@@ -265,6 +295,14 @@ test("renderNodeConfig refuses input that could inject lines or break the config
     ["forward port fraction", { ...base, port_forwards: [{ protocol: "tcp", listen_port: 80.5, target_address: "10.44.0.3", target_port: 1 }] }],
     ["duplicate forward", { ...base, port_forwards: [FORWARDS[1], { ...FORWARDS[1], target_port: 81 }] }],
     ["udp forward on the tunnel port", { ...base, port_forwards: [{ protocol: "udp", listen_port: 51820, target_address: "10.44.0.3", target_port: 9 }] }],
+    ["peer name with a line break", { ...base, peers: [{ ...PEER.nas, name: "nas\nPostUp = id" }] }],
+    ["peer name with a C1 control", { ...base, peers: [{ ...PEER.nas, name: "nas\u0085x" }] }],
+    ["peer name empty", { ...base, peers: [{ ...PEER.nas, name: "" }] }],
+    ["routed address outside the network", { ...base, peers: [{ ...PEER.nas, routed_addresses: ["10.45.0.9"] }] }],
+    ["routed address with injection", { ...base, peers: [{ ...PEER.nas, routed_addresses: ["10.44.0.9/32\nPostUp = id"] }] }],
+    ["routed address is a peer's", { ...base, peers: [PEER.laptop, { ...PEER.nas, routed_addresses: [PEER.laptop.address] }] }],
+    ["routed address is the node's own", { ...base, peers: [{ ...PEER.nas, routed_addresses: [hubNode.address] }] }],
+    ["routed address twice", { ...base, peers: [{ ...PEER.nas, routed_addresses: ["10.44.0.9"] }, { ...PEER.phone, routed_addresses: ["10.44.0.9"] }] }],
   ];
   for (const [why, input] of bad) {
     assert.throws(() => renderNodeConfig(input), (err) => isAppError(err, "VALIDATION_FAILED"), why);
@@ -330,6 +368,8 @@ test("checkPairIntegrity: both sides public -> ok, both can initiate", () => {
     status: "ok",
     reason: null,
     initiators: ["a", "b"],
+    route: "direct",
+    hub_node_id: null,
   });
 });
 
@@ -338,6 +378,8 @@ test("checkPairIntegrity: only b public -> ok, only a can initiate", () => {
     status: "ok",
     reason: null,
     initiators: ["a"],
+    route: "direct",
+    hub_node_id: null,
   });
 });
 
@@ -346,16 +388,42 @@ test("checkPairIntegrity: only a public -> ok, only b can initiate", () => {
     status: "ok",
     reason: null,
     initiators: ["b"],
+    route: "direct",
+    hub_node_id: null,
   });
 });
 
 test("checkPairIntegrity: neither public -> broken with a human reason", () => {
   const result = checkPairIntegrity({ node_id: "a", ...HIDDEN }, { node_id: "b", ...HIDDEN }, true);
-  assert.deepEqual(result, { status: "broken", reason: NO_INITIATOR_REASON, initiators: [] });
+  assert.deepEqual(result, { status: "broken", reason: NO_INITIATOR_REASON, initiators: [], route: null, hub_node_id: null });
   assert.equal(
     result.reason,
-    "neither node has a public address and listen port, so no side can initiate a handshake",
+    "neither node has a public address and listen port, so no side can initiate a handshake, and no hub is paired with both",
   );
+});
+
+test("checkPairIntegrity: neither public but a hub paired with both -> ok, routed via that hub, no initiators", () => {
+  assert.deepEqual(checkPairIntegrity({ node_id: "a", ...HIDDEN }, { node_id: "b", ...HIDDEN }, true, "hub-1"), {
+    status: "ok",
+    reason: null,
+    initiators: [],
+    route: "via_hub",
+    hub_node_id: "hub-1",
+  });
+  assert.equal(checkPairIntegrity({ node_id: "a", ...HIDDEN }, { node_id: "b", ...HIDDEN }, false, "hub-1").status, "disabled");
+  assert.equal(checkPairIntegrity({ node_id: "a", ...PUBLIC }, { node_id: "b", ...HIDDEN }, true, "hub-1").route, "direct", "a possible handshake wins over a hub");
+});
+
+test("HubGraph.hubFor: the first hub (by node_id) with an enabled pair with both sides, never one of the two", () => {
+  const hubs = new HubGraph([
+    ["hub-b", ["x", "y", "z"]],
+    ["hub-a", ["x", "z"]],
+  ]);
+  assert.equal(hubs.hubFor("x", "z"), "hub-a");
+  assert.equal(hubs.hubFor("x", "y"), "hub-b");
+  assert.equal(hubs.hubFor("y", "w"), null);
+  assert.equal(new HubGraph([["x", ["y"]]]).hubFor("x", "y"), null);
+  assert.equal(HubGraph.EMPTY.hubFor("x", "y"), null);
 });
 
 test("checkPairIntegrity: an address without a port (or a port without an address) is no endpoint", () => {
@@ -376,6 +444,8 @@ test("checkPairIntegrity: a disabled pair is disabled whatever the endpoints", (
       status: "disabled",
       reason: "pair disabled",
       initiators: [],
+      route: null,
+      hub_node_id: null,
     });
   }
 });

@@ -121,14 +121,19 @@ test("PATCH /nodes re-stages peers only when their rendered config changes (DESI
   const version = async (n: string) =>
     (await h.req("GET", `/api/v1/configs/${config.config_id}/nodes/${n}/config`)).json.config_version as number;
   const [va, vb] = [await version(a.node_id), await version(b.node_id)];
-  // Renaming and tagging change nothing in any config text.
-  await h.req("PATCH", `/api/v1/configs/${config.config_id}/nodes/${a.node_id}`, { name: "renamed", tags: ["x"] });
+  // Tagging changes nothing in any config text.
+  await h.req("PATCH", `/api/v1/configs/${config.config_id}/nodes/${a.node_id}`, { tags: ["x"] });
   assert.deepEqual([await version(a.node_id), await version(b.node_id)], [va, vb]);
+  // Renaming changes the comment naming a in b's [Peer] section, not a's own config.
+  await h.req("PATCH", `/api/v1/configs/${config.config_id}/nodes/${a.node_id}`, { name: "renamed" });
+  assert.deepEqual([await version(a.node_id), await version(b.node_id)], [va, vb + 1]);
+  const renamed = (await h.req("GET", `/api/v1/configs/${config.config_id}/nodes/${b.node_id}/config`)).json.config_text;
+  assert.match(renamed, new RegExp(`^# renamed \\(node ${a.node_id}\\)$`, "m"));
   // A new endpoint changes b's [Peer] section, not a's own config.
   const patched = await h.req("PATCH", `/api/v1/configs/${config.config_id}/nodes/${a.node_id}`, { public_address: "192.0.2.9" });
   assert.equal(patched.status, 200, patched.text);
   assert.equal(await version(a.node_id), va);
-  assert.equal(await version(b.node_id), vb + 1);
+  assert.equal(await version(b.node_id), vb + 2);
   const text = (await h.req("GET", `/api/v1/configs/${config.config_id}/nodes/${b.node_id}/config`)).json.config_text;
   assert.match(text, /^Endpoint = 192\.0\.2\.9:51820$/m);
   const tags = await h.req("GET", `/api/v1/configs/${config.config_id}/tags`);

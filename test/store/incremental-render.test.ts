@@ -3,7 +3,7 @@
  * the config text, sha and version of a full re-render after every mesh write (DESIGN §3 Config
  * versions: the version increments only when the text changes; spec §3.5, §3.8: the text the
  * agent receives hashes to the staged sha). Property-based over random sequences of 200 writes
- * (fast-check, fixed seed); not timed.
+ * (fast-check, fixed seed), hubs and pairs routed through them included; not timed.
  */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
@@ -25,7 +25,9 @@ const PUBLIC = [null, "192.0.2.7", "2001:db8::7", "gw.example.net"] as const;
 const PORTS = [null, 51820, 51999] as const;
 
 type Op =
-  | { k: "add"; pub: number; port: number; dynamic: boolean; autoPair: boolean }
+  | { k: "add"; pub: number; port: number; dynamic: boolean; autoPair: boolean; hub: boolean }
+  | { k: "hub"; i: number; on: boolean }
+  | { k: "rename"; i: number }
   | { k: "remove"; i: number }
   | { k: "endpoint"; i: number; pub: number; port: number }
   | { k: "pair"; i: number; j: number; action: "toggle" | "delete" }
@@ -34,7 +36,13 @@ type Op =
   | { k: "mode"; i: number; dynamic: boolean };
 
 const op: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 4, arbitrary: fc.record({ k: fc.constant("add" as const), pub: fc.nat(3), port: fc.nat(2), dynamic: fc.boolean(), autoPair: fc.boolean() }) },
+  // Half the nodes have no public address: their pairs go through hubs, or nowhere.
+  {
+    weight: 4,
+    arbitrary: fc.record({ k: fc.constant("add" as const), pub: fc.oneof(fc.constant(0), fc.nat(3)), port: fc.nat(2), dynamic: fc.boolean(), autoPair: fc.boolean(), hub: fc.boolean() }),
+  },
+  { weight: 2, arbitrary: fc.record({ k: fc.constant("hub" as const), i: fc.nat(), on: fc.boolean() }) },
+  { weight: 1, arbitrary: fc.record({ k: fc.constant("rename" as const), i: fc.nat() }) },
   { weight: 1, arbitrary: fc.record({ k: fc.constant("remove" as const), i: fc.nat() }) },
   { weight: 3, arbitrary: fc.record({ k: fc.constant("endpoint" as const), i: fc.nat(), pub: fc.nat(3), port: fc.nat(2) }) },
   { weight: 3, arbitrary: fc.record({ k: fc.constant("pair" as const), i: fc.nat(), j: fc.nat(), action: fc.constantFrom("toggle" as const, "delete" as const) }) },
@@ -49,11 +57,13 @@ const op: fc.Arbitrary<Op> = fc.oneof(
 async function apply(mesh: MeshService, configId: string, o: Op, ids: string[], n: number): Promise<void> {
   const pick = (i: number) => ids[i % ids.length] ?? "";
   if (o.k === "add") {
-    await mesh.createNode(configId, { name: `n${n}`, mode: o.dynamic ? "dynamic" : "static", public_address: PUBLIC[o.pub] ?? null, listen_port: PORTS[o.port] ?? null, auto_pair: o.autoPair } as never);
+    await mesh.createNode(configId, { name: `n${n}`, mode: o.dynamic ? "dynamic" : "static", public_address: PUBLIC[o.pub] ?? null, listen_port: PORTS[o.port] ?? null, auto_pair: o.autoPair, hub: o.hub } as never);
     return;
   }
   if (ids.length === 0) return;
   if (o.k === "remove") await mesh.deleteNode(configId, pick(o.i));
+  else if (o.k === "hub") await mesh.updateNode(configId, pick(o.i), { hub: o.on } as never);
+  else if (o.k === "rename") await mesh.updateNode(configId, pick(o.i), { name: `r${n}` } as never);
   else if (o.k === "endpoint") await mesh.updateNode(configId, pick(o.i), { public_address: PUBLIC[o.pub] ?? null, listen_port: PORTS[o.port] ?? null } as never);
   else if (o.k === "mode") await mesh.updateNode(configId, pick(o.i), { mode: o.dynamic ? "dynamic" : "static" } as never);
   else if (o.k === "protocol") {
@@ -82,6 +92,8 @@ test("DESIGN §3 Config versions, spec §3.5 §3.8: after each of 200 random mes
   const dir = mkdtempSync(join(tmpdir(), "svc-incr-"));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   let run = 0;
+  // Renderings seen with addresses routed through a hub (`AllowedIPs = a/32, b/32`): the hub paths ran.
+  let routedSeen = 0;
   await fc.assert(
     fc.asyncProperty(fc.array(op, { minLength: 200, maxLength: 200 }), fc.array(fc.boolean(), { minLength: 200, maxLength: 200 }), async (ops, downloads) => {
       const store = await Store.open(join(dir, `svc-${run++}.db`), createLogger("silent"));
@@ -95,7 +107,7 @@ test("DESIGN §3 Config versions, spec §3.5 §3.8: after each of 200 random mes
           try {
             await apply(mesh, configId, o, ids, step);
           } catch (err) {
-            if (!isAppError(err, "CONFLICT") && !isAppError(err, "VALIDATION_FAILED")) throw err;
+            if (!isAppError(err, "CONFLICT") && !isAppError(err, "VALIDATION_FAILED") && !isAppError(err, "HUB_NEEDS_PUBLIC_ENDPOINT")) throw err;
           }
           // Dynamic nodes of a write above the budget are rendered after its commit.
           await mesh.settled();
@@ -103,6 +115,7 @@ test("DESIGN §3 Config versions, spec §3.5 §3.8: after each of 200 random mes
           const full = await renderConfigTexts(store.db, configId);
           const next = new Map<string, { version: number; sha: string; text: string }>();
           for (const { node, text } of full) {
+            if (/^AllowedIPs = [^\n]*, /m.test(text)) routedSeen++;
             const prev = reference.get(node.node_id);
             const sha = sha256(text);
             next.set(node.node_id, { version: prev === undefined ? 1 : prev.sha === sha ? prev.version : prev.version + 1, sha, text });
@@ -134,6 +147,7 @@ test("DESIGN §3 Config versions, spec §3.5 §3.8: after each of 200 random mes
     }),
     { numRuns: 4, seed: 1308, endOnFailure: true },
   );
+  assert.ok(routedSeen > 100, `pairs routed through hubs were rendered (${routedSeen} renderings)`);
 });
 
 test("DESIGN §3 Config versions: a write above the eager budget hands its dynamic nodes to the node actors after the commit with the rendered (version, sha); a restart renders those a stopped run left unrendered", async (t) => {

@@ -30,6 +30,7 @@ export function newNodeRow(config: ConfigRow, input: CreateNodeInput, used: read
     address = allocateAddress(config.network_cidr, used);
   }
   const publicAddress = input.public_address ?? null;
+  if (input.hub === true) requireHubEndpoint(publicAddress);
   const keys = generateKeyPair();
   return {
     node_id: newNodeId(now),
@@ -48,7 +49,19 @@ export function newNodeRow(config: ConfigRow, input: CreateNodeInput, used: read
     confirmed_config_sha256: null,
     created_at: now,
     updated_at: now,
+    hub: input.hub === true ? 1 : 0,
   };
+}
+
+/**
+ * A hub must be reachable by the nodes it forwards for (README "Hubs: meshes behind NAT"): its
+ * listen port defaults to 51820 once it has a public address, so the address is what it needs.
+ * @throws AppError HUB_NEEDS_PUBLIC_ENDPOINT when `publicAddress` is null or empty
+ */
+export function requireHubEndpoint(publicAddress: string | null): void {
+  if (publicAddress === null || publicAddress === "") {
+    throw new AppError("HUB_NEEDS_PUBLIC_ENDPOINT", "a hub needs a public address that the other nodes can reach: set public_address, or leave hub off", { field: "hub" });
+  }
 }
 
 /** A new port forward of a node. */

@@ -35,6 +35,8 @@ export interface CreateNodeInput {
   interface_name?: string | undefined;
   tags?: string[] | undefined;
   auto_pair?: boolean | undefined;
+  /** A hub forwards between nodes that cannot reach each other (README "Hubs: meshes behind NAT"); needs a public address. */
+  hub?: boolean | undefined;
 }
 
 export interface UpdateNodeInput {
@@ -44,6 +46,7 @@ export interface UpdateNodeInput {
   listen_port?: number | null | undefined;
   interface_name?: string | undefined;
   tags?: string[] | undefined;
+  hub?: boolean | undefined;
 }
 
 export interface PortForwardInput {

@@ -4,6 +4,7 @@ import type { Db, Store } from "../../store/db.js";
 import * as pairsRepo from "../../store/mesh-pairs.repository.js";
 import * as nodeListRepo from "../../store/node-list.repository.js";
 import * as nodesRepo from "../../store/nodes.repository.js";
+import { readHubGraph } from "../../store/render-job.js";
 import type { NodeRow } from "../../store/schema.js";
 import { decodeCursor, encodeCursor } from "../list-cursor.js";
 import { requireConfig, requireNode } from "../node-lookup.js";
@@ -57,10 +58,12 @@ export async function pairPage(db: Db, configId: string, query: MeshPairListQuer
   });
   const page = rows.slice(0, query.limit);
   const sides = await pairsRepo.pairSides(db, page.flatMap((p) => [p.node_a, p.node_b]));
+  // The config's hubs decide the route of pairs neither side can initiate.
+  const hubs = page.length === 0 ? undefined : await readHubGraph(db, configId);
   const last = page[page.length - 1];
   const more = rows.length > query.limit && last !== undefined;
   return {
-    mesh_pairs: page.map((p) => meshPairView(p, sides)),
+    mesh_pairs: page.map((p) => meshPairView(p, sides, hubs)),
     next_cursor: more ? encodeCursor({ l: "mesh_pairs", c: configId, ...(query.node_id === undefined ? {} : { n: query.node_id }), at: last.created_at, id: last.pair_id }) : null,
   };
 }

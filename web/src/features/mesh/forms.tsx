@@ -13,9 +13,9 @@ const MQTT_OFF = "MQTT services are disabled (SVC_ENABLE_MQTT_SERVICES=false): o
 
 /**
  * Add a node (`POST /api/v1/configs/{id}/nodes`): name, static/dynamic, public address, listen
- * port, auto-pair (on: paired with every node already there). With MQTT off (spec §1.7 bullet 7)
- * the dynamic choice stays, disabled, with the reason. Open from the start on a config with no
- * node (its empty state points here); an error names the field by its label.
+ * port, auto-pair (on: paired with every node already there), hub (forwards for nodes behind NAT).
+ * With MQTT off (spec §1.7 bullet 7) the dynamic choice stays, disabled, with the reason. Open from
+ * the start on a config with no node (its empty state points here); an error names the field by its label.
  */
 export function AddNodeForm({ config }: { config: ConfigDetailView }) {
   const status = useSystemStatus();
@@ -33,6 +33,10 @@ export function AddNodeForm({ config }: { config: ConfigDetailView }) {
           <label className="checkbox" htmlFor="node-auto-pair">
             <input id="node-auto-pair" type="checkbox" checked={draft.autoPair} onChange={(e) => edit({ autoPair: e.target.checked })} />
             Pair with every existing node ({config.nodes.length})
+          </label>
+          <label className="checkbox" htmlFor="node-hub">
+            <input id="node-hub" type="checkbox" checked={draft.hub} onChange={(e) => edit({ hub: e.target.checked })} />
+            Hub: forwards between nodes behind NAT (must be reachable: give it an address above)
           </label>
           <div className="form-row-action">
             <button type="submit" className="primary" disabled={create.isPending || draft.name.trim() === ""}>
@@ -59,10 +63,11 @@ interface NodeDraft {
   publicAddress: string;
   listenPort: string;
   autoPair: boolean;
+  hub: boolean;
 }
-const EMPTY_DRAFT: NodeDraft = { name: "", mode: "static", publicAddress: "", listenPort: "", autoPair: true };
+const EMPTY_DRAFT: NodeDraft = { name: "", mode: "static", publicAddress: "", listenPort: "", autoPair: true, hub: false };
 /** The add-node form's labels by wire field: how an error names the field. */
-const NODE_LABELS = { name: "Node name", mode: "Node mode", public_address: "Public address", listen_port: "Listen port", auto_pair: "Pair with every existing node" } as const;
+const NODE_LABELS = { name: "Node name", mode: "Node mode", public_address: "Public address", listen_port: "Listen port", auto_pair: "Pair with every existing node", hub: "Hub" } as const;
 
 /**
  * The add-node form's state and its submit: the draft becomes the create body (blank address →
@@ -87,10 +92,11 @@ function useAddNode(configId: string) {
       public_address: draft.publicAddress.trim() === "" ? null : draft.publicAddress.trim(),
       ...(draft.listenPort.trim() === "" ? {} : { listen_port: Number(draft.listenPort) }),
       auto_pair: draft.autoPair,
+      hub: draft.hub,
     }, {
       onSuccess: (node: { name: string }) => {
         setAdded(node.name);
-        edit({ name: "", publicAddress: "", listenPort: "" });
+        edit({ name: "", publicAddress: "", listenPort: "", hub: false });
       },
     });
   };

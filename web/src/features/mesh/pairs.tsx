@@ -10,9 +10,10 @@ import { useMeshPairs } from "./queries.js";
 const PAGE = 100;
 
 /**
- * Mesh pairs of the config with their connection integrity as the backend reports it
+ * Mesh pairs of the config with their connection integrity and route as the backend reports them
  * (`integrity.status` `ok` / `broken` with `reason` / `disabled`; spec §6.5 emission rules: the
- * broken-link indicators come from `workspace.connections[*]` directly). Create a pair,
+ * broken-link indicators come from `workspace.connections[*]` directly; `route` `direct` or
+ * `via_hub` through `hub_node_id`, shown as "direct" / "via <hub name>"). Create a pair,
  * enable/disable it, delete it.
  */
 export function PairsSection({ config }: { config: ConfigDetailView }) {
@@ -28,7 +29,12 @@ export function PairsSection({ config }: { config: ConfigDetailView }) {
         {(data) => {
           const needle = filter.trim().toLowerCase();
           const rows = data.mesh_pairs.filter(
-            (p) => needle === "" || (names.get(p.node_a) ?? "").toLowerCase().includes(needle) || (names.get(p.node_b) ?? "").toLowerCase().includes(needle) || p.integrity.status === needle,
+            (p) =>
+              needle === "" ||
+              (names.get(p.node_a) ?? "").toLowerCase().includes(needle) ||
+              (names.get(p.node_b) ?? "").toLowerCase().includes(needle) ||
+              p.integrity.status === needle ||
+              (routeLabel(p, names) ?? "").toLowerCase().includes(needle),
           );
           const broken = data.mesh_pairs.filter((p) => p.integrity.status === "broken").length;
           return (
@@ -39,10 +45,10 @@ export function PairsSection({ config }: { config: ConfigDetailView }) {
                   : `the first ${data.mesh_pairs.length} pairs (${broken} broken among them); the mesh has more`}
               </p>
               <label htmlFor="pair-filter">Filter pairs</label>
-              <input id="pair-filter" type="search" placeholder="Node name or ok / broken / disabled" value={filter} onChange={(e) => setFilter(e.target.value)} />
+              <input id="pair-filter" type="search" placeholder="Node name, ok / broken / disabled, direct / via" value={filter} onChange={(e) => setFilter(e.target.value)} />
               <ul className="pair-list" aria-label="Pairs">
                 {rows.slice(0, limit).map((p) => (
-                  <PairRow key={p.pair_id} pair={p} names={pairNames(p, names)} />
+                  <PairRow key={p.pair_id} pair={p} names={pairNames(p, names)} route={routeLabel(p, names)} />
                 ))}
               </ul>
               {rows.length > limit && (
@@ -65,7 +71,14 @@ export function pairNames(p: MeshPairView, names: ReadonlyMap<string, string>): 
   return a.localeCompare(b) <= 0 ? [a, b] : [b, a];
 }
 
-function PairRow({ pair, names: [a, b] }: { pair: MeshPairView; names: [string, string] }) {
+/** How the pair's packets travel, as the backend says: "direct", "via <hub name>", or null (broken, disabled). */
+export function routeLabel(p: MeshPairView, names: ReadonlyMap<string, string>): string | null {
+  if (p.route === "direct") return "direct";
+  if (p.route === "via_hub" && p.hub_node_id !== null) return `via ${names.get(p.hub_node_id) ?? p.hub_node_id}`;
+  return null;
+}
+
+function PairRow({ pair, names: [a, b], route }: { pair: MeshPairView; names: [string, string]; route: string | null }) {
   const toggle = useTogglePair(pair);
   const remove = useDeletePair(pair);
   const error = toggle.error ?? remove.error;
@@ -75,6 +88,7 @@ function PairRow({ pair, names: [a, b] }: { pair: MeshPairView; names: [string, 
         {a} ↔ {b}
       </span>
       <IntegrityBadge integrity={pair.integrity} />
+      {route !== null && <span className={`pair-route${pair.route === "via_hub" ? " pair-route-hub" : ""}`}>{route}</span>}
       <span className="pair-actions">
         <button type="button" aria-label={`${pair.enabled ? "Disable" : "Enable"} pair ${a} – ${b}`} disabled={toggle.isPending} onClick={() => toggle.mutate()}>
           {pair.enabled ? "Disable" : "Enable"}
