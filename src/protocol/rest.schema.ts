@@ -56,6 +56,7 @@ export const createNodeBody = z.strictObject({
 /** `PATCH /api/v1/configs/{config_id}/nodes/{node_id}` */
 export const updateNodeBody = z.strictObject({
   name: nameSchema.optional(),
+  address: ipv4Schema.optional().describe("a new tunnel address: a free host address of the config's network; the node and its peers re-stage"),
   mode: nodeModeSchema.optional(),
   public_address: publicAddressSchema.nullable().optional(),
   listen_port: portSchema.nullable().optional(),

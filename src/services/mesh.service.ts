@@ -32,7 +32,7 @@ import {
   type UpdateConfigInput,
   type UpdateNodeInput,
 } from "./mesh/mesh-types.js";
-import { newNodeRow, newPortForwardRow, patchedPortForward, requireHubEndpoint } from "./mesh/mesh-rows.js";
+import { checkedAddress, newNodeRow, newPortForwardRow, patchedPortForward, requireHubEndpoint } from "./mesh/mesh-rows.js";
 import { configNodeViews, nodeViewOf, pairPage, tagViews } from "./mesh/mesh-views.js";
 import { changedByHubs, changedByNodeCreated, changedByNodeDeleted, changedByNodeUpdated, changedByPair, pairWrite } from "./mesh/staged-changes.js";
 import { HubGraph } from "../domain/render.js";
@@ -234,6 +234,7 @@ export class MeshService {
         }
         patch.name = input.name;
       }
+      if (input.address !== undefined && input.address !== node.address) patch.address = checkedAddress(await requireConfig(trx, configId), input.address, await nodesRepo.listNodeAddresses(trx, configId));
       if (input.mode !== undefined) patch.mode = input.mode;
       if (input.interface_name !== undefined) patch.interface_name = input.interface_name;
       if (input.public_address !== undefined) patch.public_address = input.public_address;

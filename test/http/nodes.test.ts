@@ -113,6 +113,28 @@ test("bad node bodies answer VALIDATION_FAILED and write nothing", async (t) => 
   assert.equal(h.fingerprint(), before);
 });
 
+test("PATCH /nodes moves a node to another free host address of the network: the node and every peer naming it re-stage; a taken or outside address changes nothing", async (t) => {
+  const h = await startHarness(t);
+  const config = await createConfig(h, { network_cidr: "10.62.0.0/24" });
+  const a = await createNode(h, config.config_id, { public_address: "192.0.2.1" });
+  const b = await createNode(h, config.config_id, { public_address: "192.0.2.2" });
+  const url = `/api/v1/configs/${config.config_id}/nodes/${a.node_id}`;
+  const text = async (n: string) => (await h.req("GET", `/api/v1/configs/${config.config_id}/nodes/${n}/config`)).json as { config_version: number; config_text: string };
+  const [va, vb] = [(await text(a.node_id)).config_version, (await text(b.node_id)).config_version];
+  const before = h.fingerprint();
+  assertError(await h.req("PATCH", url, { address: b.address }), "CONFLICT");
+  assertError(await h.req("PATCH", url, { address: "10.63.0.1" }), "VALIDATION_FAILED");
+  assertError(await h.req("PATCH", url, { address: "10.62.0.255" }), "VALIDATION_FAILED");
+  assert.equal(h.fingerprint(), before, "a refused address writes nothing");
+  const moved = await h.req("PATCH", url, { address: "10.62.0.77" });
+  assert.equal(moved.status, 200, moved.text);
+  assert.equal(moved.json.address, "10.62.0.77");
+  const [ta, tb] = [await text(a.node_id), await text(b.node_id)];
+  assert.deepEqual([ta.config_version, tb.config_version], [va + 1, vb + 1]);
+  assert.match(ta.config_text, /^Address = 10\.62\.0\.77\/24$/m);
+  assert.match(tb.config_text, /^AllowedIPs = 10\.62\.0\.77\/32$/m);
+});
+
 test("PATCH /nodes re-stages peers only when their rendered config changes (DESIGN §3 Config versions)", async (t) => {
   const h = await startHarness(t);
   const config = await createConfig(h);

@@ -28,6 +28,7 @@ type Op =
   | { k: "add"; pub: number; port: number; dynamic: boolean; autoPair: boolean; hub: boolean }
   | { k: "hub"; i: number; on: boolean }
   | { k: "rename"; i: number }
+  | { k: "address"; i: number; host: number }
   | { k: "remove"; i: number }
   | { k: "endpoint"; i: number; pub: number; port: number }
   | { k: "pair"; i: number; j: number; action: "toggle" | "delete" }
@@ -43,6 +44,8 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   },
   { weight: 2, arbitrary: fc.record({ k: fc.constant("hub" as const), i: fc.nat(), on: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ k: fc.constant("rename" as const), i: fc.nat() }) },
+  // Hosts 1-12 collide with allocated addresses now and then (CONFLICT), 200-205 are free.
+  { weight: 2, arbitrary: fc.record({ k: fc.constant("address" as const), i: fc.nat(), host: fc.oneof(fc.integer({ min: 1, max: 12 }), fc.integer({ min: 200, max: 205 })) }) },
   { weight: 1, arbitrary: fc.record({ k: fc.constant("remove" as const), i: fc.nat() }) },
   { weight: 3, arbitrary: fc.record({ k: fc.constant("endpoint" as const), i: fc.nat(), pub: fc.nat(3), port: fc.nat(2) }) },
   { weight: 3, arbitrary: fc.record({ k: fc.constant("pair" as const), i: fc.nat(), j: fc.nat(), action: fc.constantFrom("toggle" as const, "delete" as const) }) },
@@ -64,6 +67,7 @@ async function apply(mesh: MeshService, configId: string, o: Op, ids: string[], 
   if (o.k === "remove") await mesh.deleteNode(configId, pick(o.i));
   else if (o.k === "hub") await mesh.updateNode(configId, pick(o.i), { hub: o.on } as never);
   else if (o.k === "rename") await mesh.updateNode(configId, pick(o.i), { name: `r${n}` } as never);
+  else if (o.k === "address") await mesh.updateNode(configId, pick(o.i), { address: `10.9.0.${o.host}` } as never);
   else if (o.k === "endpoint") await mesh.updateNode(configId, pick(o.i), { public_address: PUBLIC[o.pub] ?? null, listen_port: PORTS[o.port] ?? null } as never);
   else if (o.k === "mode") await mesh.updateNode(configId, pick(o.i), { mode: o.dynamic ? "dynamic" : "static" } as never);
   else if (o.k === "protocol") {

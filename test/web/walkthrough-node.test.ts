@@ -84,7 +84,7 @@ test("a static node: 'static (no agent)' on its page and in the mesh table; its 
   await expectText(page.getByLabel("awg-quick command"), "sudo mkdir -p /etc/amnezia/amneziawg && sudo install -m 600 lab-box.conf /etc/amnezia/amneziawg/awg0.conf && sudo awg-quick up awg0");
 });
 
-test("the node page renames a node, edits its public endpoint, and deletes it behind a confirmation, then shows the config's mesh page", { timeout: 120_000 }, async (t) => {
+test("the node page renames a node, edits its tunnel address, public endpoint and hub flag, and deletes it behind a confirmation, then shows the config's mesh page", { timeout: 120_000 }, async (t) => {
   const h = await startConsole(t);
   if (!h) return;
   const cfg = await h.api("POST", "/api/v1/configs", { name: "fleet", tunnel_protocol: "wireguard", network_cidr: "10.72.0.0/24" });
@@ -110,6 +110,18 @@ test("the node page renames a node, edits its public endpoint, and deletes it be
   await form.getByRole("button", { name: "Save changes" }).click();
   await expectText(form.getByRole("alert"), /already exists/);
   await form.getByLabel("Name", { exact: true }).fill("edge-b");
+  // The tunnel address: one outside the network is refused by its label; a free one re-stages.
+  await form.getByLabel("Tunnel address").fill("10.99.0.5");
+  await form.getByRole("button", { name: "Save changes" }).click();
+  await expectText(form.getByRole("alert"), /^Tunnel address must be a host address inside 10\.72\.0\.0\/24/);
+  assert.equal(await form.getByLabel("Tunnel address").getAttribute("aria-invalid"), "true");
+  await form.getByLabel("Tunnel address").fill("10.72.0.50");
+  await form.getByLabel(/^Hub/).check();
+  await form.getByRole("button", { name: "Save changes" }).click();
+  await expectText(form.getByRole("status"), /^Saved\./);
+  await expectText(fact(page, "Tunnel address"), "10.72.0.50");
+  const moved = await h.api("GET", `/api/v1/configs/${cfg.config_id}/nodes/${node.node_id}`);
+  assert.deepEqual([moved.address, moved.hub], ["10.72.0.50", true]);
   await expectAccessible(page, "node-settings");
   await screenshot(page, "node-settings");
 

@@ -15,20 +15,7 @@ import { DEFAULT_INTERFACE_NAME, DEFAULT_LISTEN_PORT, type CreateNodeInput, type
  *   ADDRESS_POOL_EXHAUSTED
  */
 export function newNodeRow(config: ConfigRow, input: CreateNodeInput, used: readonly string[], now: number): NodeRow {
-  let address: string;
-  if (input.address !== undefined) {
-    if (!isHostAddress(input.address, config.network_cidr)) {
-      throw new AppError("VALIDATION_FAILED", `address must be a host address inside ${config.network_cidr}`, {
-        field: "address",
-      });
-    }
-    if (used.includes(input.address)) {
-      throw new AppError("CONFLICT", `address ${input.address} is already used in this config`, { field: "address" });
-    }
-    address = input.address;
-  } else {
-    address = allocateAddress(config.network_cidr, used);
-  }
+  const address = input.address !== undefined ? checkedAddress(config, input.address, used) : allocateAddress(config.network_cidr, used);
   const publicAddress = input.public_address ?? null;
   if (input.hub === true) requireHubEndpoint(publicAddress);
   const keys = generateKeyPair();
@@ -51,6 +38,21 @@ export function newNodeRow(config: ConfigRow, input: CreateNodeInput, used: read
     updated_at: now,
     hub: input.hub === true ? 1 : 0,
   };
+}
+
+/**
+ * A tunnel address asked for a node of `config` (on create or PATCH): a host address of the
+ * config's network that no other node of the config holds.
+ * @param used the addresses of the config's other nodes
+ * @throws AppError VALIDATION_FAILED (outside the network, or its network or broadcast address),
+ *   CONFLICT (in use)
+ */
+export function checkedAddress(config: ConfigRow, address: string, used: readonly string[]): string {
+  if (!isHostAddress(address, config.network_cidr)) {
+    throw new AppError("VALIDATION_FAILED", `address must be a host address inside ${config.network_cidr}`, { field: "address" });
+  }
+  if (used.includes(address)) throw new AppError("CONFLICT", `address ${address} is already used in this config`, { field: "address" });
+  return address;
 }
 
 /**

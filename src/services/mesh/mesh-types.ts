@@ -41,6 +41,8 @@ export interface CreateNodeInput {
 
 export interface UpdateNodeInput {
   name?: string | undefined;
+  /** A new tunnel address inside the config's network: the node and every peer that names it re-stage. */
+  address?: string | undefined;
   mode?: NodeMode | undefined;
   public_address?: string | null | undefined;
   listen_port?: number | null | undefined;

@@ -63,7 +63,10 @@ export async function changedByNodeUpdated(db: Db, before: NodeRow, after: NodeR
     const enabled = p.enabled === 1;
     const was = isPairRendered(before, p.peer, enabled);
     const is = isPairRendered(after, p.peer, enabled);
-    const rerouted = viaHub(before, p.peer, enabled, hubsBefore) !== viaHub(after, p.peer, enabled, hubsAfter);
+    const hubBefore = viaHub(before, p.peer, enabled, hubsBefore);
+    const hubAfter = viaHub(after, p.peer, enabled, hubsAfter);
+    // A peer routed through a hub names this node's address in its hub peer's AllowedIPs.
+    const rerouted = hubBefore !== hubAfter || (hubAfter !== null && before.address !== after.address);
     if (was !== is || (is && blockChanged) || rerouted) changed.push(p.peer.node_id);
   }
   return changed;

@@ -3,22 +3,30 @@ import { useNavigate } from "react-router";
 import { errorMessage } from "../../api/client.js";
 import type { NodeView, UpdateNodeBody } from "../../api/types.js";
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
+import { FormError, invalidProps } from "../../components/form-error.js";
 import { useDeleteNode, useUpdateNode } from "./mutations.js";
 
-/** The form's text fields, as typed. */
+/** The form's fields, as typed. */
 interface Draft {
   name: string;
+  address: string;
   public_address: string;
   listen_port: string;
   interface_name: string;
+  hub: boolean;
 }
+
+/** The form's labels by wire field: how an error names the field. */
+const LABELS = { name: "Name", address: "Tunnel address", public_address: "Public address", listen_port: "Listen port", interface_name: "Interface name", hub: "Hub" } as const;
 
 function draftOf(node: NodeView): Draft {
   return {
     name: node.name,
+    address: node.address,
     public_address: node.public_address ?? "",
     listen_port: node.listen_port === null ? "" : String(node.listen_port),
     interface_name: node.interface_name,
+    hub: node.hub,
   };
 }
 
@@ -30,6 +38,9 @@ export function changedFields(node: NodeView, d: Draft): UpdateNodeBody {
   const body: UpdateNodeBody = {};
   const name = d.name.trim();
   if (name !== node.name) body.name = name;
+  const tunnel = d.address.trim();
+  if (tunnel !== node.address) body.address = tunnel;
+  if (d.hub !== node.hub) body.hub = d.hub;
   const address = d.public_address.trim() === "" ? null : d.public_address.trim();
   if (address !== node.public_address) body.public_address = address;
   const port = d.listen_port.trim() === "" ? null : Number(d.listen_port);
@@ -40,9 +51,10 @@ export function changedFields(node: NodeView, d: Draft): UpdateNodeBody {
 }
 
 /**
- * The node's own settings on its page: rename, public endpoint (address and listen port) and
- * interface name (`PATCH …/nodes/{node_id}`), and deleting the node (`DELETE`, confirmed, then
- * back to the config's mesh page). A changed endpoint or name re-stages the node and its peers.
+ * The node's own settings on its page: rename, tunnel address, public endpoint (address and listen
+ * port), interface name and hub (`PATCH …/nodes/{node_id}`), and deleting the node (`DELETE`,
+ * confirmed, then back to the config's mesh page). A changed address, endpoint or name re-stages
+ * the node and its peers.
  */
 export function NodeSettings({ node }: { node: NodeView }) {
   return (
@@ -64,11 +76,14 @@ function EditNodeForm({ node }: { node: NodeView }) {
   const id = useId();
   const body = changedFields(node, draft);
   const dirty = Object.keys(body).length > 0;
-  const set = (field: keyof Draft) => (e: { target: { value: string } }) => {
+  const change = (next: Partial<Draft>) => {
     setSaved(false);
     update.reset();
-    setDraft({ ...draft, [field]: e.target.value });
+    setDraft({ ...draft, ...next });
   };
+  const set = (field: Exclude<keyof Draft, "hub">) => (e: { target: { value: string } }) => change({ [field]: e.target.value });
+  const errorId = `${id}-error`;
+  const invalid = (field: keyof typeof LABELS) => invalidProps(update.error, LABELS, field, errorId);
   const submit = (e: FormEvent) => {
     e.preventDefault();
     update.mutate(body, { onSuccess: () => setSaved(true) });
@@ -77,11 +92,15 @@ function EditNodeForm({ node }: { node: NodeView }) {
     <form className="form-row" onSubmit={submit} aria-label="Edit the node">
       <div>
         <label htmlFor={`${id}-name`}>Name</label>
-        <input id={`${id}-name`} value={draft.name} onChange={set("name")} required maxLength={64} />
+        <input id={`${id}-name`} value={draft.name} onChange={set("name")} required maxLength={64} {...invalid("name")} />
+      </div>
+      <div>
+        <label htmlFor={`${id}-tunnel`}>Tunnel address</label>
+        <input id={`${id}-tunnel`} className="mono" value={draft.address} onChange={set("address")} required {...invalid("address")} />
       </div>
       <div>
         <label htmlFor={`${id}-address`}>Public address</label>
-        <input id={`${id}-address`} className="mono" value={draft.public_address} onChange={set("public_address")} placeholder="none (behind NAT)" aria-describedby={`${id}-endpoint-help`} />
+        <input id={`${id}-address`} className="mono" value={draft.public_address} onChange={set("public_address")} placeholder="none (behind NAT)" aria-describedby={`${id}-endpoint-help`} {...invalid("public_address")} />
       </div>
       <div>
         <label htmlFor={`${id}-port`}>Listen port</label>
@@ -91,12 +110,26 @@ function EditNodeForm({ node }: { node: NodeView }) {
         <label htmlFor={`${id}-iface`}>Interface name</label>
         <input id={`${id}-iface`} className="mono" value={draft.interface_name} onChange={set("interface_name")} required maxLength={15} pattern="[a-zA-Z0-9_=+.\-]{1,15}" title="1 to 15 of a-z A-Z 0-9 _ = + . - (wg-quick's rule)" />
       </div>
+      <label className="checkbox" htmlFor={`${id}-hub`}>
+        <input id={`${id}-hub`} type="checkbox" checked={draft.hub} onChange={(e) => change({ hub: e.target.checked })} />
+        Hub: forwards between nodes behind NAT (peers must reach it)
+      </label>
       <div className="form-row-action">
         <button type="submit" className="primary" disabled={!dirty || update.isPending}>
           {update.isPending ? "Saving…" : "Save changes"}
         </button>
       </div>
-      <p className="muted form-row-note" id={`${id}-endpoint-help`}>
+      <FormNotes helpId={`${id}-endpoint-help`} saved={saved} />
+      <FormError error={update.error} labels={LABELS} id={errorId} />
+    </form>
+  );
+}
+
+/** The endpoint help under the form and, after a save, what it set off. */
+function FormNotes({ helpId, saved }: { helpId: string; saved: boolean }) {
+  return (
+    <>
+      <p className="muted form-row-note" id={helpId}>
         Public address and port are where peers reach this node; leave the address empty for a node behind NAT.
       </p>
       {saved && (
@@ -104,12 +137,7 @@ function EditNodeForm({ node }: { node: NodeView }) {
           Saved. The node&apos;s config and its peers&apos; are staged again.
         </p>
       )}
-      {update.isError && (
-        <p className="form-error" role="alert">
-          {errorMessage(update.error)}
-        </p>
-      )}
-    </form>
+    </>
   );
 }
 
