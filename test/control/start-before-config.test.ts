@@ -174,3 +174,18 @@ test("a push held for a host that never comes online ends timed_out after the co
   assert.match(rows[1]?.message ?? "", new RegExp(`^not sent: push_config ${rows[0]?.request_id} ended timed_out`));
   assert.equal(rows[1]?.request_id, sent.json.request_id);
 });
+
+test("spec §3.5: the automatic push whose debounce runs out while a start's push of the same config is open is not sent a second time", async (t) => {
+  const s = await startSseServer(t);
+  const { configId, nodeId, p, agent } = await boundAgent(s, t, { online: true });
+  const seen = record(agent);
+  await api(s, "POST", controlPath(configId, nodeId), { action: "start" });
+  const push = await eventually("the start's push", () => seen.find((m) => m.topic === p.topics.config_push));
+  // Coming online asked for an automatic push; its debounce runs out now, the start's push still open.
+  s.clock.advance(s.server.settings.configPushDebounceMs);
+  // A round trip through the broker after it: an automatic push would have been published first.
+  const probe = await api(s, "POST", controlPath(configId, nodeId), { action: "wg_show" });
+  await eventually("the wg_show", () => seen.find((m) => m.request_id === probe.json.request_id));
+  assert.deepEqual(seen.map((m) => m.request_id), [push.request_id, probe.json.request_id], "one push only");
+  assert.deepEqual((await commandRows(s, configId, nodeId)).map((r) => r.action), ["push_config", "start", "wg_show"]);
+});
