@@ -133,6 +133,12 @@ export class CommandTracker {
   readonly #logs: CommandLogStatements;
   /** Bounds config pushes in flight; other commands are single and go straight out. */
   readonly #pushes: PQueue;
+  /** Open commands written but not published yet (see {@link CommandTracker.sendAfter}): their envelopes. */
+  readonly #held = new Map<string, Envelope>();
+  /** request_id → held commands its `applied` ACK releases (and any other end fails). */
+  readonly #released = new Map<string, string[]>();
+  /** `config_id/node_id` → the node's newest open config push (held or sent). */
+  readonly #openPush = new Map<string, OpenCommand>();
   /** Envelopes the broker took (PUBACK received), for metrics; read at scrape time. */
   published = 0;
 
@@ -182,18 +188,86 @@ export class CommandTracker {
    * Writes the control log row (not for detects), then publishes the command.
    * @returns the request_id and the log row (null for detects)
    */
-  async send({ configId, nodeId, kind, action, payload, pushed = null }: CommandToSend): Promise<{ requestId: string; log: ControlLogView | null }> {
+  async send(cmd: CommandToSend): Promise<{ requestId: string; log: ControlLogView | null }> {
+    const { command, envelope } = this.#write(cmd, "");
+    this.#track(command, cmd.kind === "detect" ? this.#deps.detectTimeoutMs : this.#deps.timeoutMs);
+    await this.#publish(command, envelope);
+    return { requestId: command.requestId, log: this.#logOf(command) };
+  }
+
+  /**
+   * One operation of two commands (a start after the config push it needs: spec §3.5, §3.8,
+   * §2.8): `then` is written now, `pending` with `message(first)` saying what it waits for, and
+   * published only when `first` closes `applied`; when `first` ends `failed` or `timed_out`,
+   * `then` is closed `failed` without being sent. Each keeps its own request_id, row and ACKs
+   * (spec §6.4 rule 2). `first` is an open command's request_id, or a new command written now
+   * (so its row comes before `then`'s) and published at once, or with `hold` kept unpublished
+   * until {@link release} (`hold` is its row's message; unreleased, it ends `timed_out` after
+   * `timeoutMs` with `holdTimeout` as the message).
+   * @returns `then`'s request_id and its row as it stands after `first` was published; null
+   *   when `first` is a request_id that is no longer open (nothing was written)
+   */
+  async sendAfter(
+    first: string | { command: CommandToSend; hold?: { message: string; timeout: string } },
+    then: CommandToSend,
+    message: (first: OpenCommand) => string,
+  ): Promise<{ requestId: string; log: ControlLogView | null; firstRequestId: string } | null> {
+    let head: OpenCommand;
+    let headEnvelope: Envelope | null = null;
+    if (typeof first === "string") {
+      const open = this.#open.get(first);
+      if (open === undefined) return null;
+      head = open;
+    } else {
+      const written = this.#write(first.command, first.hold?.message ?? "");
+      head = written.command;
+      this.#track(head, this.#deps.timeoutMs, first.hold?.timeout);
+      if (first.hold === undefined) headEnvelope = written.envelope;
+      else this.#held.set(head.requestId, written.envelope);
+    }
+    const { command, envelope } = this.#write(then, message(head));
+    // No timer of its own while it waits: `first` ends in time (its ACK timeout or its hold's).
+    this.#open.set(command.requestId, command);
+    this.#held.set(command.requestId, envelope);
+    this.#released.set(head.requestId, [...(this.#released.get(head.requestId) ?? []), command.requestId]);
+    if (headEnvelope !== null) await this.#publish(head, headEnvelope);
+    return { requestId: command.requestId, log: this.#logOf(command), firstRequestId: head.requestId };
+  }
+
+  /**
+   * Publishes a held command now; its ACK timeout starts now. Nothing happens when it is not
+   * held (already released, or closed). Never rejects: a publish the broker refused closes it.
+   */
+  async release(requestId: string): Promise<void> {
+    const envelope = this.#held.get(requestId);
+    const command = this.#open.get(requestId);
+    if (envelope === undefined || command === undefined) return;
+    this.#held.delete(requestId);
+    this.#deps.clock.clearTimeout(command.timer);
+    this.#track(command, this.#deps.timeoutMs);
+    await this.#publish(command, { ...envelope, sent_at: isoTime(this.#deps.clock.now()) });
+  }
+
+  /** The node's newest open config push, held or sent; undefined when none is open. */
+  openPushOf(configId: string, nodeId: string): OpenCommand | undefined {
+    return this.#openPush.get(`${configId}/${nodeId}`);
+  }
+
+  /** True while an open command is written but not published (see {@link sendAfter}). */
+  isHeld(requestId: string): boolean {
+    return this.#held.has(requestId);
+  }
+
+  /** Writes the command's control log row (not for detects) and builds its envelope. */
+  #write({ configId, nodeId, kind, action, payload, pushed = null }: CommandToSend, message: string): { command: OpenCommand; envelope: Envelope } {
     const now = this.#deps.clock.now();
     const requestId = randomUUID();
-    let log: ControlLogView | null = null;
     let logId: number | null = null;
     if (kind !== "detect") {
-      logId = insertCommandLog(this.#deps.store, { configId, nodeId, requestId, action, status: "pending", message: "", at: now, pushed });
-      log = controlLogView(this.#logs.byId(logId) as LogRow);
-      this.#deps.onLog("created", log);
+      logId = insertCommandLog(this.#deps.store, { configId, nodeId, requestId, action, status: "pending", message, at: now, pushed });
+      this.#deps.onLog("created", controlLogView(this.#logs.byId(logId) as LogRow));
     }
     const command: OpenCommand = { requestId, configId, nodeId, kind, action, logId, pushed, status: "pending", timer: null };
-    this.#track(command, kind === "detect" ? this.#deps.detectTimeoutMs : this.#deps.timeoutMs);
     const envelope: Envelope = {
       type: kind === "config_push" ? "config_push" : kind,
       request_id: requestId,
@@ -204,6 +278,12 @@ export class CommandTracker {
       sent_at: isoTime(now),
       payload,
     };
+    return { command, envelope };
+  }
+
+  /** Publishes an open command; a publish the broker refused closes it `failed`. Never rejects. */
+  async #publish(command: OpenCommand, envelope: Envelope): Promise<void> {
+    const { configId, nodeId, kind, requestId, action, logId } = command;
     try {
       const publish = () => this.#deps.publish(nodeTopic(configId, nodeId, kind), envelope);
       await (kind === "config_push" ? this.#pushes.add(publish) : publish());
@@ -212,10 +292,13 @@ export class CommandTracker {
       this.#deps.log.warn({ config_id: configId, node_id: nodeId, request_id: requestId, action, log_id: logId, err: message }, "command not sent");
       this.#close(command, "failed", message);
       this.#deps.onPublishFailed?.(command, message);
-      return { requestId, log: logId === null ? null : controlLogView(this.#logs.byId(logId) as LogRow) };
+      return;
     }
     this.published++;
-    return { requestId, log: logId === null ? null : controlLogView(this.#logs.byId(logId) as LogRow) };
+  }
+
+  #logOf(command: OpenCommand): ControlLogView | null {
+    return command.logId === null ? null : controlLogView(this.#logs.byId(command.logId) as LogRow);
   }
 
   /**
@@ -281,22 +364,46 @@ export class CommandTracker {
   stop(): void {
     for (const c of this.#open.values()) this.#deps.clock.clearTimeout(c.timer);
     this.#open.clear();
+    this.#held.clear();
+    this.#released.clear();
+    this.#openPush.clear();
   }
 
-  #track(command: OpenCommand, timeoutMs: number): void {
+  #track(command: OpenCommand, timeoutMs: number, timeoutMessage = "no final ACK before the timeout"): void {
     command.timer = this.#deps.clock.setTimeout(() => {
       if (!this.#open.has(command.requestId)) return;
-      this.#close(command, "timed_out", "no final ACK before the timeout");
+      this.#close(command, "timed_out", timeoutMessage);
       this.#deps.onTimeout(command);
     }, timeoutMs);
     this.#open.set(command.requestId, command);
+    if (command.kind === "config_push") this.#openPush.set(`${command.configId}/${command.nodeId}`, command);
   }
 
   #close(command: OpenCommand, status: FinalCommandStatus, message: string): void {
     this.#open.delete(command.requestId);
+    this.#held.delete(command.requestId);
+    const key = `${command.configId}/${command.nodeId}`;
+    if (this.#openPush.get(key) === command) this.#openPush.delete(key);
     this.#deps.clock.clearTimeout(command.timer);
     this.#writeStatus(command, status, message);
     this.#deps.onFinal?.(command, status);
+    this.#releaseAfter(command, status, message);
+  }
+
+  /** The commands waiting for `command` (see {@link sendAfter}): sent when it applied, else closed failed unsent. */
+  #releaseAfter(command: OpenCommand, status: FinalCommandStatus, message: string): void {
+    const waiting = this.#released.get(command.requestId);
+    if (waiting === undefined) return;
+    this.#released.delete(command.requestId);
+    for (const requestId of waiting) {
+      if (status === "applied") {
+        void this.release(requestId);
+        continue;
+      }
+      const held = this.#open.get(requestId);
+      const why = message === "" ? status : `${status}: ${message}`;
+      if (held !== undefined) this.#close(held, "failed", `not sent: ${command.action} ${command.requestId} ended ${why}`);
+    }
   }
 
   #writeStatus(command: OpenCommand, status: Exclude<CommandStatus, "pending">, message: string): void {

@@ -3,7 +3,7 @@ import { backgroundTurn as nextTurn } from "../lib/background-turn.js";
 import PQueue from "p-queue";
 import type { z } from "zod";
 import { isoTime, type Clock } from "../lib/clock.js";
-import { controlLogView, type CommandTracker, type ControlLogView } from "../actors/commands.js";
+import { controlLogView, type CommandToSend, type CommandTracker, type ControlLogView, type OpenCommand } from "../actors/commands.js";
 import type { NodeProjection } from "../actors/projection.js";
 import type { NodeActorRegistry } from "../actors/registry.js";
 import { hashToken, mintToken } from "../domain/tokens.js";
@@ -223,31 +223,24 @@ export class ControlService {
   async control(configId: string, nodeId: string, action: ControlAction): Promise<{ request_id: string; log: ControlLogView }> {
     this.#requireMqtt();
     const { node, protocol } = await this.#boundNode(configId, nodeId);
+    const payload = { action, tunnel_protocol: protocol, interface_name: node.interface_name };
     const result =
       action === "push_config"
         ? await this.#push(node, protocol)
         : action === "wg_show"
-          ? await this.#d.commands.send({
-              configId,
-              nodeId,
-              kind: "info",
-              action: "wg_show",
-              payload: { action: "wg_show", tunnel_protocol: protocol, interface_name: node.interface_name },
-            })
-          : await this.#d.commands.send({
-              configId,
-              nodeId,
-              kind: "control",
-              action,
-              payload: { action, tunnel_protocol: protocol, interface_name: node.interface_name },
-            });
+          ? await this.#d.commands.send({ configId, nodeId, kind: "info", action: "wg_show", payload: { ...payload, action: "wg_show" } })
+          : action === "start"
+            ? await this.#start(node, protocol)
+            : await this.#d.commands.send({ configId, nodeId, kind: "control", action, payload });
     if (result.log === null) throw new AppError("INTERNAL", "the command was not logged");
     return { request_id: result.requestId, log: result.log };
   }
 
   /**
    * Automatic push (the machine's `requestConfigPush`): debounced per node; pushes only while the
-   * node is online and its config is pending (spec §3.5), and never while MQTT is disabled.
+   * node is online, its config is pending (spec §3.5) and no push of the staged config is open,
+   * and never while MQTT is disabled. A push a start holds until the node is online is released
+   * at once.
    * A node deleted, made static or reset meanwhile is skipped (debug log). Any other failure
    * before the publish is logged with the node and stored as a `push_config` control log row
    * with status `failed` and the reason; a publish the broker refused closes the push's own row
@@ -255,6 +248,9 @@ export class ControlService {
    */
   schedulePush(configId: string, nodeId: string): void {
     if (!this.#d.mqttEnabled) return;
+    // A push a start holds for the node to come online (see #start) goes now, not after the debounce.
+    const open = this.#d.commands.openPushOf(configId, nodeId);
+    if (open !== undefined && this.#d.commands.isHeld(open.requestId)) void this.#d.commands.release(open.requestId);
     const k = `${configId}/${nodeId}`;
     this.#d.clock.clearTimeout(this.#pushTimers.get(k));
     this.#pushTimers.set(
@@ -272,6 +268,9 @@ export class ControlService {
     // Checked after the wait: the node may have confirmed, gone offline or been reset meanwhile.
     const p = this.#d.registry.projection(configId, nodeId);
     if (!p || p.presence !== "online" || p.sync !== "pending" || !p.clientInitialized) return;
+    // The staged config is already on its way (a start's push, or the operator's): its ACK decides.
+    const open = this.#d.commands.openPushOf(configId, nodeId);
+    if (open !== undefined && open.pushed?.sha === p.stagedSha) return;
     try {
       const { node, protocol } = await this.#boundNode(configId, nodeId);
       await this.#push(node, protocol);
@@ -332,6 +331,11 @@ export class ControlService {
    * @throws AppError CONFLICT when the node has no staged config (never staged, or its config is gone)
    */
   async #push(node: NodeRow, protocol: TunnelProtocol) {
+    return this.#d.commands.send(await this.#pushCommand(node, protocol));
+  }
+
+  /** The push of the node's staged config, its actor told of the staged pair first (see {@link #push}). @throws AppError CONFLICT */
+  async #pushCommand(node: NodeRow, protocol: TunnelProtocol): Promise<CommandToSend> {
     const staged = await materializeStaged(this.#d.store.db, node);
     if (staged === null) throw new AppError("CONFLICT", "the node has no staged config");
     const { config_version: version, config_sha256: sha, config_text: text } = staged;
@@ -339,7 +343,7 @@ export class ControlService {
     if (p !== undefined && (p.stagedVersion !== version || p.stagedSha !== sha)) {
       await this.#d.registry.send(node.config_id, node.node_id, { type: "config.staged", at: this.#d.clock.now(), version, sha });
     }
-    return this.#d.commands.send({
+    return {
       configId: node.config_id,
       nodeId: node.node_id,
       kind: "config_push",
@@ -354,7 +358,39 @@ export class ControlService {
         config_text: text,
       },
       pushed: { version, sha, protocol },
-    });
+    };
+  }
+
+  /**
+   * `start` (spec §6.3). A host that has not confirmed the staged config (spec §3.5: never, or
+   * an older one) may have no config file to start (spec §3.8 writes it), so the start goes out
+   * only after a config push's `applied` ACK, as one operation in the control log (spec §2.8):
+   * the push row first (the node's open push if there is one, else a new push: published at once
+   * while the node is online, else held until it comes online — a message before the agent has
+   * subscribed would be lost), then the start row, `pending` with a message saying what it waits
+   * for. A push that ends `failed` or `timed_out` closes the start `failed`, unsent.
+   * @returns the start's request_id and its row
+   * @throws AppError CONFLICT when a push is needed and the node has no staged config
+   */
+  async #start(node: NodeRow, protocol: TunnelProtocol): Promise<{ requestId: string; log: ControlLogView | null }> {
+    const { config_id: configId, node_id: nodeId } = node;
+    const start: CommandToSend = { configId, nodeId, kind: "control", action: "start", payload: { action: "start", tunnel_protocol: protocol, interface_name: node.interface_name } };
+    const before = this.#d.registry.projection(configId, nodeId);
+    if (before === undefined || before.sync === "latest") return this.#d.commands.send(start);
+    const first = before.confirmedSha === null;
+    const waiting = (push: OpenCommand) =>
+      `${first ? "waiting for the first config" : `waiting for config v${push.pushed?.version ?? "?"}`}: sent when config push ${push.requestId} is applied`;
+    const open = this.#d.commands.openPushOf(configId, nodeId);
+    if (open !== undefined) {
+      const chained = await this.#d.commands.sendAfter(open.requestId, start, waiting);
+      if (chained !== null) return chained;
+    }
+    const push = await this.#pushCommand(node, protocol);
+    const online = this.#d.registry.projection(configId, nodeId)?.presence === "online";
+    const hold = online ? undefined : { message: "waiting for the host to connect", timeout: "not sent: the host did not come online in time" };
+    const chained = await this.#d.commands.sendAfter({ command: push, ...(hold ? { hold } : {}) }, start, waiting);
+    if (chained === null) throw new AppError("INTERNAL", "the start was not written");
+    return chained;
   }
 
   async #boundNode(configId: string, nodeId: string): Promise<{ node: NodeRow; protocol: TunnelProtocol }> {

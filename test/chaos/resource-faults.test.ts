@@ -257,13 +257,13 @@ async function onlineNode(t: TestContext) {
   await heartbeat();
   await presenceIs("online");
   const base = `/api/v1/configs/${configId}/nodes/${nodeId}`;
-  /** POST control `start`; the agent ACKs it `applied` unless `ack` is false. @returns its request_id */
+  /** POST control `stop` (sent at once, unlike a start before the first config); the agent ACKs it `applied` unless `ack` is false. @returns its request_id */
   const command = async (ack = true): Promise<string> => {
     const received = nextMessage(agent, p.topics["control"] ?? "");
-    const sent = await api(s, "POST", `${base}/control`, { action: "start" });
+    const sent = await api(s, "POST", `${base}/control`, { action: "stop" });
     assert.equal(sent.status, 202, JSON.stringify(sent.json));
     const msg = await received;
-    if (ack) await agent.publishAsync(p.topics["control_ack"] ?? "", envelope(p, "ack", { status: "applied", message: "", action: "start" }, msg.request_id), { qos: 1 });
+    if (ack) await agent.publishAsync(p.topics["control_ack"] ?? "", envelope(p, "ack", { status: "applied", message: "", action: "stop" }, msg.request_id), { qos: 1 });
     return msg.request_id;
   };
   const logStatus = async (requestId: string) => ((await api(s, "GET", `${base}/control-logs?limit=100`)).json.logs as Array<{ request_id: string; status: string }>).find((l) => l.request_id === requestId)?.status;

@@ -133,3 +133,17 @@ export async function boundAgent(
   }
   return { configId, nodeId, p, agent };
 }
+
+/**
+ * Has the node's host confirm its staged config (spec §3.5): a push over REST, ACKed `applied`
+ * by `agent`, then waits for `latest`. Node online first. A start sent afterwards goes straight
+ * out instead of waiting for a push (spec §3.8).
+ */
+export async function confirmConfig(s: SseServer, configId: string, nodeId: string, p: Profile, agent: MqttClient): Promise<void> {
+  const pushed = nextMessage(agent, p.topics.config_push!);
+  const sent = await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "push_config" });
+  assert.equal(sent.status, 202);
+  const push = await pushed;
+  await agent.publishAsync(p.topics.config_push_ack!, envelope(p, "ack", { status: "applied", message: "", action: "push_config" }, push.request_id), { qos: 1 });
+  await eventually("latest", async () => ((await status(s, configId, nodeId)).config_version_state === "latest" ? true : undefined));
+}

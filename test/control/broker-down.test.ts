@@ -37,7 +37,7 @@ test("with SVC_MQTT_URL at a closed port the backend starts and serves REST; bin
   assert.equal(s.server.mqtt.sync?.state().reconciled, 0);
 
   // A command cannot be published: it ends failed, not pending forever.
-  const sent = await s.api("POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "start" });
+  const sent = await s.api("POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "stop" });
   assert.equal(sent.status, 202, JSON.stringify(sent.json));
   await until("the command failed", async () => {
     const logs = (await s.api("GET", `/api/v1/configs/${configId}/nodes/${nodeId}/control-logs`)).json.logs as Array<{ request_id: string; status: string }>;

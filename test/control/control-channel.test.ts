@@ -3,7 +3,7 @@ import { createHash } from "node:crypto";
 import { test, type TestContext } from "node:test";
 import { bumpStagedVersions } from "../../src/store/nodes.repository.js";
 import { startSseServer, type SseServer } from "../events/sse-harness.js";
-import { api, bind, boundAgent, connectAgent, dynamicNode, envelope, eventually, nextMessage, status } from "./agent-harness.js";
+import { api, bind, boundAgent, confirmConfig, connectAgent, dynamicNode, envelope, eventually, nextMessage, status } from "./agent-harness.js";
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
@@ -36,6 +36,8 @@ test("bind → connect with the profile → heartbeat → online; control start 
     return st.client_presence_state === "online" ? st : undefined;
   });
   assert.equal(online.runtime_state, "stopped", "the heartbeat reported wg_online=false");
+  // The host confirms its config first: a start for a host without one waits for a push (spec §3.8).
+  await confirmConfig(s, configId, nodeId, p, agent);
 
   // spec §6.4 rule 2: the log is written before publish; only the ACK with the same request_id closes it.
   const controlMsg = nextMessage(agent, p.topics.control!);
@@ -59,7 +61,7 @@ test("bind → connect with the profile → heartbeat → online; control start 
   });
   assert.notEqual(running.last_reachable_at, null, "spec §6.4 rule 3: an ACK refreshes last_reachable_at");
   const logs = (await api(s, "GET", `/api/v1/configs/${configId}/nodes/${nodeId}/control-logs`)).json.logs;
-  assert.equal(logs.length, 1);
+  assert.equal(logs.length, 2, "the push, then the start");
   assert.equal(logs[0].status, "applied");
   assert.equal(logs[0].message, "started");
 

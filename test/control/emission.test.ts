@@ -75,20 +75,21 @@ test("spec §6.5 emit 1, §3.1 reachable signals: control, info and config-push 
   const sse = await s.open();
   t.after(() => sse.destroy());
 
-  // A control ACK: start applied → running, last_reachable_at = the ACK's time.
+  // A control ACK: stop applied → stopped, last_reachable_at = the ACK's time (a stop, because a
+  // start for a host without a confirmed config waits for a push first: spec §3.8).
   {
     const { configId, nodeId, p, agent } = await boundAgent(s, t);
     assert.equal((await status(s, configId, nodeId)).client_presence_state, "offline", "bound, never heard from");
     const msg = nextMessage(agent, p.topics.control!);
-    await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "start" });
+    await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "stop" });
     const m = await msg;
     s.clock.advance(1000);
     const at = new Date(s.clock.now()).toISOString();
-    await agent.publishAsync(p.topics.control_ack!, envelope(p, "ack", { status: "applied", message: "started", action: "start" }, m.request_id), { qos: 1 });
-    const st = await statusFrame(sse, nodeId, (x) => x.runtime_state === "running");
+    await agent.publishAsync(p.topics.control_ack!, envelope(p, "ack", { status: "applied", message: "stopped", action: "stop" }, m.request_id), { qos: 1 });
+    const st = await statusFrame(sse, nodeId, (x) => x.runtime_state === "stopped");
     assert.equal(st.client_presence_state, "online");
     assert.equal(st.last_reachable_at, at);
-    assert.equal(row(s, nodeId).runtime_state, "running");
+    assert.equal(row(s, nodeId).runtime_state, "stopped");
   }
   // An info ACK.
   {

@@ -163,7 +163,7 @@ test("spec §6.4 rule 9: retention keeps exactly the newest N rows of a node as 
   assert.ok(rows(b.nodeId).every((r) => r.log_id < rows(a.nodeId)[0]!.log_id), "b's rows are older than a's cut-off");
 
   // Commands count too: one more row for a, and the oldest of a goes.
-  const sent = await api(s, "POST", `/api/v1/configs/${a.configId}/nodes/${a.nodeId}/control`, { action: "start" });
+  const sent = await api(s, "POST", `/api/v1/configs/${a.configId}/nodes/${a.nodeId}/control`, { action: "stop" });
   assert.equal(sent.status, 202);
   await s.server.controlLogRetention.idle();
   assert.deepEqual(rows(a.nodeId).map((r) => r.message), ["a5", "a6", "a7", "a8", ""]);

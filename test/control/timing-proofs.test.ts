@@ -199,13 +199,14 @@ test("spec §2.7, §6.4 rule 3, §3.1: a control ACK, an info ACK, a config-push
     assert.equal((await status(s, configId, nodeId)).last_reachable_at, isoTime(receivedAt), `${why}: stays at the ACK's time`);
   };
 
-  // Control ACK (accepted, then applied).
-  const start = await api(s, "POST", `${base}/control`, { action: "start" });
+  // Control ACK (accepted, then applied); a stop goes out at once (a start would wait for the
+  // host's first config: spec §3.8).
+  const start = await api(s, "POST", `${base}/control`, { action: "stop" });
   assert.equal(start.status, 202, JSON.stringify(start.json));
   const control = await next(p.topics.control!, "the control command");
   assert.equal(control.request_id, start.json.request_id);
-  await ackAfterOffline(p.topics.control_ack!, control.request_id, { status: "accepted", message: "", action: "start" }, "control ACK accepted");
-  await ackAfterOffline(p.topics.control_ack!, control.request_id, { status: "applied", message: "", action: "start" }, "control ACK applied");
+  await ackAfterOffline(p.topics.control_ack!, control.request_id, { status: "accepted", message: "", action: "stop" }, "control ACK accepted");
+  await ackAfterOffline(p.topics.control_ack!, control.request_id, { status: "applied", message: "", action: "stop" }, "control ACK applied");
 
   // Info ACK (failed counts too: it still proves the client answered).
   const show = await api(s, "POST", `${base}/control`, { action: "wg_show" });
@@ -308,12 +309,12 @@ test("spec §3.1 reachable signals, §2.7: a heartbeat and a non-offline event b
   const s = await startSseServer(t);
   const { configId, nodeId, p, agent } = await boundAgent(s, t, { online: true });
   const next = inbox(agent);
-  const start = await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "start" });
+  const start = await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "stop" });
   assert.equal(start.status, 202, JSON.stringify(start.json));
   const control = await next(p.topics.control!, "the control command");
   s.clock.advance(5 * SECOND);
   const ackedAt = s.clock.now();
-  await agent.publishAsync(p.topics.control_ack!, envelope(p, "ack", { status: "accepted", message: "", action: "start" }, control.request_id), { qos: 1 });
+  await agent.publishAsync(p.topics.control_ack!, envelope(p, "ack", { status: "accepted", message: "", action: "stop" }, control.request_id), { qos: 1 });
   await eventually("the ACK's time", async () => ((await status(s, configId, nodeId)).last_reachable_at === isoTime(ackedAt) ? true : undefined));
 
   for (const [topic, type, payload, why] of [

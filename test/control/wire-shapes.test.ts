@@ -103,7 +103,7 @@ test("spec §6.2, §6.3, §2.6 note: control, config push, detect and info envel
   await api(s, "POST", `${base}/control`, { action: "wg_show" });
   assert.equal((await next).payload.tunnel_protocol, "awg_2", "info after the protocol change");
   next = nextEnvelope(agent, p.topics.control!);
-  await api(s, "POST", `${base}/control`, { action: "start" });
+  await api(s, "POST", `${base}/control`, { action: "stop" });
   assert.equal((await next).payload.tunnel_protocol, "awg_2", "control after the protocol change");
   next = nextEnvelope(agent, p.topics.detect!);
   s.clock.advance(2 * 60_000 + 12_001);

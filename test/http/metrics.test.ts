@@ -85,14 +85,14 @@ test("GET /api/v1/metrics: every family with its labels, values following real n
   assert.equal(sampleValue(text, "svc_mqtt_messages_total", { direction: "in" }), 1, "the heartbeat");
 
   // A command closed by its ACK: applied (spec §3.4), and one message out per published command.
-  const controlMsg = nextMessage(agent, p.topics.control!);
-  const sent = await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "start" });
+  const controlMsg = nextMessage(agent, p.topics.info!);
+  const sent = await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "wg_show" });
   assert.equal(sent.status, 202);
   const msg = await controlMsg;
-  await agent.publishAsync(p.topics.control_ack!, envelope(p, "ack", { status: "applied", message: "", action: "start" }, msg.request_id), { qos: 1 });
+  await agent.publishAsync(p.topics.info_ack!, envelope(p, "ack", { status: "applied", message: "", action: "wg_show" }, msg.request_id), { qos: 1 });
   text = await eventually("applied counted", async () => {
     const now = await scrape(s);
-    return sampleValue(now, "svc_commands_total", { action: "start", status: "applied" }) === 1 ? now : undefined;
+    return sampleValue(now, "svc_commands_total", { action: "wg_show", status: "applied" }) === 1 ? now : undefined;
   });
   assert.equal(sampleValue(text, "svc_mqtt_messages_total", { direction: "in" }), 2, "heartbeat and ACK");
   assert.equal(sampleValue(text, "svc_mqtt_messages_total", { direction: "out" }), publishedCommands(s));
@@ -104,7 +104,7 @@ test("GET /api/v1/metrics: every family with its labels, values following real n
   s.clock.advance(testSettings().commandTimeoutMs);
   text = await scrape(s);
   assert.equal(sampleValue(text, "svc_commands_total", { action: "stop", status: "timed_out" }), 1);
-  assert.equal(sampleValue(text, "svc_commands_total", { action: "start", status: "applied" }), 1);
+  assert.equal(sampleValue(text, "svc_commands_total", { action: "wg_show", status: "applied" }), 1);
   // The clock also fired the automatic push of the node's pending config (spec §3.5); its
   // PUBACK arrives over the socket.
   text = await eventually("every publish counted", async () => {

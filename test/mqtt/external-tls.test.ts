@@ -24,7 +24,7 @@ test("spec §1.9 bullet 2: with TLS enabled and an external broker, the backend 
   assert.equal(profile.mqtt.port, 8883, "the public TLS port");
   // The backend's link is live on the plain listener: a command reaches the broker (published, PUBACK).
   const before = s.server.commands.published;
-  const sent = await s.api("POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "start" });
+  const sent = await s.api("POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "stop" });
   assert.equal(sent.status, 202);
   await until("published over the plain link", () => (s.server.commands.published > before ? true : undefined));
 });

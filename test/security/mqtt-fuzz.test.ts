@@ -166,12 +166,12 @@ async function world(t: Parameters<typeof startSseServer>[0]): Promise<World> {
     await got;
     return sent.json.request_id as string;
   };
-  const aApplied = await control(a, agentA, "start", a.topics.control as string);
-  await agentA.publishAsync(a.topics.control_ack as string, envelope(a, "ack", { status: "applied", message: "", action: "start" }, aApplied), { qos: 1 });
+  const aApplied = await control(a, agentA, "stop", a.topics.control as string);
+  await agentA.publishAsync(a.topics.control_ack as string, envelope(a, "ack", { status: "applied", message: "", action: "stop" }, aApplied), { qos: 1 });
   const logStatus = (id: string) => (sqliteOf(s.server.store).prepare("SELECT status FROM control_logs WHERE request_id = ?").get(id) as { status: string } | undefined)?.status;
   await eventually("applied", () => (logStatus(aApplied) === "applied" ? true : undefined));
   const aOpen = await control(a, agentA, "stop", a.topics.control as string);
-  const bOpen = [await control(b, agentB, "start", b.topics.control as string), await control(b, agentB, "wg_show", b.topics.info as string)];
+  const bOpen = [await control(b, agentB, "stop", b.topics.control as string), await control(b, agentB, "wg_show", b.topics.info as string)];
   return { s, a, b, c, staticNodeId: st.json.node_id, agentA, agentB, aApplied, aOpen, bOpen };
 }
 

@@ -58,7 +58,8 @@ function heartbeat(p: Profile, wgOnline: boolean): string {
 }
 
 /**
- * Bind → first heartbeat (wg stopped) → the same heartbeat again → start (ACKed applied) → will
+ * Bind → first heartbeat (wg running) → the same heartbeat again → stop (ACKed applied; a stop,
+ * because a start before the host's first config waits for a push: spec §3.8) → will
  * (the agent's socket dies) → reconnect with a heartbeat. The clock moves 1 s before each step.
  */
 async function lifeOfANode(s: SseServer, t: TestContext) {
@@ -67,21 +68,21 @@ async function lifeOfANode(s: SseServer, t: TestContext) {
   const p = await bind(s, configId, nodeId);
   const agent = await connectAgent(s, p);
   s.clock.advance(1000);
-  await agent.publishAsync(p.topics.heartbeat!, heartbeat(p, false), { qos: 1 });
+  await agent.publishAsync(p.topics.heartbeat!, heartbeat(p, true), { qos: 1 });
   await waitFor(s, configId, nodeId, "client_presence_state", "online");
   const afterFirst = (await timeline(s, configId, nodeId)).transitions.length;
   s.clock.advance(1000);
   const repeatAt = new Date(s.clock.now()).toISOString();
-  await agent.publishAsync(p.topics.heartbeat!, heartbeat(p, false), { qos: 1 });
+  await agent.publishAsync(p.topics.heartbeat!, heartbeat(p, true), { qos: 1 });
   await eventually("the repeated heartbeat is applied", async () => ((await machine(s, configId, nodeId)).context.last_signal_at === repeatAt ? true : undefined));
   const afterRepeat = (await timeline(s, configId, nodeId)).transitions.length;
   s.clock.advance(1000);
   const control = nextMessage(agent, p.topics.control!);
-  const start = await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "start" });
+  const start = await api(s, "POST", `/api/v1/configs/${configId}/nodes/${nodeId}/control`, { action: "stop" });
   assert.equal(start.status, 202, JSON.stringify(start.json));
   await control;
-  await agent.publishAsync(p.topics.control_ack!, envelope(p, "ack", { status: "applied", message: "", action: "start" }, start.json.request_id), { qos: 1 });
-  await waitFor(s, configId, nodeId, "runtime_state", "running");
+  await agent.publishAsync(p.topics.control_ack!, envelope(p, "ack", { status: "applied", message: "", action: "stop" }, start.json.request_id), { qos: 1 });
+  await waitFor(s, configId, nodeId, "runtime_state", "stopped");
   s.clock.advance(1000);
   agent.stream.destroy(); // no DISCONNECT: the broker publishes the will
   await waitFor(s, configId, nodeId, "client_presence_state", "offline");
@@ -90,10 +91,10 @@ async function lifeOfANode(s: SseServer, t: TestContext) {
   t.after(() => again.end(true));
   await again.publishAsync(p.topics.heartbeat!, heartbeat(p, true), { qos: 1 });
   await waitFor(s, configId, nodeId, "client_presence_state", "online");
-  return { configId, nodeId, p, startRequestId: start.json.request_id as string, afterFirst, afterRepeat };
+  return { configId, nodeId, p, stopRequestId: start.json.request_id as string, afterFirst, afterRepeat };
 }
 
-test("spec §3.1 §3.2 §3.3 §6.4 rules 3 and 6: bind → first heartbeat → start → will → reconnect records exactly these transitions, newest first, with their sources, request ids and routes; the repeated heartbeat records none", async (t) => {
+test("spec §3.1 §3.2 §3.3 §6.4 rules 3 and 6: bind → first heartbeat → stop → will → reconnect records exactly these transitions, newest first, with their sources, request ids and routes; the repeated heartbeat records none", async (t) => {
   const s = await startSseServer(t);
   const life = await lifeOfANode(s, t);
   const { transitions } = await timeline(s, life.configId, life.nodeId);
@@ -102,9 +103,9 @@ test("spec §3.1 §3.2 §3.3 §6.4 rules 3 and 6: bind → first heartbeat → s
     transitions.map(compact),
     [
       { event: "mqtt.signal", source: "heartbeat", request_id: null, route: null, moved: { presence: "offline → online.fresh", runtime: "unknown → running" }, changed: [] },
-      { event: "mqtt.will", source: "will", request_id: null, route: null, moved: { presence: "online.fresh → offline", runtime: "running → unknown" }, changed: [] },
-      { event: "mqtt.signal", source: "ack", request_id: life.startRequestId, route: null, moved: { runtime: "stopped → running" }, changed: [] },
-      { event: "mqtt.signal", source: "heartbeat", request_id: null, route: null, moved: { presence: "offline → online.fresh", runtime: "unknown → stopped" }, changed: [] },
+      { event: "mqtt.will", source: "will", request_id: null, route: null, moved: { presence: "online.fresh → offline", runtime: "stopped → unknown" }, changed: [] },
+      { event: "mqtt.signal", source: "ack", request_id: life.stopRequestId, route: null, moved: { runtime: "running → stopped" }, changed: [] },
+      { event: "mqtt.signal", source: "heartbeat", request_id: null, route: null, moved: { presence: "offline → online.fresh", runtime: "unknown → running" }, changed: [] },
       {
         event: "client.bound",
         source: "rest",

@@ -30,7 +30,7 @@ export function NodeControlView({ node }: { node: NodeView }) {
           {(s) => <StatusFacts status={s} />}
         </QueryView>
       </section>
-      <Controls node={node} />
+      <Controls node={node} rows={log.rows} />
       <WgShowPanel rows={log.rows} />
       <ControlLogTable rows={log.rows} error={log.error} loading={log.loading} />
       <DangerZone node={node} />
@@ -86,8 +86,18 @@ const ACTIONS: Array<{ action: ControlAction; label: string; primary?: boolean }
   { action: "wg_show", label: "Run wg show" },
 ];
 
-function Controls({ node }: { node: NodeView }) {
+/**
+ * A start the backend holds until the host has confirmed a config (spec §3.5, §3.8): its row is
+ * `pending` with the backend's message saying what it waits for ("waiting for the first config…");
+ * a start sent at once has no message until its ACK.
+ */
+function heldStart(rows: LogRow[]): LogRow | undefined {
+  return rows.find((r) => r.kind === "command" && r.action === "start" && r.status === "pending" && (r.message ?? "") !== "");
+}
+
+function Controls({ node, rows }: { node: NodeView; rows: LogRow[] }) {
   const send = useSendControl(node.config_id, node.node_id);
+  const held = heldStart(rows);
   return (
     <section className="card" aria-labelledby="controls-title">
       <h2 id="controls-title">Control</h2>
@@ -98,6 +108,11 @@ function Controls({ node }: { node: NodeView }) {
           </button>
         ))}
       </div>
+      {held !== undefined && (
+        <p className="muted" role="status">
+          Start is {held.message}.
+        </p>
+      )}
       {send.isError && (
         <p className="form-error" role="alert">
           {errorMessage(send.error)}
