@@ -10,7 +10,7 @@ import { test } from "node:test";
 import { z } from "zod";
 import { api, login } from "../helpers/api.js";
 import type { Lab } from "../helpers/netns.js";
-import { createLab } from "../helpers/netns.js";
+import { cleanUpAfter, createLab } from "../helpers/netns.js";
 import type { RunningService } from "../helpers/service.js";
 import { startService } from "../helpers/service.js";
 import { requireSystem } from "../helpers/system.js";
@@ -31,17 +31,7 @@ test(
     if (!requireSystem(t, { root: true, binaries: [...WIREGUARD_BINARIES, "npm", "iptables", "sysctl"] })) return;
 
     const started: { lab?: Lab; wgQuick?: WgQuick; service?: RunningService } = {};
-    t.after(async () => {
-      const errors: unknown[] = [];
-      for (const step of [() => started.wgQuick?.downAll(), () => started.lab?.destroy(), () => started.service?.stop()]) {
-        try {
-          await step();
-        } catch (error) {
-          errors.push(error);
-        }
-      }
-      if (errors.length > 0) throw new AggregateError(errors, "hub mesh cleanup failed");
-    });
+    cleanUpAfter(t, "hub mesh", [() => started.wgQuick?.downAll(), () => started.lab?.destroy(), () => started.service?.stop()]);
 
     try {
       const lab = (started.lab = await createLab(4, { prefix: "svhb" }));

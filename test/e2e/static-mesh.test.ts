@@ -8,7 +8,7 @@ import { test } from "node:test";
 import { z } from "zod";
 import { ApiError, api, login } from "../helpers/api.js";
 import type { Lab } from "../helpers/netns.js";
-import { createLab, run } from "../helpers/netns.js";
+import { cleanUpAfter, createLab, run } from "../helpers/netns.js";
 import type { RunningService } from "../helpers/service.js";
 import { startService } from "../helpers/service.js";
 import { requireSystem } from "../helpers/system.js";
@@ -77,17 +77,7 @@ test(
     const started: { lab?: Lab; wgQuick?: WgQuick; service?: RunningService } = {};
     // Runs even when the test fails midway: tunnels down, namespaces (and any wireguard-go still
     // in them) gone, temp dirs removed, the service's process group stopped.
-    t.after(async () => {
-      const errors: unknown[] = [];
-      for (const step of [() => started.wgQuick?.downAll(), () => started.lab?.destroy(), () => started.service?.stop()]) {
-        try {
-          await step();
-        } catch (error) {
-          errors.push(error);
-        }
-      }
-      if (errors.length > 0) throw new AggregateError(errors, "static mesh cleanup failed");
-    });
+    cleanUpAfter(t, "static mesh", [() => started.wgQuick?.downAll(), () => started.lab?.destroy(), () => started.service?.stop()]);
 
     try {
       const lab = (started.lab = await createLab(3, { prefix: "svcm" }));

@@ -108,6 +108,24 @@ export async function run(cmd: string, args: string[], options: ExecOptions = {}
  * Whether `pid` is still running. A daemon we signal has been re-parented to init, which may
  * reap it late, so a zombie (state Z in /proc/<pid>/stat) counts as ended.
  */
+/**
+ * Registers a cleanup that runs every step even when an earlier one fails, then throws one
+ * AggregateError (named `what`) listing the failures; runs even when the test fails midway.
+ */
+export function cleanUpAfter(t: { after(fn: () => Promise<void>): void }, what: string, steps: Array<() => unknown>): void {
+  t.after(async () => {
+    const errors: unknown[] = [];
+    for (const step of steps) {
+      try {
+        await step();
+      } catch (error) {
+        errors.push(error);
+      }
+    }
+    if (errors.length > 0) throw new AggregateError(errors, `${what} cleanup failed`);
+  });
+}
+
 export function processAlive(pid: number): boolean {
   let stat: string;
   try {
