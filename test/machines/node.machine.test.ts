@@ -346,6 +346,46 @@ describe("spec §3.1 client presence", () => {
   );
 
   for (const [from, setup] of [
+    ["dropped", (h: Harness) => dropped(h)],
+    ["offline after a will", (h: Harness) => {
+      online(h, true);
+      h.send({ type: "mqtt.will" });
+    }],
+  ] as const) {
+    test(`spec §3.1 transition 2, §6.4 rule 6: ${from} → a failed detect ACK → online; the TTL runs from it; a publish error changes nothing`, () => {
+      const h = start();
+      setup(h);
+      h.advance(2 * MINUTE);
+      h.send({ type: "detect.sent" });
+      h.advance(SECOND);
+      h.send({ type: "detect.failed" });
+      assert.notEqual(h.state("presence"), "online", "a publish error is no ACK: nothing was received");
+      h.send({ type: "detect.sent" });
+      h.advance(SECOND);
+      const ackAt = h.clock.now();
+      h.send({ type: "detect.failed", ack: true });
+      assert.equal(h.state("presence"), "online");
+      assert.equal(h.state("runtime"), "unknown", "a failed detect reports no runtime");
+      assert.equal(h.state("probe"), "idle");
+      assert.equal(h.context().lastReachableAt, ackAt);
+      h.advance(ONLINE_TTL - 1);
+      assert.equal(h.state("presence"), "online");
+      h.advance(1);
+      assert.equal(h.state("presence"), "dropped");
+    });
+  }
+
+  test("spec §3.1 last row: a failed detect ACK does not bring a never-bound or reset node online", () => {
+    const never = start();
+    never.send({ type: "detect.failed", ack: true });
+    assert.equal(never.state("presence"), "offline");
+    const reset = online(start());
+    reset.send({ type: "client.reset" });
+    reset.send({ type: "detect.failed", ack: true });
+    assert.equal(reset.state("presence"), "offline");
+  });
+
+  for (const [from, setup] of [
     ["online", (h: Harness) => online(h, true)],
     ["dropped", (h: Harness) => dropped(h)],
     ["offline", (h: Harness) => bound(h)],
