@@ -1,4 +1,5 @@
 import { and, assign, enqueueActions, raise, setup, stateIn } from "xstate";
+import { configVersionState } from "../domain/config-version.js";
 import type { NodeMode, TunnelProtocol } from "../protocol/enums.js";
 
 /**
@@ -202,10 +203,11 @@ export const nodeMachine = setup({
     reportsRunning: and(["acceptsSignals", "carriesRunning"]),
     reportsStopped: and(["acceptsSignals", "carriesStopped"]),
     /** spec §3.5: the newly staged config is the one the client already confirmed. */
-    stagedIsConfirmed: ({ context, event }) => event.type === "config.staged" && event.sha === context.confirmedSha,
+    stagedIsConfirmed: ({ context, event }) =>
+      event.type === "config.staged" && configVersionState(event.sha, context.confirmedSha) === "latest",
     /** spec §3.5: the applied ACK confirms the staged config → latest. */
     appliedIsStaged: ({ context, event }) =>
-      event.type === "config.applied" && context.stagedSha !== null && event.sha === context.stagedSha,
+      event.type === "config.applied" && configVersionState(context.stagedSha, event.sha) === "latest",
     /** spec §3.1 heartbeat timeout: the online TTL has run out since the newest signal. */
     ttlExpired: ({ context, event }) =>
       context.lastSignalAt === null || eventAt(event, 0) >= context.lastSignalAt + context.onlineTtlMs,
