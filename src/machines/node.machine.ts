@@ -1,4 +1,5 @@
 import { and, assign, enqueueActions, raise, setup, stateIn } from "xstate";
+import { configVersionState } from "../domain/config-version.js";
 import type { NodeMode, TunnelProtocol } from "../protocol/enums.js";
 
 /**
@@ -110,8 +111,9 @@ export type NodeEvent =
   | { type: "detect.sent"; at: number }
   /**
    * The detect failed: publish error, or an ACK with status failed (spec §3.1). A failed ACK
-   * (`ack: true`) still refreshes last_reachable_at (spec §6.4 rule 3) but is not "another
-   * recent signal": it is the failure itself.
+   * (`ack: true`) still refreshes last_reachable_at (spec §6.4 rule 3). To an online node it is
+   * not "another recent signal" but the failure itself (→ dropped); to an offline or dropped
+   * node it is an ACK received after the will or the drop (→ online, spec §3.1 transition 2).
    */
   | { type: "detect.failed"; at: number; ack?: boolean }
   /** The staged config changed (DESIGN §3 Config versions). */
@@ -156,6 +158,13 @@ export const nodeMachine = setup({
     recordFailedAck: assign(({ context, event }) =>
       event.type === "detect.failed" && event.ack === true ? { lastReachableAt: event.at } : { lastReachableAt: context.lastReachableAt },
     ),
+    /**
+     * A failed detect ACK that brings an offline or dropped node back (spec §3.1 transition 2):
+     * it is the newest reachable signal, so the online TTL runs from it.
+     */
+    recordFailedAckSignal: assign(({ context, event }) =>
+      event.type === "detect.failed" ? { lastSignalAt: event.at, lastReachableAt: event.at } : { lastSignalAt: context.lastSignalAt },
+    ),
     recordBind: assign(({ context, event }) =>
       event.type === "client.bound" ? { clientVersion: event.clientVersion ?? context.clientVersion } : {},
     ),
@@ -176,6 +185,13 @@ export const nodeMachine = setup({
     isDynamic: ({ context }) => context.mode === "dynamic",
     /** Signals count only for a dynamic node that has bound (spec §3.1: never bound → offline). */
     acceptsSignals: and(["isDynamic", stateIn({ initialization: "initialized" })]),
+    /** The detect failure is an ACK from the node, not a publish error (spec §6.4 rule 3). */
+    failureIsAck: ({ event }) => event.type === "detect.failed" && event.ack === true,
+    /**
+     * spec §3.1 transition 2, §6.4 rule 6: any ACK — a failed detect ACK too — received after
+     * the will or the drop restores online.
+     */
+    failedAckRestores: and(["acceptsSignals", "failureIsAck"]),
     toStatic: ({ event }) => event.type === "node.mode_changed" && event.mode === "static",
     toDynamic: ({ event }) => event.type === "node.mode_changed" && event.mode === "dynamic",
     /** No reachable signal since the outstanding detect was sent (spec §3.1 "no other recent signal"). */
@@ -187,10 +203,11 @@ export const nodeMachine = setup({
     reportsRunning: and(["acceptsSignals", "carriesRunning"]),
     reportsStopped: and(["acceptsSignals", "carriesStopped"]),
     /** spec §3.5: the newly staged config is the one the client already confirmed. */
-    stagedIsConfirmed: ({ context, event }) => event.type === "config.staged" && event.sha === context.confirmedSha,
+    stagedIsConfirmed: ({ context, event }) =>
+      event.type === "config.staged" && configVersionState(event.sha, context.confirmedSha) === "latest",
     /** spec §3.5: the applied ACK confirms the staged config → latest. */
     appliedIsStaged: ({ context, event }) =>
-      event.type === "config.applied" && context.stagedSha !== null && event.sha === context.stagedSha,
+      event.type === "config.applied" && configVersionState(context.stagedSha, event.sha) === "latest",
     /** spec §3.1 heartbeat timeout: the online TTL has run out since the newest signal. */
     ttlExpired: ({ context, event }) =>
       context.lastSignalAt === null || eventAt(event, 0) >= context.lastSignalAt + context.onlineTtlMs,
@@ -259,6 +276,7 @@ export const nodeMachine = setup({
           entry: raise(({ event }) => ({ type: "presence.lost" as const, at: eventAt(event, null) })),
           on: {
             "mqtt.signal": { guard: "acceptsSignals", target: "online", actions: "recordSignal" },
+            "detect.failed": { guard: "failedAckRestores", target: "online", actions: "recordFailedAckSignal" },
           },
         },
         online: {
@@ -285,6 +303,7 @@ export const nodeMachine = setup({
           entry: raise(({ event }) => ({ type: "presence.lost" as const, at: eventAt(event, null) })),
           on: {
             "mqtt.signal": { guard: "acceptsSignals", target: "online", actions: "recordSignal" },
+            "detect.failed": { guard: "failedAckRestores", target: "online", actions: "recordFailedAckSignal" },
           },
         },
       },

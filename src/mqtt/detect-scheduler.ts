@@ -58,6 +58,15 @@ export class DetectScheduler {
   }
 
   /**
+   * Resolves once no detect is queued or in flight: every probe a round started has been handed
+   * to the broker link (or has failed). Tests use it as the first half of a delivery barrier
+   * before checking that no probe arrived.
+   */
+  whenIdle(): Promise<void> {
+    return this.#queue.onIdle();
+  }
+
+  /**
    * Shutdown: stops probing for good (a later `setActive(true)` is ignored), drops detects not yet
    * started and waits for those in flight, at most `stopGraceMs` on the injected clock (a broker
    * that never answers must not hold the shutdown); past it, logs how many are still running.

@@ -131,6 +131,8 @@ export class MqttRouter {
       return;
     }
     if (kind === "detect_ack" && ack.status === "failed") {
+      // The machine decides by presence: an online node drops (the failure itself, spec §3.1
+      // row 3), an offline or dropped one is back online (any ACK, §3.1 row 2, §6.4 rule 6).
       registry.post(configId, nodeId, { type: "detect.failed", at, ack: true, requestId });
       return;
     }

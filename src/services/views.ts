@@ -1,6 +1,7 @@
 import type { z } from "zod";
 import { isoTime } from "../lib/clock.js";
 import { checkPairIntegrity, hasPublicEndpoint, HubGraph } from "../domain/render.js";
+import { configVersionState } from "../domain/config-version.js";
 import type { AwgParams } from "../domain/awg.js";
 import type { NodeMode, PresenceState, RuntimeState } from "../protocol/enums.js";
 import type {
@@ -67,7 +68,7 @@ export interface ClientFacts {
  * The one derivation of a node's client state for every answer and event (spec §2.7; §6.5 rule
  * 7: nothing downstream re-derives it): dynamic nodes are projected as static while MQTT is off
  * (spec §1.7); never bound or static → offline (§3.1) and unknown (§3.3); `latest` iff the
- * confirmed sha is the staged one, `null` for static nodes (§3.5).
+ * confirmed sha is the staged one ({@link configVersionState}), `null` for static nodes (§3.5).
  */
 export function clientView(
   node: Pick<NodeRow, "mode" | "staged_config_sha256">,
@@ -83,11 +84,7 @@ export function clientView(
     runtime_state: initialized ? (facts?.runtime ?? "unknown") : "unknown",
     last_reachable_at: facts?.lastReachableAt == null ? null : isoTime(facts.lastReachableAt),
     client_version: facts?.clientVersion ?? null,
-    config_version_state: dynamic
-      ? node.staged_config_sha256 !== null && facts?.confirmedSha === node.staged_config_sha256
-        ? "latest"
-        : "pending"
-      : null,
+    config_version_state: dynamic ? configVersionState(node.staged_config_sha256, facts?.confirmedSha ?? null) : null,
   };
 }
 

@@ -69,3 +69,38 @@ test("spec §6.3 detect ACK status: accepted keeps the node online past the dete
   assert.equal(later.client_presence_state, "online", "the accepted ACK is a signal after the probe: its timeout drops nothing");
   assert.equal(later.runtime_state, "running", "accepted carries no runtime report");
 });
+
+test("spec §3.1 transition 2, §6.4 rules 3 and 6: a dropped node answering the next probe with a failed detect ACK is online again (any ACK restores online)", async (t) => {
+  const s = await startSseServer(t);
+  const b = await boundAgent(s, t, { online: true });
+  const firstProbe = nextMessage(b.agent, b.p.topics.detect!);
+  s.clock.advance(1000);
+  const sse = await s.open();
+  t.after(() => sse.destroy());
+  const d1 = await firstProbe;
+  const failedAck = (requestId: string) =>
+    envelope(b.p, "ack", { status: "failed", message: "wg not found", action: "detect", client_online: true, wg_online: true, platform: "linux", client_version: "1.2.3" }, requestId);
+  await b.agent.publishAsync(b.p.topics.detect_ack!, failedAck(d1.request_id), { qos: 1 });
+  await eventually("failed → dropped", async () => ((await status(s, b.configId, b.nodeId)).client_presence_state === "dropped" ? true : undefined));
+  // A dropped node is still probed: the next round (2 min plus at most 10 % jitter) reaches it.
+  const secondProbe = nextMessage(b.agent, b.p.topics.detect!);
+  s.clock.advance(s.server.settings.detectIntervalMs * 1.1 + 1);
+  const d2 = await secondProbe;
+  s.clock.advance(3000);
+  const ackAt = new Date(s.clock.now()).toISOString();
+  await b.agent.publishAsync(b.p.topics.detect_ack!, failedAck(d2.request_id), { qos: 1 });
+  const back = await eventually("failed ACK of a dropped node → online", async () => {
+    const x = await status(s, b.configId, b.nodeId);
+    return x.last_reachable_at === ackAt ? x : undefined;
+  });
+  assert.equal(back.client_presence_state, "online", "an ACK, failed or not, is a reachable signal received after the drop");
+  assert.equal(back.runtime_state, "unknown", "a failed detect reports no runtime");
+  // The online TTL runs from that ACK (not from the heartbeat before the drop): with no viewer
+  // left (no more probes), it is still online 1 s before the ACK's TTL ends, and dropped at it.
+  sse.destroy();
+  await eventually("probing stops", () => (s.server.detect.active ? undefined : true));
+  s.clock.advance(s.server.settings.onlineTtlMs - 1000);
+  assert.equal((await status(s, b.configId, b.nodeId)).client_presence_state, "online");
+  s.clock.advance(1000);
+  await eventually("TTL of the ACK → dropped", async () => ((await status(s, b.configId, b.nodeId)).client_presence_state === "dropped" ? true : undefined));
+});

@@ -147,3 +147,17 @@ export async function confirmConfig(s: SseServer, configId: string, nodeId: stri
   await agent.publishAsync(p.topics.config_push_ack!, envelope(p, "ack", { status: "applied", message: "", action: "push_config" }, push.request_id), { qos: 1 });
   await eventually("latest", async () => ((await status(s, configId, nodeId)).config_version_state === "latest" ? true : undefined));
 }
+
+/**
+ * A delivery barrier for checking that no probe reached an agent: waits until every detect the
+ * scheduler started has been handed to the broker link, then sends the node a `wg_show` through
+ * the same link and waits for it at the agent. The broker delivers one link's messages to one
+ * client in order, so a probe published before the barrier has arrived by the time it resolves.
+ */
+export async function probesDelivered(s: SseServer, node: { configId: string; nodeId: string; p: Profile; agent: MqttClient }): Promise<void> {
+  await s.server.detect.whenIdle();
+  const info = nextMessage(node.agent, node.p.topics.info!);
+  const sent = await api(s, "POST", `/api/v1/configs/${node.configId}/nodes/${node.nodeId}/control`, { action: "wg_show" });
+  assert.ok(sent.status < 300, JSON.stringify(sent.json));
+  await info;
+}

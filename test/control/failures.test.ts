@@ -8,6 +8,7 @@ import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { nodeTopic } from "../../src/protocol/topics.js";
 import { createServer, type AppContext } from "../../src/server.js";
+import { DETECT_STOP_GRACE_MS } from "../../src/mqtt/detect-scheduler.js";
 import { eventually } from "./agent-harness.js";
 import { sqliteOf } from "../../src/store/connection.js";
 
@@ -84,6 +85,32 @@ async function rig(t: TestContext): Promise<Rig> {
   return { server, clock, logs, configId, nodeId, controlLogs: () => server.control.controlLogs(configId, nodeId, 50) };
 }
 
+/**
+ * Resolves with the delay of the next timer set on the injected clock. Called just before
+ * close(), whose first step stops the detect scheduler: with a detect in flight, that timer is
+ * the shutdown's grace (nothing else arms one while the store is held), so close() is then
+ * waiting on the detect.
+ */
+function graceArmed(clock: ManualClock): Promise<number> {
+  return new Promise((resolve) => {
+    const set = clock.setTimeout.bind(clock);
+    clock.setTimeout = (fn, ms) => {
+      clock.setTimeout = set;
+      resolve(ms);
+      return set(fn, ms);
+    };
+  });
+}
+
+/**
+ * A barrier for what a moved clock decides without I/O: the grace timer's race and the shutdown
+ * wait's continuation (its log line) are promise reactions, all run before the next
+ * `setImmediate` callback.
+ */
+function outcomesSettled(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
 function warningsAbout(r: Rig, msg: RegExp, action: string): LogLine[] {
   return r.logs.filter((l) => l.level >= WARN && msg.test(l.msg) && l.action === action && l.config_id === r.configId && l.node_id === r.nodeId);
 }
@@ -114,7 +141,7 @@ test("spec §3.1, §6.4 rule 8: a detect the broker does not take (broker stoppe
   });
 });
 
-test("shutdown waits for a detect in flight: it is published while the store, actors and broker are still open", async (t) => {
+test("shutdown waits for a detect in flight: it is published while the store, actors and broker are still open", { timeout: 30_000 }, async (t) => {
   const r = await rig(t);
   await settlePush(r);
   const published = r.server.commands.published;
@@ -129,12 +156,15 @@ test("shutdown waits for a detect in flight: it is published while the store, ac
   });
   r.server.detect.setActive(true);
   let closed = false;
+  const waiting = graceArmed(r.clock);
   const closing = r.server.close().then(() => {
     closed = true;
   });
-  // Give the shutdown every chance to run ahead (real time: the code under test sets no timer
-  // here; its grace is on the manual clock, which does not move).
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  // The barrier: close() has found the detect in flight and waits for it (its grace timer is
+  // set on the injected clock, which does not move). A shutdown that does not wait never arms
+  // it, and ends first.
+  assert.equal(await Promise.race([waiting, closing.then(() => "closed")]), DETECT_STOP_GRACE_MS, "close() waits on the detect in flight, its grace armed");
+  await outcomesSettled();
   assert.equal(closed, false, "close() waits while the detect is in flight");
   release();
   await committed;
@@ -149,7 +179,7 @@ test("shutdown waits for a detect in flight: it is published while the store, ac
   assert.equal(r.server.detect.active, false, "a stopped scheduler never probes again");
 });
 
-test("shutdown does not wait for a stuck detect longer than its grace (5 s on the injected clock), and says so", async (t) => {
+test("shutdown does not wait for a stuck detect longer than its grace (5 s on the injected clock), and says so", { timeout: 30_000 }, async (t) => {
   const r = await rig(t);
   await settlePush(r);
   let release!: () => void;
@@ -166,16 +196,20 @@ test("shutdown does not wait for a stuck detect longer than its grace (5 s on th
   });
   r.server.detect.setActive(true);
   let closed = false;
+  const waiting = graceArmed(r.clock);
   const closing = r.server.close().then(() => {
     closed = true;
   });
-  await new Promise((resolve) => setImmediate(resolve));
+  await Promise.race([waiting, closing]);
+  const gaveUp = () => r.logs.some((l) => l.level >= WARN && /did not wait longer for detects in flight/.test(l.msg));
   r.clock.advance(4_999);
-  await new Promise((resolve) => setTimeout(resolve, 50));
+  await outcomesSettled();
+  assert.equal(gaveUp(), false, "1 ms before the grace the wait goes on");
   assert.equal(closed, false);
   r.clock.advance(1);
+  await outcomesSettled();
+  assert.equal(gaveUp(), true, "at the grace the wait ends, and says so");
   await closing;
-  assert.ok(r.logs.some((l) => l.level >= WARN && /did not wait longer for detects in flight/.test(l.msg)));
 });
 
 test("an automatic config push that cannot be built (the node has no staged config) is logged with the node and stored as a failed push_config control log row", async (t) => {

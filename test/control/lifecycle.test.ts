@@ -8,7 +8,7 @@ import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { createServer } from "../../src/server.js";
 import { startSseServer } from "../events/sse-harness.js";
-import { api, bind, boundAgent, connectAgent, dynamicNode, envelope, eventually, nextMessage, status } from "./agent-harness.js";
+import { api, bind, boundAgent, connectAgent, dynamicNode, envelope, eventually, nextMessage, probesDelivered, status } from "./agent-harness.js";
 import { sqliteOf } from "../../src/store/connection.js";
 
 const MINUTE = 60_000;
@@ -59,8 +59,11 @@ test("spec §6.4 rule 8: detect is sent only while SSE subscribers exist; a dete
   });
   await agent.publishAsync(p.topics.heartbeat!, envelope(p, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
   await eventually("online", async () => ((await status(s, configId, nodeId)).client_presence_state === "online" ? true : undefined));
+  const rounds = s.server.detect.rounds;
   s.clock.advance(10 * MINUTE);
   assert.equal(s.server.detect.active, false, "no viewers, no probe");
+  assert.equal(s.server.detect.rounds, rounds, "no probing round ran (rounds start synchronously on the clock)");
+  await probesDelivered(s, { configId, nodeId, p, agent });
   assert.equal(detects.length, 0);
 
   const sse = await s.open();
@@ -90,8 +93,12 @@ test("spec §6.4 rule 8: detect is sent only while SSE subscribers exist; a dete
 
   sse.destroy();
   await eventually("scheduler stops", () => (s.server.detect.active ? undefined : true));
+  await probesDelivered(s, { configId, nodeId, p, agent });
   const count = detects.length;
+  const roundsBefore = s.server.detect.rounds;
   s.clock.advance(10 * MINUTE);
+  assert.equal(s.server.detect.rounds, roundsBefore, "no probing round ran");
+  await probesDelivered(s, { configId, nodeId, p, agent });
   assert.equal(detects.length, count, "no subscribers, no probes");
 });
 

@@ -5,6 +5,7 @@ import { basename, dirname, join } from "node:path";
 import { describe, test } from "node:test";
 import { parse as parseYaml } from "yaml";
 import { startHarness } from "../http/harness.js";
+import { loadSettings } from "../../src/config.js";
 
 /**
  * What would fail on the first `docker compose --profile emqx up` (spec §1.7 "the backend
@@ -173,6 +174,26 @@ describe("docker-compose.yml: what would fail on the first `docker compose --pro
     assert.equal(interpolate(String(backend.environment?.["SVC_MQTT_BROKER"]), envExample), "emqx");
     // Without .env the embedded broker keeps the agents' port.
     assert.ok(hostBindings("backend", new Map()).some((b) => b.port === 1883), "embedded broker on 1883 without .env");
+  });
+
+  test("spec §1.9 bullet 2: the TLS port bind profiles name is published by the broker agents use (embedded without .env, EMQX with .env.example), and EMQX's TLS listener follows SVC_MQTT_TLS_ENABLED with mounted certificate files", () => {
+    const profilePort = loadSettings({}).embeddedBrokerTlsPort; // profiles' TLS port without SVC_MQTT_PUBLIC_TLS_PORT
+    const published = (svc: string, vars: Map<string, string>) => hostBindings(svc, vars).map((b) => b.port);
+    assert.ok(published("backend", new Map()).includes(profilePort), "without .env the embedded broker's TLS listener is on the profiles' port");
+    assert.ok(published("emqx", envExample).includes(profilePort), "with .env.example EMQX publishes it");
+    assert.ok(!published("backend", envExample).includes(profilePort), "and the unused embedded TLS listener is off it");
+    for (const [label, vars] of [["no .env", new Map<string, string>()], ["TLS on", new Map([...envExample, ["SVC_MQTT_TLS_ENABLED", "true"]])]] as const) {
+      const tls = interpolate(String(backend.environment?.["SVC_MQTT_TLS_ENABLED"]), vars);
+      assert.equal(interpolate(String(eenv["EMQX_LISTENERS__SSL__DEFAULT__ENABLE"]), vars), tls, `${label}: EMQX's TLS listener is on exactly when the backend's profiles prefer TLS`);
+    }
+    // EMQX's container port 8883 is its TLS listener, and the files it serves are mounted.
+    assert.ok((emqx.ports ?? []).some((p) => typeof p === "string" && p.endsWith(`:${profilePort}`)), "EMQX's published container port");
+    assert.equal(eenv["EMQX_LISTENERS__SSL__DEFAULT__BIND"], `0.0.0.0:${profilePort}`);
+    const mounts = (emqx.volumes ?? []).map((v) => interpolate(v, envExample).split(":")[1] ?? "");
+    for (const key of ["CERTFILE", "KEYFILE", "CACERTFILE"]) {
+      const file = eenv[`EMQX_LISTENERS__SSL__DEFAULT__SSL_OPTIONS__${key}`];
+      assert.ok(file !== undefined && mounts.some((m) => m !== "" && file.startsWith(`${m}/`)), `${key} ${file} lies in a mounted directory`);
+    }
   });
 
   test("EMQX's node name is fixed (its built-in user database lives under data/mnesia/<node name>)", () => {

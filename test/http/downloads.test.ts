@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { assertError, createConfig, createNode, startHarness } from "./harness.js";
 import { sqliteOf } from "../../src/store/connection.js";
+import { downloadTokenKindSchema } from "../../src/protocol/download-tokens.js";
 
 const FIVE_MINUTES = 5 * 60 * 1000;
 
@@ -65,6 +66,34 @@ test("spec §4 rule 1, §3.7: another node's token answers DOWNLOAD_TOKEN_SCOPE_
   assertError(await h.req("GET", `${pathB}?download_token=${"x".repeat(43)}`, undefined, { auth: false }), "INVALID_DOWNLOAD_TOKEN");
   assertError(await h.req("GET", `${pathB}?download_token=%00`, undefined, { auth: false }), "INVALID_DOWNLOAD_TOKEN");
   assertError(await h.req("GET", `${pathB}?download_token=${"x".repeat(1024)}`, undefined, { auth: false }), "VALIDATION_FAILED");
+});
+
+test("spec §7 DOWNLOAD_TOKEN_SCOPE_MISMATCH, kind half: a token for the same resource_id but another kind is refused, at the node config route and for every pair of kinds", async (t) => {
+  const h = await startHarness(t);
+  const config = await createConfig(h);
+  const node = await createNode(h, config.config_id);
+  const path = `/api/v1/configs/${config.config_id}/nodes/${node.node_id}/config/download`;
+  // The node config download's resource id, bound to each other kind (spec §3.7 "its own kind + resource_id").
+  const resourceId = `${config.config_id}/${node.node_id}`;
+  for (const kind of ["client_artifact", "config_bulk_package", "snapshot_export"] as const) {
+    const { token } = await h.server.downloads.issue(kind, resourceId);
+    assertError(await h.req("GET", `${path}?download_token=${token}`, undefined, { auth: false }), "DOWNLOAD_TOKEN_SCOPE_MISMATCH", kind);
+  }
+  const own = await h.server.downloads.issue("node_config", resourceId);
+  assert.equal((await h.req("GET", `${path}?download_token=${own.token}`, undefined, { auth: false })).status, 200, "its own kind opens it");
+
+  // The service's rule for every ordered pair of kinds over one shared resource id.
+  const kinds = downloadTokenKindSchema.options;
+  for (const issuedFor of kinds) {
+    const { token } = await h.server.downloads.issue(issuedFor, "shared-resource");
+    for (const presentedFor of kinds) {
+      const verdict = await h.server.downloads.verify(token, presentedFor, "shared-resource").then(
+        () => "allowed",
+        (err: { code?: string }) => err.code,
+      );
+      assert.equal(verdict, presentedFor === issuedFor ? "allowed" : "DOWNLOAD_TOKEN_SCOPE_MISMATCH", `${issuedFor} token presented for ${presentedFor}`);
+    }
+  }
 });
 
 test("download tokens are random and stored only as SHA-256; deleting the node revokes them", async (t) => {

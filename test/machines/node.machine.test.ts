@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { createActor, SimulatedClock, type Actor, type Snapshot, type StateValue } from "xstate";
+import { HEARTBEAT_INTERVAL_MS } from "../../src/agent/agent.js";
+import { loadSettings } from "../../src/config.js";
 import { nodeMachine, presenceDeadline, type NodeContext, type NodeEvent, type NodeMachineInput } from "../../src/machines/node.machine.js";
 
 // Every transition row of spec §3.1, §3.2, §3.3, §3.5 and §3.6, plus the §6.4 rules 3, 6, 7 and 8
@@ -10,9 +12,14 @@ import { nodeMachine, presenceDeadline, type NodeContext, type NodeEvent, type N
 const T0 = Date.UTC(2025, 0, 1, 12, 0, 0);
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;
-/** DESIGN §3 timings: online TTL 45 min (spec §6.4 rule 7: > the 30 min heartbeat). */
-const ONLINE_TTL = 45 * MINUTE;
-const HEARTBEAT_INTERVAL = 30 * MINUTE;
+/**
+ * The online TTL the service gives every node machine (the default of `SVC_ONLINE_TTL_S`,
+ * DESIGN §3: 45 min) and the agent's real heartbeat interval (spec §6.4 rule 7: 30 min): taken
+ * from the product, not restated here, so the rule-7 test below fails if either changes so that
+ * the TTL no longer exceeds the interval.
+ */
+const ONLINE_TTL = loadSettings({}).onlineTtlMs;
+const HEARTBEAT_INTERVAL = HEARTBEAT_INTERVAL_MS;
 /** DESIGN §3: detect ACK timeout 20 s. */
 const DETECT_TIMEOUT = 20 * SECOND;
 /** Spec §2.5 / §8: bind token validity 5 minutes. */
@@ -242,7 +249,8 @@ describe("spec §3.1 client presence", () => {
   });
 
   test("spec §6.4 rule 7: heartbeats every 30 min keep a node online; it drops one TTL after the last one", () => {
-    assert.ok(ONLINE_TTL > HEARTBEAT_INTERVAL);
+    assert.equal(ONLINE_TTL, 45 * MINUTE, "DESIGN §3: the default online TTL");
+    assert.ok(ONLINE_TTL > HEARTBEAT_INTERVAL, "the default TTL exceeds the agent's heartbeat interval");
     const h = online(start());
     for (let i = 0; i < 10; i += 1) {
       h.advance(HEARTBEAT_INTERVAL);
@@ -344,6 +352,46 @@ describe("spec §3.1 client presence", () => {
       assert.equal(h.context().lastReachableAt, h.clock.now());
     },
   );
+
+  for (const [from, setup] of [
+    ["dropped", (h: Harness) => dropped(h)],
+    ["offline after a will", (h: Harness) => {
+      online(h, true);
+      h.send({ type: "mqtt.will" });
+    }],
+  ] as const) {
+    test(`spec §3.1 transition 2, §6.4 rule 6: ${from} → a failed detect ACK → online; the TTL runs from it; a publish error changes nothing`, () => {
+      const h = start();
+      setup(h);
+      h.advance(2 * MINUTE);
+      h.send({ type: "detect.sent" });
+      h.advance(SECOND);
+      h.send({ type: "detect.failed" });
+      assert.notEqual(h.state("presence"), "online", "a publish error is no ACK: nothing was received");
+      h.send({ type: "detect.sent" });
+      h.advance(SECOND);
+      const ackAt = h.clock.now();
+      h.send({ type: "detect.failed", ack: true });
+      assert.equal(h.state("presence"), "online");
+      assert.equal(h.state("runtime"), "unknown", "a failed detect reports no runtime");
+      assert.equal(h.state("probe"), "idle");
+      assert.equal(h.context().lastReachableAt, ackAt);
+      h.advance(ONLINE_TTL - 1);
+      assert.equal(h.state("presence"), "online");
+      h.advance(1);
+      assert.equal(h.state("presence"), "dropped");
+    });
+  }
+
+  test("spec §3.1 last row: a failed detect ACK does not bring a never-bound or reset node online", () => {
+    const never = start();
+    never.send({ type: "detect.failed", ack: true });
+    assert.equal(never.state("presence"), "offline");
+    const reset = online(start());
+    reset.send({ type: "client.reset" });
+    reset.send({ type: "detect.failed", ack: true });
+    assert.equal(reset.state("presence"), "offline");
+  });
 
   for (const [from, setup] of [
     ["online", (h: Harness) => online(h, true)],

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { spawn, execFile, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import type { TestContext } from "node:test";
@@ -51,9 +51,11 @@ function pluginPath(template: string): string {
  * file in `dir`, and `user` set to whoever runs the test (as root mosquitto would otherwise drop
  * to user `mosquitto`, who cannot write a root-owned temp directory; see docs/history/decisions-2026.md "deploy/mosquitto/mosquitto.conf").
  */
-export function deriveConfig(template: string, opts: { port: number; dir: string; user: string }): string {
+export function deriveConfig(template: string, opts: { port: number; dir: string; user: string; includeDir?: string }): string {
   const lines = template.split("\n").map((line) => {
     if (/^listener\s/.test(line)) return `listener ${opts.port} 127.0.0.1`;
+    // The deployment's extra listeners: the test's own directory, or none.
+    if (/^include_dir\s/.test(line)) return opts.includeDir === undefined ? "" : `include_dir ${opts.includeDir}`;
     if (/^plugin_opt_config_file\s/.test(line)) return `plugin_opt_config_file ${join(opts.dir, "dynamic-security.json")}`;
     if (/^plugin\s/.test(line)) return `plugin ${pluginPath(template)}`;
     if (/^user\s/.test(line)) return "";
@@ -65,8 +67,30 @@ export function deriveConfig(template: string, opts: { port: number; dir: string
   return `${lines.join("\n")}\nuser ${opts.user}\n`;
 }
 
+/** The deployment's TLS listener (deploy/mosquitto/conf.d/svc-tls.conf). */
+export const TLS_TEMPLATE = join(repoRoot, "deploy", "mosquitto", "conf.d", "svc-tls.conf");
+
+/**
+ * The test's TLS listener: the deployment's fragment with the listener on `127.0.0.1:{port}` and
+ * the certificate files taken from `certDir` (server.pem, server.key, ca.pem: the names the
+ * fragment uses).
+ */
+export function deriveTlsConfig(fragment: string, opts: { port: number; certDir: string }): string {
+  const lines = fragment.split("\n").map((line) => {
+    if (/^listener\s/.test(line)) return `listener ${opts.port} 127.0.0.1`;
+    const file = /^(certfile|keyfile|cafile)\s+\S*\/([^/\s]+)$/.exec(line);
+    return file === null ? line : `${file[1]} ${join(opts.certDir, file[2] ?? "")}`;
+  });
+  for (const directive of ["listener", "max_qos", "certfile", "keyfile"]) {
+    assert.ok(lines.some((l) => l.startsWith(`${directive} `)), `the TLS fragment sets ${directive}`);
+  }
+  return `${lines.join("\n")}\n`;
+}
+
 export interface MosquittoBroker {
   port: number;
+  /** The TLS listener's port when started with `tls`. */
+  tlsPort: number | undefined;
   url: string;
   dir: string;
   adminUser: string;
@@ -85,7 +109,7 @@ export interface MosquittoBroker {
  * (a broker that is down at first). Returns undefined when the test was skipped (mosquitto
  * missing and SVC_TEST_REQUIRE_SYSTEM is not "1").
  */
-export async function mosquitto(t: TestContext, opts: { start?: boolean } = {}): Promise<MosquittoBroker | undefined> {
+export async function mosquitto(t: TestContext, opts: { start?: boolean; tls?: { certDir: string } } = {}): Promise<MosquittoBroker | undefined> {
   const bin = binary("mosquitto", true);
   const ctrl = binary("mosquitto_ctrl", false);
   if (bin === undefined || ctrl === undefined) {
@@ -97,12 +121,21 @@ export async function mosquitto(t: TestContext, opts: { start?: boolean } = {}):
   const adminPassword = randomBytes(18).toString("base64url");
   await execFileP(ctrl, ["dynsec", "init", join(dir, "dynamic-security.json"), ADMIN_USER, adminPassword]);
   const conf = join(dir, "mosquitto.conf");
-  writeFileSync(conf, deriveConfig(readFileSync(TEMPLATE, "utf8"), { port, dir, user: userInfo().username }));
+  let tlsPort: number | undefined;
+  let includeDir: string | undefined;
+  if (opts.tls !== undefined) {
+    tlsPort = await freeTcpPort("127.0.0.1");
+    includeDir = join(dir, "conf.d");
+    mkdirSync(includeDir);
+    writeFileSync(join(includeDir, "svc-tls.conf"), deriveTlsConfig(readFileSync(TLS_TEMPLATE, "utf8"), { port: tlsPort, certDir: opts.tls.certDir }));
+  }
+  writeFileSync(conf, deriveConfig(readFileSync(TEMPLATE, "utf8"), { port, dir, user: userInfo().username, ...(includeDir === undefined ? {} : { includeDir }) }));
   let child: ChildProcess | undefined;
   let exited: Promise<void> = Promise.resolve();
   let out = "";
   const m: MosquittoBroker = {
     port,
+    tlsPort,
     url: `mqtt://127.0.0.1:${port}`,
     dir,
     adminUser: ADMIN_USER,
