@@ -37,6 +37,7 @@ export default {
     testFiles: [
       "test/machines/node.machine.test.ts",
       "test/machines/node.machine.mutants.test.ts",
+      "test/machines/sync-derivation.props.test.ts",
       "test/machines/machines-docs.test.ts",
       "test/mqtt/authz.policy.test.ts",
       "test/mqtt/authz.policy.props.test.ts",
