@@ -6,10 +6,12 @@
  * - {@link toAmneziaVpnLink}: the `vpn://` link the AmneziaVPN app imports.
  * - {@link amneziaVpnQrChunks}: the AmneziaVPN app's own multi-QR layout of the same link.
  *
- * What the apps accept, from their sources:
+ * What the apps accept, from their sources (amneziawg-android at 5c16489e, amnezia-client at
+ * 82d96a96 and its current `dev` import code):
  * - amneziawg-android `config/Interface.java` and `config/Peer.java`, amneziawg-apple
  *   `TunnelConfiguration+WgQuickConfig.swift`: the text goes straight to a wg-quick parser that
- *   knows only WireGuard's keys plus `Jc, Jmin, Jmax, S1–S4, H1–H4, I1–I5`; an unknown key (a
+ *   knows only WireGuard's keys plus `Jc, Jmin, Jmax, S1–S4, H1–H4, I1–I5` (H kept as a string,
+ *   so `A-B` ranges pass); an unknown key (a
  *   `PostUp`, say) or an empty value (`PublicKey =`) is a syntax error, so the export carries only
  *   the keys in {@link AMNEZIAWG_INTERFACE_KEYS} and {@link AMNEZIAWG_PEER_KEYS}, as `Key = Value`.
  * - amnezia-client `ui/controllers/importController.cpp` (`extractWireGuardConfig`): the plain

@@ -244,3 +244,15 @@ test("the AmneziaVPN QR chunks reassemble, in any order, to the link's compresse
   assert.throws(() => amneziaVpnQrChunks(Buffer.alloc(255 * 850 + 1)), (err) => err instanceof ClientFormatRefusal && err.reason === "too_large");
   assert.equal(amneziaVpnQrChunks(Buffer.alloc(255 * 850)).length, 255);
 });
+
+test("empty values and comments never reach the AmneziaWG apps (an empty PublicKey or PresharedKey is their 'syntax error in peer')", () => {
+  const text = ["# a comment", "[Interface]", "PrivateKey = " + (KEYS[0]?.privateKey ?? ""), "Address = 10.9.0.5/24", "DNS =", "", "[Peer]", "# peer", "PublicKey = " + (KEYS[1]?.publicKey ?? ""), "PresharedKey =", "AllowedIPs = 10.9.0.1/32", "Endpoint = 203.0.113.1:51820", ""].join("\n");
+  assert.equal(
+    toAmneziaWgText(text),
+    `[Interface]\nPrivateKey = ${KEYS[0]?.privateKey}\nAddress = 10.9.0.5/24\n\n[Peer]\nPublicKey = ${KEYS[1]?.publicKey}\nAllowedIPs = 10.9.0.1/32\nEndpoint = 203.0.113.1:51820\n`,
+  );
+  const { json } = decodeVpnLink(toAmneziaVpnLink(text, { description: "d" }));
+  assert.equal(json.dns1, undefined);
+  const last = JSON.parse(String(((json.containers as Array<Record<string, unknown>>)[0]?.wireguard as Record<string, unknown>).last_config)) as Record<string, unknown>;
+  assert.equal(last.psk_key, undefined);
+});
