@@ -30,6 +30,7 @@
  *   without padding, one QR code each.
  */
 import { deflateSync } from "node:zlib";
+import { AMNEZIAVPN_QR_CHUNK_BYTES, AMNEZIAVPN_QR_MAX_CHUNKS, amneziaVpnQrChunks as qrChunks } from "../protocol/amneziavpn-qr.js";
 import { publicKeyFromPrivate } from "./keys.js";
 
 /** `[Interface]` keys the AmneziaWG apps accept that this project renders, in output order. */
@@ -40,10 +41,6 @@ export const AMNEZIAWG_PEER_KEYS = ["PublicKey", "PresharedKey", "AllowedIPs", "
 /** Keys of wg-quick that only a Linux host runs (hub forwarding, port forwards): no app can. */
 const HOST_ONLY_KEYS = new Set(["PostUp", "PostDown", "PreUp", "PreDown", "Table", "SaveConfig", "FwMark"]);
 
-/** Size of one AmneziaVPN QR chunk in compressed bytes (exportController.cpp `k = 850`). */
-export const AMNEZIAVPN_QR_CHUNK_BYTES = 850;
-/** Magic number opening every AmneziaVPN QR chunk (amnezia-client `core/defs.h` `qrMagicCode`). */
-export const AMNEZIAVPN_QR_MAGIC = 1984;
 
 /** Why a config cannot be had in an Amnezia format (mapped to `CONFLICT` by the service layer). */
 export type ClientFormatRefusalReason = "host_only_commands" | "needs_one_server" | "too_large";
@@ -213,26 +210,14 @@ export function toAmneziaVpnLink(configText: string, options: AmneziaVpnLinkOpti
 }
 
 /**
- * The AmneziaVPN app's own QR layout of a payload: one base64url string (no padding) per
- * {@link AMNEZIAVPN_QR_CHUNK_BYTES}-byte chunk, each the `QDataStream` (big-endian) of qint16
- * {@link AMNEZIAVPN_QR_MAGIC}, quint8 chunk count, quint8 chunk index, quint32 chunk length and
- * the chunk's bytes.
+ * The AmneziaVPN app's own QR layout of a payload (src/protocol/amneziavpn-qr.ts, where the
+ * console can import it too): one base64url string per 850-byte chunk.
  * @param payload {@link amneziaVpnPayload}'s bytes
- * @throws ClientFormatRefusal (`too_large`) when the
- *   payload needs more than 255 chunks (the count is a quint8)
+ * @throws ClientFormatRefusal (`too_large`) when the payload needs more than 255 chunks
  */
-export function amneziaVpnQrChunks(payload: Buffer): string[] {
-  const count = Math.ceil(payload.length / AMNEZIAVPN_QR_CHUNK_BYTES);
-  if (count > 255) throw new ClientFormatRefusal("amneziavpn", "too_large", "the config is too large for the AmneziaVPN app's QR codes");
-  const chunks: string[] = [];
-  for (let index = 0; index < count; index++) {
-    const bytes = payload.subarray(index * AMNEZIAVPN_QR_CHUNK_BYTES, (index + 1) * AMNEZIAVPN_QR_CHUNK_BYTES);
-    const head = Buffer.alloc(8);
-    head.writeInt16BE(AMNEZIAVPN_QR_MAGIC, 0);
-    head.writeUInt8(count, 2);
-    head.writeUInt8(index, 3);
-    head.writeUInt32BE(bytes.length, 4);
-    chunks.push(Buffer.concat([head, bytes]).toString("base64url"));
+export function amneziaVpnQrChunks(payload: Uint8Array): string[] {
+  if (Math.ceil(payload.length / AMNEZIAVPN_QR_CHUNK_BYTES) > AMNEZIAVPN_QR_MAX_CHUNKS) {
+    throw new ClientFormatRefusal("amneziavpn", "too_large", "the config is too large for the AmneziaVPN app's QR codes");
   }
-  return chunks;
+  return qrChunks(payload);
 }

@@ -19,6 +19,7 @@ import {
   toAmneziaWgText,
 } from "../../src/domain/client-formats.js";
 import { generateKeyPair } from "../../src/domain/keys.js";
+import { amneziaVpnQrChunksOfLink } from "../../src/protocol/amneziavpn-qr.js";
 import { renderNodeConfig, type RenderInput, type RenderPeer } from "../../src/domain/render.js";
 
 /** The keys the AmneziaWG apps' parsers accept, per section (WireGuard's plus Jc…I5). */
@@ -230,6 +231,10 @@ test("the AmneziaVPN QR chunks reassemble, in any order, to the link's compresse
   const { compressed } = decodeVpnLink(toAmneziaVpnLink(wireguard, { description: "d" }));
   assert.deepEqual(payload, compressed);
   assert.deepEqual(reassembleChunks(amneziaVpnQrChunks(payload)), payload);
+  // The console's way: cut the downloaded link itself (no zlib in a browser).
+  const link = toAmneziaVpnLink(wireguard, { description: "d" });
+  assert.deepEqual(amneziaVpnQrChunksOfLink(link), amneziaVpnQrChunks(payload));
+  assert.throws(() => amneziaVpnQrChunksOfLink("https://example.net"), RangeError);
   fc.assert(
     fc.property(fc.uint8Array({ minLength: 1, maxLength: 5000 }), fc.integer(), (bytes, seed) => {
       const data = Buffer.from(bytes);
