@@ -11,6 +11,7 @@ import {
   tunnelProtocolSchema,
 } from "../protocol/fields.js";
 import { configIdSchema, forwardIdSchema, nodeIdSchema, pairIdSchema } from "../protocol/ids.js";
+import { configFormatSchema } from "../protocol/config-formats.js";
 
 /**
  * zod schemas of the REST boundary (DESIGN §5): request parts and response whitelists.
@@ -47,6 +48,8 @@ export {
 } from "../protocol/rest.schema.js";
 
 export const downloadQuery = z.object({ download_token: z.string().max(256).optional() });
+/** A node config download's query: the token and the format (`wireguard` when absent). */
+export const nodeConfigDownloadQuery = downloadQuery.extend({ format: configFormatSchema.default("wireguard") });
 
 // ---- responses ----------------------------------------------------------------------------
 

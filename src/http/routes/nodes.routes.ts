@@ -4,10 +4,11 @@ import type { DownloadsService } from "../../services/downloads.service.js";
 import type { MeshService } from "../../services/mesh.service.js";
 import type { App } from "../route-kit.js";
 import { configFileName } from "../../protocol/config-file-name.js";
+import { formatNodeConfig } from "../../services/config-formats.js";
 import { nodeCountsAnswer, nodeFilterQuery, nodeListAnswer, nodeListQuery } from "../../protocol/rest.schema.js";
 import {
   createNodeBody,
-  downloadQuery,
+  nodeConfigDownloadQuery,
   downloadTokenResponse,
   errorResponses,
   nodeParams,
@@ -179,11 +180,12 @@ export async function nodesRoutes(
       schema: {
         operationId: "downloadNodeConfig",
         tags,
-        summary: "Download the node's config text with a download token (no admin session), as <config>-<node>.conf; records the version served",
+        summary:
+          "Download the node's config with a download token (no admin session) and record the version served: format=wireguard (default) the config text as <config>-<node>.conf, amneziawg the text the AmneziaWG apps import (.conf), amneziavpn the AmneziaVPN app's vpn:// link (.vpn)",
         security: [],
         params: nodeParams,
-        querystring: downloadQuery,
-        response: { 200: z.string().describe("config text (text/plain)"), ...errorResponses(403, 404) },
+        querystring: nodeConfigDownloadQuery,
+        response: { 200: z.string().describe("config text or vpn:// link (text/plain)"), ...errorResponses(403, 404, 409) },
       },
     },
     async (req, reply) => {
@@ -191,13 +193,15 @@ export async function nodesRoutes(
       // Token first: an unauthenticated caller learns nothing about which nodes exist.
       await downloads.verify(req.query.download_token, "node_config", nodeConfigResource(config_id, node_id));
       const staged = await mesh.getStagedConfig(config_id, node_id);
+      const file = formatNodeConfig(staged, req.query.format);
       await downloads.recordConfigDownload(config_id, node_id, staged);
       return reply
         .status(200)
         .header("content-type", "text/plain; charset=utf-8")
-        .header("content-disposition", `attachment; filename="${downloadFileName(staged)}"`)
+        .header("content-disposition", `attachment; filename="${file.filename}"`)
         .header("cache-control", "no-store")
-        .send(staged.config_text);
+        .send(file.body);
     },
   );
 }
+
