@@ -31,6 +31,7 @@
  */
 import { deflateSync } from "node:zlib";
 import { AMNEZIAVPN_QR_CHUNK_BYTES, AMNEZIAVPN_QR_MAX_CHUNKS, amneziaVpnQrChunks as qrChunks } from "../protocol/amneziavpn-qr.js";
+import type { ClientFormatRefusalReason } from "../protocol/config-formats.js";
 import { publicKeyFromPrivate } from "./keys.js";
 
 /** `[Interface]` keys the AmneziaWG apps accept that this project renders, in output order. */
@@ -41,9 +42,6 @@ export const AMNEZIAWG_PEER_KEYS = ["PublicKey", "PresharedKey", "AllowedIPs", "
 /** Keys of wg-quick that only a Linux host runs (hub forwarding, port forwards): no app can. */
 const HOST_ONLY_KEYS = new Set(["PostUp", "PostDown", "PreUp", "PreDown", "Table", "SaveConfig", "FwMark"]);
 
-
-/** Why a config cannot be had in an Amnezia format (mapped to `CONFLICT` by the service layer). */
-export type ClientFormatRefusalReason = "host_only_commands" | "needs_one_server" | "too_large";
 
 /** A config that cannot be had in the asked format; `reason` says why, `message` in the operator's terms. */
 export class ClientFormatRefusal extends Error {

@@ -4,7 +4,7 @@ import { parseConfigNetwork } from "../domain/address-pool.js";
 import { generateAwgParams } from "../domain/awg.js";
 import { AppError } from "../errors.js";
 import { newId } from "../protocol/ids.js";
-import type { NodeMode } from "../protocol/enums.js";
+import type { NodeMode, TunnelProtocol } from "../protocol/enums.js";
 import * as configsRepo from "../store/configs.repository.js";
 import type { AfterCommit, Db, Store } from "../store/db.js";
 import * as pairsRepo from "../store/mesh-pairs.repository.js";
@@ -278,16 +278,16 @@ export class MeshService {
   async getStagedConfig(
     configId: string,
     nodeId: string,
-  ): Promise<{ node: NodeRow; config_name: string; config_version: number; config_sha256: string; config_text: string }> {
+  ): Promise<{ node: NodeRow; config_name: string; tunnel_protocol: TunnelProtocol; config_version: number; config_sha256: string; config_text: string }> {
     const node = await requireNode(this.#store.db, configId, nodeId);
-    const { name: configName } = await requireConfig(this.#store.db, configId);
+    const { name: configName, tunnel_protocol } = await requireConfig(this.#store.db, configId);
     // Rendered on first demand after a write changed it (lazy staging, src/services/rendering.service.ts).
     const staged = await materializeStaged(this.#store.db, node);
     if (staged === null) {
       // Every write stages, so this only happens on a database edited by hand.
       throw new AppError("NOT_FOUND", "the node has no staged config");
     }
-    return { node, config_name: configName, ...staged };
+    return { node, config_name: configName, tunnel_protocol, ...staged };
   }
 
   // ---- mesh pairs ----------------------------------------------------------------------

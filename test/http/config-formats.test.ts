@@ -103,3 +103,46 @@ test("amneziavpn needs one server: a node with two peers with endpoints is refus
   assert.equal(res.json.error.details?.reason, "needs_one_server");
   assert.equal((await h.req("GET", `${path}&format=amneziawg`, undefined, { auth: false })).status, 200);
 });
+
+/** `GET …/config/apps` of a node, answered 200. */
+async function appConfigs(h: Harness, configId: string, nodeId: string) {
+  const res = await h.req("GET", `/api/v1/configs/${configId}/nodes/${nodeId}/config/apps`);
+  assert.equal(res.status, 200, res.text);
+  return res.json as { config_version: number; config_sha256: string; apps: Array<{ app: string; filename: string; text: string | null; refusal: { reason: string; message: string } | null }> };
+}
+
+test("the console's per-app configs are the download formats' bodies: a wireguard phone gets all three apps", async (t) => {
+  const h = await startHarness(t);
+  const config = await createConfig(h, { name: "Office mesh" });
+  await createNode(h, config.config_id, { name: "gw", public_address: "203.0.113.1" });
+  const phone = await createNode(h, config.config_id, { name: "phone" });
+  const answer = await appConfigs(h, config.config_id, phone.node_id);
+  assert.deepEqual(answer.apps.map((a) => [a.app, a.filename, a.refusal]), [
+    ["wireguard", "Office-mesh-phone.conf", null],
+    ["amneziawg", "Office-mesh-phone.conf", null],
+    ["amneziavpn", "Office-mesh-phone.vpn", null],
+  ]);
+  const path = await downloadPath(h, config.config_id, phone.node_id);
+  for (const entry of answer.apps) {
+    const res = await h.req("GET", `${path}&format=${entry.app}`, undefined, { auth: false });
+    assert.equal(res.text, entry.text, `${entry.app}: the same body as the download`);
+  }
+  const staged = await h.req("GET", `/api/v1/configs/${config.config_id}/nodes/${phone.node_id}/config`);
+  assert.equal(answer.config_sha256, staged.json.config_sha256);
+});
+
+test("the WireGuard app is not offered an awg_2 config (needs_amnezia_app); a full-mesh node is refused by AmneziaVPN only; unknown nodes are 404", async (t) => {
+  const h = await startHarness(t);
+  const config = await createConfig(h, { tunnel_protocol: "awg_2" });
+  await createNode(h, config.config_id, { public_address: "203.0.113.1" });
+  await createNode(h, config.config_id, { public_address: "203.0.113.2" });
+  const phone = await createNode(h, config.config_id, { name: "phone" });
+  const answer = await appConfigs(h, config.config_id, phone.node_id);
+  assert.deepEqual(answer.apps.map((a) => [a.app, a.refusal?.reason ?? null, a.text === null]), [
+    ["wireguard", "needs_amnezia_app", true],
+    ["amneziawg", null, false],
+    ["amneziavpn", "needs_one_server", true],
+  ]);
+  assert.match(answer.apps[0]?.refusal?.message ?? "", /AmneziaWG or AmneziaVPN app/);
+  assertError(await h.req("GET", `/api/v1/configs/${config.config_id}/nodes/nd_missing/config/apps`), "NOT_FOUND");
+});

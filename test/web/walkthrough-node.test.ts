@@ -48,14 +48,15 @@ test("a static node: 'static (no agent)' on its page and in the mesh table; its 
   await page.getByRole("button", { name: "Show private key" }).click();
   await expectText(text, new RegExp(`PrivateKey = ${privateKey.replace(/[+/=]/g, "\\$&")}`));
   await page.getByRole("button", { name: "Hide private key" }).click();
-  await page.getByRole("button", { name: "Show QR code" }).click();
-  await page.getByRole("img", { name: "QR code of the config of laptop 7" }).waitFor();
-  await page.getByRole("button", { name: "Hide QR code" }).click();
+  await page.getByRole("button", { name: "Show QR codes" }).click();
+  await page.getByRole("img", { name: "QR code for the WireGuard app: laptop 7" }).waitFor();
+  await page.getByRole("button", { name: "Hide QR codes" }).click();
+  assert.equal(await page.getByRole("img", { name: /^QR code/ }).count(), 0, "hidden again");
 
   // The download is named after the config and the node; wg-quick brings it up under the node's interface name.
   await expectText(page.getByLabel("wg-quick command"), "sudo mkdir -p /etc/wireguard && sudo install -m 600 Office-mesh-laptop-7.conf /etc/wireguard/svc0.conf && sudo wg-quick up svc0");
   await page.getByRole("button", { name: "Create download link" }).click();
-  const link = page.getByRole("link", { name: "Download Office-mesh-laptop-7.conf" });
+  const link = page.getByRole("link", { name: "Download Office-mesh-laptop-7.conf", exact: true });
   const [download] = await Promise.all([page.waitForEvent("download"), link.click()]);
   assert.equal(download.suggestedFilename(), "Office-mesh-laptop-7.conf");
   assert.match(await page.getByRole("textbox", { name: "curl command" }).inputValue(), /^curl -fsSL -o Office-mesh-laptop-7\.conf '/);

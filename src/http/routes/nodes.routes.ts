@@ -4,7 +4,8 @@ import type { DownloadsService } from "../../services/downloads.service.js";
 import type { MeshService } from "../../services/mesh.service.js";
 import type { App } from "../route-kit.js";
 import { configFileName } from "../../protocol/config-file-name.js";
-import { formatNodeConfig } from "../../services/config-formats.js";
+import { formatNodeConfig, nodeAppConfigs } from "../../services/config-formats.js";
+import { nodeAppConfigsAnswer } from "../../protocol/config-formats.js";
 import { nodeCountsAnswer, nodeFilterQuery, nodeListAnswer, nodeListQuery } from "../../protocol/rest.schema.js";
 import {
   createNodeBody,
@@ -146,6 +147,30 @@ export async function nodesRoutes(
         config_text: staged.config_text,
         filename: downloadFileName(staged),
         last_download: last === null ? null : { config_version: last.config_version, config_sha256: last.config_sha256, downloaded_at: isoTime(last.downloaded_at) },
+      };
+    },
+  );
+
+  app.get(
+    "/api/v1/configs/:config_id/nodes/:node_id/config/apps",
+    {
+      schema: {
+        operationId: "getNodeAppConfigs",
+        tags,
+        summary:
+          "The node's staged config for each client app (WireGuard, AmneziaWG, AmneziaVPN) as the app imports it, or why that app cannot take it (holds the private key; admin only)",
+        params: nodeParams,
+        response: { 200: nodeAppConfigsAnswer, ...errorResponses(404) },
+      },
+    },
+    async (req) => {
+      const staged = await mesh.getStagedConfig(req.params.config_id, req.params.node_id);
+      return {
+        config_id: staged.node.config_id,
+        node_id: staged.node.node_id,
+        config_version: staged.config_version,
+        config_sha256: staged.config_sha256,
+        apps: nodeAppConfigs(staged, staged.tunnel_protocol),
       };
     },
   );

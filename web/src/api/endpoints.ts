@@ -7,6 +7,7 @@
  * server builds, so a route that changes its path or its answer fails there, not in a page.
  */
 import { z } from "zod";
+import * as formats from "../../../src/protocol/config-formats.js";
 import * as machine from "../../../src/protocol/machine.schema.js";
 import * as rest from "../../../src/protocol/rest.schema.js";
 import * as views from "../../../src/protocol/views.schema.js";
@@ -65,6 +66,7 @@ export const ENDPOINTS = {
   updateNode: op("PATCH", node, views.nodeViewSchema, { body: rest.updateNodeBody }),
   deleteNode: op("DELETE", node, null),
   getStagedConfig: op("GET", `${node}/config`, rest.stagedConfigAnswer),
+  getNodeAppConfigs: op("GET", `${node}/config/apps`, formats.nodeAppConfigsAnswer),
   grantNodeConfigDownload: op("POST", `${node}/download-token`, rest.downloadTokenAnswer),
 
   listMeshPairs: op("GET", `${config}/mesh-pairs`, rest.meshPairListAnswer, { query: rest.meshPairListQuery }),

@@ -23,6 +23,8 @@ export const keys = {
   nodeCounts: (configId: string, filters: NodeFilterQuery) => ["configs", configId, "node-lists", "counts", filters] as const,
   node: (configId: string, nodeId: string) => ["configs", configId, "nodes", nodeId] as const,
   stagedConfig: (configId: string, nodeId: string) => ["configs", configId, "nodes", nodeId, "staged-config"] as const,
+  /** Under the staged config's key: invalidated with it when the node is re-staged. */
+  appConfigs: (configId: string, nodeId: string) => ["configs", configId, "nodes", nodeId, "staged-config", "apps"] as const,
   portForwards: (configId: string, nodeId: string) => ["configs", configId, "nodes", nodeId, "port-forwards"] as const,
   endpointStatus: (configId: string, nodeId: string) => ["configs", configId, "nodes", nodeId, "endpoint-status"] as const,
   controlLogs: (configId: string, nodeId: string) => ["configs", configId, "nodes", nodeId, "control-logs"] as const,

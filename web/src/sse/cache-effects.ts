@@ -47,9 +47,9 @@ export const SSE_CACHE_EFFECTS = {
     // Port forwards have no event of their own; a port-forward write re-stages the node.
     cache.invalidateSoon(keys.portForwards(p.config_id, p.node_id));
   },
-  /** A newly staged config: the static node page's config text and port forwards read again. */
+  /** A newly staged config: the static node page's config text, its per-app forms and port forwards read again. */
   "node.apply.updated": (p, cache) => {
-    cache.invalidateSoon(keys.stagedConfig(p.config_id, p.node_id));
+    cache.invalidateSoon(keys.stagedConfig(p.config_id, p.node_id), false);
     cache.invalidateSoon(keys.portForwards(p.config_id, p.node_id));
   },
   /** Pairs and their integrity changed; the node page takes the node view the payload carries. */

@@ -80,6 +80,11 @@ export function useStagedConfig(configId: string, nodeId: string, enabled = true
   return useQuery({ queryKey: keys.stagedConfig(configId, nodeId), queryFn: ({ signal }) => api.getStagedConfig({ params: ids(configId, nodeId), signal }), enabled });
 }
 
+/** `GET …/nodes/{node_id}/config/apps`: the config as each client app imports it; read again when the node is re-staged. */
+export function useAppConfigs(configId: string, nodeId: string, enabled = true) {
+  return useQuery({ queryKey: keys.appConfigs(configId, nodeId), queryFn: ({ signal }) => api.getNodeAppConfigs({ params: ids(configId, nodeId), signal }), enabled });
+}
+
 /** `GET …/nodes/{node_id}/port-forwards`; read again when the node is re-staged. */
 export function usePortForwards(configId: string, nodeId: string) {
   return useQuery({ queryKey: keys.portForwards(configId, nodeId), queryFn: ({ signal }) => api.listPortForwards({ params: ids(configId, nodeId), signal }) });

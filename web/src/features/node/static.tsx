@@ -1,5 +1,4 @@
-import QRCode from "qrcode";
-import { useEffect, useRef, useState, type FormEvent, type ReactNode } from "react";
+import { useEffect, useState, type FormEvent, type ReactNode } from "react";
 import { Link } from "react-router";
 import { errorMessage } from "../../api/client.js";
 import type { ConfigDetailView, NodeView, PortForwardView, StagedConfigAnswer, TunnelProtocol } from "../../api/types.js";
@@ -12,13 +11,14 @@ import { QueryView } from "../../components/states.js";
 import { useConfigDetail } from "../mesh/queries.js";
 import { useServerSettings } from "../settings/queries.js";
 import { useConfigDownload, usePortForwardWrites, useSaveTags } from "./mutations.js";
-import { usePortForwards, useStagedConfig } from "./queries.js";
+import { AppQrCodes, CLIENT_APPS } from "./app-qr.js";
+import { useAppConfigs, usePortForwards, useStagedConfig } from "./queries.js";
 import { NodeSettings } from "./settings.js";
 
 /**
  * The node page of a static node: the staged config text, a
- * download-token link with a copy-paste `curl` command, a QR code of the config (drawn on a
- * canvas: no inline script, CSP 'self'), the node's tags and port forwards. Live through the SSE
+ * download-token link with a copy-paste `curl` command and the files for the Amnezia apps, a QR
+ * code per client app (app-qr.tsx), the node's tags and port forwards. Live through the SSE
  * cache table (the staged text refetches on `node.apply.updated` of this node). `before` is shown under
  * the heading: the MQTT-off notice and disabled controls of a dynamic node (spec §1.7 bullet 7).
  */
@@ -62,8 +62,8 @@ function StaticNodeBody({ config, node }: { config: ConfigDetailView; node: Node
         <div>
           <DownloadLink configId={config.config_id} node={node} protocol={config.tunnel_protocol} filename={staged.data?.filename} />
           <section className="card" aria-labelledby="qr-title">
-            <h2 id="qr-title">QR code</h2>
-            {staged.data !== undefined ? <QrReveal text={staged.data.config_text} name={node.name} /> : <p className="muted">Waiting for the config text…</p>}
+            <h2 id="qr-title">QR codes for the apps</h2>
+            <AppQrCodes configId={config.config_id} nodeId={node.node_id} nodeName={node.name} />
           </section>
         </div>
       </div>
@@ -223,6 +223,7 @@ function DownloadLink({ configId, node, protocol, filename }: { configId: string
             <input id="curl-command" className="mono" readOnly value={curl} onFocus={(e) => e.currentTarget.select()} />
             <CopyButton text={curl} label="curl command" />
           </div>
+          <AppDownloads configId={configId} nodeId={node.node_id} downloadPath={issue.data.download_path} />
         </div>
       )}
       <h3 className="subhead">Bring it up</h3>
@@ -236,47 +237,31 @@ function DownloadLink({ configId, node, protocol, filename }: { configId: string
         <CopyButton text={up} label={`${QUICK_DIR[protocol].quick} command`} />
       </div>
       <p className="muted">
-        {QUICK_DIR[protocol].quick} names the interface after the file ({node.interface_name}); stop it with <code>sudo {QUICK_DIR[protocol].quick} down {node.interface_name}</code>. On Windows, phones and
-        tablets, import {file} (or scan the QR code) in the {QUICK_DIR[protocol].app} app.
+        {QUICK_DIR[protocol].quick} names the interface after the file ({node.interface_name}); stop it with <code>sudo {QUICK_DIR[protocol].quick} down {node.interface_name}</code>. On Windows, import {file}{" "}
+        in the {QUICK_DIR[protocol].app} app; on phones and tablets, scan the app&apos;s QR code below.
       </p>
     </section>
   );
 }
 
-/** The QR code holds the private key: drawn only on demand. */
-function QrReveal({ text, name }: { text: string; name: string }) {
-  const [shown, setShown] = useState(false);
+/**
+ * The same download token's files for the Amnezia apps (`format=amneziawg|amneziavpn`), for the
+ * apps that can take this config (the WireGuard app takes the file above).
+ */
+function AppDownloads({ configId, nodeId, downloadPath }: { configId: string; nodeId: string; downloadPath: string }) {
+  const apps = useAppConfigs(configId, nodeId);
+  const offered = (apps.data?.apps ?? []).filter((a) => a.app !== "wireguard" && a.text !== null);
+  if (offered.length === 0) return null;
   return (
-    <>
-      <p className="muted">It holds the node&apos;s private key: show it only where no one else can scan it.</p>
-      <button type="button" aria-pressed={shown} onClick={() => setShown(!shown)}>
-        {shown ? "Hide QR code" : "Show QR code"}
-      </button>
-      {shown && <ConfigQr text={text} name={name} />}
-    </>
-  );
-}
-
-/** The config text as a QR code on a canvas (WireGuard mobile apps import it by scanning). */
-function ConfigQr({ text, name }: { text: string; name: string }) {
-  const ref = useRef<HTMLCanvasElement>(null);
-  const [error, setError] = useState<string | null>(null);
-  useEffect(() => {
-    if (ref.current === null) return;
-    QRCode.toCanvas(ref.current, text, { errorCorrectionLevel: "L", margin: 2, width: 256 }).then(
-      () => setError(null),
-      (err: unknown) => setError(errorMessage(err)),
-    );
-  }, [text]);
-  return (
-    <>
-      <canvas ref={ref} className="qr" role="img" aria-label={`QR code of the config of ${name}`} width={256} height={256} />
-      {error !== null && (
-        <p className="form-error" role="alert">
-          The QR code could not be drawn: {error}
-        </p>
-      )}
-    </>
+    <ul className="app-downloads" aria-label="Files for the Amnezia apps">
+      {offered.map((a) => (
+        <li key={a.app}>
+          <a href={`${downloadPath}&format=${a.app}`} download={a.filename}>
+            Download {a.filename} for the {CLIENT_APPS[a.app].name}
+          </a>
+        </li>
+      ))}
+    </ul>
   );
 }
 
