@@ -38,9 +38,10 @@ function capitalised(text: string): string {
 
 /**
  * A form's error line (`role="alert"`, id `id`, which the field in error names in its
- * `aria-describedby`); nothing when `error` is null or undefined.
+ * `aria-describedby`); nothing when `error` is null or undefined. Without `labels`, the
+ * service's message with a capital first letter.
  */
-export function FormError({ error, labels, id }: { error: unknown; labels: FieldLabels; id?: string }) {
+export function FormError({ error, labels = {}, id }: { error: unknown; labels?: FieldLabels; id?: string }) {
   if (error === null || error === undefined) return null;
   return (
     <p className="form-error" role="alert" id={id}>

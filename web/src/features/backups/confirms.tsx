@@ -1,9 +1,9 @@
 /** The restore and delete confirmations of a snapshot, and the words for what a restore does. */
 import { useId, useState } from "react";
-import { errorMessage } from "../../api/client.js";
 import type { RestoreAnswer, SnapshotEntry } from "../../api/types.js";
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
 import type { useDeleteSnapshot, useRestoreSnapshot } from "./mutations.js";
+import { FormError } from "../../components/form-error.js";
 
 /** "1 node", "3 nodes". */
 export function counted(n: number, noun: string): string {
@@ -109,11 +109,7 @@ function RestoreConfirm({ snapshot: s, open, restore, onClose, onRestored }: {
         <strong>{bindAgainText(s.contents)}</strong>
       </p>
       {s.encrypted && passphraseField}
-      {restore.isError && (
-        <p className="form-error" role="alert">
-          {errorMessage(restore.error)}
-        </p>
-      )}
+      <FormError error={restore.error} />
     </ConfirmDialog>
   );
 }

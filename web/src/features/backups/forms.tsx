@@ -2,6 +2,7 @@
 import { useId, useRef, useState, type FormEvent } from "react";
 import { errorMessage } from "../../api/client.js";
 import { useCreateSnapshot, useImportSnapshot } from "./mutations.js";
+import { FormError } from "../../components/form-error.js";
 
 /** The shortest passphrase the service accepts for a new encrypted snapshot. */
 const MIN_PASSPHRASE = 12;
@@ -100,11 +101,7 @@ export function ImportForm() {
           {upload.isPending ? "Importing…" : "Import snapshot"}
         </button>
       </div>
-      {upload.isError && (
-        <p className="form-error" role="alert">
-          {errorMessage(upload.error)}
-        </p>
-      )}
+      <FormError error={upload.error} />
       {upload.isSuccess && (
         <p className="form-ok" role="status">
           Imported as {upload.data.snapshot_id}. Restore it from the list.

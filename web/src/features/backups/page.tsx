@@ -1,5 +1,4 @@
 import { useState } from "react";
-import { errorMessage } from "../../api/client.js";
 import type { RestoreAnswer, SnapshotEntry } from "../../api/types.js";
 import { Countdown } from "../../components/countdown.js";
 import { QueryView } from "../../components/states.js";
@@ -7,6 +6,7 @@ import { contentsText, restoredText, SnapshotConfirms, type Confirming } from ".
 import { CreateForm, ImportForm } from "./forms.js";
 import { useDeleteSnapshot, useRestoreSnapshot, useSnapshotDownload } from "./mutations.js";
 import { useBackups } from "./queries.js";
+import { FormError } from "../../components/form-error.js";
 
 /** Bytes as "12.3 KB" (1 KB = 1024 bytes). */
 export function formatBytes(bytes: number): string {
@@ -142,11 +142,7 @@ function SnapshotRow({ snapshot: s, onRestored }: { snapshot: SnapshotEntry; onR
             Delete
           </button>
         </div>
-        {failed !== null && (
-          <p className="form-error" role="alert">
-            {errorMessage(failed)}
-          </p>
-        )}
+        <FormError error={failed} />
         <SnapshotConfirms snapshot={s} confirm={confirm} restore={restore} remove={remove} onClose={() => setConfirm(null)} onRestored={onRestored} />
       </td>
     </tr>

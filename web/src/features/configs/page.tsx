@@ -1,7 +1,6 @@
 import { useState, type FormEvent } from "react";
 import { Link, useNavigate, useSearchParams } from "react-router";
 import { nameSchema } from "../../../../src/protocol/fields.js";
-import { errorMessage } from "../../api/client.js";
 import type { ConfigView, TunnelProtocol } from "../../api/types.js";
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
 import { FormError, invalidProps } from "../../components/form-error.js";
@@ -126,11 +125,7 @@ function DeleteConfigDialog({ config, onClose }: { config: ConfigView | null; on
       }}
     >
       <p>Its nodes, pairs and port forwards are deleted with it. Bound clients lose their access.</p>
-      {remove.isError && (
-        <p className="form-error" role="alert">
-          {errorMessage(remove.error)}
-        </p>
-      )}
+      <FormError error={remove.error} />
     </ConfirmDialog>
   );
 }

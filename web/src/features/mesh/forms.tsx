@@ -162,11 +162,7 @@ export function ProtocolSwitch({ config }: { config: ConfigDetailView }) {
           {n === 0 ? "No node is re-staged: the config has no nodes yet." : `${n} ${n === 1 ? "node is" : "nodes are"} re-staged with a new config.`} Dynamic nodes
           show <strong>pending</strong> until they apply it; static nodes need their new config file.
         </p>
-        {patch.isError && (
-          <p className="form-error" role="alert">
-            {errorMessage(patch.error)}
-          </p>
-        )}
+        <FormError error={patch.error} />
       </ConfirmDialog>
     </>
   );

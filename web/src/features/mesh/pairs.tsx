@@ -5,6 +5,7 @@ import { IntegrityBadge } from "../../components/integrity-badge.js";
 import { QueryView } from "../../components/states.js";
 import { useCreatePair, useDeletePair, useTogglePair } from "./mutations.js";
 import { useMeshPairs } from "./queries.js";
+import { FormError } from "../../components/form-error.js";
 
 /** How many pairs the list shows at once (a full mesh of n nodes has n(n-1)/2). */
 const PAGE = 100;
@@ -125,11 +126,7 @@ function CreatePairForm({ config }: { config: ConfigDetailView }) {
           Create pair
         </button>
       </div>
-      {create.isError && (
-        <p className="form-error" role="alert">
-          {errorMessage(create.error)}
-        </p>
-      )}
+      <FormError error={create.error} />
     </form>
   );
 }

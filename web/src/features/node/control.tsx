@@ -1,5 +1,4 @@
 import { useState } from "react";
-import { errorMessage } from "../../api/client.js";
 import type { LogRow } from "../../api/patches.js";
 import type { ControlAction, EndpointStatusView, NodeView } from "../../api/types.js";
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
@@ -8,6 +7,7 @@ import { RelativeTime } from "../../components/relative-time.js";
 import { QueryView } from "../../components/states.js";
 import { useMakeStatic, useResetClient, useSendControl } from "./mutations.js";
 import { useEndpointStatus, useLiveControlLog } from "./queries.js";
+import { FormError } from "../../components/form-error.js";
 
 /**
  * The control page of a dynamic node with `client_initialized=true` (spec §3.2): presence
@@ -113,11 +113,7 @@ function Controls({ node, rows }: { node: NodeView; rows: LogRow[] }) {
           Start is {held.message}.
         </p>
       )}
-      {send.isError && (
-        <p className="form-error" role="alert">
-          {errorMessage(send.error)}
-        </p>
-      )}
+      <FormError error={send.error} />
     </section>
   );
 }
@@ -155,11 +151,7 @@ function ControlLogTable({ rows, error, loading }: { rows: LogRow[]; error: unkn
   return (
     <section className="card" aria-labelledby="control-log-title">
       <h2 id="control-log-title">Control log</h2>
-      {error !== null && (
-        <p className="form-error" role="alert">
-          {errorMessage(error)}
-        </p>
-      )}
+      <FormError error={error} />
       {loading && rows.length === 0 ? (
         <p className="muted" role="status">
           Loading the control log…
@@ -216,11 +208,7 @@ function DangerZone({ node }: { node: NodeView }) {
           Change to static
         </button>
       </div>
-      {failed !== null && (
-        <p className="form-error" role="alert">
-          {errorMessage(failed)}
-        </p>
-      )}
+      <FormError error={failed} />
       <ConfirmDialog
         open={confirm === "reset"}
         title={`Reset the client of ${node.name}?`}

@@ -22,6 +22,7 @@ import { useConfigDetail } from "../mesh/queries.js";
 import { useSystemStatus } from "../system/queries.js";
 import { useBindCommand, useClientDownload } from "./mutations.js";
 import { PREREQUISITES, bindCommandFor, type Step } from "./setup-steps.js";
+import { FormError } from "../../components/form-error.js";
 
 const OS_LABEL: Record<ClientGoos, string> = { linux: "Linux", darwin: "macOS", windows: "Windows" };
 
@@ -168,11 +169,7 @@ function ClientDownload({ os }: { os: ClientGoos }) {
               {granted !== undefined && (
                 <DownloadBlock os={os} filename={granted.filename} url={granted.download_path} command={granted.command} expiresAt={granted.download_token_expires_at} />
               )}
-              {grant.isError && (
-                <p className="form-error" role="alert">
-                  {errorMessage(grant.error)}
-                </p>
-              )}
+              <FormError error={grant.error} />
             </>
           )
         }
@@ -317,11 +314,7 @@ function BindCommand({ node, os }: { node: NodeView; os: ClientGoos }) {
           </p>
         </>
       )}
-      {issue.isError && (
-        <p className="form-error" role="alert">
-          {errorMessage(issue.error)}
-        </p>
-      )}
+      <FormError error={issue.error} />
     </section>
   );
 }

@@ -1,9 +1,9 @@
 import { lazy, Suspense, useMemo, useState } from "react";
-import { errorMessage } from "../../api/client.js";
 import type { NodeTransitionView, RegionValues } from "../../api/types.js";
 import { Loading, QueryView } from "../../components/states.js";
 import { activeIdsOf, machineToMermaid } from "../../machine-mermaid.js";
 import { useMachineGraph, useNodeMachine, useNodeTimeline } from "./queries.js";
+import { FormError } from "../../components/form-error.js";
 
 const Statechart = lazy(() => import("../../components/statechart.js"));
 
@@ -51,11 +51,7 @@ function StatechartCard({ configId, nodeId, chosen, onLive }: { configId: string
           ))}
         </dl>
       )}
-      {machine.isError && (
-        <p className="form-error" role="alert">
-          {errorMessage(machine.error)}
-        </p>
-      )}
+      <FormError error={machine.error} />
       <QueryView query={graph} loadingLabel="Loading the statechart…">
         {(g) => (
           <figure className="statechart" aria-label="Node statechart">
@@ -107,11 +103,7 @@ function TimelineCard({ configId, nodeId, chosen, onChoose }: {
   return (
     <section className="card" aria-labelledby="timeline-title">
       <h2 id="timeline-title">Timeline</h2>
-      {timeline.isError && (
-        <p className="form-error" role="alert">
-          {errorMessage(timeline.error)}
-        </p>
-      )}
+      <FormError error={timeline.error} />
       {timeline.isPending ? (
         <Loading label="Loading the timeline…" />
       ) : rows.length === 0 ? (

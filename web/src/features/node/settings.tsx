@@ -1,6 +1,5 @@
 import { useEffect, useId, useState, type FormEvent } from "react";
 import { useNavigate } from "react-router";
-import { errorMessage } from "../../api/client.js";
 import type { NodeView, UpdateNodeBody } from "../../api/types.js";
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
 import { FormError, invalidProps } from "../../components/form-error.js";
@@ -171,11 +170,7 @@ function DeleteNode({ node }: { node: NodeView }) {
           Its mesh pairs, port forwards and download links go with it, and every peer&apos;s config is staged again without it.
           {bound ? " Its agent is left without a node: remove it on its host with svcctl service uninstall." : ""} This cannot be undone.
         </p>
-        {remove.isError && (
-          <p className="form-error" role="alert">
-            {errorMessage(remove.error)}
-          </p>
-        )}
+        <FormError error={remove.error} />
       </ConfirmDialog>
     </div>
   );

@@ -1,6 +1,5 @@
 import { useEffect, useState, type FormEvent, type ReactNode } from "react";
 import { Link } from "react-router";
-import { errorMessage } from "../../api/client.js";
 import type { ConfigDetailView, NodeView, PortForwardView, StagedConfigAnswer, TunnelProtocol } from "../../api/types.js";
 import { CopyButton } from "../../components/copy-button.js";
 import { useFocusOnArrival } from "../../components/focus-on-arrival.js";
@@ -14,6 +13,7 @@ import { useConfigDownload, usePortForwardWrites, useSaveTags } from "./mutation
 import { AppQrCodes, CLIENT_APPS } from "./app-qr.js";
 import { useAppConfigs, usePortForwards, useStagedConfig } from "./queries.js";
 import { NodeSettings } from "./settings.js";
+import { FormError } from "../../components/form-error.js";
 
 /**
  * The node page of a static node: the staged config text, a
@@ -205,11 +205,7 @@ function DownloadLink({ configId, node, protocol, filename }: { configId: string
       <button type="button" onClick={() => issue.mutate()} disabled={issue.isPending}>
         {issue.isSuccess ? "New download link" : "Create download link"}
       </button>
-      {issue.isError && (
-        <p className="form-error" role="alert">
-          {errorMessage(issue.error)}
-        </p>
-      )}
+      <FormError error={issue.error} />
       {issue.isSuccess && (
         <div className="download">
           <p>
@@ -284,11 +280,7 @@ function TagsEditor({ config, node }: { config: ConfigDetailView; node: NodeView
           Save tags
         </button>
       </div>
-      {save.isError && (
-        <p className="form-error" role="alert">
-          {errorMessage(save.error)}
-        </p>
-      )}
+      <FormError error={save.error} />
     </form>
   );
 }
@@ -306,11 +298,7 @@ function PortForwards({ configId, nodeId }: { configId: string; nodeId: string }
         {(d) => <PortForwardList forwards={d.port_forwards} writes={writes} />}
       </QueryView>
       <AddPortForwardForm create={create} />
-      {error !== null && (
-        <p className="form-error" role="alert">
-          {errorMessage(error)}
-        </p>
-      )}
+      <FormError error={error} />
     </section>
   );
 }

@@ -1,5 +1,4 @@
 import { useEffect, useState, type FormEvent } from "react";
-import { errorMessage } from "../../api/client.js";
 import type { MqttSettingsView } from "../../api/types.js";
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
 import { QueryView } from "../../components/states.js";
@@ -8,6 +7,7 @@ import { useSystemStatus } from "../system/queries.js";
 import { useSaveMqttSettings } from "./mutations.js";
 import { PublicUrlSection } from "./public-url.js";
 import { useMqttSettings } from "./queries.js";
+import { FormError } from "../../components/form-error.js";
 
 /**
  * Settings: the public URL hosts are told (`GET/PUT /api/v1/settings/server`), MQTT settings
@@ -74,11 +74,7 @@ function MqttForm({ mqtt }: { mqtt: MqttSettingsView }) {
           </button>
         </div>
       </fieldset>
-      {save.isError && (
-        <p className="form-error" role="alert">
-          {errorMessage(save.error)}
-        </p>
-      )}
+      <FormError error={save.error} />
       <ConfirmDialog
         open={confirmReset}
         title="Use the environment's values?"

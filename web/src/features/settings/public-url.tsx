@@ -1,9 +1,9 @@
 import { useEffect, useState, type FormEvent } from "react";
-import { errorMessage } from "../../api/client.js";
 import type { ServerSettingsView } from "../../api/types.js";
 import { QueryView } from "../../components/states.js";
 import { useSaveServerSettings } from "./mutations.js";
 import { useServerSettings } from "./queries.js";
+import { FormError } from "../../components/form-error.js";
 
 const SOURCE_TEXT: Record<ServerSettingsView["source"], string> = {
   environment: "set by SVC_PUBLIC_URL",
@@ -62,11 +62,7 @@ function PublicUrlForm({ server }: { server: ServerSettingsView }) {
           )}
         </div>
       </fieldset>
-      {save.isError && (
-        <p className="form-error" role="alert">
-          {errorMessage(save.error)}
-        </p>
-      )}
+      <FormError error={save.error} />
       {saved && !save.isPending && (
         <p className="form-ok" role="status">
           Saved. Bind commands and download commands issued from now on carry {server.public_url}; agents already bound keep
