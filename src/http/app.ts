@@ -131,8 +131,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
         description: errorCodesDescription(),
         license: { name: "MIT", identifier: "MIT" },
       },
-      // Generated clients resolve every path against this: the public URL when the service started
-      // (the document is generated once; a later change in Settings shows after a restart).
+      // Generated clients resolve every path against `servers`: the route below answers the public
+      // URL as it is at the request (the document itself is generated once).
       servers: [{ url: deps.publicUrl.current() }],
       components: {
         securitySchemes: { bearer: { type: "http", scheme: "bearer" } },
@@ -248,7 +248,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   app.get(
     "/api/v1/openapi.json",
     { schema: { hide: true } },
-    async () => app.swagger(),
+    async () => ({ ...app.swagger(), servers: [{ url: deps.publicUrl.current() }] }),
   );
   return app;
 }

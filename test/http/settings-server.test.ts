@@ -75,7 +75,7 @@ test("the settings/server routes need the admin session: 401 UNAUTHORIZED withou
   assert.equal(doc.paths[PATH].put.operationId, "updateServerSettings");
 });
 
-test("PUT /api/v1/settings/server stores the URL's origin; bind commands, bind profiles (server_url, broker host) and client download commands carry it from then on; null goes back to the default", async (t) => {
+test("PUT /api/v1/settings/server stores the URL's origin; bind commands, bind profiles (server_url, broker host) client download commands and the OpenAPI document's servers carry it from then on; null goes back to the default", async (t) => {
   const h = await startHarness(t);
   const put = await h.req("PUT", PATH, { public_url: " https://Mesh.Example.com:8443/ " });
   assert.equal(put.status, 200, put.text);
@@ -88,6 +88,8 @@ test("PUT /api/v1/settings/server stores the URL's origin; bind commands, bind p
   assert.match(command, /^curl -fL -o \S+ 'https:\/\/mesh\.example\.com:8443\/api\/v1\/tools\/download\/client-artifacts\/[^']+' && unzip/);
   const mqtt = await h.req("GET", "/api/v1/settings/mqtt");
   assert.equal(mqtt.json.public_host, "mesh.example.com", "without SVC_MQTT_PUBLIC_HOST the broker host follows the public URL");
+  const doc = (await h.req("GET", "/api/v1/openapi.json")).json;
+  assert.deepEqual(doc.servers, [{ url: "https://mesh.example.com:8443" }], "generated API clients resolve paths against the URL as it is now");
 
   const back = await h.req("PUT", PATH, { public_url: null });
   assert.equal(back.status, 200, back.text);
