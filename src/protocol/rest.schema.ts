@@ -129,15 +129,14 @@ export const bulkPackageBody = z
  */
 const snapshotPassphrase = z.string().min(1, "must not be empty").max(1024, "must be at most 1024 characters");
 
+/** A passphrase that encrypts a new snapshot (REST and the MCP tool alike): at least 12 characters. */
+export const newSnapshotPassphrase = z.string().min(12, "must be at least 12 characters").max(1024, "must be at most 1024 characters");
+
 /**
  * `POST /api/v1/backups`: with `passphrase`, the snapshot file is encrypted with it (scrypt,
  * AES-256-GCM; docs/backups.md); without, it is a plain zip.
  */
-export const createSnapshotBody = z
-  .strictObject({
-    passphrase: z.string().min(12, "must be at least 12 characters").max(1024, "must be at most 1024 characters").optional(),
-  })
-  .nullish();
+export const createSnapshotBody = z.strictObject({ passphrase: newSnapshotPassphrase.optional() }).nullish();
 
 /** `POST /api/v1/backups/{snapshot_id}/restore`: the passphrase of an encrypted snapshot. */
 export const restoreSnapshotBody = z.strictObject({ passphrase: snapshotPassphrase.optional() }).nullish();

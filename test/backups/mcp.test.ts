@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { SEALED_MAGIC } from "../../src/services/backups/snapshot-crypto.js";
 import { createConfig, createNode } from "../http/harness.js";
 import { FIVE_MINUTES, assertHttpError, startBackupsHarness, unzip, type BackupsHarness } from "./harness.js";
 
@@ -70,6 +71,29 @@ test("spec §4 rule 9, §8: write_export_snapshot (through the MCP SDK client) r
   assert.match(JSON.stringify(unknown.content), /NOT_FOUND/);
   const malformed = await client.callTool({ name: "get_node_status", arguments: { config_id: "../x", node_id: node.node_id } });
   assert.equal(malformed.isError, true);
+});
+
+test("spec §4 rule 9: write_export_snapshot with a passphrase stores the snapshot encrypted (a snapshot holds every private key); a short passphrase is refused and writes nothing", async (t) => {
+  const h = await startBackupsHarness(t);
+  await createConfig(h, { name: "office" });
+  const { client, connected } = await mcpClient(h, h.token);
+  await connected;
+  t.after(() => client.close());
+
+  const short = await client.callTool({ name: "write_export_snapshot", arguments: { passphrase: "too short" } });
+  assert.equal(short.isError, true, JSON.stringify(short));
+  assert.match(JSON.stringify(short.content), /at least 12 characters/);
+  assert.deepEqual((await h.req("GET", "/api/v1/backups")).json.snapshots, [], "nothing written");
+
+  const result = await client.callTool({ name: "write_export_snapshot", arguments: { passphrase: "correct horse battery staple" } });
+  assert.notEqual(result.isError, true, JSON.stringify(result));
+  const out = result.structuredContent as { snapshot_id: string; download_url: string };
+  assert.ok(!JSON.stringify(result).includes("correct horse"), "the passphrase is not echoed");
+  const [entry] = (await h.req("GET", "/api/v1/backups")).json.snapshots as Array<{ snapshot_id: string; encrypted: boolean }>;
+  assert.deepEqual([entry?.snapshot_id, entry?.encrypted], [out.snapshot_id, true]);
+  const res = await h.http(out.download_url);
+  assert.equal(res.status, 200);
+  assert.ok(res.body.subarray(0, SEALED_MAGIC.length).equals(SEALED_MAGIC), "the download is the encrypted file, not a zip");
 });
 
 /** The SDK's transport error for our 401 answer. */

@@ -5,6 +5,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { isAppError } from "../../errors.js";
 import { ID_PATTERN } from "../../protocol/ids.js";
+import { newSnapshotPassphrase } from "../../protocol/rest.schema.js";
 import type { AuthService } from "../../services/auth.service.js";
 import type { BackupsService } from "../../services/backups.service.js";
 import type { ControlService } from "../../services/control.service.js";
@@ -42,8 +43,9 @@ const jsonRpcError = z.object({
  * every non-public route: the MCP client sends `Authorization: Bearer <admin token>`.
  *
  * Tools:
- * - `write_export_snapshot`: takes a snapshot and answers `{snapshot_id, download_url,
- *   expires_at}`, a `snapshot_export` URL valid 5 minutes; never the file's contents.
+ * - `write_export_snapshot` `{passphrase?}`: takes a snapshot (encrypted with the passphrase
+ *   when given) and answers `{snapshot_id, download_url, expires_at}`, a `snapshot_export` URL
+ *   valid 5 minutes; never the file's contents.
  * - `list_configs` (read-only): the configs.
  * - `get_node_status` `{config_id, node_id}` (read-only): the node's endpoint status.
  */
@@ -115,13 +117,15 @@ export function buildMcpServer(opts: McpRoutesOptions): McpServer {
       title: "Write an export snapshot",
       description:
         "Takes a snapshot of the service's database and returns a download URL for it, valid 5 minutes " +
-        "(spec §4 rule 9). The snapshot's contents are not returned.",
+        "(spec §4 rule 9). The snapshot's contents are not returned. With a passphrase the stored file is encrypted " +
+        "(scrypt, AES-256-GCM), as POST /api/v1/backups does: a snapshot holds every node's private key.",
+      inputSchema: { passphrase: newSnapshotPassphrase.optional().describe("encrypts the snapshot file; at least 12 characters; never stored or logged") },
       outputSchema: { snapshot_id: z.string(), download_url: z.string(), expires_at: z.string() },
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
     },
-    async () =>
+    async ({ passphrase }) =>
       tool(async () => {
-        const entry = await backups.createSnapshot();
+        const entry = await backups.createSnapshot(passphrase);
         const grant = await backups.snapshotDownload(entry.snapshot_id);
         return {
           snapshot_id: entry.snapshot_id,
