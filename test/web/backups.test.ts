@@ -35,6 +35,8 @@ test("spec §6.5 rule 7, §2.4: backups page creates a snapshot, downloads it by
   // Download: a token link that works without the admin session (spec §2.1, §3.7).
   await page.getByRole("button", { name: `Get a download link for ${original}` }).click();
   const link = page.getByRole("link", { name: `Download ${original}` });
+  // The button the keyboard was on is replaced by the link: the focus moves to it, not to the page.
+  await page.locator(`a:focus[aria-label="Download ${original}"]`).waitFor();
   const href = await link.getAttribute("href");
   assert.match(href ?? "", /^\/api\/v1\/backups\/export\/.+\?download_token=/);
   const res = await fetch(new URL(href!, h.baseUrl));

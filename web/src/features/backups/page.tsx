@@ -1,6 +1,7 @@
 import { useState } from "react";
 import type { RestoreAnswer, SnapshotEntry } from "../../api/types.js";
 import { Countdown } from "../../components/countdown.js";
+import { useFocusOnArrival } from "../../components/focus-on-arrival.js";
 import { QueryView } from "../../components/states.js";
 import { contentsText, restoredText, SnapshotConfirms, type Confirming } from "./confirms.js";
 import { CreateForm, ImportForm } from "./forms.js";
@@ -149,8 +150,12 @@ function SnapshotRow({ snapshot: s, onRestored }: { snapshot: SnapshotEntry; onR
   );
 }
 
-/** "Download link" asks for a short-lived link; once granted, the link with its countdown. */
+/**
+ * "Download link" asks for a short-lived link; once granted, the link with its countdown, focused
+ * (the button that had the focus is gone: a keyboard user lands on what replaced it).
+ */
 function SnapshotDownload({ snapshotId, grant }: { snapshotId: string; grant: ReturnType<typeof useSnapshotDownload> }) {
+  const linkRef = useFocusOnArrival<HTMLAnchorElement>(grant.data);
   if (!grant.data) {
     return (
       <button type="button" onClick={() => grant.mutate()} disabled={grant.isPending} aria-label={`Get a download link for ${snapshotId}`}>
@@ -160,7 +165,7 @@ function SnapshotDownload({ snapshotId, grant }: { snapshotId: string; grant: Re
   }
   return (
     <span>
-      <a href={grant.data.download_path} download={grant.data.filename} aria-label={`Download ${snapshotId}`}>
+      <a ref={linkRef} href={grant.data.download_path} download={grant.data.filename} aria-label={`Download ${snapshotId}`}>
         Download
       </a>{" "}
       <span className="muted">
