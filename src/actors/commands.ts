@@ -382,8 +382,11 @@ export class CommandTracker {
   #close(command: OpenCommand, status: FinalCommandStatus, message: string): void {
     this.#open.delete(command.requestId);
     this.#held.delete(command.requestId);
-    const key = `${command.configId}/${command.nodeId}`;
-    if (this.#openPush.get(key) === command) this.#openPush.delete(key);
+    if (command.kind === "config_push") {
+      // Detects (most closes at scale) have no entry here: no key is built for them.
+      const key = `${command.configId}/${command.nodeId}`;
+      if (this.#openPush.get(key) === command) this.#openPush.delete(key);
+    }
     this.#deps.clock.clearTimeout(command.timer);
     this.#writeStatus(command, status, message);
     this.#deps.onFinal?.(command, status);
