@@ -156,12 +156,21 @@ export class CommandTracker {
   /**
    * Re-arms the timeouts of commands left open by a previous run, with the time left; a late
    * ACK can still close them. A config push gets back the pair it pushed (stored on its row), so
-   * its `applied` ACK still confirms it (spec §3.5, §9 rule 4).
+   * its `applied` ACK still confirms it (spec §3.5, §9 rule 4). A command the previous run held
+   * unpublished (`pending` with the message of what it waited for, see {@link sendAfter}) was
+   * never sent, so no ACK can come: it is closed `failed`, saying so, and the operator sends it
+   * again (an automatic push follows the node's next signal by itself).
    */
   start(): void {
     const now = this.#deps.clock.now();
     for (const row of listOpenCommandLogs(this.#deps.store)) {
       if (row.request_id === null) continue;
+      if (row.status === "pending" && (row.message ?? "") !== "") {
+        const unsent = { requestId: row.request_id, configId: row.config_id, nodeId: row.node_id, kind: "control" as const, action: row.action ?? "", logId: row.log_id, pushed: null, status: "pending" as const, timer: null };
+        this.#writeStatus(unsent, "failed", `not sent: the service restarted while the command was held (${row.message}); send it again`);
+        this.#deps.onFinal?.(unsent, "failed");
+        continue;
+      }
       const kind = (row.action === "push_config" ? "config_push" : row.action === "wg_show" ? "info" : "control") as CommandKind;
       const { target, invalid } = pushTargetOf(row);
       if (invalid || (kind === "config_push" && target === null)) {
@@ -245,6 +254,8 @@ export class CommandTracker {
     this.#held.delete(requestId);
     this.#deps.clock.clearTimeout(command.timer);
     this.#track(command, this.#deps.timeoutMs);
+    // Sent: its row no longer says what it waits for (a row pending with a message is one never published).
+    this.#writeStatus(command, "pending", "");
     await this.#publish(command, { ...envelope, sent_at: isoTime(this.#deps.clock.now()) });
   }
 
@@ -409,7 +420,7 @@ export class CommandTracker {
     }
   }
 
-  #writeStatus(command: OpenCommand, status: Exclude<CommandStatus, "pending">, message: string): void {
+  #writeStatus(command: OpenCommand, status: CommandStatus, message: string): void {
     if (command.logId === null) return;
     this.#logs.writeStatus(command.logId, status, message, this.#deps.clock.now());
     // The row is gone when its node was deleted or a snapshot was restored meanwhile.

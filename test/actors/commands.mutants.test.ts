@@ -425,6 +425,44 @@ describe("timeouts and restart (DESIGN §3: command ACK timeout 60 s, detect 20 
     next.stop();
   });
 
+  test("spec §3.4, §6.4 rule 2: a start held for its push and a push held for the host, never published, are closed failed at restart saying so; a released start is re-armed (its row no longer says what it waited for)", async () => {
+    const r = await rig();
+    const start = { configId: r.configId, nodeId: r.nodeId, kind: "control" as const, action: "start", payload: { action: "start" } };
+    const push = { configId: r.configId, nodeId: r.nodeId, kind: "config_push" as const, action: "push_config", payload: {} };
+    // One chain published and released: push applied, then the start went out.
+    const sentChain = await r.tracker.sendAfter({ command: push }, start, () => "waiting for the first config");
+    assert.ok(sentChain);
+    r.tracker.ack("config_push_ack", r.configId, r.nodeId, sentChain.firstRequestId, { status: "applied", message: "", action: "push_config" });
+    await Promise.resolve();
+    assert.equal(r.row(logIdOf(r, sentChain.requestId)).message, "", "a released start's row no longer says it waits");
+    // One chain held: the push waits for the host, the start for the push.
+    const heldChain = await r.tracker.sendAfter({ command: push, hold: { message: "waiting for the host to connect", timeout: "not sent" } }, start, () => "waiting for the first config");
+    assert.ok(heldChain);
+    r.tracker.stop();
+    const finals: string[] = [];
+    const next = new CommandTracker({
+      store: r.s.server.store,
+      clock: r.clock,
+      log: capturingLogger(r.warnings),
+      timeoutMs: TIMEOUT,
+      detectTimeoutMs: DETECT_TIMEOUT,
+      publish: async () => undefined,
+      onLog: (change, log) => r.logEvents.push({ change, log }),
+      onTimeout: (c) => r.timeouts.push(c),
+      onFinal: (c, status) => finals.push(`${c.action}:${status}`),
+    });
+    next.start();
+    for (const id of [heldChain.firstRequestId, heldChain.requestId]) {
+      const row = r.row(logIdOf(r, id));
+      assert.equal(row.status, "failed", id);
+      assert.match(String(row.message), /^not sent: the service restarted while the command was held \(waiting for .+\); send it again$/);
+    }
+    assert.deepEqual(finals.sort(), ["push_config:failed", "start:failed"]);
+    // The released start is open again and still closes on its ACK.
+    assert.ok(next.ack("control_ack", r.configId, r.nodeId, sentChain.requestId, applied));
+    next.stop();
+  });
+
   test("restart: a restored pending command takes its first accepted ACK (it is not mistaken for an accepted one)", async () => {
     const r = await rig();
     const ctl = await r.tracker.send({ configId: r.configId, nodeId: r.nodeId, kind: "control", action: "stop", payload: { action: "stop" } });
@@ -492,6 +530,11 @@ describe("timeouts and restart (DESIGN §3: command ACK timeout 60 s, detect 20 
     next.stop();
   });
 });
+
+/** The control log row id of a command. */
+function logIdOf(r: Rig, requestId: string): number {
+  return (sqliteOf(r.s.server.store).prepare("SELECT log_id FROM control_logs WHERE request_id = ?").get(requestId) as { log_id: number }).log_id;
+}
 
 function t_assertOpen(tracker: CommandTracker, r: Rig, ids: string[]): void {
   // Every open row in the store is tracked again (other tests' rows included): at least ours.
