@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,6 +14,7 @@ import { sampleProfile } from "../cli/fixtures.js";
 import { assertError, createConfig, createNode, startHarness, type Harness } from "../http/harness.js";
 import { requireSystem } from "../helpers/system.js";
 import { sqliteOf } from "../../src/store/connection.js";
+import { tempDir } from "../helpers/temp-dir.js";
 
 /**
  * spec §4 rules 4, 6, 7 (local_build), §3.7 and §5 (file tokens), against the real service
@@ -50,12 +51,6 @@ function run(file: string, args: string[], opts: { cwd?: string; env?: NodeJS.Pr
     child.on("error", reject);
     child.on("close", (code) => resolve({ code, stdout, stderr }));
   });
-}
-
-function tempDir(t: TestContext, prefix: string): string {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
 }
 
 async function freePort(): Promise<number> {

@@ -5,8 +5,7 @@
  * that properties can run many cases.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, writeFileSync, existsSync } from "node:fs";
 import { join } from "node:path";
 import test from "node:test";
 import fc from "fast-check";
@@ -21,16 +20,11 @@ import {
   sealSnapshotFile,
   type ScryptParams,
 } from "../../src/services/backups/snapshot-crypto.js";
+import { tempDir } from "../helpers/temp-dir.js";
 
 /** The smallest cost a header may carry: 16 MiB, tens of milliseconds. */
 const FAST: ScryptParams = { n: 2 ** 14, r: 8, p: 1 };
 const MAX = 64 * 1024 * 1024;
-
-function tempDir(t: test.TestContext): string {
-  const dir = mkdtempSync(join(tmpdir(), "svc-seal-"));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
 
 let counter = 0;
 /** Seals `plain` with `passphrase`; answers the encrypted file's path and bytes. */
@@ -61,7 +55,7 @@ function write(dir: string, bytes: Buffer): string {
 }
 
 test("spec §2.4 snapshot export: any content under any passphrase opens to exactly its bytes, and the file starts with the magic", async (t) => {
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-seal-");
   await fc.assert(
     fc.asyncProperty(fc.uint8Array({ maxLength: 4096 }), fc.string({ minLength: 1, maxLength: 64, unit: "grapheme" }), async (content, passphrase) => {
       const plain = Buffer.from(content);
@@ -79,14 +73,14 @@ test("spec §2.4 snapshot export: any content under any passphrase opens to exac
 });
 
 test("the passphrase is NFC-normalized: a composed and a decomposed é open the same file", async (t) => {
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-seal-");
   const { file } = await seal(dir, Buffer.from("zip bytes"), "caf\u00e9 au lait");
   const opened = await unseal(dir, file, "cafe\u0301 au lait");
   assert.equal(opened.plain?.toString(), "zip bytes");
 });
 
 test("two encryptions of the same content under the same passphrase differ (fresh salt and IV)", async (t) => {
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-seal-");
   const a = await seal(dir, Buffer.from("same"), "same passphrase");
   const b = await seal(dir, Buffer.from("same"), "same passphrase");
   assert.notDeepEqual(a.bytes, b.bytes);
@@ -97,7 +91,7 @@ test("two encryptions of the same content under the same passphrase differ (fres
 });
 
 test("any other passphrase is refused with SNAPSHOT_PASSPHRASE_WRONG and leaves no output", async (t) => {
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-seal-");
   const { file } = await seal(dir, Buffer.from("the snapshot zip"), "right passphrase");
   await fc.assert(
     fc.asyncProperty(fc.string({ minLength: 1, maxLength: 40 }).filter((s) => s.normalize("NFC") !== "right passphrase"), async (other) => {
@@ -110,7 +104,7 @@ test("any other passphrase is refused with SNAPSHOT_PASSPHRASE_WRONG and leaves 
 });
 
 test("a change of any single byte (magic, length, header, ciphertext or tag) is refused and leaves no output", async (t) => {
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-seal-");
   const { bytes } = await seal(dir, Buffer.from("a snapshot zip of some length, enough to have a body"), "passphrase");
   await fc.assert(
     fc.asyncProperty(fc.nat({ max: bytes.length - 1 }), fc.integer({ min: 1, max: 255 }), async (at, flip) => {
@@ -126,7 +120,7 @@ test("a change of any single byte (magic, length, header, ciphertext or tag) is 
 });
 
 test("every truncation of the file is refused: a cut header as VALIDATION_FAILED, a cut body or tag as not opening", async (t) => {
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-seal-");
   const { bytes } = await seal(dir, Buffer.from("a body that is long enough to cut in several places"), "passphrase");
   const prefix = parseSealedPrefix(bytes).prefixBytes.length;
   await fc.assert(
@@ -146,7 +140,7 @@ test("every truncation of the file is refused: a cut header as VALIDATION_FAILED
 });
 
 test("a header that asks for too much scrypt work, another version or another cipher is refused before any key is derived", async (t) => {
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-seal-");
   const { bytes } = await seal(dir, Buffer.from("x"), "passphrase");
   const { header, prefixBytes } = parseSealedPrefix(bytes);
   const body = bytes.subarray(prefixBytes.length);
@@ -179,7 +173,7 @@ test("a header that asks for too much scrypt work, another version or another ci
 });
 
 test("a plain zip is not an encrypted snapshot, and opening it as one is a clear refusal", async (t) => {
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-seal-");
   const zip = write(dir, Buffer.from("PK\x03\x04 a zip"));
   assert.equal(await isSealedSnapshot(zip), false);
   assert.equal(await isSealedSnapshot(write(dir, Buffer.alloc(0))), false);
@@ -189,7 +183,7 @@ test("a plain zip is not an encrypted snapshot, and opening it as one is a clear
 });
 
 test("new files use the default cost N = 2^17, r = 8, p = 1 and open with it", async (t) => {
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-seal-");
   const { file, bytes } = await seal(dir, Buffer.from("default cost"), "passphrase", DEFAULT_SCRYPT);
   const { header } = parseSealedPrefix(bytes);
   assert.deepEqual({ n: header.kdf.n, r: header.kdf.r, p: header.kdf.p }, { n: 2 ** 17, r: 8, p: 1 });

@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { readdirSync, statSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test, type TestContext } from "node:test";
 import {
@@ -15,17 +14,12 @@ import {
   writeProfile,
 } from "../../src/agent/profile.js";
 import { sampleProfile } from "./fixtures.js";
+import { tempDir } from "../helpers/temp-dir.js";
 
 const posix = process.platform !== "win32";
 
-function tempDir(t: TestContext): string {
-  const dir = mkdtempSync(join(tmpdir(), "svc-profile-test-"));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
 test("spec 2.6: a profile written and read back is the same, stored 0600 in a 0700 directory", async (t) => {
-  const dir = join(tempDir(t), "nested", "svc-agent");
+  const dir = join(tempDir(t, "svc-profile-test-"), "nested", "svc-agent");
   const profile = sampleProfile({ mqtt: { ca_cert: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n" } });
   const file = await writeProfile(dir, profile);
   assert.equal(file, join(dir, PROFILE_FILE));
@@ -39,7 +33,7 @@ test("spec 2.6: a profile written and read back is the same, stored 0600 in a 07
 });
 
 test("rewriting a profile replaces it whole and keeps mode 0600, even when the old file was wider", async (t) => {
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-profile-test-");
   writeFileSync(profilePath(dir), "{}", { mode: 0o644 });
   const profile = sampleProfile();
   await writeProfile(dir, profile);
@@ -51,7 +45,7 @@ test("rewriting a profile replaces it whole and keeps mode 0600, even when the o
 });
 
 test("unknown fields from a newer server are accepted and not stored", async (t) => {
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-profile-test-");
   const answer = { ...sampleProfile(), extra: { future: true } };
   const parsed = agentProfileSchema.parse(answer);
   await writeProfile(dir, parsed);
@@ -60,7 +54,7 @@ test("unknown fields from a newer server are accepted and not stored", async (t)
 });
 
 test("readProfile: a bad field is named together with the file", async (t) => {
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-profile-test-");
   const bad = sampleProfile() as unknown as { mqtt: Record<string, unknown> };
   bad.mqtt["port"] = "8883";
   writeFileSync(profilePath(dir), JSON.stringify(bad));
@@ -74,7 +68,7 @@ test("readProfile: a bad field is named together with the file", async (t) => {
 });
 
 test("readProfile: missing file, broken JSON and a missing topic are told apart", async (t) => {
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-profile-test-");
   await assert.rejects(readProfile(dir), (err: unknown) => err instanceof ProfileError && err.kind === "missing" && /svcctl bind/.test(err.message));
 
   writeFileSync(profilePath(dir), "{not json");
@@ -107,7 +101,7 @@ test("spec 2.6: the schema is strict about the named fields", () => {
 });
 
 test("writeProfile refuses an invalid profile and writes nothing", async (t) => {
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-profile-test-");
   const bad = sampleProfile({ mqtt: { password: "" } });
   await assert.rejects(writeProfile(dir, bad), (err: unknown) => err instanceof ProfileError && /mqtt\.password/.test(err.message));
   assert.deepEqual(readdirSync(dir), []);

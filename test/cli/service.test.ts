@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { test, type TestContext } from "node:test";
 import {
@@ -23,14 +22,9 @@ import {
 } from "../../src/cli/service/index.js";
 import { findOnPath, requireSystem } from "../helpers/system.js";
 import { recordingRunner } from "./fixtures.js";
+import { tempDir } from "../helpers/temp-dir.js";
 
 const COMMAND = ["/usr/bin/node", "/opt/svc/svcctl.mjs", "agent", "run", "--profile-dir", "/etc/svc-agent"];
-
-function tempDir(t: TestContext): string {
-  const dir = mkdtempSync(join(tmpdir(), "svc-service-test-"));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
 
 test("spec 5: the systemd unit runs `<node> <entry> agent run --profile-dir <dir>` as root with Restart=always", () => {
   assert.equal(
@@ -75,7 +69,7 @@ test("the systemd unit passes `systemd-analyze verify`", { timeout: 60_000 }, (t
   if (!requireSystem(t, { binaries: ["systemd-analyze"] })) return;
   const analyze = findOnPath("systemd-analyze");
   assert.ok(analyze !== undefined);
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-service-test-");
   const unit = join(dir, "svc-agent.service");
   const entry = join(dir, "entry with space", "svcctl.mjs");
   mkdirSync(join(dir, "entry with space"));
@@ -157,7 +151,7 @@ test("spec 5: the LaunchDaemon plist is the expected text, every key has a value
     t.diagnostic("plutil not on PATH (not macOS): checked the golden text and key/value structure only");
     return;
   }
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-service-test-");
   const file = join(dir, "com.svc.agent.plist");
   writeFileSync(file, xml);
   const res = spawnSync(plutil, ["-lint", file], { encoding: "utf8", timeout: 30_000 });
@@ -223,7 +217,7 @@ test("the agent command pins the loader (`--import tsx` → a file URL) and drop
 });
 
 function target(t: TestContext, opts: { platform: NodeJS.Platform; privileged: boolean; answer?: Parameters<typeof recordingRunner>[0] }) {
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-service-test-");
   const { runner, calls } = recordingRunner(opts.answer);
   const svc: ServiceTarget = {
     platform: opts.platform,

@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
-import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { test, type TestContext } from "node:test";
 import { agentProfileSchema, profilePath, writeProfile, type AgentProfile } from "../../src/agent/profile.js";
@@ -11,14 +10,9 @@ import { EXIT, main, type CliDeps, type RunAgent } from "../../src/cli/svcctl.js
 import { api, dynamicNode } from "../control/agent-harness.js";
 import { startSseServer, type SseServer } from "../events/sse-harness.js";
 import { recordingRunner, runCli, sampleProfile } from "./fixtures.js";
+import { tempDir } from "../helpers/temp-dir.js";
 
 const posix = process.platform !== "win32";
-
-function tempDir(t: TestContext): string {
-  const dir = mkdtempSync(join(tmpdir(), "svc-cli-test-"));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
 
 interface Harness {
   deps: CliDeps;
@@ -30,7 +24,7 @@ interface Harness {
 
 /** svcctl in-process on a pretend Linux host: service commands recorded, unit files in a temp dir. */
 function cli(t: TestContext, opts: { privileged?: boolean; fetch?: typeof fetch; loadAgent?: () => Promise<RunAgent>; env?: Record<string, string> } = {}): Harness {
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-cli-test-");
   const unitDir = join(dir, "systemd");
   let out = "";
   let err = "";
@@ -75,7 +69,7 @@ async function closedPort(): Promise<number> {
 test("spec 4 rule 11: `svcctl bind --no-service` against the real service stores a 0600 profile; the token then is used", { timeout: 180_000 }, async (t) => {
   const s = await startSseServer(t);
   const { token, configId, nodeId } = await bindToken(s);
-  const dir = join(tempDir(t), "agent");
+  const dir = join(tempDir(t, "svc-cli-test-"), "agent");
 
   const first = await runCli(["--profile-dir", dir, "bind", "--server", s.baseUrl, "--token", token, "--no-service"]);
   assert.equal(first.code, EXIT.OK, `stdout: ${first.stdout}\nstderr: ${first.stderr}`);
@@ -114,7 +108,7 @@ test("spec 4 rule 11: `svcctl bind --no-service` against the real service stores
 test("spec 5: bind that must install the service refuses without root before spending the token", { timeout: 60_000 }, async (t) => {
   const s = await startSseServer(t);
   const { token, nodeId } = await bindToken(s);
-  const dir = join(tempDir(t), "agent");
+  const dir = join(tempDir(t, "svc-cli-test-"), "agent");
 
   const user = cli(t, { privileged: false });
   const code = await main(["--profile-dir", dir, "bind", "--server", s.baseUrl, "--token", token], user.deps);
@@ -140,7 +134,7 @@ test("spec 5: bind that must install the service refuses without root before spe
 
 test("bind: unknown token → exit 2 with the service's code and message; --json gives the error as JSON", { timeout: 60_000 }, async (t) => {
   const s = await startSseServer(t);
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-cli-test-");
   const h = cli(t);
   const code = await main(["--profile-dir", dir, "bind", "--server", s.baseUrl, "--token", "x".repeat(43), "--no-service"], h.deps);
   assert.equal(code, EXIT.REFUSED);
@@ -156,13 +150,13 @@ test("bind: unknown token → exit 2 with the service's code and message; --json
 test("bind: an unreachable server is a network error, exit 3, naming the address", { timeout: 60_000 }, async (t) => {
   const port = await closedPort();
   const h = cli(t);
-  const code = await main(["--profile-dir", tempDir(t), "bind", "--server", `http://127.0.0.1:${port}`, "--token", "t".repeat(43), "--no-service"], h.deps);
+  const code = await main(["--profile-dir", tempDir(t, "svc-cli-test-"), "bind", "--server", `http://127.0.0.1:${port}`, "--token", "t".repeat(43), "--no-service"], h.deps);
   assert.equal(code, EXIT.IO);
   assert.match(h.err(), new RegExp(`NETWORK: cannot reach http://127\\.0\\.0\\.1:${port}/api/client/bind: .*ECONNREFUSED`));
 });
 
 test("bind: a 5xx answer is exit 3 (retry later), a broken 200 answer is exit 3, nothing is stored", async (t) => {
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-cli-test-");
   const down = cli(t, { fetch: async () => new Response(JSON.stringify({ error: { code: "SERVICE_UNAVAILABLE", message: "database busy" } }), { status: 503 }) });
   assert.equal(await main(["--profile-dir", dir, "bind", "--server", "https://mesh.example.com", "--token", "t".repeat(43), "--no-service"], down.deps), EXIT.IO);
   assert.match(down.err(), /SERVICE_UNAVAILABLE: .*HTTP 503.*database busy/);
@@ -187,7 +181,7 @@ test("bind sends the DESIGN 5 body: token, normalised server URL, build version,
       return new Response(JSON.stringify(sampleProfile()), { status: 200, headers: { "content-type": "application/json" } });
     },
   });
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-cli-test-");
   assert.equal(await main(["--profile-dir", dir, "--json", "bind", "--server", "https://mesh.example.com/base/", "--token", " tok-123456789012345678901 ", "--no-service"], h.deps), EXIT.OK, h.err());
   assert.deepEqual(seen, {
     url: "https://mesh.example.com/base/api/client/bind",
@@ -217,7 +211,7 @@ test("usage errors exit 1: missing --token, a non-http --server, an unknown comm
 });
 
 test("agent run: hands the profile to runAgent and logs JSON lines on stdout", async (t) => {
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-cli-test-");
   const profile = sampleProfile();
   await writeProfile(dir, profile);
   let got: { profile: AgentProfile; profileDir: string; signal?: AbortSignal } | undefined;
@@ -237,7 +231,7 @@ test("agent run: hands the profile to runAgent and logs JSON lines on stdout", a
 });
 
 test("agent run: no agent runtime, no profile, or a failing agent are exit 3 with a clear error", async (t) => {
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-cli-test-");
   const noProfile = cli(t);
   assert.equal(await main(["--profile-dir", dir, "agent", "run"], noProfile.deps), EXIT.IO);
   assert.match(noProfile.err(), /PROFILE_MISSING: no profile at .*profile\.json: run `svcctl bind` first/);
@@ -258,7 +252,7 @@ test("agent run: no agent runtime, no profile, or a failing agent are exit 3 wit
 });
 
 test("status: not bound is a state (exit 0); a bound profile shows config, node, server and the service", async (t) => {
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-cli-test-");
   const empty = cli(t, { env: { SVC_AGENT_DIR: dir } });
   assert.equal(await main(["status"], empty.deps), EXIT.OK, empty.err());
   assert.match(empty.out(), /not bound/);
@@ -274,7 +268,7 @@ test("status: not bound is a state (exit 0); a bound profile shows config, node,
 });
 
 test("service install/uninstall need root (exit 4); install needs a bound profile (exit 3)", async (t) => {
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-cli-test-");
   const user = cli(t, { privileged: false });
   assert.equal(await main(["--profile-dir", dir, "service", "install"], user.deps), EXIT.PRIVILEGES);
   assert.match(user.err(), /needs root/);

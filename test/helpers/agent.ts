@@ -2,8 +2,12 @@ import { spawn } from "node:child_process";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
+import type { TestContext } from "node:test";
+import { runAgent } from "../../src/agent/agent.js";
+import type { AgentProfile } from "../../src/agent/profile.js";
 import type { ExecResult, Lab } from "./netns.js";
 import { repoRoot } from "./service.js";
+import { tempDir } from "./temp-dir.js";
 
 /** The CLI's entry point, run from source exactly as `svcctl` would run the bundled build. */
 export const SVCCTL_ENTRY = join(repoRoot, "src", "cli", "svcctl.ts");
@@ -156,4 +160,20 @@ export function spawnInNamespace(
     running: () => !done,
     stop,
   };
+}
+
+/**
+ * The real agent runtime (`runAgent`) in this process with `profile`, its profile and tunnel
+ * directories in a temp directory; stopped (and the directory removed) after the test.
+ * @returns its log lines as they come, and `stop()` (idempotent) resolving when it has stopped
+ */
+export function startAgentInProcess(t: TestContext, profile: AgentProfile, prefix = "svc-agent-"): { logs: Array<Record<string, unknown>>; stop(): Promise<void> } {
+  const dir = tempDir(t, prefix);
+  const logs: Array<Record<string, unknown>> = [];
+  const ctl = new AbortController();
+  const running = runAgent({ profile, profileDir: dir, log: (l) => logs.push(l), signal: ctl.signal, tunnelDir: join(dir, "tunnels"), isPrivileged: () => true });
+  let stopping: Promise<void> | undefined;
+  const stop = () => (stopping ??= (ctl.abort(), running));
+  t.after(stop);
+  return { logs, stop };
 }

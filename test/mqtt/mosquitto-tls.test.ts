@@ -1,15 +1,15 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { test, type TestContext } from "node:test";
 import { promisify } from "node:util";
-import { runAgent } from "../../src/agent/agent.js";
 import { agentProfileSchema, type AgentProfile } from "../../src/agent/profile.js";
 import { loadSettings } from "../../src/config.js";
 import { repoRoot } from "../helpers/service.js";
 import { bindNode, dynamicNode, endpointStatus, mosquitto, mosquittoSettings, startService, tempDataDir, TLS_TEMPLATE, until } from "./mosquitto-harness.js";
+import { tempDir } from "../helpers/temp-dir.js";
+import { startAgentInProcess } from "../helpers/agent.js";
 
 /**
  * spec §1.9 bullet 2 with a production broker: `SVC_MQTT_TLS_ENABLED=true` makes bind profiles
@@ -21,24 +21,6 @@ import { bindNode, dynamicNode, endpointStatus, mosquitto, mosquittoSettings, st
  */
 
 const execFileP = promisify(execFile);
-
-function tempDir(t: TestContext, prefix: string): string {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-/** The real agent runtime with `profile`, stopped after the test. */
-function startAgent(t: TestContext, profile: AgentProfile): { logs: Array<Record<string, unknown>>; stop(): Promise<void> } {
-  const dir = tempDir(t, "svc-mosq-tls-agent-");
-  const logs: Array<Record<string, unknown>> = [];
-  const ctl = new AbortController();
-  const running = runAgent({ profile, profileDir: dir, log: (l) => logs.push(l), signal: ctl.signal, tunnelDir: join(dir, "tunnels"), isPrivileged: () => true });
-  let stopping: Promise<void> | undefined;
-  const stop = () => (stopping ??= (ctl.abort(), running));
-  t.after(stop);
-  return { logs, stop };
-}
 
 test("spec §1.9 bullet 2, §2.6: the shipped TLS listener is the port bind profiles name by default", () => {
   const port = /^listener (\d+)$/m.exec(readFileSync(TLS_TEMPLATE, "utf8"))?.[1];
@@ -70,7 +52,7 @@ test("spec §1.9 bullet 2 with Mosquitto: a TLS-enabled backend's bind profile b
   assert.equal((raw.mqtt as { ca_cert?: string }).ca_cert, readFileSync(join(certDir, "ca.pem"), "utf8"), "SVC_MQTT_TLS_CA_FILE, the CA that issued the listener's certificate");
   const profile = agentProfileSchema.parse(raw);
 
-  const agent = startAgent(t, profile);
+  const agent = startAgentInProcess(t, profile, "svc-mosq-tls-agent-");
   await until("online over mqtts", async () => ((await endpointStatus(s, configId, nodeId)).client_presence_state === "online" ? true : undefined));
   assert.ok(agent.logs.some((l) => l.msg === "connected"));
   // Mosquitto's own log: the agent's socket came in on the TLS listener and authenticated there

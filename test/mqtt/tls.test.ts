@@ -1,14 +1,12 @@
 import assert from "node:assert/strict";
 import { X509Certificate } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { readFileSync, statSync, writeFileSync } from "node:fs";
 import type { LookupFunction } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { connect as tlsConnect } from "node:tls";
 import { describe, test, type TestContext } from "node:test";
 import mqtt from "mqtt";
-import { runAgent } from "../../src/agent/agent.js";
 import { agentProfileSchema, type AgentProfile } from "../../src/agent/profile.js";
 import { ManualClock } from "../../src/lib/clock.js";
 import { loadSettings, SettingsError, testSettings, type Settings } from "../../src/config.js";
@@ -20,6 +18,8 @@ import { ensureGeneratedTls, readTlsFiles, resolveMqttTls, SERVER_RENEW_BEFORE_M
 import { createServer, type AppContext } from "../../src/server.js";
 import { api, eventually } from "../control/agent-harness.js";
 import { listenAndLogin } from "../events/sse-harness.js";
+import { tempDir } from "../helpers/temp-dir.js";
+import { startAgentInProcess } from "../helpers/agent.js";
 
 // TLS for MQTT: spec §1.9 (SVC_MQTT_TLS_ENABLED, mqtts://
 // SVC_MQTT_URL), §2.6 (mqtt.tls, the CA present only when tls is true), §5 "Agent to broker ...
@@ -30,12 +30,6 @@ import { listenAndLogin } from "../events/sse-harness.js";
 
 const ADMIN_PASSWORD = "correct horse battery staple";
 const silent = createLogger("silent");
-
-function tempDir(t: TestContext, prefix: string): string {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
 
 interface Svc {
   server: AppContext;
@@ -86,18 +80,6 @@ async function presence(s: Svc, p: AgentProfile): Promise<string> {
   return st.json.client_presence_state;
 }
 
-/** The real agent runtime with `profile`, stopped after the test. */
-function startAgent(t: TestContext, profile: AgentProfile): { logs: Array<Record<string, unknown>>; stop(): Promise<void> } {
-  const dir = tempDir(t, "svc-tls-agent-");
-  const logs: Array<Record<string, unknown>> = [];
-  const ctl = new AbortController();
-  const running = runAgent({ profile, profileDir: dir, log: (l) => logs.push(l), signal: ctl.signal, tunnelDir: join(dir, "tunnels"), isPrivileged: () => true });
-  let stopping: Promise<void> | undefined;
-  const stop = () => (stopping ??= (ctl.abort(), running));
-  t.after(stop);
-  return { logs, stop };
-}
-
 /** A second, unrelated CA (and server certificate) generated the product's way. */
 async function otherMaterial(t: TestContext, publicHost = "localhost"): Promise<TlsMaterial> {
   return ensureGeneratedTls({ dir: join(tempDir(t, "svc-tls-other-"), "tls"), publicHost, now: Date.now(), log: silent });
@@ -126,7 +108,7 @@ describe("bind profiles and agents over mqtts (spec §1.9, §2.6, §5)", () => {
     const profile = agentProfileSchema.parse(raw);
 
     // The profile exactly as bound: host "localhost", the TLS port, the CA. No rewriting.
-    const agent = startAgent(t, profile);
+    const agent = startAgentInProcess(t, profile, "svc-tls-agent-");
     await eventually("online over mqtts", async () => ((await presence(s, profile)) === "online" ? true : undefined));
     assert.ok(agent.logs.some((l) => l.msg === "connected"));
     assert.ok(broker.isConnected(profile.mqtt.client_id));
@@ -139,7 +121,7 @@ describe("bind profiles and agents over mqtts (spec §1.9, §2.6, §5)", () => {
     const wrong = await otherMaterial(t);
     assert.notEqual(wrong.caPem, profile.mqtt.ca_cert);
 
-    const agent = startAgent(t, { ...profile, mqtt: { ...profile.mqtt, ca_cert: wrong.caPem } });
+    const agent = startAgentInProcess(t, { ...profile, mqtt: { ...profile.mqtt, ca_cert: wrong.caPem } }, "svc-tls-agent-");
     const err = await eventually("the agent's TLS failure", () => tlsFailure(agent.logs));
     assert.match(err, /certificate/i, "the server certificate does not verify against the wrong CA");
     assert.equal(agent.logs.some((l) => l.msg === "connected"), false);
@@ -152,7 +134,7 @@ describe("bind profiles and agents over mqtts (spec §1.9, §2.6, §5)", () => {
     const s = await startSvc(t, tempDir(t, "svc-tls-data-"));
     const profile = agentProfileSchema.parse(await bindThroughRest(s));
     const { ca_cert: _dropped, ...mqttWithoutCa } = profile.mqtt;
-    const agent = startAgent(t, { ...profile, mqtt: mqttWithoutCa });
+    const agent = startAgentInProcess(t, { ...profile, mqtt: mqttWithoutCa }, "svc-tls-agent-");
     const err = await eventually("the agent's TLS failure", () => tlsFailure(agent.logs));
     assert.match(err, /certificate/i);
     assert.equal(s.server.mqtt.broker!.isConnected(profile.mqtt.client_id), false);
@@ -200,7 +182,7 @@ describe("bind profiles and agents over mqtts (spec §1.9, §2.6, §5)", () => {
     assert.equal(statSync(join(dataDir, "tls")).mode & 0o777, 0o700);
     for (const key of ["ca.key", "server.key"]) assert.equal(statSync(join(dataDir, "tls", key)).mode & 0o777, 0o600, key);
     // And it still serves: an agent with the new profile connects.
-    startAgent(t, p2);
+    startAgentInProcess(t, p2, "svc-tls-agent-");
     await eventually("online after the restart", async () => ((await presence(second, p2)) === "online" ? true : undefined));
   });
 
@@ -216,7 +198,7 @@ describe("bind profiles and agents over mqtts (spec §1.9, §2.6, §5)", () => {
     const profile = agentProfileSchema.parse(await bindThroughRest(s));
     assert.equal(profile.mqtt.ca_cert, files.caPem);
     assert.throws(() => statSync(join(dataDir, "tls")), /ENOENT/, "nothing generated when files are given");
-    startAgent(t, profile); // host "localhost": a SAN of the file's certificate
+    startAgentInProcess(t, profile, "svc-tls-agent-"); // host "localhost": a SAN of the file's certificate
     await eventually("online with the file certificate", async () => ((await presence(s, profile)) === "online" ? true : undefined));
   });
 

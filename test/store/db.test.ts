@@ -1,7 +1,5 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import SQLite from "better-sqlite3";
@@ -10,17 +8,12 @@ import { Store } from "../../src/store/db.js";
 import { migrations } from "../../src/store/migrations.js";
 import { getSetting, putSetting } from "../../src/store/settings.repository.js";
 import { sqliteOf } from "../../src/store/connection.js";
+import { tempDir } from "../helpers/temp-dir.js";
 
 const log = createLogger("silent");
 
-function tempDir(t: { after(fn: () => void): void }): string {
-  const dir = mkdtempSync(join(tmpdir(), "svc-store-"));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
 test("opening a new file applies the migrations with WAL, foreign keys and a busy timeout; reopening is a no-op", async (t) => {
-  const file = join(tempDir(t), "svc.db");
+  const file = join(tempDir(t, "svc-store-"), "svc.db");
   const store = await Store.open(file, log);
   assert.equal(sqliteOf(store).pragma("journal_mode", { simple: true }), "wal");
   assert.equal(sqliteOf(store).pragma("foreign_keys", { simple: true }), 1);
@@ -39,7 +32,7 @@ test("opening a new file applies the migrations with WAL, foreign keys and a bus
 });
 
 test("foreign keys cascade: deleting a config removes its nodes, pairs, client state and tags", async (t) => {
-  const store = await Store.open(join(tempDir(t), "svc.db"), log);
+  const store = await Store.open(join(tempDir(t, "svc-store-"), "svc.db"), log);
   t.after(() => store.close());
   const db = sqliteOf(store);
   db.prepare("INSERT INTO configs VALUES ('c1', 'n', 'wireguard', '10.0.0.0/24', NULL, 0, 0)").run();
@@ -57,7 +50,7 @@ test("foreign keys cascade: deleting a config removes its nodes, pairs, client s
 });
 
 test("transaction: after-commit hooks run only after a commit; a rollback drops them and the writes", async (t) => {
-  const store = await Store.open(join(tempDir(t), "svc.db"), log);
+  const store = await Store.open(join(tempDir(t, "svc-store-"), "svc.db"), log);
   t.after(() => store.close());
   const seen: string[] = [];
   await store.transaction(async (trx, afterCommit) => {
@@ -83,7 +76,7 @@ test("transaction: after-commit hooks run only after a commit; a rollback drops 
 });
 
 test("a failing migration rejects Store.open, and `npm start` exits non-zero with one line", async (t) => {
-  const dir = tempDir(t);
+  const dir = tempDir(t, "svc-store-");
   const file = join(dir, "svc.db");
   // A table in the way of 0001_init makes it fail.
   const raw = new SQLite(file);
