@@ -204,17 +204,22 @@ function useDebounced<T>(value: T, ms: number): T {
   return settled;
 }
 
-/** How many nodes match, and the config's nodes by presence and sync state: the server's counts (spec §6.5 rule 7). */
+/**
+ * How many nodes match, and the config's nodes by presence and sync state: the server's counts
+ * (spec §6.5 rule 7); "offline" counts dynamic nodes only, static nodes are counted apart.
+ */
 function NodeCounts({ counts }: { counts: NodeCountsAnswer | undefined }) {
   if (counts === undefined) return <p className="muted table-count">Counting nodes…</p>;
-  const { total, matching, presence, sync } = counts;
+  const { total, matching, presence, sync, mode } = counts;
+  // A static node has no agent: the backend's presence says offline (spec §3.1), the console says "static (no agent)".
+  const offlineAgents = presence.offline - mode.static;
   return (
     <div className="table-count">
       <p className="muted" role="status">
         {matching === total ? `${total} ${total === 1 ? "node" : "nodes"}` : `${matching} of ${total} nodes match`}
       </p>
       <p className="muted state-counts" aria-label="Nodes by state">
-        online {presence.online} · dropped {presence.dropped} · offline {presence.offline} · latest {sync.latest} · pending {sync.pending} · static {sync.static}
+        online {presence.online} · dropped {presence.dropped} · offline {offlineAgents} · static (no agent) {mode.static} · latest {sync.latest} · pending {sync.pending}
       </p>
     </div>
   );
