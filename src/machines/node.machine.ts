@@ -130,7 +130,15 @@ export type NodeEvent =
    */
   | { type: "presence.ttl_check"; at: number }
   /** Raised internally: presence left `online`. */
-  | { type: "presence.lost"; at: number };
+  | { type: "presence.lost"; at: number }
+  /**
+   * The backend's broker link came back at `since` after an outage (spec §3.1): nothing the node
+   * sent meanwhile was heard. An online node with no signal since then is treated as having an
+   * outstanding detect sent at `since`: its agent's reconnect (`mqtt_connected`) or any other
+   * signal answers it; with none by `since + detectTimeoutMs` it is dropped, as after a detect
+   * timeout. `at` is when the event reached the node (the registry paces them).
+   */
+  | { type: "presence.outage_ended"; at: number; since: number };
 
 function eventAt(event: { type: string; at?: number }, fallback: number | null): number {
   return typeof event.at === "number" ? event.at : (fallback ?? 0);
@@ -194,6 +202,11 @@ export const nodeMachine = setup({
     failedAckRestores: and(["acceptsSignals", "failureIsAck"]),
     toStatic: ({ event }) => event.type === "node.mode_changed" && event.mode === "static",
     toDynamic: ({ event }) => event.type === "node.mode_changed" && event.mode === "dynamic",
+    /** An online node silent since the broker link came back (`presence.outage_ended`). */
+    silentSinceOutage: and([
+      stateIn({ presence: "online" }),
+      ({ context, event }) => event.type === "presence.outage_ended" && (context.lastSignalAt === null || context.lastSignalAt < event.since),
+    ]),
     /** No reachable signal since the outstanding detect was sent (spec §3.1 "no other recent signal"). */
     noSignalSinceProbe: ({ context }) =>
       context.detectSentAt !== null && (context.lastSignalAt === null || context.lastSignalAt < context.detectSentAt),
@@ -403,6 +416,12 @@ export const nodeMachine = setup({
         idle: {
           on: {
             "detect.sent": { target: "waiting", actions: assign(({ event }) => ({ detectSentAt: event.at })) },
+            // The window after a broker outage is an outstanding probe sent when the link came back.
+            "presence.outage_ended": {
+              guard: "silentSinceOutage",
+              target: "waiting",
+              actions: assign(({ event }) => (event.type === "presence.outage_ended" ? { detectSentAt: event.since } : {})),
+            },
           },
         },
         waiting: {
