@@ -370,16 +370,17 @@ export class NodeActorRegistry {
   }
 
   /**
-   * The backend's broker link came back at `since` (ms) after an outage (spec §3.1): nothing
-   * nodes sent meanwhile was heard, so every node online with no signal since then gets
-   * `presence.outage_ended` and its machine treats it as having an outstanding detect sent at
-   * `since`: the agent's reconnect (`mqtt_connected`) or any signal answers it, silence drops the
-   * node at `since + detectTimeoutMs`. Nodes are visited about 5 ms of a turn at a time (a fleet
+   * The backend's broker link, down since `since` (ms), came back at `returnedAt` (spec §3.1):
+   * what nodes sent meanwhile may not have been heard (a broker that kept the backend's session
+   * delivers what it queued, stamped when it arrives), so every node online with no signal since
+   * `since` gets `presence.outage_ended` and its machine treats it as having an outstanding detect
+   * sent at `returnedAt`: the agent's reconnect (`mqtt_connected`) or any signal answers it,
+   * silence drops the node at `returnedAt + detectTimeoutMs`. Nodes are visited about 5 ms of a turn at a time (a fleet
    * of dormant nodes is woken without holding ingest); a newer pass ends an older one still
    * running. A no-op while time moves nothing (`timersEnabled` false).
    * @returns the number of nodes that were sent the event, once every node was visited
    */
-  async outageEnded(since: number): Promise<number> {
+  async outageEnded(since: number, returnedAt: number): Promise<number> {
     if (this.#deps.timersEnabled === false) return 0;
     const pass = ++this.#outagePasses;
     const targets = [...this.#entries.values()];
@@ -393,7 +394,7 @@ export class NodeActorRegistry {
         if (entry === undefined || entry.gone === true || !this.#entries.has(entry.configId, entry.nodeId)) continue;
         const p = projectionOf(entry);
         if (p.presence !== "online" || (p.lastSignalAt !== null && p.lastSignalAt >= since)) continue;
-        this.#deliver(entry, { type: "presence.outage_ended", at: this.#deps.clock.now(), since });
+        this.#deliver(entry, { type: "presence.outage_ended", at: this.#deps.clock.now(), since, returnedAt });
         sent++;
       }
       if (i < targets.length) await backgroundTurn();

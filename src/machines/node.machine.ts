@@ -132,13 +132,14 @@ export type NodeEvent =
   /** Raised internally: presence left `online`. */
   | { type: "presence.lost"; at: number }
   /**
-   * The backend's broker link came back at `since` after an outage (spec §3.1): nothing the node
-   * sent meanwhile was heard. An online node with no signal since then is treated as having an
-   * outstanding detect sent at `since`: its agent's reconnect (`mqtt_connected`) or any other
-   * signal answers it; with none by `since + detectTimeoutMs` it is dropped, as after a detect
-   * timeout. `at` is when the event reached the node (the registry paces them).
+   * The backend's broker link, down since `since`, came back at `returnedAt` (spec §3.1): what
+   * the node sent while it was down may not have been heard. An online node with no signal since
+   * `since` is treated as having an outstanding detect sent at `returnedAt`: its agent's
+   * reconnect (`mqtt_connected`) or any other signal answers it; with none by
+   * `returnedAt + detectTimeoutMs` it is dropped, as after a detect timeout. `at` is when the
+   * event reached the node (the registry paces them).
    */
-  | { type: "presence.outage_ended"; at: number; since: number };
+  | { type: "presence.outage_ended"; at: number; since: number; returnedAt: number };
 
 function eventAt(event: { type: string; at?: number }, fallback: number | null): number {
   return typeof event.at === "number" ? event.at : (fallback ?? 0);
@@ -202,7 +203,7 @@ export const nodeMachine = setup({
     failedAckRestores: and(["acceptsSignals", "failureIsAck"]),
     toStatic: ({ event }) => event.type === "node.mode_changed" && event.mode === "static",
     toDynamic: ({ event }) => event.type === "node.mode_changed" && event.mode === "dynamic",
-    /** An online node silent since the broker link came back (`presence.outage_ended`). */
+    /** An online node silent since the broker link went down (`presence.outage_ended`). */
     silentSinceOutage: and([
       stateIn({ presence: "online" }),
       ({ context, event }) => event.type === "presence.outage_ended" && (context.lastSignalAt === null || context.lastSignalAt < event.since),
@@ -420,7 +421,7 @@ export const nodeMachine = setup({
             "presence.outage_ended": {
               guard: "silentSinceOutage",
               target: "waiting",
-              actions: assign(({ event }) => (event.type === "presence.outage_ended" ? { detectSentAt: event.since } : {})),
+              actions: assign(({ event }) => (event.type === "presence.outage_ended" ? { detectSentAt: event.returnedAt } : {})),
             },
           },
         },

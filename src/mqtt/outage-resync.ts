@@ -16,7 +16,7 @@ export interface OutageResyncDeps {
  * Presence after an outage of the backend's broker link (spec §3.1, §6.4 rules 8 and 10). While
  * the link was down nothing a node sent was heard, and a node whose agent died meanwhile left no
  * will the backend saw. When the link comes back (connected and subscribed), every node online
- * with no signal since then is left awaiting one for the detect timeout
+ * with no signal since the link went down is left awaiting one for the detect timeout
  * (`NodeActorRegistry.outageEnded`): an agent that reconnects announces itself (`mqtt_connected`)
  * and stays online, a silent node is dropped at the window's end. While the console has viewers
  * the detect round also starts at once (`DetectScheduler.linkReturned`); without viewers no
@@ -24,7 +24,11 @@ export interface OutageResyncDeps {
  */
 export class OutageResync {
   readonly #d: OutageResyncDeps;
-  #wentDown = false;
+  /**
+   * When the link was first seen down in the current outage (ms); null while it is up. Only a
+   * link that was up is reported down, so the first connection of a run is not a return.
+   */
+  #downSince: number | null = null;
 
   constructor(deps: OutageResyncDeps) {
     this.#d = deps;
@@ -32,15 +36,16 @@ export class OutageResync {
 
   /** Call at every change of the link (`broker.connection_changed`). */
   linkChanged(): void {
+    const now = this.#d.clock.now();
     if (!this.#d.connected()) {
-      this.#wentDown = true;
+      this.#downSince ??= now;
       return;
     }
-    if (!this.#wentDown) return;
-    this.#wentDown = false;
-    const since = this.#d.clock.now();
+    const since = this.#downSince;
+    this.#downSince = null;
+    if (since === null) return;
     this.#d.detect.linkReturned();
-    this.#d.registry.outageEnded(since).then(
+    this.#d.registry.outageEnded(since, now).then(
       (nodes) => this.#d.log.info({ nodes, since }, "broker link back after an outage: nodes silent since await a signal"),
       (err: unknown) => this.#d.log.error({ err }, "marking nodes after a broker outage failed"),
     );

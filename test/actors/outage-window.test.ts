@@ -69,9 +69,10 @@ const presence = (registry: NodeActorRegistry, id: string) => registry.projectio
 
 test("spec §3.1: after the broker link returns, a node whose agent reconnects stays online; a silent one is dropped exactly at the window's end (the detect timeout), not 1 ms before", async (t) => {
   const { registry, clock, reader, changes } = await openRegistry(t, ["n-back", "n-dead"]);
+  const down = clock.now() + 1; // the link goes down after the last heartbeat
   clock.advance(60_000); // the outage: nothing heard
   const since = clock.now();
-  assert.equal(await registry.outageEnded(since), 2, "both online nodes predate the return");
+  assert.equal(await registry.outageEnded(down, since), 2, "both online nodes are silent since the link went down");
 
   clock.advance(3_000);
   // The reconnecting agent's `mqtt_connected` event: a reachable signal (spec §3.1).
@@ -107,12 +108,15 @@ test("spec §3.1: the window concerns only nodes online and silent since the ret
   assert.equal(presence(registry, "n-dropped"), "dropped");
   await registry.send(CONFIG, "n-spoke", { type: "mqtt.signal", at: clock.now(), source: "heartbeat" });
   await registry.send(CONFIG, "n-silent", { type: "mqtt.signal", at: clock.now(), source: "heartbeat" });
+  const down = clock.now() + 1;
   clock.advance(10_000);
+  // A message the broker queued for the backend's session, delivered as the link came back
+  // (after its CONNACK, before its SUBACK): it answers for the outage.
+  await registry.send(CONFIG, "n-spoke", { type: "mqtt.signal", at: clock.now(), source: "event" });
+  clock.advance(50);
   const since = clock.now();
-  // A message queued by the broker for the backend's session, delivered right at the return.
-  await registry.send(CONFIG, "n-spoke", { type: "mqtt.signal", at: since, source: "event" });
 
-  assert.equal(await registry.outageEnded(since), 1, "only the node online and silent since the return");
+  assert.equal(await registry.outageEnded(down, since), 1, "only the node online and silent since the link went down");
   assert.deepEqual(registry.machineState(CONFIG, "n-silent")?.value, { ...(registry.machineState(CONFIG, "n-silent")?.value as object), probe: "waiting" });
   assert.equal((registry.machineState(CONFIG, "n-spoke")?.value as { probe: string }).probe, "idle");
 
@@ -142,8 +146,9 @@ test("spec §3.1: the window survives a restart of the service: a second registr
   await first.start();
   await first.send(CONFIG, "n-a", { type: "client.bound", at: clock.now(), clientVersion: "1.0.0" });
   await first.send(CONFIG, "n-a", { type: "mqtt.signal", at: clock.now(), source: "heartbeat" });
+  const down = clock.now() + 1;
   clock.advance(5_000);
-  await first.outageEnded(clock.now());
+  await first.outageEnded(down, clock.now());
   clock.advance(5_000);
   await first.stop();
 
