@@ -32,9 +32,11 @@
  *    (same dynamic-security file). From the moment it accepts connections, sample every second:
  *    agents connected, nodes online in the store whose last signal is newer than the restart,
  *    the backend's RSS (this process) and Mosquitto's.
- * 6. Checks: every node online with a signal after the restart; per node, the `mqtt_connected`
- *    events stored equal the sessions its agent opened (a duplicate or a loss shows), and no node
- *    in a presence or runtime state other than online/running.
+ * 6. Prints "all N online with a fresh signal after restart" with its time (with `--kill-agents`:
+ *    the live agents' nodes, the time until every killed agent's node is shown not online, and
+ *    the time until every node is either), then the checks: per node, the `mqtt_connected`
+ *    events stored equal the sessions its agent opened (the lost-event count), the presence and
+ *    runtime states, and where the killed agents' nodes ended.
  */
 import { execFileSync, fork, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";

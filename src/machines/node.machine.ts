@@ -19,7 +19,8 @@ import type { NodeMode, TunnelProtocol } from "../protocol/enums.js";
  * - `runtime`         unknown | running | stopped               (spec §3.3)
  * - `bindToken`       none | valid | used | expired | invalidated (spec §3.6)
  * - `sync`            pending | latest                          (spec §3.5)
- * - `probe`           idle | waiting                            (spec §6.4 rule 8: detect timeout)
+ * - `probe`           idle | waiting                            (spec §6.4 rule 8: detect timeout;
+ *                                                                also the window after a broker outage)
  *
  * Effects are named actions with empty defaults here; `src/actors` provides the real ones with
  * `machine.provide()`. Persisting the snapshot and emitting SSE happen in the actor layer after
