@@ -45,6 +45,7 @@ test("spec §3.1, §6.4 rule 10: Mosquitto SIGKILLed and restarted: an agent's m
     await a?.publishAsync(p.topics.heartbeat ?? "", agentEnvelope(p, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
   }
   await until("both online", () => machineOf(s, pBack)?.context.lastSignalAt !== null && machineOf(s, pDead)?.context.lastSignalAt !== null);
+  clock.advance(1000); // the crash comes after the nodes' last signals
   // Mosquitto saves its state every second: wait for a save that holds the backend's session.
   const saved = Date.now();
   const db = join(m.dir, "mosquitto.db");
