@@ -11,6 +11,7 @@ import type { Logger } from "./logger.js";
 import { brokerAdapterFactories, BrokerConnection, resolveIdentity, type BrokerAdapterFactories } from "./mqtt/broker-connection.js";
 import { BrokerPasswordVault, sealWithVault } from "./mqtt/broker-passwords.js";
 import { DetectScheduler } from "./mqtt/detect-scheduler.js";
+import { OutageResync } from "./mqtt/outage-resync.js";
 import { EventLog } from "./mqtt/event-log.js";
 import { MqttRouter } from "./mqtt/router.js";
 import { AppEvents } from "./services/app-events.js";
@@ -367,6 +368,8 @@ async function createLiveServices(deps: Core & ActorParts & {
   const metrics = new ServiceMetrics({ mqttEnabled, nodes: () => registry.projections(), received: () => router.received, published: () => commands.published, dropped: () => router.dropped, hub: hubMetrics, brokerConnected, events });
   const detect = createDetect(deps);
   hub.onSubscribersChanged((count) => detect.setActive(mqttEnabled && count > 0));
+  const resync = new OutageResync({ connected: brokerConnected, clock, log: log.child({ name: "presence" }), registry, detect });
+  events.on("broker.connection_changed", () => resync.linkChanged());
   return { hub, status, mqttSettings, publicUrl, control, notifier, metrics, detect };
 }
 

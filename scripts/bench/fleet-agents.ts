@@ -26,6 +26,8 @@ export type ToFleetAgents =
   | { type: "start"; from: number; to: number; perConfig: number; port: number; addresses: string[]; concurrency: number }
   | { type: "sessions" }
   | { type: "freeze" }
+  /** These agents die (their host went away): they never connect again; an open socket stays until it closes. */
+  | { type: "kill"; nodes: number[] }
   | { type: "stop" };
 
 /** Worker → parent, every second and on demand. */
@@ -96,6 +98,8 @@ interface Agent {
   connected: boolean;
   backoffMs: number;
   sessions: number;
+  /** Killed: never connects again. */
+  dead?: true;
 }
 
 const stats: FleetAgentStats = { type: "stats", connected: 0, connecting: 0, waiting: 0, connacks: 0, refused: 0, errors: {}, timeouts: 0, pubacks: 0, rssBytes: 0 };
@@ -106,7 +110,7 @@ let cfg: Extract<ToFleetAgents, { type: "start" }>;
 
 /** Calls back with each complete packet's first byte and body (a stream may split or join packets). */
 function attempt(agent: Agent): void {
-  if (stopping || frozen) return;
+  if (stopping || frozen || agent.dead === true) return;
   const a = ids(agent.i, cfg.perConfig);
   const socket = netConnect({ host: "127.0.0.1", port: cfg.port, localAddress: cfg.addresses[agent.i % cfg.addresses.length] });
   agent.socket = socket;
@@ -186,6 +190,12 @@ process.on("message", (msg: ToFleetAgents) => {
     setInterval(report, 1000).unref();
     ramp(agents);
     (globalThis as { agents?: Agent[] }).agents = agents;
+  } else if (msg.type === "kill") {
+    const agents = (globalThis as { agents?: Agent[] }).agents ?? [];
+    for (const i of msg.nodes) {
+      const agent = agents[i - cfg.from];
+      if (agent !== undefined) agent.dead = true;
+    }
   } else if (msg.type === "freeze") {
     frozen = true;
     report();

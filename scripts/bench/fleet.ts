@@ -1,9 +1,16 @@
 /**
- * A fleet of N bound nodes through a Mosquitto restart (a benchmark, not a test:
+ * A fleet of N bound nodes through a broker restart (a benchmark, not a test:
  * it prints tables and asserts nothing).
  *
  *   npx tsx scripts/bench/fleet.ts [--nodes 100000] [--workers 4] [--down-s 5]
  *     [--provision file|backend] [--addresses 10] [--timeout-s 120] [--per-config 250]
+ *     [--broker mosquitto|embedded] [--kill-agents 100]
+ *
+ * `--broker embedded`: the service's own broker thread instead of Mosquitto (steps 2 and 5: the
+ * worker thread is ended as a crash would and restarted by the service at once; `--down-s` does
+ * not apply). `--kill-agents K`: K agents, spread over the fleet, die during the outage (they
+ * never reconnect, and no will is published for them: the broker was down); their nodes must be
+ * shown not online.
  *
  * 1. Seeds N bound dynamic nodes (config latest, presence offline, real actor snapshots) straight
  *    into SQLite through the real migrations (`seedStore` of ingest-lib: a bench shortcut for
@@ -25,9 +32,11 @@
  *    (same dynamic-security file). From the moment it accepts connections, sample every second:
  *    agents connected, nodes online in the store whose last signal is newer than the restart,
  *    the backend's RSS (this process) and Mosquitto's.
- * 6. Checks: every node online with a signal after the restart; per node, the `mqtt_connected`
- *    events stored equal the sessions its agent opened (a duplicate or a loss shows), and no node
- *    in a presence or runtime state other than online/running.
+ * 6. Prints "all N online with a fresh signal after restart" with its time (with `--kill-agents`:
+ *    the live agents' nodes, the time until every killed agent's node is shown not online, and
+ *    the time until every node is either), then the checks: per node, the `mqtt_connected`
+ *    events stored equal the sessions its agent opened (the lost-event count), the presence and
+ *    runtime states, and where the killed agents' nodes ended.
  */
 import { execFileSync, fork, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -39,6 +48,7 @@ import { Session } from "node:inspector/promises";
 import SQLite from "better-sqlite3";
 import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
+import { ThreadedBroker } from "../../src/mqtt/broker-thread.js";
 import { createServer, type AppContext } from "../../src/server.js";
 import type { FleetAgentStats, ToFleetAgents } from "./fleet-agents.js";
 import { benchNodeId, seedStore } from "./ingest-lib.js";
@@ -61,6 +71,9 @@ interface Args {
   signal: "SIGKILL" | "SIGTERM";
   /** Profile the backend (this process) from the kill to the end of sampling; print the top self times. */
   cpuProf: boolean;
+  broker: "mosquitto" | "embedded";
+  /** Agents that die during the outage. */
+  killAgents: number;
 }
 
 function parseArgs(argv: string[]): Args {
@@ -82,6 +95,8 @@ function parseArgs(argv: string[]): Args {
     concurrency: Number(get("concurrency", "200")),
     signal: get("signal", "KILL") === "TERM" ? "SIGTERM" : "SIGKILL",
     cpuProf: argv.includes("--cpu-prof"),
+    broker: get("broker", "mosquitto") === "embedded" ? "embedded" : "mosquitto",
+    killAgents: Number(get("kill-agents", "0")),
   };
 }
 
@@ -211,6 +226,10 @@ interface Sample {
   agentsConnected: number;
   online: number;
   confirmed: number;
+  /** Nodes shown not online (dropped or offline). */
+  notOnline: number;
+  /** Killed agents' nodes shown not online. */
+  killedDown: number;
   backendRss: number;
   brokerRss: number;
   agentsRss: number;
@@ -222,61 +241,95 @@ interface Sample {
 const loopDelay = monitorEventLoopDelay({ resolution: 20 });
 loopDelay.enable();
 
-/** Nodes online in the store; `confirmed`: online with a signal at or after `since` (ms). */
-function counter(dbFile: string): (since: number) => { online: number; confirmed: number } {
+interface Counts {
+  online: number;
+  confirmed: number;
+  notOnline: number;
+  killedDown: number;
+}
+
+/**
+ * Nodes online in the store; `confirmed`: online with a signal at or after `since` (ms);
+ * `notOnline`: dropped or offline; `killedDown`: of the nodes in `killed`, those not online.
+ */
+function counter(dbFile: string, killed: string[]): (since: number) => Counts {
   const db = new SQLite(dbFile, { readonly: true });
   const q = db.prepare(
-    "SELECT sum(client_presence_state = 'online') AS online, sum(client_presence_state = 'online' AND last_signal_at >= ?) AS confirmed FROM node_client_state",
+    "SELECT sum(client_presence_state = 'online') AS online, sum(client_presence_state = 'online' AND last_signal_at >= ?) AS confirmed, sum(client_presence_state != 'online') AS notOnline FROM node_client_state",
   );
+  const k = killed.length === 0 ? null : db.prepare(`SELECT count(*) AS c FROM node_client_state WHERE client_presence_state != 'online' AND node_id IN (${killed.map(() => "?").join(",")})`);
   return (since) => {
-    const r = q.get(since) as { online: number | null; confirmed: number | null };
-    return { online: r.online ?? 0, confirmed: r.confirmed ?? 0 };
+    const r = q.get(since) as { online: number | null; confirmed: number | null; notOnline: number | null };
+    const killedDown = k === null ? 0 : (k.get(...killed) as { c: number }).c;
+    return { online: r.online ?? 0, confirmed: r.confirmed ?? 0, notOnline: r.notOnline ?? 0, killedDown };
   };
+}
+
+/** When (ms from the origin) each target was first met; null: not within the run. */
+interface Reached {
+  /** Every live agent's node online with a fresh signal. */
+  allLiveAtMs: number | null;
+  /** Every node online with a fresh signal or shown not online. */
+  truthAtMs: number | null;
+  /** Every killed agent's node shown not online. */
+  killedAtMs: number | null;
 }
 
 async function sampleUntil(opts: {
   since: number;
   origin: number;
   n: number;
+  killed: number;
   timeoutMs: number;
-  count: (since: number) => { online: number; confirmed: number };
+  count: (since: number) => Counts;
   fleet: Fleet;
-  broker: Broker;
+  brokerPid: () => number | undefined;
   server: AppContext;
-}): Promise<{ samples: Sample[]; allAtMs: number | null }> {
+}): Promise<{ samples: Sample[] } & Reached> {
   const samples: Sample[] = [];
   const deadline = Date.now() + opts.timeoutMs;
-  let allAtMs: number | null = null;
+  const r: Reached = { allLiveAtMs: null, truthAtMs: null, killedAtMs: null };
   for (;;) {
     const c = opts.count(opts.since);
     const f = opts.fleet.total();
     const s: Sample = {
       t: Date.now() - opts.origin,
       agentsConnected: f.connected,
-      online: c.online,
-      confirmed: c.confirmed,
+      ...c,
       backendRss: process.memoryUsage().rss,
-      brokerRss: rssOf(opts.broker.pid()),
+      brokerRss: rssOf(opts.brokerPid()),
       agentsRss: f.rssBytes,
       backendConnected: opts.server.mqtt.connected(),
       loopMaxMs: loopDelay.max / 1e6,
     };
     loopDelay.reset();
     samples.push(s);
-    if (c.confirmed >= opts.n && allAtMs === null) allAtMs = s.t;
-    if (allAtMs !== null || Date.now() > deadline) break;
+    if (r.allLiveAtMs === null && c.confirmed >= opts.n - opts.killed) r.allLiveAtMs = s.t;
+    if (r.truthAtMs === null && c.confirmed + c.notOnline >= opts.n) r.truthAtMs = s.t;
+    if (r.killedAtMs === null && c.killedDown >= opts.killed) r.killedAtMs = s.t;
+    const done = r.allLiveAtMs !== null && r.truthAtMs !== null && r.killedAtMs !== null;
+    if (done || Date.now() > deadline) break;
     await sleep(1000);
   }
-  return { samples, allAtMs };
+  return { samples, ...r };
 }
 
-function printCurve(title: string, r: { samples: Sample[]; allAtMs: number | null }, n: number): void {
+const secs = (ms: number | null) => (ms === null ? "not reached" : `${fmt(ms / 1000, 1)} s`);
+
+function printCurve(title: string, r: { samples: Sample[] } & Reached, n: number, killed: number): void {
   console.log(`\n#### ${title}\n`);
-  console.log(`All ${fmt(n)} nodes online with a fresh signal after: **${r.allAtMs === null ? "not reached" : `${fmt(r.allAtMs / 1000, 1)} s`}**\n`);
-  console.log("| t (s) | agents connected | nodes online (fresh signal) | nodes online (any) | backend connected | backend event-loop max delay ms | backend RSS MB | Mosquitto RSS MB | agents RSS MB (all workers) |");
-  console.log("|---:|---:|---:|---:|:---:|---:|---:|---:|---:|");
+  if (killed === 0) console.log(`All ${fmt(n)} online with a fresh signal after restart: **${secs(r.allLiveAtMs)}**\n`);
+  else {
+    console.log(`All ${fmt(n - killed)} live agents' nodes online with a fresh signal after restart: **${secs(r.allLiveAtMs)}**`);
+    console.log(`Killed agents: ${fmt(killed)} nodes shown not online after: **${secs(r.killedAtMs)}**`);
+    console.log(`Every node online with a fresh signal or shown not online after: **${secs(r.truthAtMs)}**\n`);
+  }
+  console.log("| t (s) | agents connected | nodes online (fresh signal) | nodes online (any) | nodes not online | killed not online | backend connected | backend event-loop max delay ms | backend RSS MB | broker RSS MB | agents RSS MB (all workers) |");
+  console.log("|---:|---:|---:|---:|---:|---:|:---:|---:|---:|---:|---:|");
   for (const s of r.samples) {
-    console.log(`| ${fmt(s.t / 1000, 1)} | ${fmt(s.agentsConnected)} | ${fmt(s.confirmed)} | ${fmt(s.online)} | ${s.backendConnected ? "yes" : "no"} | ${fmt(s.loopMaxMs)} | ${mb(s.backendRss)} | ${mb(s.brokerRss)} | ${mb(s.agentsRss)} |`);
+    console.log(
+      `| ${fmt(s.t / 1000, 1)} | ${fmt(s.agentsConnected)} | ${fmt(s.confirmed)} | ${fmt(s.online)} | ${fmt(s.notOnline)} | ${fmt(s.killedDown)} | ${s.backendConnected ? "yes" : "no"} | ${fmt(s.loopMaxMs)} | ${mb(s.backendRss)} | ${mb(s.brokerRss)} | ${mb(s.agentsRss)} |`,
+    );
   }
   const maxRss = Math.max(...r.samples.map((s) => s.backendRss));
   console.log(`\nBackend RSS max ${mb(maxRss)} MB (target ≤ 1,536 MB).`);
@@ -319,7 +372,8 @@ async function stopProfile(session: Session, top = 25): Promise<void> {
 
 // ---- checks --------------------------------------------------------------------------------------
 
-function checks(dbFile: string, sessions: Map<number, number>, n: number, perConfig: number): void {
+/** Presence and stored events after the run; `killed` agents' nodes are counted apart. */
+function checks(dbFile: string, sessions: Map<number, number>, n: number, killed: Set<number>): void {
   const db = new SQLite(dbFile, { readonly: true });
   const states = db.prepare("SELECT client_presence_state AS p, runtime_state AS r, count(*) AS c FROM node_client_state GROUP BY 1, 2").all() as { p: string; r: string; c: number }[];
   const events = new Map<string, number>();
@@ -343,7 +397,14 @@ function checks(dbFile: string, sessions: Map<number, number>, n: number, perCon
       lost += opened - stored;
     }
   }
-  void perConfig;
+  const killedStates = new Map<string, number>();
+  const db2 = new SQLite(dbFile, { readonly: true });
+  const one = db2.prepare("SELECT client_presence_state AS p FROM node_client_state WHERE node_id = ?");
+  for (const i of killed) {
+    const p = (one.get(benchNodeId(i)) as { p: string } | undefined)?.p ?? "missing";
+    killedStates.set(p, (killedStates.get(p) ?? 0) + 1);
+  }
+  db2.close();
   console.log("\n#### Checks after the run\n");
   console.log("| presence | runtime | nodes |\n|---|---|---:|");
   for (const s of states) console.log(`| ${s.p} | ${s.r} | ${fmt(s.c)} |`);
@@ -351,9 +412,59 @@ function checks(dbFile: string, sessions: Map<number, number>, n: number, perCon
   for (const e of byEvent) console.log(`| ${e.event} | ${fmt(e.c)} |`);
   console.log(`\nnode_transitions rows: ${fmt(transitions.c)}`);
   console.log(`\nPer node, stored \`mqtt_connected\` events vs sessions its agent opened: equal ${fmt(equal)}, more (a duplicate) ${fmt(more)}, fewer ${fmt(fewer)} (${fmt(lost)} events lost).`);
+  console.log(`\n**Lost \`mqtt_connected\` events: ${fmt(lost)}.**`);
+  if (killed.size > 0) console.log(`\nKilled agents' nodes at the end: ${[...killedStates].map(([p, c]) => `${p} ${fmt(c)}`).join(", ")} (of ${fmt(killed.size)}).`);
 }
 
 // ---- main ------------------------------------------------------------------------------------------
+
+/** The broker under test: Mosquitto (a process of its own) or the service's broker thread. */
+interface BrokerUnderTest {
+  port: number;
+  pid(): number | undefined;
+  /** Ends it as a crash would. */
+  crash(): Promise<void>;
+  /** Brings it back (or waits until the service did); resolves with when it accepts connections again (ms since the epoch). */
+  restart(): Promise<number>;
+  problems(): string[];
+}
+
+function mosquittoUnderTest(broker: Broker, a: Args): BrokerUnderTest {
+  return {
+    port: broker.port,
+    pid: () => broker.pid(),
+    crash: () => broker.kill(a.signal),
+    restart: async () => {
+      await sleep(a.downS * 1000);
+      return broker.start();
+    },
+    problems: () => broker.problems(),
+  };
+}
+
+/** The embedded broker's worker thread, ended as a crash would end it; the service restarts it on the same port. */
+function embeddedUnderTest(server: AppContext): BrokerUnderTest {
+  const broker = server.mqtt.broker;
+  if (!(broker instanceof ThreadedBroker)) throw new Error("--broker embedded needs the broker thread (SVC_EMBEDDED_BROKER_THREAD on)");
+  return {
+    port: broker.port,
+    pid: () => undefined,
+    crash: () => broker.terminateWorker(),
+    restart: async () => {
+      // The restarted worker subscribes the backend's link before it listens; the link reads connected once it listens.
+      while (!server.mqtt.connected()) await sleep(5);
+      return Date.now();
+    },
+    problems: () => [],
+  };
+}
+
+/** `k` node indices spread evenly over `n`. */
+function spread(n: number, k: number): number[] {
+  if (k <= 0) return [];
+  const step = n / k;
+  return Array.from({ length: k }, (_, j) => Math.floor(j * step));
+}
 
 async function main(): Promise<void> {
   const a = parseArgs(process.argv.slice(2));
@@ -369,74 +480,78 @@ async function main(): Promise<void> {
     phases.push([label, performance.now() - t0, note]);
     return v;
   };
-  console.log(`### Fleet through a Mosquitto restart: ${fmt(a.nodes)} nodes (${new Date().toISOString()})\n`);
+  const brokerName = a.broker === "embedded" ? "the embedded broker thread" : "Mosquitto";
+  console.log(`### Fleet through a restart of ${brokerName}: ${fmt(a.nodes)} nodes${a.killAgents > 0 ? `, ${fmt(a.killAgents)} agents killed during the outage` : ""} (${new Date().toISOString()})\n`);
   console.log(`machine load average at start: ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")} (2 cores, shared with other sessions)\n`);
-  console.log(`nofile limit ${nofile}; ${a.workers} agent processes; ${a.addresses} source addresses; provision: ${a.provision}; broker stopped by ${a.signal}, down ${a.downS} s\n`);
+  const stop = a.broker === "embedded" ? "broker thread ended (Worker.terminate), restarted by the service" : `broker stopped by ${a.signal}, down ${a.downS} s`;
+  console.log(`nofile limit ${nofile}; ${a.workers} agent processes; ${a.addresses} source addresses; provision: ${a.provision}; ${stop}\n`);
   let server: AppContext | undefined;
   let fleet: Fleet | undefined;
-  const broker = await prepareBroker(dir);
+  const mosq = a.broker === "mosquitto" ? await prepareBroker(dir) : null;
   try {
-    await timed("seed store (one transaction)", () => seedStore({ file: dbFile, nodes: a.nodes, snapshot: "offline", onlineTtlMs: 2_700_000, detectTimeoutMs: 15_000, perConfig: a.perConfig }));
+    await timed("seed store (one transaction)", () => seedStore({ file: dbFile, nodes: a.nodes, snapshot: "offline", onlineTtlMs: 2_700_000, detectTimeoutMs: 20_000, perConfig: a.perConfig }));
     await timed("seal broker passwords (vault)", () => sealPasswords(dbFile, dataDir, a.nodes, a.perConfig));
-    if (a.provision === "file") {
+    if (mosq !== null && a.provision === "file") {
       await timed("write node accounts into dynamic-security.json (PBKDF2)", () => writeDynsecAccounts(join(dir, "dynamic-security.json"), a.nodes, a.perConfig));
     }
-    await timed("start mosquitto (load accounts)", () => broker.start());
+    if (mosq !== null) await timed("start mosquitto (load accounts)", () => mosq.start());
+    const brokerSettings = mosq !== null ? mosquittoSettings(mosq) : { mqttBroker: "embedded" as const, embeddedBrokerHost: "127.0.0.1", embeddedBrokerPort: 0, embeddedBrokerThread: true };
     server = await timed("createServer", () =>
       createServer(
-        testSettings({
-          dataDir,
-          adminPassword: "fleet bench password",
-          ...mosquittoSettings(broker),
-          detectIntervalMs: 3_600_000,
-        }),
+        testSettings({ dataDir, adminPassword: "fleet bench password", ...brokerSettings, detectIntervalMs: 3_600_000 }),
         createLogger(process.env.FLEET_LOG === "1" ? "info" : "silent"),
       ),
     );
     const srv = server;
-    await timed(`backend connected + broker reconciled (${a.provision === "backend" ? "creates every account" : "accounts already in sync"})`, () =>
-      awaitBackendReady(srv, Math.max(300_000, a.nodes * 20)),
-    );
+    if (mosq !== null) {
+      await timed(`backend connected + broker reconciled (${a.provision === "backend" ? "creates every account" : "accounts already in sync"})`, () =>
+        awaitBackendReady(srv, Math.max(300_000, a.nodes * 20)),
+      );
+    }
+    const under = mosq !== null ? mosquittoUnderTest(mosq, a) : embeddedUnderTest(srv);
     const report = server.mqtt.sync?.state().lastReport;
-    // Recv-Q/Send-Q of a listening socket: queued connections / the accept backlog Mosquitto asked for.
-    const listen = execFileSync("ss", ["-ltnH", `sport = :${broker.port}`], { encoding: "utf8" }).trim();
-    const count = counter(dbFile);
-    fleet = startFleet(a, broker.port);
+    // Recv-Q/Send-Q of a listening socket: queued connections / the accept backlog the broker asked for.
+    const listen = execFileSync("ss", ["-ltnH", `sport = :${under.port}`], { encoding: "utf8" }).trim();
+    const killed = spread(a.nodes, a.killAgents);
+    const count = counter(dbFile, killed.map((i) => benchNodeId(i)));
+    fleet = startFleet(a, under.port);
     const t0 = Date.now();
-    const first = await sampleUntil({ since: t0, origin: t0, n: a.nodes, timeoutMs: Math.max(120_000, a.nodes * 5), count, fleet, broker, server });
+    const sampling = { n: a.nodes, count, fleet, brokerPid: () => under.pid(), server };
+    const first = await sampleUntil({ ...sampling, since: t0, origin: t0, killed: 0, timeoutMs: Math.max(120_000, a.nodes * 5) });
     phases.push(["first connection of every agent → all online in the store", Date.now() - t0, ""]);
     await sleep(3000);
     const beforeKill = fleet.total();
     const profiler = a.cpuProf ? await startProfile() : undefined;
     const tKill = Date.now();
-    await broker.kill(a.signal);
-    await sleep(a.downS * 1000);
-    const tAccept = await broker.start();
-    const after = await sampleUntil({ since: tAccept, origin: tAccept, n: a.nodes, timeoutMs: a.timeoutS * 1000, count, fleet, broker, server });
+    await under.crash();
+    // Dead hosts: they never reconnect, and the broker that would publish their wills is down.
+    for (const c of fleet.children) c.send({ type: "kill", nodes: killed } satisfies ToFleetAgents);
+    const tAccept = await under.restart();
+    const after = await sampleUntil({ ...sampling, since: tAccept, origin: tAccept, killed: killed.length, timeoutMs: a.timeoutS * 1000 });
     await fleet.freeze();
     await sleep(3000);
     const sessions = await fleet.sessions();
-    const profileDone = profiler;
     const end = fleet.total();
 
     console.log("| phase | ms | |\n|---|---:|---|");
     for (const [label, ms, note] of phases) console.log(`| ${label} | ${fmt(ms)} | ${note} |`);
     console.log(`\nreconcile report: ${JSON.stringify(report)}`);
-    console.log(`\nMosquitto's listening socket (ss: state, Recv-Q, Send-Q = accept backlog, address): \`${listen.replace(/\s+/g, " ")}\``);
+    console.log(`\nThe broker's listening socket (ss: state, Recv-Q, Send-Q = accept backlog, address): \`${listen.replace(/\s+/g, " ")}\``);
     console.log(`\nbroker killed at +${fmt((tKill - t0) / 1000, 1)} s of the run; accepting again ${fmt((tAccept - tKill) / 1000, 1)} s after the kill`);
     console.log(`agents before kill: ${JSON.stringify(beforeKill)}`);
     console.log(`agents at the end: ${JSON.stringify(end)}`);
-    printCurve("Initial connection (t from the first agent's start)", { samples: first.samples.filter((_, k) => k % Math.max(1, Math.ceil(first.samples.length / 40)) === 0 || k === first.samples.length - 1), allAtMs: first.allAtMs }, a.nodes);
-    printCurve("After the restart (t from Mosquitto accepting connections)", after, a.nodes);
-    checks(dbFile, sessions, a.nodes, a.perConfig);
-    const problems = broker.problems();
-    console.log(`\nMosquitto logged ${fmt(problems.length)} error/warning lines${problems.length > 0 ? "; first and last:" : "."}`);
+    const firstShown = first.samples.filter((_, k) => k % Math.max(1, Math.ceil(first.samples.length / 40)) === 0 || k === first.samples.length - 1);
+    printCurve("Initial connection (t from the first agent's start)", { ...first, samples: firstShown }, a.nodes, 0);
+    printCurve("After the restart (t from the broker accepting connections)", after, a.nodes, killed.length);
+    checks(dbFile, sessions, a.nodes, new Set(killed));
+    const problems = under.problems();
+    console.log(`\nThe broker logged ${fmt(problems.length)} error/warning lines${problems.length > 0 ? "; first and last:" : "."}`);
     for (const line of [...new Set([...problems.slice(0, 3), ...problems.slice(-3)])]) console.log(`    ${line}`);
-    if (profileDone !== undefined) await stopProfile(profileDone);
+    if (profiler !== undefined) await stopProfile(profiler);
   } finally {
     await fleet?.stop();
     await server?.close();
-    await broker.kill();
+    await mosq?.kill();
     rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -42,6 +42,7 @@ export function originOf(event: RoutedNodeEvent, currentRoute?: () => string | u
     case "mqtt.will":
       return WILL;
     case "detect.sent":
+    case "presence.outage_ended":
       return DETECT;
     case "detect.failed":
       return event.ack === true ? { source: "ack", requestId: event.requestId ?? null } : DETECT;

@@ -1,3 +1,4 @@
+import { backgroundTurn } from "../lib/background-turn.js";
 import type { Clock } from "../lib/clock.js";
 import type { Logger } from "../logger.js";
 import type { NodeMode } from "../protocol/enums.js";
@@ -102,6 +103,8 @@ export class NodeActorRegistry {
   readonly #coalescer: HeartbeatCoalescer;
   readonly #commit: GroupCommit;
   readonly #rehydrator: Rehydrator;
+  /** Counts passes of {@link outageEnded}: a newer one ends an older one still running. */
+  #outagePasses = 0;
 
   constructor(deps: RegistryDeps) {
     this.#deps = deps;
@@ -364,6 +367,40 @@ export class NodeActorRegistry {
       }
     }
     return count;
+  }
+
+  /**
+   * The backend's broker link, down since `since` (ms), came back at `returnedAt` (spec §3.1):
+   * what nodes sent meanwhile may not have been heard (a broker that kept the backend's session
+   * delivers what it queued, stamped when it arrives), so every node online with no signal since
+   * `since` gets `presence.outage_ended` and its machine treats it as having an outstanding detect
+   * sent at `returnedAt`: the agent's reconnect (`mqtt_connected`) or any signal answers it,
+   * silence drops the node at `returnedAt + detectTimeoutMs`. Nodes are visited about 5 ms of a turn at a time (a fleet
+   * of dormant nodes is woken without holding ingest); a newer pass ends an older one still
+   * running. A no-op while time moves nothing (`timersEnabled` false).
+   * @returns the number of nodes that were sent the event, once every node was visited
+   */
+  async outageEnded(since: number, returnedAt: number): Promise<number> {
+    if (this.#deps.timersEnabled === false) return 0;
+    const pass = ++this.#outagePasses;
+    const targets = [...this.#entries.values()];
+    let sent = 0;
+    let i = 0;
+    while (i < targets.length) {
+      const sliceEnd = performance.now() + 5;
+      while (i < targets.length && performance.now() < sliceEnd) {
+        const entry = targets[i++];
+        // Gone meanwhile: deleted, or the registry stopped or reloaded.
+        if (entry === undefined || entry.gone === true || !this.#entries.has(entry.configId, entry.nodeId)) continue;
+        const p = projectionOf(entry);
+        if (p.presence !== "online" || (p.lastSignalAt !== null && p.lastSignalAt >= since)) continue;
+        this.#deliver(entry, { type: "presence.outage_ended", at: this.#deps.clock.now(), since, returnedAt });
+        sent++;
+      }
+      if (i < targets.length) await backgroundTurn();
+      if (pass !== this.#outagePasses) break;
+    }
+    return sent;
   }
 
   /** Writes what is queued and stops every actor. */

@@ -19,7 +19,8 @@ import type { NodeMode, TunnelProtocol } from "../protocol/enums.js";
  * - `runtime`         unknown | running | stopped               (spec §3.3)
  * - `bindToken`       none | valid | used | expired | invalidated (spec §3.6)
  * - `sync`            pending | latest                          (spec §3.5)
- * - `probe`           idle | waiting                            (spec §6.4 rule 8: detect timeout)
+ * - `probe`           idle | waiting                            (spec §6.4 rule 8: detect timeout;
+ *                                                                also the window after a broker outage)
  *
  * Effects are named actions with empty defaults here; `src/actors` provides the real ones with
  * `machine.provide()`. Persisting the snapshot and emitting SSE happen in the actor layer after
@@ -130,7 +131,16 @@ export type NodeEvent =
    */
   | { type: "presence.ttl_check"; at: number }
   /** Raised internally: presence left `online`. */
-  | { type: "presence.lost"; at: number };
+  | { type: "presence.lost"; at: number }
+  /**
+   * The backend's broker link, down since `since`, came back at `returnedAt` (spec §3.1): what
+   * the node sent while it was down may not have been heard. An online node with no signal since
+   * `since` is treated as having an outstanding detect sent at `returnedAt`: its agent's
+   * reconnect (`mqtt_connected`) or any other signal answers it; with none by
+   * `returnedAt + detectTimeoutMs` it is dropped, as after a detect timeout. `at` is when the
+   * event reached the node (the registry paces them).
+   */
+  | { type: "presence.outage_ended"; at: number; since: number; returnedAt: number };
 
 function eventAt(event: { type: string; at?: number }, fallback: number | null): number {
   return typeof event.at === "number" ? event.at : (fallback ?? 0);
@@ -194,6 +204,11 @@ export const nodeMachine = setup({
     failedAckRestores: and(["acceptsSignals", "failureIsAck"]),
     toStatic: ({ event }) => event.type === "node.mode_changed" && event.mode === "static",
     toDynamic: ({ event }) => event.type === "node.mode_changed" && event.mode === "dynamic",
+    /** An online node silent since the broker link went down (`presence.outage_ended`). */
+    silentSinceOutage: and([
+      stateIn({ presence: "online" }),
+      ({ context, event }) => event.type === "presence.outage_ended" && (context.lastSignalAt === null || context.lastSignalAt < event.since),
+    ]),
     /** No reachable signal since the outstanding detect was sent (spec §3.1 "no other recent signal"). */
     noSignalSinceProbe: ({ context }) =>
       context.detectSentAt !== null && (context.lastSignalAt === null || context.lastSignalAt < context.detectSentAt),
@@ -403,6 +418,12 @@ export const nodeMachine = setup({
         idle: {
           on: {
             "detect.sent": { target: "waiting", actions: assign(({ event }) => ({ detectSentAt: event.at })) },
+            // The window after a broker outage is an outstanding probe sent when the link came back.
+            "presence.outage_ended": {
+              guard: "silentSinceOutage",
+              target: "waiting",
+              actions: assign(({ event }) => (event.type === "presence.outage_ended" ? { detectSentAt: event.returnedAt } : {})),
+            },
           },
         },
         waiting: {

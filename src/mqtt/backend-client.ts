@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import mqtt, { type IClientOptions, type MqttClient } from "mqtt";
 import type { Logger } from "../logger.js";
 import type { Envelope } from "../protocol/envelope.schema.js";
@@ -16,7 +15,10 @@ export interface BackendClientOptions {
   log: Logger;
   /** Every upstream message. Must not throw. */
   onMessage(topic: string, payload: Buffer): void;
-  /** After every (re)connection whose subscriptions were all granted (broker-sync reconciles then). Must not throw. */
+  /**
+   * After every (re)connection whose subscriptions were all granted (SUBACK): from then on
+   * {@link BackendMqttClient.connected} is true (broker-sync reconciles then). Must not throw.
+   */
   onConnect?(): void;
   /**
    * The broker refused the connection (CONNACK return code, e.g. 4 bad credentials, 5 not
@@ -36,10 +38,18 @@ export interface BackendClientOptions {
 
 /**
  * The backend's MQTT client (spec §6.4 rule 10): MQTT 3.1.1 (aedes speaks nothing else),
- * subscribed to every upstream topic at QoS 1, resubscribing itself at every connection (clean
- * session), reconnecting forever with a period that doubles per failure up to a cap and resets
+ * subscribed to every upstream topic at QoS 1, reconnecting forever with a period that doubles per failure up to a cap and resets
  * on success — also after a refused CONNACK, since an external broker may not hold the backend
  * user yet (spec §1.7 last bullet, §1.8: the backend starts and serves without the broker).
+ *
+ * Its session is persistent: a fixed client id ({@link backendClientId}) and `clean: false`, so
+ * a broker that keeps sessions (Mosquitto with `persistence true`, EMQX durable sessions) holds
+ * the backend's subscriptions across the backend's reconnects and its own restarts, and queues
+ * what agents publish meanwhile (their `mqtt_connected` events above all) for delivery at the
+ * backend's next CONNACK: no upstream message falls into the window before the backend has
+ * subscribed again. It still subscribes at every connection (a broker that lost the session, or
+ * a session the broker restored from before a subscription changed). "Connected" means
+ * subscribed: {@link connected} turns true at the SUBACK granting every filter, not at CONNACK.
  */
 export class BackendMqttClient {
   readonly #client: MqttClient;
@@ -85,11 +95,10 @@ export class BackendMqttClient {
         log.error({ err, topic }, "upstream message handler failed");
       }
     });
-    client.on("connect", () => {
+    client.on("connect", (connack) => {
       client.options.reconnectPeriod = minMs;
-      this.#connected = true;
       lastProblem = "";
-      log.info({ url: redactUrl(opts.url) }, "backend MQTT connected");
+      log.info({ url: redactUrl(opts.url), session_present: connack.sessionPresent }, "backend MQTT connected; subscribing");
       this.#subscribe(opts);
     });
     client.on("close", () => {
@@ -111,23 +120,32 @@ export class BackendMqttClient {
     });
   }
 
-  /** Subscribes to every upstream topic (spec §5 rule 3); `onConnect` once all are granted, `onRefused` otherwise. */
+  /**
+   * Subscribes to every upstream topic (spec §5 rule 3); once all are granted the client counts
+   * as connected and `onConnect` runs, otherwise `onRefused`. A SUBACK that arrives after the
+   * connection it was asked on closed changes nothing.
+   */
   #subscribe(opts: BackendClientOptions): void {
+    const stream = this.#client.stream;
     this.#client.subscribe(backendSubscriptions(), { qos: 1 }, (err, _granted, suback) => {
+      if (this.#closed || !this.#client.connected || this.#client.stream !== stream) return;
       // brokers.md: MQTT.js reports the real return codes in the SUBACK packet only.
       const codes = (suback?.granted ?? []) as number[];
       const refused = codes.filter((c) => c >= 128).length;
       if (err || refused > 0) {
-        if (this.#closed) return;
         opts.log.error({ err: err?.message, refused }, "backend subscription refused");
         opts.onRefused?.("subscription refused");
         return;
       }
+      this.#connected = true;
       opts.onConnect?.();
     });
   }
 
-  /** True while connected to the broker (spec §1.8: the system status reports it). */
+  /**
+   * True while connected to the broker with every upstream subscription granted (spec §1.8: the
+   * system status reports it): from the SUBACK, not the CONNACK.
+   */
   get connected(): boolean {
     return this.#connected;
   }
@@ -161,14 +179,23 @@ export class BackendMqttClient {
   }
 }
 
-/** MQTT.js options of the backend's connection: MQTT 3.1.1, clean session, a random client id. */
+/**
+ * The backend's client id: fixed per backend user, so that its broker session is found again
+ * after a reconnect or a restart. Contains `:`, which no node's client id does (authz.policy.ts
+ * `nodeClientId`), so it never takes over an agent's session.
+ */
+export function backendClientId(username: string): string {
+  return `svc:backend:${username}`;
+}
+
+/** MQTT.js options of the backend's connection: MQTT 3.1.1, a persistent session under a fixed client id. */
 function backendConnectOptions(opts: BackendClientOptions, minMs: number): IClientOptions {
   return {
     protocolVersion: 4,
-    clientId: `svc-backend-${randomBytes(6).toString("hex")}`,
+    clientId: backendClientId(opts.username),
     username: opts.username,
     password: opts.password,
-    clean: true,
+    clean: false,
     reconnectPeriod: minMs,
     connectTimeout: opts.connectTimeoutMs ?? 10_000,
     resubscribe: false,

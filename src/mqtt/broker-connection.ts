@@ -40,6 +40,11 @@ export interface BrokerAdapterDeps {
   backendCa: string | undefined;
   /** The Mosquitto admin connection came up: reconcile now. */
   onAdminConnected(): void;
+  /**
+   * The backend's subscriptions and where their messages go: the embedded broker subscribes them
+   * before its listeners open (an agent cannot publish before the backend listens).
+   */
+  backend: { filters: readonly string[]; onMessage: (topic: string, payload: Buffer) => void };
 }
 
 /** One factory per `SVC_MQTT_BROKER` value (spec §1.8; DESIGN §4). */
@@ -51,11 +56,12 @@ export type BrokerAdapterFactories = Record<Settings["mqttBroker"], (deps: Broke
  * last bullet, §1.8).
  */
 export const brokerAdapterFactories: BrokerAdapterFactories = {
-  embedded: async ({ settings, log, users, tlsListener, brokerThread }) => {
+  embedded: async ({ settings, log, users, tlsListener, brokerThread, backend }) => {
     const listen = {
       host: settings.embeddedBrokerHost,
       port: settings.embeddedBrokerPort,
       ...(tlsListener === null ? {} : { tls: { port: settings.embeddedBrokerTlsPort, key: tlsListener.keyPem, cert: tlsListener.certPem } }),
+      backends: [backend],
     };
     // The thread logs as "broker" itself; records come back through this logger.
     const broker =
@@ -189,6 +195,7 @@ export class BrokerConnection {
       tlsListener: tls.listener,
       backendCa,
       onAdminConnected: () => this.#sync?.requestReconcile("mosquitto admin connected"),
+      backend: { filters: backendSubscriptions(), onMessage: opts.onMessage },
     });
     this.#broker = broker;
     if (broker !== null) opts.defer(() => broker.close());
@@ -205,7 +212,8 @@ export class BrokerConnection {
     });
     this.#sync = sync;
     opts.defer(() => sync.close());
-    const channel = broker !== null ? await broker.attachBackend(backendSubscriptions(), opts.onMessage) : this.#external(sync, opts.onMessage, backendCa);
+    const channel =
+      broker === null ? this.#external(sync, opts.onMessage, backendCa) : (broker.backendLinks[0] ?? (await broker.attachBackend(backendSubscriptions(), opts.onMessage)));
     this.#channel = channel;
     opts.defer(() => channel.close());
     sync.requestReconcile("start");

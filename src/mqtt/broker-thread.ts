@@ -23,7 +23,8 @@ import type { BackendLink, EmbeddedBrokerHandle, EmbeddedBrokerOptions } from ".
  *   clients, updated by messages from the worker: it lags the broker by one message hop.
  * - The worker's log records are re-logged through the given logger at their own level.
  * - A worker that dies (not closed) is started again on the same ports, and every backend link
- *   is attached again: agents reconnect as after any broker restart. Meanwhile the links show
+ *   is attached again before its listeners open (an agent that reconnects first and publishes at
+ *   once is still heard): agents reconnect as after any broker restart. Meanwhile the links show
  *   disconnected and publishes are refused. At most {@link ThreadedBrokerOptions.maxRestarts}
  *   restarts in {@link RESTART_WINDOW_MS}; past that, or when a restart fails, the broker stays
  *   down, logged at fatal (docs/history/decisions-2026.md "The embedded broker thread is restarted when it
@@ -35,7 +36,9 @@ import type { BackendLink, EmbeddedBrokerHandle, EmbeddedBrokerOptions } from ".
  * the listener's private key, as the in-process broker's options do; never logged.
  */
 export interface BrokerThreadInit {
-  broker: Omit<EmbeddedBrokerOptions, "users" | "log">;
+  broker: Omit<EmbeddedBrokerOptions, "users" | "log" | "backends">;
+  /** Backend links the worker subscribes before its listeners open (the start's, or every open one at a restart). */
+  links: Array<{ link: number; filters: string[] }>;
   /** The service's SQLite file (never ":memory:"). */
   dbFile: string;
   backendUsername: string;
@@ -65,7 +68,9 @@ export type FromBrokerThread =
   | { t: "log"; line: string }
   | { t: "closed" };
 
-export interface ThreadedBrokerOptions extends Omit<EmbeddedBrokerOptions, "users"> {
+export interface ThreadedBrokerOptions extends Omit<EmbeddedBrokerOptions, "users" | "backends"> {
+  /** Backend links subscribed before the listeners open ({@link EmbeddedBrokerOptions.backends}). */
+  backends?: ReadonlyArray<{ filters: readonly string[]; onMessage: (topic: string, payload: Buffer) => void }>;
   dbFile: string;
   backendUsername: string;
   backendPasswordHash: string;
@@ -92,6 +97,7 @@ const LOG_FIELDS_DROPPED = new Set(["level", "time", "msg", "pid", "hostname", "
 export class ThreadedBroker implements EmbeddedBrokerHandle {
   readonly port: number;
   readonly tlsPort: number | null;
+  readonly backendLinks: readonly BackendLink[];
   #worker: Worker;
   readonly #log: Logger;
   /** What a restarted worker is started with: the first one's, on the ports it got. */
@@ -118,6 +124,7 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
     log: Logger,
     init: BrokerThreadInit,
     opts: { sliceMs: number | undefined; maxRestarts: number | undefined; onLinksChanged: (() => void) | undefined },
+    early: ReadonlyArray<{ filters: readonly string[]; onMessage: (topic: string, payload: Buffer) => void }>,
   ) {
     const { worker, ready } = booted;
     this.#worker = worker;
@@ -129,6 +136,12 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
     this.#maxRestarts = opts.maxRestarts ?? 5;
     this.#onLinksChanged = opts.onLinksChanged ?? (() => undefined);
     this.#inbox = new TurnSlicer({ ...(opts.sliceMs === undefined ? {} : { sliceMs: opts.sliceMs }), onError: (err) => log.error({ err }, "broker thread message handling failed") });
+    // The worker subscribed these as links 1..n before it listened (start()).
+    this.backendLinks = early.map(({ filters, onMessage }) => {
+      const link = this.#nextId++;
+      this.#links.set(link, { onMessage, filters: [...filters] });
+      return this.#handle(link);
+    });
     this.#adopt(booted);
   }
 
@@ -137,9 +150,10 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
    * @throws Error with the worker's reason when the broker cannot start (e.g. the port is taken)
    */
   static async start(opts: ThreadedBrokerOptions): Promise<ThreadedBroker> {
-    const { log, dbFile, backendUsername, backendPasswordHash, sliceMs, maxRestarts, onLinksChanged, ...broker } = opts;
-    const init: BrokerThreadInit = { broker, dbFile, backendUsername, backendPasswordHash, logLevel: log.level };
-    return new ThreadedBroker(await boot(init), log, init, { sliceMs, maxRestarts, onLinksChanged });
+    const { log, dbFile, backendUsername, backendPasswordHash, sliceMs, maxRestarts, onLinksChanged, backends = [], ...broker } = opts;
+    const init: BrokerThreadInit = { broker, links: [], dbFile, backendUsername, backendPasswordHash, logLevel: log.level };
+    const links = backends.map((b, k) => ({ link: k + 1, filters: [...b.filters] }));
+    return new ThreadedBroker(await boot({ ...init, links }), log, init, { sliceMs, maxRestarts, onLinksChanged }, backends);
   }
 
   /** Takes `booted` as the current worker: its messages (those before `ready` first) go to the inbox. */
@@ -178,6 +192,11 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
       this.#attaching.set(link, resolve);
       this.#worker.postMessage({ t: "attach", link, filters: [...filters] } satisfies ToBrokerThread);
     });
+    return this.#handle(link);
+  }
+
+  /** The {@link BackendLink} of link number `link`. */
+  #handle(link: number): BackendLink {
     const broker = this;
     return {
       get connected() {
@@ -328,7 +347,9 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
     this.#restarts.push(now);
     let booted: Booted;
     try {
-      booted = await boot(this.#init);
+      // Every open link is subscribed by the new worker before it listens.
+      const links = [...this.#links].map(([link, { filters }]) => ({ link, filters }));
+      booted = await boot({ ...this.#init, links });
     } catch (err) {
       this.#log.fatal({ err }, "embedded broker thread could not be restarted: the broker stays down");
       return;
@@ -339,7 +360,6 @@ export class ThreadedBroker implements EmbeddedBrokerHandle {
     }
     this.#exited = false;
     this.#adopt(booted);
-    for (const [link, { filters }] of this.#links) this.#worker.postMessage({ t: "attach", link, filters } satisfies ToBrokerThread);
     this.#log.warn({ port: this.port, tlsPort: this.tlsPort }, "embedded broker thread restarted");
     this.#onLinksChanged();
   }

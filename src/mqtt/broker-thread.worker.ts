@@ -109,7 +109,8 @@ function handle(m: ToBrokerThread, broker: EmbeddedBroker, links: Map<number, Ba
 async function main(): Promise<void> {
   let broker: EmbeddedBroker;
   try {
-    broker = await EmbeddedBroker.start({ ...init.broker, users, log });
+    // The backend's links are subscribed before the listeners open (EmbeddedBrokerOptions.backends).
+    broker = await EmbeddedBroker.start({ ...init.broker, users, log, backends: init.links.map((l) => ({ filters: l.filters, onMessage: forwarder(l.link) })) });
   } catch (err) {
     post({ t: "failed", message: err instanceof Error ? err.message : String(err) });
     reader.close();
@@ -117,6 +118,10 @@ async function main(): Promise<void> {
   }
   broker.watchClients((clientId, up) => post({ t: "client", clientId, up }));
   const links = new Map<number, BackendLink>();
+  for (const [k, l] of init.links.entries()) {
+    const link = broker.backendLinks[k];
+    if (link !== undefined) links.set(l.link, link);
+  }
   // The backend's messages run in slices of a turn, in order: a burst of config pushes (a
   // protocol switch: ~100 KB each) would otherwise hold this thread's socket reads, and with them
   // every agent's heartbeat and ACK, for as long as the whole burst takes.

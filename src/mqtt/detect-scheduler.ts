@@ -58,6 +58,20 @@ export class DetectScheduler {
   }
 
   /**
+   * The backend's broker link came back after an outage: while the console has viewers (spec
+   * §6.4 rule 8), the next round starts now instead of at its timer, so nodes left awaiting a
+   * signal after the outage (`NodeActorRegistry.outageEnded`) are probed rather than only waited
+   * for. Probes still queued from the previous round are dropped first. Without viewers, nothing.
+   */
+  linkReturned(): void {
+    if (!this.#active) return;
+    this.#d.clock.clearTimeout(this.#timer);
+    this.#timer = null;
+    this.#queue.clear();
+    this.#round();
+  }
+
+  /**
    * Resolves once no detect is queued or in flight: every probe a round started has been handed
    * to the broker link (or has failed). Tests use it as the first half of a delivery barrier
    * before checking that no probe arrived.

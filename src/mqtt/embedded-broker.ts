@@ -46,6 +46,13 @@ export interface EmbeddedBrokerOptions {
    * The TLS handshake must finish within `connectTimeoutMs` too.
    */
   tls?: TlsListenerOptions;
+  /**
+   * Backend links subscribed before the listeners open (read back from
+   * {@link EmbeddedBrokerHandle.backendLinks}, in this order): no agent can publish before the
+   * backend listens, so nothing an agent sends right after connecting (its `mqtt_connected`
+   * event) is published to no subscriber.
+   */
+  backends?: ReadonlyArray<{ filters: readonly string[]; onMessage: (topic: string, payload: Buffer) => void }>;
 }
 
 /** Logs the broker's errors and its clients' comings and goings. */
@@ -72,6 +79,8 @@ export interface EmbeddedBrokerHandle {
   kick(clientId: string): boolean;
   /** True while an authenticated client with this id is registered. */
   isConnected(clientId: string): boolean;
+  /** The links of the start options' `backends`, in their order, subscribed before the listeners opened. */
+  readonly backendLinks: readonly BackendLink[];
   /** The backend's link: `filters` subscribed, downstream publishes at QoS 1. */
   attachBackend(filters: readonly string[], onMessage: (topic: string, payload: Buffer) => void): Promise<BackendLink>;
   /** Stops listening and closes every client and the broker. Idempotent. */
@@ -95,20 +104,21 @@ export class EmbeddedBroker implements EmbeddedBrokerHandle {
   readonly port: number;
   /** The TLS listener's port; null without a TLS listener. */
   readonly tlsPort: number | null;
+  readonly backendLinks: readonly BackendLink[];
   private closing: Promise<void> | undefined;
 
   private constructor(
     private readonly broker: Aedes,
     private readonly servers: NetServer[],
     private readonly sockets: Set<Socket>,
-    port: number,
-    tlsPort: number | null,
+    ports: { port: number; tlsPort: number | null },
     private readonly log: Logger,
-    private readonly identities: WeakMap<Client, BrokerIdentity>,
-    private readonly backendLinks: { open: number },
+    private readonly state: LinkState,
+    backendLinks: BackendLink[],
   ) {
-    this.port = port;
-    this.tlsPort = tlsPort;
+    this.port = ports.port;
+    this.tlsPort = ports.tlsPort;
+    this.backendLinks = backendLinks;
   }
 
   /**
@@ -133,10 +143,13 @@ export class EmbeddedBroker implements EmbeddedBrokerHandle {
     });
     state.broker = broker;
     logBrokerEvents(broker, log, state.identities);
+    const links: LinkState = { broker, log, identities: state.identities, backendLinks: state.backendLinks, closing: false };
+    const early: BackendLink[] = [];
+    for (const b of opts.backends ?? []) early.push(await openBackendLink(links, b.filters, b.onMessage));
     const listeners = createListeners(opts, broker, state.maxPacketBytes);
-    const { port, tlsPort } = await listenAll(opts, broker, listeners);
-    log.info({ host: opts.host, port, tls_port: tlsPort, maxPacketBytes: state.maxPacketBytes }, "embedded mqtt broker listening");
-    return new EmbeddedBroker(broker, listeners.servers, listeners.sockets, port, tlsPort, log, state.identities, state.backendLinks);
+    const ports = await listenAll(opts, broker, listeners);
+    log.info({ host: opts.host, port: ports.port, tls_port: ports.tlsPort, maxPacketBytes: state.maxPacketBytes }, "embedded mqtt broker listening");
+    return new EmbeddedBroker(broker, listeners.servers, listeners.sockets, ports, log, links, early);
   }
 
   private live(clientId: string): Client | undefined {
@@ -194,57 +207,13 @@ export class EmbeddedBroker implements EmbeddedBrokerHandle {
    * the network is disconnected (the in-process backend needs no network login; docs/decisions.md
    * "Embedded broker, backend account").
    */
-  async attachBackend(filters: readonly string[], onMessage: (topic: string, payload: Buffer) => void): Promise<BackendLink> {
-    const deliver = (packet: { topic: string; payload: Buffer | string }, done: () => void): void => {
-      try {
-        onMessage(packet.topic, typeof packet.payload === "string" ? Buffer.from(packet.payload) : packet.payload);
-      } catch (err) {
-        this.log.error({ err, topic: logTopic(packet.topic) }, "upstream message handler failed");
-      }
-      done();
-    };
-    const subscribe = (filter: string) =>
-      new Promise<void>((resolve, reject) =>
-        this.broker.subscribe(filter, deliver, (err?: unknown) => (err ? reject(err as Error) : resolve())),
-      );
-    for (const filter of filters) await subscribe(filter);
-    let open = true;
-    this.backendLinks.open += 1;
-    for (const client of Object.values(aedesClients(this.broker))) {
-      if (client !== undefined && !client.closed && this.identities.get(client)?.kind === "backend") {
-        this.log.warn({ clientId: client.id }, "network backend client disconnected: the backend is linked in-process");
-        client.close();
-      }
-    }
-    const broker = this;
-    return {
-      get connected() {
-        return open && broker.closing === undefined;
-      },
-      publish: (topic, envelope) =>
-        new Promise<void>((resolve, reject) => {
-          if (!open || this.closing !== undefined) {
-            reject(new Error("the embedded broker is closed"));
-            return;
-          }
-          this.broker.publish(
-            { cmd: "publish", topic, payload: Buffer.from(JSON.stringify(envelope)), qos: 1, retain: false, dup: false },
-            (err?: Error) => (err ? reject(err) : resolve()),
-          );
-        }),
-      close: async () => {
-        if (!open) return;
-        open = false;
-        this.backendLinks.open -= 1;
-        for (const filter of filters) {
-          await new Promise<void>((resolve) => this.broker.unsubscribe(filter, deliver, () => resolve()));
-        }
-      },
-    };
+  attachBackend(filters: readonly string[], onMessage: (topic: string, payload: Buffer) => void): Promise<BackendLink> {
+    return openBackendLink(this.state, filters, onMessage);
   }
 
   /** Stops listening, closes every client (their wills are published) and the broker. Idempotent. */
   close(): Promise<void> {
+    this.state.closing = true;
     this.closing ??= (async () => {
       const serversClosed = Promise.all(this.servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
       await new Promise<void>((resolve) => this.broker.close(() => resolve()));
@@ -255,4 +224,63 @@ export class EmbeddedBroker implements EmbeddedBrokerHandle {
     })();
     return this.closing;
   }
+}
+
+/** What a backend link needs of its broker; `closing` turns true when the broker starts closing. */
+interface LinkState {
+  broker: Aedes;
+  log: Logger;
+  identities: WeakMap<Client, BrokerIdentity>;
+  backendLinks: { open: number };
+  closing: boolean;
+}
+
+/**
+ * The backend's in-process link (see {@link EmbeddedBroker.attachBackend}): `filters` subscribed
+ * on aedes's emitter before this resolves, a network client holding the backend identity cut.
+ */
+async function openBackendLink(state: LinkState, filters: readonly string[], onMessage: (topic: string, payload: Buffer) => void): Promise<BackendLink> {
+  const { broker, log } = state;
+  const deliver = (packet: { topic: string; payload: Buffer | string }, done: () => void): void => {
+    try {
+      onMessage(packet.topic, typeof packet.payload === "string" ? Buffer.from(packet.payload) : packet.payload);
+    } catch (err) {
+      log.error({ err, topic: logTopic(packet.topic) }, "upstream message handler failed");
+    }
+    done();
+  };
+  const subscribe = (filter: string) =>
+    new Promise<void>((resolve, reject) => broker.subscribe(filter, deliver, (err?: unknown) => (err ? reject(err as Error) : resolve())));
+  for (const filter of filters) await subscribe(filter);
+  let open = true;
+  state.backendLinks.open += 1;
+  for (const client of Object.values(aedesClients(broker))) {
+    if (client !== undefined && !client.closed && state.identities.get(client)?.kind === "backend") {
+      log.warn({ clientId: client.id }, "network backend client disconnected: the backend is linked in-process");
+      client.close();
+    }
+  }
+  return {
+    get connected() {
+      return open && !state.closing;
+    },
+    publish: (topic, envelope) =>
+      new Promise<void>((resolve, reject) => {
+        if (!open || state.closing) {
+          reject(new Error("the embedded broker is closed"));
+          return;
+        }
+        broker.publish({ cmd: "publish", topic, payload: Buffer.from(JSON.stringify(envelope)), qos: 1, retain: false, dup: false }, (err?: Error) =>
+          err ? reject(err) : resolve(),
+        );
+      }),
+    close: async () => {
+      if (!open) return;
+      open = false;
+      state.backendLinks.open -= 1;
+      for (const filter of filters) {
+        await new Promise<void>((resolve) => broker.unsubscribe(filter, deliver, () => resolve()));
+      }
+    },
+  };
 }

@@ -234,10 +234,9 @@ test("broker supervision: a broker thread that dies is started again on the same
   const after = await connectNode(s, s.password);
   t.after(() => after.end(true));
   const topic = nodeTopic(CONFIG, NODE, "heartbeat");
-  await until("a heartbeat through the restarted broker", () => {
-    if (!received.includes(topic)) after.publish(topic, JSON.stringify(heartbeat(1)), { qos: 1 });
-    return received.includes(topic);
-  });
+  // Published once, at once: the restarted worker subscribed the link before it listened.
+  await after.publishAsync(topic, JSON.stringify(heartbeat(1)), { qos: 1 });
+  await until("a heartbeat through the restarted broker", () => received.includes(topic));
 });
 
 test("broker supervision: past maxRestarts in the window the broker stays down, logged at fatal", async (t) => {

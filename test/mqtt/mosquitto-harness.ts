@@ -48,7 +48,7 @@ function pluginPath(template: string): string {
 
 /**
  * The test's config: the deployment template with the listener on `127.0.0.1:{port}`, the state
- * file in `dir`, and `user` set to whoever runs the test (as root mosquitto would otherwise drop
+ * file and the persistence file in `dir`, and `user` set to whoever runs the test (as root mosquitto would otherwise drop
  * to user `mosquitto`, who cannot write a root-owned temp directory; see docs/history/decisions-2026.md "deploy/mosquitto/mosquitto.conf").
  */
 export function deriveConfig(template: string, opts: { port: number; dir: string; user: string; includeDir?: string }): string {
@@ -57,11 +57,12 @@ export function deriveConfig(template: string, opts: { port: number; dir: string
     // The deployment's extra listeners: the test's own directory, or none.
     if (/^include_dir\s/.test(line)) return opts.includeDir === undefined ? "" : `include_dir ${opts.includeDir}`;
     if (/^plugin_opt_config_file\s/.test(line)) return `plugin_opt_config_file ${join(opts.dir, "dynamic-security.json")}`;
+    if (/^persistence_location\s/.test(line)) return `persistence_location ${opts.dir}/`;
     if (/^plugin\s/.test(line)) return `plugin ${pluginPath(template)}`;
     if (/^user\s/.test(line)) return "";
     return line;
   });
-  for (const directive of ["listener", "plugin_opt_config_file", "retain_available", "max_queued_messages", "allow_anonymous"]) {
+  for (const directive of ["listener", "plugin_opt_config_file", "retain_available", "max_queued_messages", "allow_anonymous", "persistence_location"]) {
     assert.ok(lines.some((l) => l.startsWith(`${directive} `)), `the template sets ${directive}`);
   }
   return `${lines.join("\n")}\nuser ${opts.user}\n`;
