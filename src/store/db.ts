@@ -170,6 +170,12 @@ export class Store implements Connected {
       if (r.status === "Error") this.#log.error({ migration: r.migrationName }, "migration failed");
     }
     if (error) throw new Error(`database migration failed: ${error instanceof Error ? error.message : String(error)}`);
+    // Converting a full mesh's pair rows to the policy frees most of the file (167 MB of 170 at
+    // 1,000 nodes): given back to the file system once, at the upgrade.
+    if ((results ?? []).some((r) => r.migrationName === "0016_mesh_pair_policy" && r.status === "Success") && !this.inMemory) {
+      this[CONNECTION].exec("VACUUM");
+      this.#log.info("database compacted after the full-mesh policy migration");
+    }
   }
 
   /**
