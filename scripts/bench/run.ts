@@ -20,7 +20,6 @@
  *   what a build leaves behind once the store worker's checkpoint has run), and the machine's
  *   load average before and after (the figures swing with it).
  */
-import Database from "better-sqlite3";
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -121,9 +120,8 @@ async function measure(nodes: number): Promise<Row> {
     for (let i = 0; i < 3; i++) removes.push(await timed(api, "DELETE", `${cfg}/nodes/${ids.pop() ?? ""}`));
     const endpoints: number[] = [];
     for (let i = 1; i <= 3; i++) endpoints.push(await timed(api, "PATCH", `${cfg}/nodes/${ids[i]}`, { public_address: `198.51.100.${i}`, listen_port: 40000 + i }));
-    const db = new Database(join(dataDir, "svc.db"), { readonly: true });
-    const pairIds = ids.slice(4, 7).map((id) => (db.prepare("SELECT pair_id FROM mesh_pairs WHERE node_a = ? LIMIT 1").get(id) as { pair_id: string }).pair_id);
-    db.close();
+    const pairIds: string[] = [];
+    for (const id of ids.slice(4, 7)) pairIds.push((await api("GET", `${cfg}/mesh-pairs?node_id=${id}&limit=1`)).body.mesh_pairs[0].pair_id);
     const toggles: number[] = [];
     for (const pairId of pairIds) {
       toggles.push(await timed(api, "PATCH", `${cfg}/mesh-pairs/${pairId}`, { enabled: false }));

@@ -174,6 +174,7 @@ export class Store implements Connected {
     // 1,000 nodes): given back to the file system once, at the upgrade.
     if ((results ?? []).some((r) => r.migrationName === "0016_mesh_pair_policy" && r.status === "Success") && !this.inMemory) {
       this[CONNECTION].exec("VACUUM");
+      this[CONNECTION].pragma("wal_checkpoint(TRUNCATE)"); // at start-up, nobody else reads or writes
       this.#log.info("database compacted after the full-mesh policy migration");
     }
   }
