@@ -332,7 +332,8 @@ test("DESIGN §5 system status: while the store worker's thread runs, the notifi
   const uncommitted = async <T>(f: () => Promise<T>): Promise<T> => {
     sqliteOf(store).exec("BEGIN");
     try {
-      sqliteOf(store).exec("DELETE FROM mesh_pairs");
+      // Every pair gone: the full-mesh policy's (no node joined it) and the stored ones.
+      sqliteOf(store).exec("UPDATE nodes SET auto_pair = 0; DELETE FROM mesh_pairs");
       return await f();
     } finally {
       sqliteOf(store).exec("ROLLBACK");
