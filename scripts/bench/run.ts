@@ -16,10 +16,10 @@
  * - downloads/s of the largest node config (N − 1 peers), 16 concurrent;
  * - the mesh page's reads: `GET /configs/{id}` (config, nodes, tags: the mesh page's workspace)
  *   and `GET /configs/{id}/mesh-pairs` (its first page: 10,000 pairs at most);
- * - the database file and its WAL after the build (MB), and the machine's load average before and
- *   after (the figures swing with it).
+ * - the database file and its WAL right after the build and again after 2 s without writes (MB:
+ *   what a build leaves behind once the store worker's checkpoint has run), and the machine's
+ *   load average before and after (the figures swing with it).
  */
-import Database from "better-sqlite3";
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -50,8 +50,10 @@ interface Row {
   downloadsPerS: number;
   configGetMs: number;
   pairsGetMs: number;
-  /** Database file + WAL after the build, MB. */
+  /** Database file + WAL right after the build, MB. */
   dbMb: number;
+  /** Database file + WAL after 2 s without writes following the build, MB. */
+  dbIdleMb: number;
 }
 
 type Api = (method: string, path: string, body?: unknown) => Promise<{ ms: number; body: any }>; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -108,6 +110,8 @@ async function measure(nodes: number): Promise<Row> {
     };
     const dbMb = (size("svc.db") + size("svc.db-wal")) / 1e6;
     loop.disable();
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    const dbIdleMb = (size("svc.db") + size("svc.db-wal")) / 1e6;
     const loopMaxBuildMs = loop.max / 1e6;
     loop.reset();
 
@@ -116,9 +120,8 @@ async function measure(nodes: number): Promise<Row> {
     for (let i = 0; i < 3; i++) removes.push(await timed(api, "DELETE", `${cfg}/nodes/${ids.pop() ?? ""}`));
     const endpoints: number[] = [];
     for (let i = 1; i <= 3; i++) endpoints.push(await timed(api, "PATCH", `${cfg}/nodes/${ids[i]}`, { public_address: `198.51.100.${i}`, listen_port: 40000 + i }));
-    const db = new Database(join(dataDir, "svc.db"), { readonly: true });
-    const pairIds = ids.slice(4, 7).map((id) => (db.prepare("SELECT pair_id FROM mesh_pairs WHERE node_a = ? LIMIT 1").get(id) as { pair_id: string }).pair_id);
-    db.close();
+    const pairIds: string[] = [];
+    for (const id of ids.slice(4, 7)) pairIds.push((await api("GET", `${cfg}/mesh-pairs?node_id=${id}&limit=1`)).body.mesh_pairs[0].pair_id);
     const toggles: number[] = [];
     for (const pairId of pairIds) {
       toggles.push(await timed(api, "PATCH", `${cfg}/mesh-pairs/${pairId}`, { enabled: false }));
@@ -146,7 +149,7 @@ async function measure(nodes: number): Promise<Row> {
       }),
     );
     const downloadsPerS = (downloads / (performance.now() - t3)) * 1000;
-    return { nodes, buildS, create100Ms, createNthMs, removeMs, endpointMs, pairToggleMs, protocolMs, loopMaxBuildMs, loopMaxWritesMs, downloadsPerS, configGetMs, pairsGetMs, dbMb };
+    return { nodes, buildS, create100Ms, createNthMs, removeMs, endpointMs, pairToggleMs, protocolMs, loopMaxBuildMs, loopMaxWritesMs, downloadsPerS, configGetMs, pairsGetMs, dbMb, dbIdleMb };
   } finally {
     loop.disable();
     await server.close();
@@ -168,11 +171,11 @@ for (const n of sizesFromArgs(process.argv.slice(2))) {
 }
 const f = (n: number | null, d = 1) => (n === null ? "–" : n.toFixed(d));
 console.log("\nFull mesh of N static nodes built over REST; single writes on the N-node mesh (server in this process, loopback)\n");
-console.log("| nodes | build (s) | create 100th (ms) | create Nth (ms) | remove (ms) | endpoint change (ms) | pair toggle (ms) | protocol switch (ms) | loop max, build (ms) | loop max, writes (ms) | downloads/s, largest config | GET config (ms) | GET mesh-pairs (ms) | database + WAL (MB) |");
-console.log("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+console.log("| nodes | build (s) | create 100th (ms) | create Nth (ms) | remove (ms) | endpoint change (ms) | pair toggle (ms) | protocol switch (ms) | loop max, build (ms) | loop max, writes (ms) | downloads/s, largest config | GET config (ms) | GET mesh-pairs (ms) | database + WAL (MB) | database + WAL after 2 s idle (MB) |");
+console.log("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
 for (const r of rows) {
   console.log(
-    `| ${r.nodes} | ${f(r.buildS)} | ${f(r.create100Ms)} | ${f(r.createNthMs)} | ${f(r.removeMs)} | ${f(r.endpointMs)} | ${f(r.pairToggleMs)} | ${f(r.protocolMs)} | ${f(r.loopMaxBuildMs)} | ${f(r.loopMaxWritesMs)} | ${f(r.downloadsPerS, 0)} | ${f(r.configGetMs)} | ${f(r.pairsGetMs)} | ${f(r.dbMb, 0)} |`,
+    `| ${r.nodes} | ${f(r.buildS)} | ${f(r.create100Ms)} | ${f(r.createNthMs)} | ${f(r.removeMs)} | ${f(r.endpointMs)} | ${f(r.pairToggleMs)} | ${f(r.protocolMs)} | ${f(r.loopMaxBuildMs)} | ${f(r.loopMaxWritesMs)} | ${f(r.downloadsPerS, 0)} | ${f(r.configGetMs)} | ${f(r.pairsGetMs)} | ${f(r.dbMb, 0)} | ${f(r.dbIdleMb, 0)} |`,
   );
 }
 console.log(`\nLoad average (1, 5, 15 min) before: ${loadBefore}; after: ${load()} (${cpus().length} cores)`);

@@ -15,7 +15,7 @@ import { materializeStaged, stageChanged, StagedRendering } from "./rendering.se
 import { clearClientCredentials } from "./control.service.js";
 import { requireConfig, requireNode } from "./node-lookup.js";
 import * as lists from "./lists.js";
-import { autoPairIdPrefix } from "./mesh/mesh-ids.js";
+import { nextMeshSeq } from "../store/mesh-policy.js";
 import { dedupe, forwardKey, requirePair } from "./mesh/mesh-helpers.js";
 import {
   DEFAULT_EAGER_PEER_BUDGET,
@@ -203,11 +203,10 @@ export class MeshService {
       if (await nodesRepo.findNodeByName(trx, configId, input.name)) {
         throw new AppError("CONFLICT", `a node named "${input.name}" already exists in this config`, { field: "name" });
       }
-      const row = newNodeRow(config, input, await nodesRepo.listNodeAddresses(trx, configId), now);
+      const row = newNodeRow(config, input, await nodesRepo.listNodeAddresses(trx, configId), now, await nextMeshSeq(trx));
       const hubsBefore = row.hub === 1 ? await readHubGraph(trx, configId) : HubGraph.EMPTY;
       await nodesRepo.insertNode(trx, row, now);
       await nodesRepo.replaceNodeTags(trx, row.node_id, dedupe(input.tags ?? []));
-      if (input.auto_pair !== false) await pairsRepo.insertPairsWithAll(trx, configId, row.node_id, autoPairIdPrefix(now), now);
       const hubsAfter = await readHubGraph(trx, configId);
       const changed = await changedByNodeCreated(trx, row, hubsAfter);
       // A new hub may carry pairs that had none, or go ahead of the hub they had.
@@ -336,7 +335,7 @@ export class MeshService {
     const now = this.#clock.now();
     return this.#store.transaction(async (trx, afterCommit) => {
       const pair = await requirePair(trx, configId, pairId);
-      const hubs = await pairWrite(trx, configId, pair, () => pairsRepo.setPairEnabled(trx, pairId, input.enabled, now), input.enabled);
+      const hubs = await pairWrite(trx, configId, pair, () => pairsRepo.setPairEnabled(trx, pair, input.enabled, now), input.enabled);
       await this.#changed(trx, afterCommit, configId, now, hubs.changed, { paired: [pair.node_a, pair.node_b] });
       return meshPairView(
         { ...pair, enabled: input.enabled ? 1 : 0, updated_at: now },
@@ -350,7 +349,7 @@ export class MeshService {
     const now = this.#clock.now();
     await this.#store.transaction(async (trx, afterCommit) => {
       const pair = await requirePair(trx, configId, pairId);
-      const { changed } = await pairWrite(trx, configId, pair, () => pairsRepo.deletePair(trx, pairId), null);
+      const { changed } = await pairWrite(trx, configId, pair, () => pairsRepo.deletePair(trx, pair), null);
       await this.#changed(trx, afterCommit, configId, now, changed, { paired: [pair.node_a, pair.node_b] });
     });
   }

@@ -56,7 +56,7 @@ import {
   type StagedChange,
   type Turn,
 } from "../store/render-job.js";
-import type { ConfigRow, NodeRow, PortForwardRow } from "../store/schema.js";
+import type { ConfigRow, MeshPairRow, NodeRow, PortForwardRow } from "../store/schema.js";
 
 export type { StagedChange } from "../store/render-job.js";
 
@@ -264,7 +264,7 @@ export async function restageConfig(db: Db, configId: string, now: number, opts:
   const renderer = new ConfigRenderer(renderCommon(config), nodes.map(renderPeer));
   const changed: StagedChange[] = [];
   const turn: Turn = { start: performance.now(), stepMs };
-  const peers = await readRenderedPeers(db, nodes, turn);
+  const peers = await readRenderedPeers(db, configId, nodes, turn);
   for (let i = 0; i < nodes.length; i += chunk) {
     await nextTurn();
     turn.start = performance.now();
@@ -298,6 +298,22 @@ export async function renderConfigTexts(db: Db, configId: string): Promise<Array
   const config = await findConfig(db, configId);
   if (!config) return [];
   const [nodes, pairs, forwards] = await Promise.all([listNodes(db, configId), listPairs(db, configId), listPortForwardsOfConfig(db, configId)]);
+  return renderConfigTextsOf(config, nodes, pairs, forwards);
+}
+
+/**
+ * The full re-render of given nodes against given pairs, reading nothing (a model's pairs can be
+ * rendered against the store's: the full-mesh policy is proven against explicit rows this way).
+ * @param pairs every pair of the config, each once, `node_a`/`node_b` in any order
+ * @param forwards node_id → its port forwards
+ * @returns one entry per node, in the order given
+ */
+export function renderConfigTextsOf(
+  config: ConfigRow,
+  nodes: readonly NodeRow[],
+  pairs: ReadonlyArray<Pick<MeshPairRow, "node_a" | "node_b" | "enabled">>,
+  forwards: ReadonlyMap<string, readonly PortForwardRow[]>,
+): Array<{ node: NodeRow; text: string }> {
   const byId = new Map(nodes.map((n) => [n.node_id, n]));
   // Every hub with the nodes it has an enabled pair with: who forwards for pairs no side can initiate.
   const partners = new Map(nodes.filter((n) => n.hub === 1).map((n) => [n.node_id, [] as string[]]));

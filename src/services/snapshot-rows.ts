@@ -118,6 +118,9 @@ export const SNAPSHOT_ROW_SCHEMAS = {
       created_at: epochMs,
       updated_at: epochMs,
       hub: z.union([z.literal(0), z.literal(1)]),
+      // migration 0016: the node's place in creation order and whether it joined the full mesh.
+      mesh_seq: z.number().int().min(1),
+      auto_pair: z.union([z.literal(0), z.literal(1)]),
     })
     .superRefine((row, ctx) => {
       if (row.hub === 1 && (row.public_address === null || row.listen_port === null)) {
@@ -172,6 +175,11 @@ export const SNAPSHOT_ROW_SCHEMAS = {
     .superRefine((row, ctx) => {
       if (!(row.node_a < row.node_b)) ctx.addIssue({ code: "custom", path: ["node_a"], message: "must sort before node_b" });
     }),
+  mesh_pair_removals: z
+    .strictObject({ node_a: nodeIdSchema, node_b: nodeIdSchema, config_id: configIdSchema })
+    .superRefine((row, ctx) => {
+      if (!(row.node_a < row.node_b)) ctx.addIssue({ code: "custom", path: ["node_a"], message: "must sort before node_b" });
+    }),
   port_forwards: z.strictObject({
     forward_id: forwardIdSchema,
     node_id: nodeIdSchema,
@@ -223,6 +231,7 @@ const ROW_KEYS: Record<SnapshotTable, string[]> = {
   node_tags: ["node_id", "tag"],
   node_client_state: ["node_id"],
   mesh_pairs: ["pair_id"],
+  mesh_pair_removals: ["node_a", "node_b"],
   port_forwards: ["forward_id"],
   control_logs: ["log_id"],
 };
@@ -287,6 +296,7 @@ function checkCrossRow(table: SnapshotTable, raw: Record<string, unknown>, seen:
       break;
     }
     case "mesh_pairs":
+    case "mesh_pair_removals":
       for (const side of ["node_a", "node_b"]) {
         if (nodeConfig.get(text(side)) !== raw.config_id) throw rowRefusal(table, raw, side, "names no node of the pair's config");
       }

@@ -90,7 +90,7 @@ export function clientView(
 
 /** A node's view from its stored row (without its private key), tags and client state. */
 export function nodeView(
-  row: Omit<NodeRow, "private_key">,
+  row: Omit<NodeRow, "private_key" | "mesh_seq" | "auto_pair">,
   tags: readonly string[],
   client: NodeClientViewRow | undefined,
   mqttEnabled: boolean,

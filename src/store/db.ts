@@ -69,8 +69,11 @@ export const WAL_AUTOCHECKPOINT_PAGES = 50_000;
 export const WAL_AUTOCHECKPOINT_PAGES_WITH_WORKER = 262_144;
 
 /**
- * A WAL file that grew past this (bytes) is cut back to it when the WAL starts over, so that a
- * burst (a switch, a 5,000-node build) does not leave a file of up to 1 GiB behind.
+ * A WAL file that grew past this (bytes) is cut back to it when the WAL starts over
+ * (`journal_size_limit`), and to zero by the store worker once the writer is idle and every frame
+ * was copied (src/store/store-worker.thread.ts), so that a burst (a switch, a 5,000-node build)
+ * does not leave a file of up to 1 GiB behind: sustained writes never let the WAL start over, so
+ * the limit alone would wait for the next write after the burst.
  */
 export const WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
 
@@ -100,11 +103,14 @@ export class Store implements Connected {
   /** {@link whenIdle}'s work, in the order asked. */
   #idle: IdleTask[] = [];
   #idleScheduled = false;
+  readonly #walTruncateBytes: number;
+  #truncating = false;
 
-  private constructor(sqlite: SQLite.Database, file: string, log: Logger) {
+  private constructor(sqlite: SQLite.Database, file: string, log: Logger, walTruncateBytes: number) {
     this[CONNECTION] = sqlite;
     this.#file = file;
     this.#log = log;
+    this.#walTruncateBytes = walTruncateBytes;
     this.statements = new StatementCache(sqlite);
     this.db = new Kysely<Database>({ dialect: new RollbackSafeSqliteDialect(sqlite, this.statements) });
   }
@@ -126,8 +132,10 @@ export class Store implements Connected {
    *   and the cause, e.g. "read-only file system"), when SQLite cannot open the file (the message
    *   names the file, SQLite's reason and the bytes free on its file system: a full disk says only
    *   "disk I/O error"), or when a migration fails (the caller exits non-zero)
+   * @param opts.walTruncateBytes WAL size past which an idle WAL the store worker copied entirely
+   *   is truncated ({@link truncateIdleWal}; default {@link WAL_SIZE_LIMIT_BYTES}; tests lower it)
    */
-  static async open(file: string, log: Logger): Promise<Store> {
+  static async open(file: string, log: Logger, opts: { walTruncateBytes?: number } = {}): Promise<Store> {
     if (file !== ":memory:") assertWritableDir(dirname(file));
     let sqlite: SQLite.Database | undefined;
     try {
@@ -143,7 +151,7 @@ export class Store implements Connected {
       sqlite?.close();
       throw openError(file, err);
     }
-    const store = new Store(sqlite, file, log);
+    const store = new Store(sqlite, file, log, opts.walTruncateBytes ?? WAL_SIZE_LIMIT_BYTES);
     try {
       await store.migrate();
     } catch (err) {
@@ -162,6 +170,13 @@ export class Store implements Connected {
       if (r.status === "Error") this.#log.error({ migration: r.migrationName }, "migration failed");
     }
     if (error) throw new Error(`database migration failed: ${error instanceof Error ? error.message : String(error)}`);
+    // Converting a full mesh's pair rows to the policy frees most of the file (167 MB of 170 at
+    // 1,000 nodes): given back to the file system once, at the upgrade.
+    if ((results ?? []).some((r) => r.migrationName === "0016_mesh_pair_policy" && r.status === "Success") && !this.inMemory) {
+      this[CONNECTION].exec("VACUUM");
+      this[CONNECTION].pragma("wal_checkpoint(TRUNCATE)"); // at start-up, nobody else reads or writes
+      this.#log.info("database compacted after the full-mesh policy migration");
+    }
   }
 
   /**
@@ -244,6 +259,38 @@ export class Store implements Connected {
   }
 
   /**
+   * Truncates the WAL file to zero bytes (`wal_checkpoint(TRUNCATE)` on this, the writing,
+   * connection), between two transactions ({@link whenIdle}): the store worker asks once its
+   * checkpoint copied every frame of a WAL past the limit, so a large write leaves no large WAL
+   * behind. Done here, not on the worker's connection: restarting the WAL from another connection
+   * would fail a transaction of this one that read before and writes after (SQLITE_BUSY_SNAPSHOT).
+   * Never waits: with the busy timeout at 0, a reader still on the WAL (a render job's statement
+   * on the worker) makes it answer busy, and the next report tries again. Its cost is the file
+   * system's: cutting a 500 MB WAL takes ~0.2–0.3 s of this thread (freeing its extents), paid
+   * once, after the write, instead of by the first commit that SQLite's `journal_size_limit` would
+   * otherwise have cut it in.
+   * @returns true when the file was truncated
+   */
+  async truncateIdleWal(): Promise<boolean> {
+    if (this.#truncating) return false;
+    this.#truncating = true;
+    try {
+      return await this.whenIdle(() => {
+        const sqlite = this[CONNECTION];
+        sqlite.pragma("busy_timeout = 0");
+        try {
+          const [row] = sqlite.pragma("wal_checkpoint(TRUNCATE)") as Array<{ busy: number }>;
+          return row !== undefined && row.busy === 0;
+        } finally {
+          sqlite.pragma("busy_timeout = 5000");
+        }
+      });
+    } finally {
+      this.#truncating = false;
+    }
+  }
+
+  /**
    * The worker thread of this store's file (src/store/store-worker.ts: renders large writes'
    * nodes, checkpoints the WAL), made on first use; null for ":memory:" (another thread cannot
    * open it), where callers render in this thread and commits checkpoint as before.
@@ -251,6 +298,8 @@ export class Store implements Connected {
   worker(): StoreWorker | null {
     if (this.#file === ":memory:") return null;
     this.#worker ??= new StoreWorker(this.#file, this.db, this.#log.child({ name: "store-worker" }), {
+      walTruncateBytes: this.#walTruncateBytes,
+      onIdleWal: () => void this.truncateIdleWal().catch((err: unknown) => this.#log.warn({ err }, "the idle WAL was not truncated")),
       // While the worker checkpoints, the commits' own checkpoint is only a far backstop.
       onRunning: (running) => void this[CONNECTION].pragma(`wal_autocheckpoint = ${running ? WAL_AUTOCHECKPOINT_PAGES_WITH_WORKER : WAL_AUTOCHECKPOINT_PAGES}`),
     });

@@ -1,20 +1,40 @@
 import { sql } from "kysely";
 import type { Db } from "./connection.js";
+import { insertRemoval, isRemoved, parsePolicyPairId, policyCovers, policyNodesByIds, policyNodesBySeq, policyPage, policyPairId, policyRow } from "./mesh-policy.js";
 import type { MeshPairRow, NodeRow } from "./schema.js";
 
-/** Repository of `mesh_pairs`. Pairs are stored with `node_a < node_b`. */
+/**
+ * Repository of mesh pairs: the stored rows of `mesh_pairs` (`node_a < node_b`) and the pairs of
+ * the full-mesh policy (src/store/mesh-policy.ts), answered alike: every read here gives the
+ * pairs as they are to the API (a policy pair as a row with its derived id), every write keeps
+ * the exceptions the operator made.
+ */
 
 /** The stored order of two node ids. */
 export function orderPair(x: string, y: string): [string, string] {
   return x < y ? [x, y] : [y, x];
 }
 
+/**
+ * Stores a pair the operator made (`POST …/mesh-pairs`): a row, which stands for the pair even
+ * when the full-mesh policy covers the two (then it replaces their removal, if any).
+ */
 export async function insertPair(db: Db, row: MeshPairRow): Promise<void> {
+  await db.deleteFrom("mesh_pair_removals").where("node_a", "=", row.node_a).where("node_b", "=", row.node_b).execute();
   await db.insertInto("mesh_pairs").values(row).execute();
 }
 
+/** Every pair of a config, the policy's included, in `(created_at, pair_id)` order. O(pairs): for the full re-render only. */
 export async function listPairs(db: Db, configId: string): Promise<MeshPairRow[]> {
-  return db.selectFrom("mesh_pairs").selectAll().where("config_id", "=", configId).orderBy("created_at").orderBy("pair_id").execute();
+  const out: MeshPairRow[] = [];
+  let after: PairPosition | undefined;
+  for (;;) {
+    const page = await pairPage(db, configId, { after, limit: 10_000 });
+    out.push(...page.slice(0, 10_000));
+    const last = page[9_999];
+    if (page.length <= 10_000 || last === undefined) return out;
+    after = { created_at: last.created_at, pair_id: last.pair_id };
+  }
 }
 
 /** The sort key of the mesh-pair list: creation time (ms), then pair id. */
@@ -23,20 +43,44 @@ export interface PairPosition {
   pair_id: string;
 }
 
+/** a sorts before b in the list's `(created_at, pair_id)` order. */
+function before(a: PairPosition, b: PairPosition): boolean {
+  return a.created_at < b.created_at || (a.created_at === b.created_at && a.pair_id < b.pair_id);
+}
+
 /**
  * One page of a config's pairs in `(created_at, pair_id)` order after `after` (exclusive),
- * `limit + 1` rows at most (the extra row tells the caller another page exists). With `nodeId`
- * only that node's pairs: those it is `node_a` of through `UNIQUE (node_a, node_b)`, those it is
- * `node_b` of by probing that index with each node of the config sorting before it (there is
- * no index on `node_b`, migration 0011): O(nodes of the config), then a sort of the node's
- * n − 1 pairs. Without it through `mesh_pairs_config_created` (O(page)), never a sort of the
- * config's n²/2 rows.
+ * `limit + 1` rows at most (the extra row tells the caller another page exists): the stored
+ * rows (through `mesh_pairs_config_created`, or, with `nodeId`, the node's rows as in
+ * {@link listPairsOfNode}) merged with the policy's pairs ({@link policyPage}).
  */
 export async function pairPage(
   db: Db,
   configId: string,
   opts: { nodeId?: string | undefined; after?: PairPosition | undefined; limit: number },
 ): Promise<MeshPairRow[]> {
+  const stored = await storedPairPage(db, configId, opts);
+  const derived = await policyPage(db, configId, opts);
+  const out: MeshPairRow[] = [];
+  let i = 0;
+  let j = 0;
+  while (out.length < opts.limit + 1) {
+    const x = stored[i];
+    const y = derived[j];
+    if (x === undefined && y === undefined) break;
+    if (y === undefined || (x !== undefined && before(x, y))) {
+      out.push(x as MeshPairRow);
+      i++;
+    } else {
+      out.push(y);
+      j++;
+    }
+  }
+  return out;
+}
+
+/** The stored rows of {@link pairPage}. */
+async function storedPairPage(db: Db, configId: string, opts: { nodeId?: string | undefined; after?: PairPosition | undefined; limit: number }): Promise<MeshPairRow[]> {
   const { nodeId, after, limit } = opts;
   const keyset = after === undefined ? sql`` : sql`AND (p.created_at, p.pair_id) > (${after.created_at}, ${after.pair_id})`;
   if (nodeId !== undefined) {
@@ -68,21 +112,45 @@ export async function pairSides(db: Db, nodeIds: readonly string[]): Promise<Map
   return out;
 }
 
+/** The pair `pairId` of `configId`: a stored row, or a policy pair no exception took over. */
 export async function findPair(db: Db, configId: string, pairId: string): Promise<MeshPairRow | undefined> {
-  return db.selectFrom("mesh_pairs").selectAll().where("config_id", "=", configId).where("pair_id", "=", pairId).executeTakeFirst();
+  const row = await db.selectFrom("mesh_pairs").selectAll().where("config_id", "=", configId).where("pair_id", "=", pairId).executeTakeFirst();
+  if (row !== undefined) return row;
+  const seqs = parsePolicyPairId(pairId);
+  if (seqs === null) return undefined;
+  const [x, y] = await policyNodesBySeq(db, seqs);
+  if (x === undefined || y === undefined || x.config_id !== configId || y.config_id !== configId || !policyCovers(x, y)) return undefined;
+  const pair = await findPairByNodes(db, x.node_id, y.node_id);
+  return pair?.pair_id === pairId ? pair : undefined;
 }
 
+/** The pair of two nodes: their stored row, else their policy pair unless it was deleted. */
 export async function findPairByNodes(db: Db, x: string, y: string): Promise<MeshPairRow | undefined> {
   const [a, b] = orderPair(x, y);
-  return db.selectFrom("mesh_pairs").selectAll().where("node_a", "=", a).where("node_b", "=", b).executeTakeFirst();
+  const row = await db.selectFrom("mesh_pairs").selectAll().where("node_a", "=", a).where("node_b", "=", b).executeTakeFirst();
+  if (row !== undefined) return row;
+  const nodes = await policyNodesByIds(db, [a, b]);
+  const [na, nb] = [nodes.get(a), nodes.get(b)];
+  if (na === undefined || nb === undefined || na.config_id !== nb.config_id || !policyCovers(na, nb) || (await isRemoved(db, a, b))) return undefined;
+  return policyRow(na.config_id, na, nb);
 }
 
-export async function setPairEnabled(db: Db, pairId: string, enabled: boolean, now: number): Promise<void> {
-  await db.updateTable("mesh_pairs").set({ enabled: enabled ? 1 : 0, updated_at: now }).where("pair_id", "=", pairId).execute();
+/**
+ * Enables or disables `pair` (as {@link findPair} answered it): its row is updated, or, for a
+ * policy pair, a row of the same id and creation time is stored, which stands for it from then on.
+ */
+export async function setPairEnabled(db: Db, pair: MeshPairRow, enabled: boolean, now: number): Promise<void> {
+  const res = await db.updateTable("mesh_pairs").set({ enabled: enabled ? 1 : 0, updated_at: now }).where("pair_id", "=", pair.pair_id).executeTakeFirst();
+  if (Number(res.numUpdatedRows) > 0) return;
+  await db.insertInto("mesh_pairs").values({ ...pair, enabled: enabled ? 1 : 0, updated_at: now }).execute();
 }
 
-export async function deletePair(db: Db, pairId: string): Promise<void> {
-  await db.deleteFrom("mesh_pairs").where("pair_id", "=", pairId).execute();
+/** Deletes `pair` (as {@link findPair} answered it): its row, and, when the policy pairs the two, a removal is stored. */
+export async function deletePair(db: Db, pair: MeshPairRow): Promise<void> {
+  await db.deleteFrom("mesh_pairs").where("pair_id", "=", pair.pair_id).execute();
+  const nodes = await policyNodesByIds(db, [pair.node_a, pair.node_b]);
+  const [a, b] = [nodes.get(pair.node_a), nodes.get(pair.node_b)];
+  if (a !== undefined && b !== undefined && policyCovers(a, b)) await insertRemoval(db, pair.config_id, pair.node_a, pair.node_b);
 }
 
 /** One mesh pair of a node, seen from that node: the pair's state and the other side's render fields. */
@@ -94,10 +162,11 @@ export interface PairOfNode {
 }
 
 /**
- * Every mesh pair a node is a side of, with the other side's fields: the pairs it is `node_a`
- * of through `UNIQUE (node_a, node_b)`, those it is `node_b` of by probing that index with each
- * node of its config sorting before it (no index on `node_b`, migration 0011). O(nodes of the
- * config), never the config's pairs.
+ * Every mesh pair a node is a side of, with the other side's fields: its stored rows (those it is
+ * `node_a` of through `UNIQUE (node_a, node_b)`, those it is `node_b` of by probing that index
+ * with each node of its config sorting before it: no index on `node_b`, migration 0011), then its
+ * policy pairs (the nodes before it when it joined with `auto_pair`, the `auto_pair` nodes after
+ * it) that no row or removal takes over. O(nodes of the config), never the config's pairs.
  */
 export async function listPairsOfNode(db: Db, nodeId: string): Promise<PairOfNode[]> {
   const cols = sql`p.pair_id, p.enabled, n.node_id, n.name, n.public_key, n.address, n.public_address, n.listen_port, n.mode, n.hub`;
@@ -107,34 +176,21 @@ export async function listPairsOfNode(db: Db, nodeId: string): Promise<PairOfNod
     UNION ALL
     SELECT ${cols} FROM nodes n CROSS JOIN mesh_pairs p ON p.node_a = n.node_id AND p.node_b = ${nodeId}
       WHERE n.config_id = (SELECT config_id FROM nodes WHERE node_id = ${nodeId}) AND n.node_id < ${nodeId}`.execute(db);
-  return rows.map(({ pair_id, enabled, ...peer }) => ({ pair_id, enabled, peer }));
-}
-
-/** The base32 alphabet of ids (`newId`): position i is the digit of value i. */
-const ID_BASE32 = "abcdefghijklmnopqrstuvwxyz234567";
-
-/**
- * Pairs a node just inserted with every other node of its config in one `INSERT … SELECT`
- * (a node joining a full mesh: n − 1 rows without building, binding or compiling them in
- * JavaScript). Rows have `node_a < node_b`, `enabled = 1` and `created_at = updated_at = now`.
- * Their ids are `idPrefix` + 5 base32 digits of the row's number within this write (0-based,
- * big-endian): `idPrefix` must be unique per write (see `autoPairIdPrefix` in the mesh
- * service) and leave room for the 5 digits within the id syntax (DESIGN §3 Ids,
- * `^[a-z0-9][a-z0-9_-]{0,63}$`).
- * @param nodeId the new node (already inserted into `nodes`)
- * @returns the number of pairs inserted (the config's other nodes)
- * @throws SqliteError `SQLITE_CONSTRAINT_PRIMARYKEY`/`_UNIQUE` if a pair with the node exists
- *   already, or if the config had more than 32^5 other nodes (the 5 digits would repeat; no
- *   address pool holds that many)
- */
-export async function insertPairsWithAll(db: Db, configId: string, nodeId: string, idPrefix: string, now: number): Promise<number> {
-  const digit = (shift: number) => sql`substr(${ID_BASE32}, ((seq >> ${shift}) & 31) + 1, 1)`;
-  const res = await sql`
-    INSERT INTO mesh_pairs (pair_id, config_id, node_a, node_b, enabled, created_at, updated_at)
-    SELECT ${idPrefix} || ${digit(20)} || ${digit(15)} || ${digit(10)} || ${digit(5)} || ${digit(0)},
-           ${configId}, min(node_id, ${nodeId}), max(node_id, ${nodeId}), 1, ${now}, ${now}
-    FROM (SELECT node_id, row_number() OVER () - 1 AS seq FROM nodes WHERE config_id = ${configId} AND node_id <> ${nodeId})`.execute(db);
-  return Number(res.numAffectedRows ?? 0n);
+  const out = rows.map(({ pair_id, enabled, ...peer }) => ({ pair_id, enabled, peer }));
+  const taken = new Set(out.map((p) => p.peer.node_id));
+  const { rows: removed } = await sql<{ other: string }>`
+    SELECT node_b AS other FROM mesh_pair_removals WHERE node_a = ${nodeId}
+    UNION ALL SELECT node_a AS other FROM mesh_pair_removals WHERE node_b = ${nodeId}`.execute(db);
+  for (const r of removed) taken.add(r.other);
+  type PolicyRow = PairOfNode["peer"] & { seq: number; own: number };
+  const { rows: policy } = await sql<PolicyRow>`
+    SELECT n.node_id, n.name, n.public_key, n.address, n.public_address, n.listen_port, n.mode, n.hub, n.mesh_seq AS seq, v.mesh_seq AS own
+    FROM nodes v JOIN nodes n ON n.config_id = v.config_id
+    WHERE v.node_id = ${nodeId} AND ((n.mesh_seq < v.mesh_seq AND v.auto_pair = 1) OR (n.mesh_seq > v.mesh_seq AND n.auto_pair = 1))`.execute(db);
+  for (const { seq, own, ...peer } of policy) {
+    if (!taken.has(peer.node_id)) out.push({ pair_id: seq < own ? policyPairId(seq, own) : policyPairId(own, seq), enabled: 1, peer });
+  }
+  return out;
 }
 
 /**

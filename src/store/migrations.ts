@@ -1,4 +1,5 @@
 import { sql, type Kysely, type Migration } from "kysely";
+import { meshPairPolicy } from "./migration-0016.js";
 
 /**
  * In-code migrations, applied in name order at start. A released migration is frozen: change
@@ -433,4 +434,6 @@ export const migrations: Record<string, Migration> = {
       await t`CREATE INDEX nodes_views ON nodes (config_id, created_at, node_id, name, mode, interface_name, address, public_address, listen_port, public_key, staged_config_version, staged_config_sha256, confirmed_config_version, confirmed_config_sha256, updated_at, hub)`;
     },
   },
+  // The full mesh as a policy with explicit exceptions: src/store/migration-0016.ts.
+  "0016_mesh_pair_policy": meshPairPolicy,
 };

@@ -40,7 +40,7 @@ export interface NodeListPosition {
 }
 
 /** The columns of a node that its view shows: never its private key (its config text is not in the row). */
-export type NodeListRow = Omit<NodeRow, "private_key">;
+export type NodeListRow = Omit<NodeRow, "private_key" | "mesh_seq" | "auto_pair">;
 
 /** One node row of a page with its client state (absent when the node has no client row). */
 export interface NodePageRow {

@@ -1,3 +1,4 @@
+import { sql } from "kysely";
 import type { Db } from "./connection.js";
 import { insertClientState } from "./node-client-state.repository.js";
 import type { ConfigRow, NewNodeRow, NodeClientStateRow, NodeRow, NodeUpdate } from "./schema.js";
@@ -28,8 +29,12 @@ export const NODE_VIEW_COLUMNS = [
   "hub",
 ] as const satisfies ReadonlyArray<Exclude<keyof NodeRow, "private_key">>;
 
+/** Inserts a node and its client-state row; a row without `mesh_seq` gets the store's next one. */
 export async function insertNode(db: Db, row: NewNodeRow, now: number): Promise<void> {
-  await db.insertInto("nodes").values(row).execute();
+  await db
+    .insertInto("nodes")
+    .values({ ...row, mesh_seq: row.mesh_seq ?? sql<number>`(SELECT coalesce(max(mesh_seq), 0) + 1 FROM nodes)` })
+    .execute();
   await insertClientState(db, row.node_id, now);
 }
 

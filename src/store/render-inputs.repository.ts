@@ -42,25 +42,6 @@ export async function listRenderSidesAmong(db: Db, configId: string, nodeIds: re
   return out;
 }
 
-/** One mesh pair as `[node_a, node_b, enabled]`. */
-export type PairRow = readonly [nodeA: string, nodeB: string, enabled: number];
-
-/**
- * The mesh pairs whose `node_a` is one of `nodeIds`, as `[node_a, node_b, enabled]`, through
- * `UNIQUE (node_a, node_b)`: asked with every node of a config in turn, it lists each pair of
- * the config exactly once (there is no index on `node_b`, migration 0011: asking by `node_b`
- * would scan every pair of the database). O(pairs of those nodes as node_a).
- */
-export async function listPairsWithNodeA(db: Db, nodeIds: readonly string[]): Promise<PairRow[]> {
-  const out: PairRow[] = [];
-  for (let i = 0; i < nodeIds.length; i += 500) {
-    for (const p of await db.selectFrom("mesh_pairs").select(["node_a", "node_b", "enabled"]).where("node_a", "in", nodeIds.slice(i, i + 500)).execute()) {
-      out.push([p.node_a, p.node_b, p.enabled]);
-    }
-  }
-  return out;
-}
-
 /** The port forwards of the nodes among `nodeIds`: node_id → rows (nodes without any are absent). */
 export async function listPortForwardsAmong(db: Db, nodeIds: readonly string[]): Promise<Map<string, PortForwardRow[]>> {
   const out = new Map<string, PortForwardRow[]>();

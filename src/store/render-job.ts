@@ -14,7 +14,8 @@ import { backgroundTurn as nextTurn } from "../lib/background-turn.js";
 import { findConfig } from "./configs.repository.js";
 import type { Db } from "./connection.js";
 import { hubPartners } from "./mesh-pairs.repository.js";
-import { listPairsWithNodeA, listPortForwardsAmong, listRenderSides, listRenderSidesAmong, type RenderSideRow } from "./render-inputs.repository.js";
+import { forEachConfigPair } from "./mesh-policy.js";
+import { listPortForwardsAmong, listRenderSides, listRenderSidesAmong, type RenderSideRow } from "./render-inputs.repository.js";
 import type { ConfigRow, NodeRow, PortForwardRow } from "./schema.js";
 
 /** A node whose staged config changed. */
@@ -213,7 +214,7 @@ async function readJobInputs(db: Db, configId: string, ids: readonly string[], t
   const sides = await listRenderSides(db, configId);
   const forwards = toRender.length === 0 ? new Map<string, PortForwardRow[]>() : await listPortForwardsAmong(db, toRender.map((r) => r.node_id));
   // Nothing to render: the pairs are not read (the job gives its stored nodes only).
-  const peers = await readRenderedPeers(db, toRender.length === 0 ? [] : sides, turn);
+  const peers = await readRenderedPeers(db, configId, toRender.length === 0 ? [] : sides, turn);
   return { stored, toRender, renderer: new ConfigRenderer(renderCommon(config), sides.map(renderPeer)), forwards, peers };
 }
 
@@ -234,43 +235,36 @@ export interface RenderedPeers {
 }
 
 /**
- * Nodes whose pairs (as `node_a`) one statement reads: a 1,000-node full mesh's node is `node_a`
- * of ~500 pairs on average, and one statement is one uninterrupted stretch of the event loop
- * (~1–3 µs a row).
+ * The rendered pairs among `sides` (every node of the config `configId`): each pair visited once
+ * ({@link forEachConfigPair}: the stored rows, then the full-mesh policy's pairs, generated from
+ * the nodes' creation order), yielding between nodes once the turn has run its step. A pair is
+ * rendered when it is enabled and one side can initiate ({@link isPairRendered}); an enabled pair
+ * neither side can initiate is routed through the first hub among `sides` paired with both
+ * ({@link HubGraph.hubFor}), once all pairs are visited. Memory: two numbers per rendered pair
+ * (~16 MB for a 1,000-node full mesh), and, when the config has hubs, two per pair without a
+ * public endpoint on either side.
  */
-const PAIR_READ_NODES = 4;
-
-/**
- * The rendered pairs among `sides` (every node of a config): each pair read once, asked by its
- * `node_a` ({@link listPairsWithNodeA}, {@link PAIR_READ_NODES} nodes per statement), yielding
- * between statements once the turn has run its step. A pair is rendered when it is enabled and
- * one side can initiate ({@link isPairRendered}); an enabled pair neither side can initiate is
- * routed through the first hub among `sides` paired with both ({@link HubGraph.hubFor}), once all
- * pairs are read. Memory: two numbers per rendered pair (~16 MB for a 1,000-node full mesh), and,
- * when the config has hubs, two per pair without a public endpoint on either side.
- */
-export async function readRenderedPeers(db: Db, sides: readonly RenderSide[], turn: Turn): Promise<RenderedPeers> {
+export async function readRenderedPeers(db: Db, configId: string, sides: readonly RenderSide[], turn: Turn): Promise<RenderedPeers> {
   const indexOf = new Map(sides.map((n, i) => [n.node_id, i]));
   const peers: number[][] = sides.map(() => []);
   const hubs = new Map<string, string[]>(sides.filter((n) => n.hub === 1).map((n) => [n.node_id, []]));
   // Enabled pairs of two nodes without a public endpoint: routed once every hub's partners are known.
   const hidden: Array<[number, number]> = [];
-  for (let i = 0; i < sides.length; i += PAIR_READ_NODES) {
-    await yieldIfSpent(turn);
-    for (const [aId, bId, enabled] of await listPairsWithNodeA(db, sides.slice(i, i + PAIR_READ_NODES).map((n) => n.node_id))) {
-      const a = indexOf.get(aId);
-      const b = indexOf.get(bId);
-      if (a === undefined || b === undefined) continue;
-      const [sa, sb] = [sides[a], sides[b]];
-      if (sa === undefined || sb === undefined || enabled !== 1) continue;
-      hubs.get(aId)?.push(bId);
-      hubs.get(bId)?.push(aId);
-      if (isPairRendered(sa, sb, true)) {
-        peers[a]?.push(b);
-        peers[b]?.push(a);
-      } else if (hubs.size > 0) hidden.push([a, b]);
-    }
-  }
+  if (sides.length === 0) return { sides, indexOf, peers, routed: new Map() };
+  const visit = (aId: string, bId: string, enabled: number): void => {
+    const a = indexOf.get(aId);
+    const b = indexOf.get(bId);
+    if (a === undefined || b === undefined || enabled !== 1) return;
+    const [sa, sb] = [sides[a], sides[b]];
+    if (sa === undefined || sb === undefined) return;
+    hubs.get(aId)?.push(bId);
+    hubs.get(bId)?.push(aId);
+    if (isPairRendered(sa, sb, true)) {
+      peers[a]?.push(b);
+      peers[b]?.push(a);
+    } else if (hubs.size > 0) hidden.push([a, b]);
+  };
+  await forEachConfigPair(db, configId, visit, () => yieldIfSpent(turn));
   return { sides, indexOf, peers, routed: routeHidden(sides, hidden, new HubGraph(hubs)) };
 }
 

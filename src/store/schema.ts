@@ -58,6 +58,19 @@ export interface NodesTable {
    * nodes of its config that cannot reach each other directly; else 0.
    */
   hub: ColumnType<0 | 1, 0 | 1 | undefined, 0 | 1>;
+  /**
+   * The node's place in the order nodes were created, unique across the store (migration 0016):
+   * what the full-mesh policy and the ids of its pairs are derived from
+   * (src/store/mesh-pairs.repository.ts). Never changes; `insertNode` gives the next one when
+   * the row has none.
+   */
+  mesh_seq: ColumnType<number, number | undefined, never>;
+  /**
+   * 1 when the node joined every node of its config that existed when it was created (the
+   * full-mesh policy: `auto_pair` of the create body, default true); its pairs with them are not
+   * stored as rows unless the operator changed one (migration 0016). Never changes.
+   */
+  auto_pair: ColumnType<0 | 1, 0 | 1 | undefined, never>;
 }
 
 /**
@@ -99,6 +112,16 @@ export interface NodeClientStateTable {
   /** The node's newest flight-recorder row (`node_transitions.transition_id`); null when none. */
   transition_head: Generated<number | null>;
   updated_at: number;
+}
+
+/**
+ * A pair of the full-mesh policy the operator deleted (migration 0016): `node_a < node_b`, the
+ * later of the two joined with `auto_pair`, and no `mesh_pairs` row for the two.
+ */
+export interface MeshPairRemovalsTable {
+  node_a: string;
+  node_b: string;
+  config_id: string;
 }
 
 export interface MeshPairsTable {
@@ -197,6 +220,7 @@ export interface Database {
   node_tags: NodeTagsTable;
   node_client_state: NodeClientStateTable;
   mesh_pairs: MeshPairsTable;
+  mesh_pair_removals: MeshPairRemovalsTable;
   port_forwards: PortForwardsTable;
   download_tokens: DownloadTokensTable;
   bind_tokens: BindTokensTable;

@@ -23,6 +23,7 @@ export const DATA_TABLES = [
   "node_tags",
   "node_client_state",
   "mesh_pairs",
+  "mesh_pair_removals",
   "port_forwards",
   "control_logs",
 ] as const;
@@ -36,6 +37,7 @@ export const DATA_TABLES = [
  */
 export const DATA_TABLE_SINCE: Readonly<Partial<Record<(typeof DATA_TABLES)[number], string>>> = {
   node_staged_texts: "0013_node_staged_texts",
+  mesh_pair_removals: "0016_mesh_pair_policy",
 };
 
 /**

@@ -6,9 +6,11 @@
  * renders and hashes the next texts. It writes no rows: the main thread stores the renderings
  * (conditionally on the version read) and reports them to the node actors. It also checkpoints
  * the WAL every `checkpointIntervalMs` (PASSIVE), so that the main thread's commits rarely have
- * to (`CHECKPOINT_INTERVAL_MS` in src/store/store-worker.ts), and counts the store's configs,
+ * to (`CHECKPOINT_INTERVAL_MS` in src/store/store-worker.ts), reports a large WAL it copied
+ * entirely (the writer is idle: `walTruncateBytes`) for the main thread to truncate, and counts the store's configs,
  * nodes and pairs for the system status when asked.
  */
+import { statSync } from "node:fs";
 import { parentPort, workerData } from "node:worker_threads";
 import SQLite from "better-sqlite3";
 import type { Db } from "./connection.js";
@@ -18,7 +20,7 @@ import type { RenderJob, openRenderJob } from "./render-job.js";
 import { countStore } from "./summary.repository.js";
 
 const port = parentPort;
-const { file, checkpointIntervalMs } = workerData as { file: string; checkpointIntervalMs: number };
+const { file, checkpointIntervalMs, walTruncateBytes } = workerData as { file: string; checkpointIntervalMs: number; walTruncateBytes: number };
 if (port === null) throw new Error("store-worker.thread.ts runs in a worker thread only");
 
 const sqlite = new SQLite(file, { fileMustExist: true });
@@ -44,11 +46,33 @@ function checkpoint(): WalCheckpoint {
   return row ?? { busy: 0, log: 0, checkpointed: 0 };
 }
 
+/** The WAL file's size in bytes (0 when there is none). */
+function walBytes(): number {
+  try {
+    return statSync(`${file}-wal`).size;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * True when a PASSIVE checkpoint (`done`) copied every frame of a WAL file larger than
+ * `walTruncateBytes`: the writer wrote nothing since, so it is idle, and a large write (a build, a
+ * protocol switch) would otherwise leave hundreds of MB of WAL behind until the next write starts
+ * the log over (sustained writes never let it, and only then does `journal_size_limit` cut it).
+ * The main thread then truncates it on its own connection, between two transactions (src/store/db.ts):
+ * a checkpoint that restarts the WAL from this connection would fail the main connection's open
+ * transaction when it next writes (SQLITE_BUSY_SNAPSHOT, the snapshot it read is gone).
+ */
+function truncatable(done: WalCheckpoint): boolean {
+  return done.log > 0 && done.checkpointed === done.log && walBytes() > walTruncateBytes;
+}
+
 // Periodic checkpoints (CHECKPOINT_INTERVAL_MS): between two requests' statements, never inside one.
 setInterval(() => {
   try {
     const done = checkpoint();
-    if (done.checkpointed > 0) port?.postMessage({ id: null, checkpoint: done } satisfies RenderResponse);
+    if (done.checkpointed > 0) port?.postMessage({ id: null, checkpoint: truncatable(done) ? { ...done, truncatable: true } : done } satisfies RenderResponse);
   } catch {
     // SQLITE_BUSY and the like: the next interval tries again; the main thread's automatic checkpoint is the backstop
   }

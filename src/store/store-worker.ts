@@ -8,7 +8,9 @@
  *   keeps serving MQTT, HTTP and SSE. The main thread keeps every write: a rendering is stored
  *   only if its node is still at the version the worker read (src/services/rendering.service.ts), so a
  *   rendering raced by a write is never stored.
- * - **WAL checkpoints** every {@link CHECKPOINT_INTERVAL_MS}.
+ * - **WAL checkpoints** every {@link CHECKPOINT_INTERVAL_MS}; once one copied every frame of a WAL
+ *   file past {@link WAL_TRUNCATE_BYTES} (the writer is idle), it says so (`onIdleWal`): the
+ *   store truncates the file between two of its transactions.
  * - **The store's counts** for the system status ({@link StoreWorker.counts}), while it runs.
  *
  * Failure handling: when the worker cannot answer a step (its thread died, or the renderer
@@ -40,11 +42,16 @@ export type RenderRequest =
   | { op: "checkpoint"; id: number }
   | { op: "counts"; id: number };
 
-/** What `PRAGMA wal_checkpoint(PASSIVE)` answered: WAL frames in the log, and of them copied into the database. */
+/**
+ * What `PRAGMA wal_checkpoint(PASSIVE)` answered: WAL frames in the log, and of them copied into
+ * the database; `truncatable` when a periodic checkpoint copied every frame of a WAL file past
+ * {@link WAL_TRUNCATE_BYTES} (the writer is idle: the store may truncate it).
+ */
 export interface WalCheckpoint {
   busy: number;
   log: number;
   checkpointed: number;
+  truncatable?: boolean;
 }
 
 /**
@@ -85,6 +92,14 @@ export const RENDER_STEPS_AHEAD = 4;
  */
 export const WAL_START_BYTES = 16 * 1024 * 1024;
 
+/**
+ * WAL file size (bytes) above which a periodic checkpoint that copied every frame (the writer is
+ * idle) reports the WAL `truncatable` (`opts.onIdleWal`; the store then truncates it on its own
+ * connection, src/store/db.ts). The store passes its `journal_size_limit`: below it SQLite's
+ * own restart keeps the file bounded.
+ */
+export const WAL_TRUNCATE_BYTES = 64 * 1024 * 1024;
+
 /** Worker threads a store starts in its life before it renders in the main thread only. */
 export const MAX_WORKER_STARTS = 3;
 
@@ -104,8 +119,10 @@ export class StoreWorker implements ChunkSource {
   readonly #checkpointIntervalMs: number;
   readonly #onCheckpoint: ((c: WalCheckpoint) => void) | undefined;
   readonly #onRunning: ((running: boolean) => void) | undefined;
+  readonly #onIdleWal: (() => void) | undefined;
   readonly #pending = new Map<number, { resolve: (answer: Answer) => void; reject: (e: Error) => void }>();
   readonly #walStartBytes: number;
+  readonly #walTruncateBytes: number;
   #walWatch: NodeJS.Timeout | null = null;
   /** {@link startWhenWalGrows} was asked for: watched again when a worker exits. */
   #watchWal = false;
@@ -124,12 +141,16 @@ export class StoreWorker implements ChunkSource {
    *   (default {@link WAL_START_BYTES})
    * @param opts.onRunning called with true when a worker thread starts (it checkpoints from then
    *   on) and with false when it exits
+   * @param opts.walTruncateBytes WAL size above which an idle WAL, copied entirely, is reported
+   *   to `onIdleWal` (default {@link WAL_TRUNCATE_BYTES})
+   * @param opts.onIdleWal called when a periodic checkpoint copied every frame of a WAL file past
+   *   `walTruncateBytes`
    */
   constructor(
     file: string,
     db: Db,
     log: Logger,
-    opts: { checkpointIntervalMs?: number; onCheckpoint?: (c: WalCheckpoint) => void; walStartBytes?: number; onRunning?: (running: boolean) => void } = {},
+    opts: { checkpointIntervalMs?: number; onCheckpoint?: (c: WalCheckpoint) => void; walStartBytes?: number; walTruncateBytes?: number; onRunning?: (running: boolean) => void; onIdleWal?: () => void } = {},
   ) {
     this.#file = file;
     this.#db = db;
@@ -137,7 +158,9 @@ export class StoreWorker implements ChunkSource {
     this.#checkpointIntervalMs = opts.checkpointIntervalMs ?? CHECKPOINT_INTERVAL_MS;
     this.#onCheckpoint = opts.onCheckpoint;
     this.#onRunning = opts.onRunning;
+    this.#onIdleWal = opts.onIdleWal;
     this.#walStartBytes = opts.walStartBytes ?? WAL_START_BYTES;
+    this.#walTruncateBytes = opts.walTruncateBytes ?? WAL_TRUNCATE_BYTES;
   }
 
   /** Worker threads started so far (tests). */
@@ -275,7 +298,7 @@ export class StoreWorker implements ChunkSource {
     this.#starts++;
     let worker: Worker;
     try {
-      worker = startWorker(new URL(`./store-worker.thread${moduleExtension(import.meta.url)}`, import.meta.url), { workerData: { file: this.#file, checkpointIntervalMs: this.#checkpointIntervalMs } });
+      worker = startWorker(new URL(`./store-worker.thread${moduleExtension(import.meta.url)}`, import.meta.url), { workerData: { file: this.#file, checkpointIntervalMs: this.#checkpointIntervalMs, walTruncateBytes: this.#walTruncateBytes } });
     } catch (err) {
       this.#log.error({ err }, "the store worker did not start; rendering in the main thread");
       return null;
@@ -297,6 +320,7 @@ export class StoreWorker implements ChunkSource {
 
   #onAnswer(res: RenderResponse): void {
     if (res.id === null) {
+      if (res.checkpoint.truncatable === true) this.#onIdleWal?.();
       this.#onCheckpoint?.(res.checkpoint);
       return;
     }

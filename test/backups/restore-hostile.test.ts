@@ -192,7 +192,8 @@ const BAD_ROWS: Array<{ label: string; table: string; field: string; sql: string
   { label: "forward id with upper case", table: "port_forwards", field: "forward_id", sql: "UPDATE port_forwards SET forward_id = 'FWD-1'" },
   { label: "tag with a space", table: "node_tags", field: "tag", sql: "INSERT INTO node_tags (node_id, tag) SELECT node_id, 'a b' FROM nodes WHERE rowid = 1" },
   { label: "runtime state unknown to the spec", table: "node_client_state", field: "runtime_state", sql: "UPDATE node_client_state SET runtime_state = 'exploded'" },
-  { label: "pair not in node order", table: "mesh_pairs", field: "node_a", sql: "UPDATE mesh_pairs SET node_a = node_b, node_b = node_a" },
+  { label: "pair not in node order", table: "mesh_pairs", field: "node_a", sql: "INSERT INTO mesh_pairs (pair_id, config_id, node_a, node_b, enabled, created_at, updated_at) SELECT 'pair-swapped', config_id, max(node_id), min(node_id), 1, 0, 0 FROM nodes" },
+  { label: "removal not in node order", table: "mesh_pair_removals", field: "node_a", sql: "INSERT INTO mesh_pair_removals (node_a, node_b, config_id) SELECT max(node_id), min(node_id), config_id FROM nodes" },
   { label: "port forward target not IPv4", table: "port_forwards", field: "target_address", sql: "UPDATE port_forwards SET target_address = '1.2.3.4; reboot'" },
   { label: "control log kind", table: "control_logs", field: "kind", sql: "INSERT INTO control_logs (node_id, config_id, kind, created_at, updated_at) SELECT node_id, config_id, 'shell', 0, 0 FROM nodes WHERE rowid = 1" },
 ];

@@ -65,6 +65,18 @@ async function atSchema(t: TestContext, current: Buffer, level: string): Promise
       const cols = columnsOf(old, "main", table).filter((c) => theirs.has(c)).map((c) => `"${c}"`).join(", ");
       old.exec(`INSERT INTO main."${table}" (${cols}) SELECT ${cols} FROM cur."${table}"`);
     }
+    // Before migration 0016 a full mesh's pairs were rows: the policy's pairs are written out as
+    // a server of that schema had them (made by the later node's creation write), for the import
+    // to convert them back.
+    if (!tablesOf(old).has("mesh_pair_removals")) {
+      old.exec(`INSERT INTO main.mesh_pairs (pair_id, config_id, node_a, node_b, enabled, created_at, updated_at)
+        SELECT 'pair-old' || x.mesh_seq || 'x' || y.mesh_seq, y.config_id, min(x.node_id, y.node_id), max(x.node_id, y.node_id), 1, y.created_at, y.created_at
+        FROM cur.nodes y JOIN cur.nodes x ON x.config_id = y.config_id AND x.mesh_seq < y.mesh_seq
+        WHERE y.auto_pair = 1
+          AND NOT EXISTS (SELECT 1 FROM cur.mesh_pairs p WHERE p.node_a = min(x.node_id, y.node_id) AND p.node_b = max(x.node_id, y.node_id))
+          AND NOT EXISTS (SELECT 1 FROM cur.mesh_pair_removals r WHERE r.node_a = min(x.node_id, y.node_id) AND r.node_b = max(x.node_id, y.node_id))`);
+      assert.ok((old.prepare("SELECT count(*) AS n FROM main.mesh_pairs").get() as { n: number }).n > 0, `${level}: the pairs are rows`);
+    }
     if (columnsOf(old, "main", "nodes").includes("staged_config_text")) {
       const moved = old
         .prepare(

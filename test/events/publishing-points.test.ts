@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { countStore } from "../../src/store/summary.repository.js";
 import { test } from "node:test";
 import { api, boundAgent, envelope, nextMessage } from "../control/agent-harness.js";
 import { startSseServer, watchCommits, type CommittedCheck, type SseFrame } from "./sse-harness.js";
@@ -42,7 +43,18 @@ const meshChecks: Partial<Record<SseFrame["json"]["type"], CommittedCheck>> = {
   "mesh.workspace.updated": (db, f) => {
     const node = db.prepare("SELECT public_address FROM nodes WHERE node_id = ?").get(f.payload.node_id);
     assert.deepEqual({ public_address: f.payload.workspace.node.public_address }, node);
-    const pairs = db.prepare("SELECT pair_id FROM mesh_pairs WHERE node_a = ? OR node_b = ? ORDER BY pair_id").all(f.payload.node_id, f.payload.node_id);
+    // The node's stored pairs, then its full-mesh policy pairs no row or removal takes over.
+    const pairs = db
+      .prepare(
+        `SELECT pair_id FROM mesh_pairs WHERE node_a = :id OR node_b = :id
+         UNION ALL
+         SELECT printf('pair-%010d-%010d', min(n.mesh_seq, v.mesh_seq), max(n.mesh_seq, v.mesh_seq)) FROM nodes v JOIN nodes n ON n.config_id = v.config_id
+          WHERE v.node_id = :id AND ((n.mesh_seq < v.mesh_seq AND v.auto_pair = 1) OR (n.mesh_seq > v.mesh_seq AND n.auto_pair = 1))
+            AND NOT EXISTS (SELECT 1 FROM mesh_pairs p WHERE p.node_a = min(n.node_id, v.node_id) AND p.node_b = max(n.node_id, v.node_id))
+            AND NOT EXISTS (SELECT 1 FROM mesh_pair_removals r WHERE r.node_a = min(n.node_id, v.node_id) AND r.node_b = max(n.node_id, v.node_id))
+         ORDER BY pair_id`,
+      )
+      .all({ id: f.payload.node_id });
     const sent = (f.payload.workspace.connections as Array<{ pair_id: string }>).map(({ pair_id }) => ({ pair_id }));
     assert.deepEqual(sent.sort(byId("pair_id")), pairs);
   },
@@ -50,7 +62,7 @@ const meshChecks: Partial<Record<SseFrame["json"]["type"], CommittedCheck>> = {
     const count = (table: string) => (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
     assert.deepEqual(
       { configs: f.payload.summary.configs, nodes: f.payload.summary.nodes, mesh_pairs: f.payload.topology.mesh_pairs },
-      { configs: count("configs"), nodes: count("nodes"), mesh_pairs: count("mesh_pairs") },
+      { configs: count("configs"), nodes: count("nodes"), mesh_pairs: countStore(db).mesh_pairs },
     );
   },
 };

@@ -3,7 +3,9 @@
  * the config text, sha and version of a full re-render after every mesh write (DESIGN §3 Config
  * versions: the version increments only when the text changes; spec §3.5, §3.8: the text the
  * agent receives hashes to the staged sha). Property-based over random sequences of 200 writes
- * (fast-check, fixed seed), hubs and pairs routed through them included; not timed.
+ * (fast-check, fixed seed), hubs and pairs routed through them included; not timed. The pairs
+ * the store holds as the full-mesh policy with exceptions (src/store/mesh-policy.ts) are also
+ * proven against a model of explicit rows: the pairs listed, counted and rendered are the model's.
  */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
@@ -18,8 +20,12 @@ import { createLogger } from "../../src/logger.js";
 import { MeshService } from "../../src/services/mesh.service.js";
 import { Store } from "../../src/store/db.js";
 import { listNodes } from "../../src/store/nodes.repository.js";
-import { renderConfigTexts } from "../../src/services/rendering.service.js";
+import { renderConfigTexts, renderConfigTextsOf } from "../../src/services/rendering.service.js";
+import { findConfig } from "../../src/store/configs.repository.js";
+import { listPortForwardsOfConfig } from "../../src/store/port-forwards.repository.js";
+import { countStore } from "../../src/store/summary.repository.js";
 import { servedText } from "../helpers/lazy-mesh.js";
+import { sqliteOf } from "../../src/store/connection.js";
 
 const PUBLIC = [null, "192.0.2.7", "2001:db8::7", "gw.example.net"] as const;
 const PORTS = [null, 51820, 51999] as const;
@@ -190,4 +196,92 @@ test("DESIGN §3 Config versions: a write above the eager budget hands its dynam
   await mesh.settled();
   assert.deepEqual(reported.map((r) => r.nodeId).sort(), dynamic.map((n) => n.node_id).sort());
   assert.deepEqual(reported.map((r) => r.sha).sort(), dynamic.map((n) => n.staged_config_sha256).sort(), "the same text, so the same sha");
+});
+
+/** The pairs an explicit-rows store would hold: `a|b` (a < b) → enabled. */
+type PairModel = Map<string, boolean>;
+const pairKey = (x: string, y: string) => (x < y ? `${x}|${y}` : `${y}|${x}`);
+
+/** What `o`, which succeeded, did to the explicit rows (nodes before and after it given). */
+function applyToModel(model: PairModel, o: Op, before: readonly string[], after: readonly string[], pairWas: boolean | undefined, pick: (i: number) => string): void {
+  if (o.k === "add") {
+    const added = after.find((id) => !before.includes(id));
+    if (added !== undefined && o.autoPair) for (const x of before) model.set(pairKey(x, added), true);
+  } else if (o.k === "remove") {
+    const gone = before.find((id) => !after.includes(id));
+    for (const k of [...model.keys()]) if (gone !== undefined && k.split("|").includes(gone)) model.delete(k);
+  } else if (o.k === "pair") {
+    const [a, b] = [pick(o.i), pick(o.j)];
+    if (a === b) return;
+    const key = pairKey(a, b);
+    if (pairWas === undefined) model.set(key, o.action === "toggle");
+    else if (o.action === "delete") model.delete(key);
+    else model.set(key, !pairWas);
+  }
+}
+
+test("the full mesh as a policy with exceptions, spec §3.5 §3.8 §6.5: after each of 200 random writes (nodes created with and without auto_pair, pairs created, disabled, enabled and deleted, nodes deleted, hubs, endpoints) the pairs listed and counted and every node's rendered text equal those of a store of explicit rows", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "svc-policy-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  let run = 0;
+  let exceptionsSeen = 0;
+  await fc.assert(
+    fc.asyncProperty(fc.array(op, { minLength: 200, maxLength: 200 }), async (ops) => {
+      const store = await Store.open(join(dir, `svc-${run++}.db`), createLogger("silent"));
+      try {
+        const mesh = new MeshService({ store, clock: new ManualClock(), mqttEnabled: true, eagerPeerBudget: 0 });
+        const configId = (await mesh.createConfig({ name: "c", tunnel_protocol: "wireguard", network_cidr: "10.9.0.0/24" } as never)).config_id;
+        const model: PairModel = new Map();
+        for (const [step, o] of ops.entries()) {
+          const before = (await listNodes(store.db, configId)).map((n) => n.node_id);
+          const pick = (i: number) => before[i % before.length] ?? "";
+          const pairWas = o.k === "pair" && before.length > 0 ? model.get(pairKey(pick(o.i), pick(o.j))) : undefined;
+          let ok = true;
+          try {
+            await apply(mesh, configId, o, before, step);
+          } catch (err) {
+            if (!isAppError(err, "CONFLICT") && !isAppError(err, "VALIDATION_FAILED") && !isAppError(err, "HUB_NEEDS_PUBLIC_ENDPOINT")) throw err;
+            ok = false;
+          }
+          await mesh.settled();
+          const nodes = await listNodes(store.db, configId);
+          if (ok) applyToModel(model, o, before, nodes.map((n) => n.node_id), pairWas, pick);
+          // Listed: every page, as the API answers them.
+          const listed = new Map<string, boolean>();
+          let cursor: string | undefined;
+          do {
+            const page = await mesh.listPairs(configId, { limit: 7, ...(cursor === undefined ? {} : { cursor }) });
+            for (const p of page.mesh_pairs) {
+              assert.ok(!listed.has(pairKey(p.node_a, p.node_b)), `step ${step}: a pair listed twice`);
+              listed.set(pairKey(p.node_a, p.node_b), p.enabled);
+            }
+            cursor = page.next_cursor ?? undefined;
+          } while (cursor !== undefined);
+          assert.deepEqual([...listed.entries()].sort(), [...model.entries()].sort(), `step ${step} (${o.k}): the pairs listed`);
+          assert.equal(countStore(store).mesh_pairs, model.size, `step ${step}: the pairs counted`);
+          // Rendered: the store's full re-render and lazily staged texts equal the model's rendering.
+          const config = await findConfig(store.db, configId);
+          assert.ok(config);
+          const rows = [...model.entries()].map(([k, enabled]) => {
+            const [a = "", b = ""] = k.split("|");
+            return { node_a: a, node_b: b, enabled: enabled ? 1 : 0 };
+          });
+          const expected = renderConfigTextsOf(config, nodes, rows, await listPortForwardsOfConfig(store.db, configId));
+          const full = await renderConfigTexts(store.db, configId);
+          for (const [i, { node, text }] of expected.entries()) {
+            assert.equal(full[i]?.text, text, `step ${step} (${o.k}): text of ${node.node_id}`);
+            // What an agent or a download receives: its SHA-256 is the staged sha (spec §3.8).
+            const served = await mesh.getStagedConfig(configId, node.node_id);
+            assert.equal(served.config_text, text, `step ${step}: served text of ${node.node_id}`);
+            assert.equal(served.config_sha256, sha256(text));
+          }
+        }
+        exceptionsSeen += (sqliteOf(store).prepare("SELECT (SELECT count(*) FROM mesh_pairs) + (SELECT count(*) FROM mesh_pair_removals) AS n").get() as { n: number }).n;
+      } finally {
+        await store.close();
+      }
+    }),
+    { numRuns: 4, seed: 3101, endOnFailure: true },
+  );
+  assert.ok(exceptionsSeen > 10, `exceptions were stored and rendered (${exceptionsSeen})`);
 });

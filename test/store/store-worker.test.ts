@@ -7,6 +7,8 @@
  * hide the renderer's error. Real SQLite file, a real worker thread, a real MeshService.
  */
 import assert from "node:assert/strict";
+import Database from "better-sqlite3";
+import { performance } from "node:perf_hooks";
 import { createHash } from "node:crypto";
 import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -169,6 +171,110 @@ test("the store worker starts by itself once the WAL file reaches walStartBytes,
   assert.ok(done.checkpointed >= 30, `frames copied without being asked (${done.checkpointed})`);
 });
 
+/**
+ * A worker on `file` that checkpoints every 20 ms and reports WALs above 256 KiB it copied
+ * entirely, not started yet; `report()` answers its next periodic checkpoint report, and each
+ * report of an idle WAL has the store truncate it (as `Store.worker()` wires it), in `truncations`.
+ */
+function reportingWorker(t: { after: (fn: () => unknown) => void }, store: Store, file: string) {
+  const reports: WalCheckpoint[] = [];
+  const truncations: Array<Promise<boolean>> = [];
+  let waiting: ((c: WalCheckpoint) => void) | null = null;
+  const worker = new StoreWorker(file, store.db, createLogger("silent"), {
+    checkpointIntervalMs: 20,
+    walTruncateBytes: 256 * 1024,
+    onIdleWal: () => truncations.push(store.truncateIdleWal()),
+    onCheckpoint: (c) => {
+      if (waiting !== null) {
+        waiting(c);
+        waiting = null;
+      } else reports.push(c);
+    },
+  });
+  t.after(() => worker.close());
+  const hold = setInterval(() => undefined, 1000);
+  t.after(() => clearInterval(hold));
+  const report = () => {
+    const queued = reports.shift();
+    return queued !== undefined ? Promise.resolve(queued) : new Promise<WalCheckpoint>((resolve) => (waiting = resolve));
+  };
+  return { worker, report, truncations };
+}
+
+test("a large write leaves no large WAL behind: once the worker's periodic checkpoint copied every frame of a WAL file past the limit (the writer is idle), the store truncates the file to zero bytes on its own connection, and the rows are all there", { timeout: 30_000 }, async (t) => {
+  const { store, dir, write } = await writtenStore(t, 400);
+  const file = join(dir, "svc.db");
+  write(); // ~1.6 MB of WAL
+  const walBefore = statSync(`${file}-wal`).size;
+  assert.ok(walBefore > 1_000_000, `the write grew the WAL (${walBefore} bytes)`);
+  const { worker, report, truncations } = reportingWorker(t, store, file);
+  worker.start();
+  const done = await report();
+  assert.equal(done.checkpointed, done.log, "every frame copied first");
+  assert.equal(done.truncatable, true, "the worker reports the idle WAL");
+  assert.equal(truncations.length, 1);
+  assert.equal(await truncations[0], true, "the store truncated it");
+  assert.equal(statSync(`${file}-wal`).size, 0, "the WAL file is empty");
+  assert.deepEqual(sqliteOf(store).prepare("SELECT count(*) AS n FROM settings_kv WHERE key LIKE 'k%'").get(), { n: 400 }, "nothing lost");
+  sqliteOf(store).prepare("INSERT INTO settings_kv (key, value, updated_at) VALUES ('after', 'x', 0)").run();
+  assert.ok(statSync(`${file}-wal`).size < 64 * 1024, "the next write starts the log over in the emptied file");
+});
+
+test("the idle WAL is truncated between two transactions of the store, never inside one: a transaction open across an await (read, then write) is not failed by it, and the file is cut once it committed", { timeout: 30_000 }, async (t) => {
+  const { store, dir, write } = await writtenStore(t, 400);
+  const file = join(dir, "svc.db");
+  write();
+  const { worker, report, truncations } = reportingWorker(t, store, file);
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const tx = store.transaction(async (trx) => {
+    await trx.selectFrom("settings_kv").select("key").where("key", "=", "k1").execute(); // reads the snapshot
+    await released;
+    await trx.insertInto("settings_kv").values({ key: "held", value: "y", updated_at: 0 }).execute(); // then writes
+  });
+  worker.start();
+  const done = await report();
+  assert.equal(done.truncatable, true);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.ok(statSync(`${file}-wal`).size > 256 * 1024, "not truncated while the transaction is open");
+  release();
+  await tx; // not SQLITE_BUSY_SNAPSHOT
+  assert.equal(await truncations[0], true);
+  assert.equal(statSync(`${file}-wal`).size, 0);
+  assert.deepEqual(sqliteOf(store).prepare("SELECT count(*) AS n FROM settings_kv WHERE key = 'held'").get(), { n: 1 });
+});
+
+test("the idle-WAL truncation never waits for a reader: while another connection reads from the WAL it answers false at once (no busy wait in the event loop), and truncates once the reader is done", { timeout: 30_000 }, async (t) => {
+  const { store, dir, write } = await writtenStore(t, 400);
+  const file = join(dir, "svc.db");
+  write();
+  const reader = new Database(file, { readonly: true });
+  t.after(() => reader.close());
+  reader.exec("BEGIN");
+  reader.prepare("SELECT count(*) FROM settings_kv").get(); // holds its snapshot, in the WAL
+  const t0 = performance.now();
+  assert.equal(await store.truncateIdleWal(), false, "a reader still needs the WAL");
+  assert.ok(performance.now() - t0 < 1000, "answered without the 5 s busy timeout");
+  assert.ok(statSync(`${file}-wal`).size > 256 * 1024);
+  reader.exec("COMMIT");
+  assert.equal(await store.truncateIdleWal(), true);
+  assert.equal(statSync(`${file}-wal`).size, 0);
+});
+
+test("Store.worker() wires it: with the store's limit lowered, a write past it is followed, within a few checkpoint intervals and without any further write, by an empty WAL file", { timeout: 30_000 }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "svc-checkpoint-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, "svc.db");
+  const store = await Store.open(file, createLogger("silent"), { walTruncateBytes: 256 * 1024 });
+  t.after(() => store.close());
+  for (let i = 0; i < 400; i++) sqliteOf(store).prepare("INSERT INTO settings_kv (key, value, updated_at) VALUES (?, ?, 0)").run(`k${i}`, "x".repeat(4000));
+  assert.ok(statSync(`${file}-wal`).size > 1_000_000);
+  store.worker()?.start();
+  // A real thread checkpointing every second: waited for, with a bound.
+  for (let waited = 0; statSync(`${file}-wal`).size > 0 && waited < 10_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.equal(statSync(`${file}-wal`).size, 0);
+});
+
 test("a worker started by the WAL watch that exits is started again while the WAL stays large, up to MAX_WORKER_STARTS in all (here every start fails: the database file is missing beside a large WAL)", { timeout: 30_000 }, async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "svc-rewatch-"));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
@@ -226,7 +332,8 @@ test("DESIGN §5 system status: while the store worker's thread runs, the notifi
   const uncommitted = async <T>(f: () => Promise<T>): Promise<T> => {
     sqliteOf(store).exec("BEGIN");
     try {
-      sqliteOf(store).exec("DELETE FROM mesh_pairs");
+      // Every pair gone: the full-mesh policy's (no node joined it) and the stored ones.
+      sqliteOf(store).exec("UPDATE nodes SET auto_pair = 0; DELETE FROM mesh_pairs");
       return await f();
     } finally {
       sqliteOf(store).exec("ROLLBACK");

@@ -1,4 +1,4 @@
-/** Ids of the rows a mesh write creates in bulk, chosen so that they land together in the indexes. */
+/** Ids of new nodes, chosen so that a node's entries land together in the indexes. */
 const BASE32 = "abcdefghijklmnopqrstuvwxyz234567";
 /** The same 32 characters in ASCII order: digit i sorts before digit i + 1. */
 const SORTED_BASE32 = "234567abcdefghijklmnopqrstuvwxyz";
@@ -17,22 +17,6 @@ export function newNodeId(now: number): string {
   const countdown = 2 ** 40 - 1 - (now % 2 ** 40);
   let out = "node-";
   for (let shift = 35; shift >= 0; shift -= 5) out += SORTED_BASE32[Math.floor(countdown / 2 ** shift) % 32];
-  for (const b of globalThis.crypto.getRandomValues(new Uint8Array(8))) out += BASE32[b & 31];
-  return out;
-}
-
-/**
- * The id prefix of the n − 1 pairs a node joining a mesh gets (`insertPairsWithAll` appends 5
- * base32 digits of each row's number): `pair-` + 8 base32 characters of the time (ms, 40 bits,
- * big-endian) + 8 random ones (40 bits, one draw per write), so the ids are unique within the
- * write by construction and across writes unless two writes of the same millisecond draw the
- * same 40 bits. The ids of one write share their prefix, so they land on a few adjacent pages of
- * the primary-key index instead of one random page each. Pair ids are names, not
- * secrets; pairs made one by one (`POST …/mesh-pairs`) keep `newId`.
- */
-export function autoPairIdPrefix(now: number): string {
-  let out = "pair-";
-  for (let shift = 35; shift >= 0; shift -= 5) out += BASE32[Math.floor(now / 2 ** shift) % 32];
   for (const b of globalThis.crypto.getRandomValues(new Uint8Array(8))) out += BASE32[b & 31];
   return out;
 }

@@ -11,10 +11,12 @@ import { DEFAULT_INTERFACE_NAME, DEFAULT_LISTEN_PORT, type CreateNodeInput, type
  * A new node of `config`: the address asked for (a free host address of the config's network)
  * or the next free one, fresh keys, never staged.
  * @param used the addresses of the config's nodes
+ * @param meshSeq the node's place in creation order (`nextMeshSeq`): with `auto_pair` (default
+ *   true) it joins every node of its config created before it (the full-mesh policy)
  * @throws AppError VALIDATION_FAILED (address outside the network), CONFLICT (address in use),
  *   ADDRESS_POOL_EXHAUSTED
  */
-export function newNodeRow(config: ConfigRow, input: CreateNodeInput, used: readonly string[], now: number): NodeRow {
+export function newNodeRow(config: ConfigRow, input: CreateNodeInput, used: readonly string[], now: number, meshSeq: number): NodeRow {
   const address = input.address !== undefined ? checkedAddress(config, input.address, used) : allocateAddress(config.network_cidr, used);
   const publicAddress = input.public_address ?? null;
   if (input.hub === true) requireHubEndpoint(publicAddress);
@@ -37,6 +39,8 @@ export function newNodeRow(config: ConfigRow, input: CreateNodeInput, used: read
     created_at: now,
     updated_at: now,
     hub: input.hub === true ? 1 : 0,
+    mesh_seq: meshSeq,
+    auto_pair: input.auto_pair === false ? 0 : 1,
   };
 }
 

@@ -10,7 +10,8 @@ import { findConfig } from "../../store/configs.repository.js";
 import type { Db } from "../../store/db.js";
 import { listPairsOfNode, type PairOfNode } from "../../store/mesh-pairs.repository.js";
 import { listPortForwards } from "../../store/port-forwards.repository.js";
-import { listPairsWithNodeA, listRenderSides } from "../../store/render-inputs.repository.js";
+import { forEachConfigPair } from "../../store/mesh-policy.js";
+import { listRenderSides } from "../../store/render-inputs.repository.js";
 import { isPairRendered, readHubGraph, viaHub, type RenderSide } from "../../store/render-job.js";
 import type { MeshPairRow, NodeRow } from "../../store/schema.js";
 import { renderWith } from "../rendering.service.js";
@@ -110,20 +111,20 @@ export async function changedByPair(
  * made or unmade) from `before` to `after`: the two sides of every enabled pair without a public
  * endpoint on either side whose hub differs, leaving out the pairs of `exclude` (the node the
  * write changed, whose pairs its caller works out). Reads every pair of the config once
- * (O(pairs): 499,500 rows for a 1,000-node full mesh), so only a write that changed the hubs asks.
+ * (O(pairs): 499,500 for a 1,000-node full mesh, most of them generated from the policy), so only a write that changed the hubs asks.
  */
 export async function changedByHubs(db: Db, configId: string, before: HubGraph, after: HubGraph, exclude: string): Promise<string[]> {
   const sides = new Map((await listRenderSides(db, configId)).map((n) => [n.node_id, n]));
   const changed = new Set<string>();
-  for (const [aId, bId, enabled] of await listPairsWithNodeA(db, [...sides.keys()])) {
+  await forEachConfigPair(db, configId, (aId, bId, enabled) => {
     const a = sides.get(aId);
     const b = sides.get(bId);
-    if (a === undefined || b === undefined || aId === exclude || bId === exclude || enabled !== 1) continue;
+    if (a === undefined || b === undefined || aId === exclude || bId === exclude || enabled !== 1) return;
     if (viaHub(a, b, true, before) !== viaHub(a, b, true, after)) {
       changed.add(aId);
       changed.add(bId);
     }
-  }
+  });
   return [...changed];
 }
 
