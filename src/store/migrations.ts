@@ -436,7 +436,7 @@ export const migrations: Record<string, Migration> = {
   // People with roles (README "Users, roles and tokens"): the one admin password becomes the
   // user `admin` with role `owner` (id `usr-admin`), and every admin session belongs to a user;
   // the sessions open at the upgrade stay open as `admin`'s.
-  "0016_users": {
+  "0017_users": {
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     async up(db: Kysely<any>): Promise<void> {
       const t = (strings: TemplateStringsArray) => sql.raw(strings.join("")).execute(db);
@@ -452,16 +452,16 @@ export const migrations: Record<string, Migration> = {
       await t`INSERT INTO users (user_id, username, password_hash, role, disabled, created_at, updated_at)
         SELECT 'usr-admin', 'admin', value, 'owner', 0, updated_at, updated_at FROM settings_kv WHERE key = 'admin_password_hash'`;
       await t`DELETE FROM settings_kv WHERE key = 'admin_password_hash'`;
-      await t`CREATE TABLE admin_sessions_0016 (
+      await t`CREATE TABLE admin_sessions_0017 (
         token_hash TEXT PRIMARY KEY NOT NULL,
         user_id TEXT NOT NULL REFERENCES users(user_id) ON DELETE CASCADE,
         created_at INTEGER NOT NULL,
         expires_at INTEGER NOT NULL
       ) STRICT`;
-      await t`INSERT INTO admin_sessions_0016 (token_hash, user_id, created_at, expires_at)
+      await t`INSERT INTO admin_sessions_0017 (token_hash, user_id, created_at, expires_at)
         SELECT token_hash, 'usr-admin', created_at, expires_at FROM admin_sessions WHERE EXISTS (SELECT 1 FROM users WHERE user_id = 'usr-admin')`;
       await t`DROP TABLE admin_sessions`;
-      await t`ALTER TABLE admin_sessions_0016 RENAME TO admin_sessions`;
+      await t`ALTER TABLE admin_sessions_0017 RENAME TO admin_sessions`;
       await t`CREATE INDEX admin_sessions_user ON admin_sessions (user_id)`;
     },
   },

@@ -1,5 +1,5 @@
 /**
- * Migration 0016_users (README "Users, roles and tokens"): the one admin password of a database
+ * Migration 0017_users (README "Users, roles and tokens"): the one admin password of a database
  * from before users becomes the user `admin` with role `owner`, and the admin sessions open at
  * the upgrade stay open as admin's. Real SQLite files.
  */
@@ -17,9 +17,9 @@ import { Store } from "../../src/store/db.js";
 import { migrations } from "../../src/store/migrations.js";
 import { tempDir } from "../helpers/temp-dir.js";
 
-test("migration 0016: the stored admin password becomes user admin (owner, id usr-admin), it leaves settings_kv, and an open session keeps working as admin's", async (t) => {
+test("migration 0017: the stored admin password becomes user admin (owner, id usr-admin), it leaves settings_kv, and an open session keeps working as admin's", async (t) => {
   const file = join(tempDir(t, "svc-users-"), "svc.db");
-  const before = Object.keys(migrations).sort().filter((n) => n < "0016");
+  const before = Object.keys(migrations).sort().filter((n) => n < "0017");
   const db = new Kysely<unknown>({ dialect: new SqliteDialect({ database: new SQLite(file) }) });
   assert.equal((await new Migrator({ db, provider: { getMigrations: async () => migrations } }).migrateTo(before.at(-1) ?? "")).error, undefined);
   await db.destroy();
