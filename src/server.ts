@@ -16,6 +16,7 @@ import { EventLog } from "./mqtt/event-log.js";
 import { MqttRouter } from "./mqtt/router.js";
 import { AppEvents } from "./services/app-events.js";
 import { ArtifactsService } from "./services/artifacts.service.js";
+import { UsersService } from "./services/users.service.js";
 import { AuthService } from "./services/auth.service.js";
 import { BackupsService } from "./services/backups.service.js";
 import { ControlLogRetention } from "./services/control-log-retention.js";
@@ -89,6 +90,8 @@ export interface AppContext extends ActorParts {
   mqtt: BrokerConnection;
   hub: EventHub;
   auth: AuthService;
+  /** Users and roles (README "Users, roles and tokens"). */
+  users: UsersService;
   mesh: MeshService;
   downloads: DownloadsService;
   /** MQTT settings: what bind profiles tell agents (DESIGN §5 settings/mqtt). */
@@ -141,6 +144,7 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
     const core: Core = { settings, log, clock, store, events };
     const auth = new AuthService({ store, clock, sessionTtlMs: settings.adminSessionTtlMs });
     const generatedAdminPassword = await auth.ensureAdminPassword(settings.adminPassword);
+    const users = new UsersService({ store, clock, auth });
     const downloads = new DownloadsService({ store, clock, tokenTtlMs: settings.downloadTokenTtlMs, events });
     const { mqtt, vault, accounts, authzKey } = await createBrokerLink(core, overrides.brokerAdapters);
     const actors = createActorParts({ ...core, mqtt });
@@ -157,7 +161,7 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
     const machines = new MachinesService({ store, registry, detectTimeoutMs, bindTokenTtlMs, onlineTtlMs, timelineMaxPerNode });
     const internalAuthz = { sharedKey: () => authzKey, resolve: (username: string) => resolveIdentity(accounts, settings, username) };
     const consoleDir = overrides.consoleDir === undefined ? {} : { consoleDir: overrides.consoleDir };
-    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, publicUrl, machines, ...consoleDir });
+    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, publicUrl, machines, users, ...consoleDir });
     lifecycle.defer(async () => {
       // First: detects in flight finish while the store, the actors and the broker link are open.
       await detect.stop();
@@ -165,7 +169,7 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
       await app.close();
       await hub.close();
     });
-    const services = { auth, mesh, downloads, mqttSettings, publicUrl, control, notifier, metrics, detect, artifacts, backups, machines };
+    const services = { auth, users, mesh, downloads, mqttSettings, publicUrl, control, notifier, metrics, detect, artifacts, backups, machines };
     return { ...core, ...actors, mqtt, hub, ...services, app, generatedAdminPassword, systemStatus: status, close: () => lifecycle.close() };
   } catch (err) {
     await lifecycle.close();

@@ -16,6 +16,7 @@ import type { Clock } from "../lib/clock.js";
 import type { Settings } from "../config.js";
 import { AppError, ERROR_CODES, storageFaultError, type ErrorCode } from "../errors.js";
 import type { Logger } from "../logger.js";
+import type { UsersService } from "../services/users.service.js";
 import type { AuthService } from "../services/auth.service.js";
 import type { DownloadsService } from "../services/downloads.service.js";
 import type { MeshService } from "../services/mesh.service.js";
@@ -23,7 +24,7 @@ import type { ControlService } from "../services/control.service.js";
 import type { SystemStatus } from "../services/notifier.js";
 import type { EventHub } from "../events/hub.js";
 import type { BrokerIdentity } from "../mqtt/authz.policy.js";
-import { bearerToken, type App } from "./route-kit.js";
+import { bearerToken, minRoleOf, requireRole, type App } from "./route-kit.js";
 import { consoleHandler, defaultConsoleDir, isConsoleRequest } from "./console.plugin.js";
 import { clientRoutes } from "./routes/client.routes.js";
 import { eventsRoutes } from "./routes/events.routes.js";
@@ -44,6 +45,7 @@ import { metricsRoutes } from "./routes/metrics.routes.js";
 import { settingsRoutes } from "./routes/settings.routes.js";
 import { VERSION } from "../lib/version.js";
 import { authRoutes } from "./routes/auth.routes.js";
+import { usersRoutes } from "./routes/users.routes.js";
 import { configsRoutes } from "./routes/configs.routes.js";
 import { healthRoutes } from "./routes/health.routes.js";
 import { meshPairsRoutes } from "./routes/mesh-pairs.routes.js";
@@ -71,6 +73,7 @@ export interface AppDeps {
   /** The built web console; default `dist/web` of this installation ({@link defaultConsoleDir}). */
   consoleDir?: string;
   machines: MachinesService;
+  users: UsersService;
 }
 
 export type { App, RouteAuth } from "./route-kit.js";
@@ -183,9 +186,12 @@ export async function buildApp(deps: AppDeps): Promise<App> {
 
   app.addHook("onRequest", async (req) => {
     if (req.routeOptions.config.auth === "public") return;
-    // The console's files are public (the page asks for the password); API 404s still need the admin.
+    // The console's files are public (the page asks for the password); API 404s still need a session.
     if (req.is404 && isConsoleRequest(req)) return;
-    await deps.auth.verifyAccessToken(bearerToken(req));
+    req.principal = await deps.auth.verifyAccessToken(bearerToken(req));
+    if (req.is404) return;
+    // Before the body is read or validated: a refused call changes nothing and learns nothing.
+    requireRole(req.principal, minRoleOf(req));
   });
 
   // spec §1.7, §4 rule 14: a route whose schema carries `x-mqtt-write: true` (shown in the
@@ -220,6 +226,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(healthRoutes);
   const guessing = { max: deps.settings.authRateLimitMax, timeWindow: 60_000 };
   await app.register(authRoutes, { auth: deps.auth, rateLimit: guessing });
+  await app.register(usersRoutes, { users: deps.users });
   await app.register(configsRoutes, { mesh: deps.mesh });
   await app.register(nodesRoutes, {
     mesh: deps.mesh,

@@ -2,6 +2,9 @@ import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import type { Logger } from "../logger.js";
+import type { Principal } from "../services/auth.service.js";
+import { AppError } from "../errors.js";
+import { MIN_ROLE_KEY, roleAtLeast, roleSchema, type Role } from "../protocol/roles.js";
 
 /**
  * What a route plugin needs from the application, kept apart from `app.ts` so that the plugins
@@ -17,9 +20,24 @@ export type RouteAuth = "admin" | "public";
 
 declare module "fastify" {
   interface FastifyContextConfig {
-    /** Defaults to "admin". */
+    /** Defaults to "admin": a signed-in caller whose role is at least the route's `x-min-role`. */
     auth?: RouteAuth;
   }
+  interface FastifyRequest {
+    /** Who is calling (set by the auth hook on every route not marked public). */
+    principal?: Principal;
+  }
+}
+
+/**
+ * The minimum role a route declares in its schema (`"x-min-role"`, listed in the OpenAPI
+ * document); `owner` when it declares none or an unknown one, so a route someone forgot to
+ * classify is closed rather than open.
+ */
+export function minRoleOf(req: FastifyRequest): Role {
+  const declared = (req.routeOptions.schema as Record<string, unknown> | undefined)?.[MIN_ROLE_KEY];
+  const parsed = roleSchema.safeParse(declared);
+  return parsed.success ? parsed.data : "owner";
 }
 
 /** The token of an `Authorization: Bearer <token>` header, if any. */
@@ -28,4 +46,13 @@ export function bearerToken(req: FastifyRequest): string | undefined {
   if (typeof header !== "string") return undefined;
   const m = /^Bearer ([^\s]+)$/i.exec(header.trim());
   return m?.[1];
+}
+
+/**
+ * Refuses a caller below `min`.
+ * @throws AppError FORBIDDEN (details `{ min_role, role }`) when `principal.role` is below `min`
+ */
+export function requireRole(principal: Principal, min: Role): void {
+  if (roleAtLeast(principal.role, min)) return;
+  throw new AppError("FORBIDDEN", `this needs the ${min} role or above; ${principal.username} is ${principal.role}`, { min_role: min, role: principal.role });
 }

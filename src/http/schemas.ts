@@ -89,6 +89,6 @@ export const errorBodySchema = z
  */
 export function errorResponses(...statuses: number[]): Record<number, typeof errorBodySchema> {
   const out: Record<number, typeof errorBodySchema> = {};
-  for (const s of [400, 401, 500, ...statuses]) out[s] = errorBodySchema;
+  for (const s of [400, 401, 403, 500, ...statuses]) out[s] = errorBodySchema;
   return out;
 }

@@ -22,6 +22,9 @@ export type NodeId = z.infer<typeof nodeIdSchema>;
 /** A mesh pair id. */
 export const pairIdSchema = idSchema("PairId");
 export type PairId = z.infer<typeof pairIdSchema>;
+/** A user id (`usr-…`; the first owner is `usr-admin`). */
+export const userIdSchema = idSchema("UserId");
+export type UserId = z.infer<typeof userIdSchema>;
 /** A port forward id. */
 export const forwardIdSchema = idSchema("ForwardId");
 export type ForwardId = z.infer<typeof forwardIdSchema>;

@@ -24,7 +24,10 @@ import {
 // ---- request bodies -----------------------------------------------------------------------
 
 /** `POST /api/v1/auth/login` */
-export const loginBody = z.strictObject({ password: z.string().min(1).max(1024) });
+export const loginBody = z.strictObject({
+  username: z.string().min(1).max(64).default("admin").describe("defaults to admin, the first owner (scripts from before users keep working)"),
+  password: z.string().min(1).max(1024),
+});
 
 /** `POST /api/v1/configs` */
 export const createConfigBody = z.strictObject({

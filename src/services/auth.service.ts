@@ -2,11 +2,14 @@ import type { Clock } from "../lib/clock.js";
 import { digestsEqual, hashPassword, hashToken, isTokenShaped, mintToken, verifyPassword } from "../domain/tokens.js";
 import { AppError } from "../errors.js";
 import type { Store } from "../store/db.js";
-import { getSetting, putSetting } from "../store/settings.repository.js";
+import type { Role } from "../protocol/roles.js";
 import * as tokensRepo from "../store/tokens.repository.js";
+import * as usersRepo from "../store/users.repository.js";
 import { randomBytes } from "node:crypto";
 
-const ADMIN_PASSWORD_KEY = "admin_password_hash";
+/** The first owner, made at first start from `SVC_ADMIN_PASSWORD` or a generated password. */
+export const FIRST_OWNER = { user_id: "usr-admin", username: "admin" } as const;
+
 
 export interface AuthServiceDeps {
   store: Store;
@@ -15,8 +18,17 @@ export interface AuthServiceDeps {
   sessionTtlMs: number;
 }
 
+/** Who is calling, read from the store on every request (a role change applies at once). */
+export interface Principal {
+  user_id: string;
+  username: string;
+  role: Role;
+  /** How the caller authenticated. */
+  via: "session";
+}
+
 /**
- * An admin session, as the SSE stream needs it (a stream lives no longer than its session;
+ * A signed-in session, as the SSE stream needs it (a stream lives no longer than its session;
  * docs/history/decisions-2026.md "A stream lives no longer than its admin session").
  */
 export interface AdminSession {
@@ -24,17 +36,26 @@ export interface AdminSession {
   key: string;
   /** Expiry, ms since the epoch. */
   expiresAt: number;
+  /** Whose session it is. */
+  principal: Principal;
 }
 
 /**
- * Admin authentication (DESIGN §3 Admin auth): one admin account, password hashed with scrypt;
- * bearer access tokens of 32 random bytes stored as SHA-256 and compared in constant time.
+ * Sign-in (DESIGN §3 Admin auth; README "Users, roles and tokens"): users with passwords hashed
+ * with scrypt; bearer access tokens of 32 random bytes stored as SHA-256 and compared in
+ * constant time, each session belonging to a user whose role and state are read on every use.
  */
 export class AuthService {
   readonly #store: Store;
   readonly #clock: Clock;
   readonly #ttlMs: number;
   readonly #revoked = new Set<(key: string) => void>();
+  /**
+   * The hash of a random password, made once with the current parameters: verified when the
+   * username is unknown, so that a wrong name costs the same time as a wrong password (no user
+   * enumeration by timing).
+   */
+  #noUserHash: Promise<string> | undefined;
 
   constructor(deps: AuthServiceDeps) {
     this.#store = deps.store;
@@ -43,42 +64,46 @@ export class AuthService {
   }
 
   /**
-   * Makes sure an admin password exists. With `configured` set, its hash replaces the stored
-   * one when it differs. Without it, a password is generated at first start only.
+   * Makes sure someone can sign in. With no user at all (first start, or a database from before
+   * users), creates `admin` (role `owner`) with `configured` or a generated password. With
+   * `configured` set and `admin` present, its hash replaces the stored one when it differs (the
+   * environment's password keeps working, as before users existed).
    * @returns the generated password, once (to be shown to the operator), or null
    */
   async ensureAdminPassword(configured: string | undefined): Promise<string | null> {
     const db = this.#store.db;
-    const stored = await getSetting(db, ADMIN_PASSWORD_KEY);
     const now = this.#clock.now();
-    if (configured !== undefined) {
-      if (stored === undefined || !(await verifyPassword(configured, stored))) {
-        await putSetting(db, ADMIN_PASSWORD_KEY, await hashPassword(configured), now);
+    const admin = await usersRepo.findUser(db, FIRST_OWNER.user_id);
+    if (admin !== undefined) {
+      if (configured !== undefined && (admin.password_hash === null || !(await verifyPassword(configured, admin.password_hash)))) {
+        await usersRepo.updateUser(db, admin.user_id, { password_hash: await hashPassword(configured) }, now);
       }
       return null;
     }
-    if (stored !== undefined) return null;
-    const generated = randomBytes(18).toString("base64url");
-    await putSetting(db, ADMIN_PASSWORD_KEY, await hashPassword(generated), now);
-    return generated;
+    if ((await usersRepo.listUsers(db)).length > 0) return null;
+    const password = configured ?? randomBytes(18).toString("base64url");
+    const row = { ...FIRST_OWNER, password_hash: await hashPassword(password), role: "owner" as const, disabled: 0, created_at: now, updated_at: now };
+    await usersRepo.insertUser(db, row);
+    return configured === undefined ? password : null;
   }
 
   /**
-   * Exchanges the admin password for a bearer token.
+   * Exchanges a username and password for a bearer token.
    * @returns token, its expiry (ms since the epoch) and its lifetime from now (ms)
-   * @throws AppError UNAUTHORIZED on a wrong password
+   * @throws AppError UNAUTHORIZED on an unknown user, a wrong password or a disabled user
    */
-  async login(password: string): Promise<{ accessToken: string; expiresAt: number; expiresInMs: number }> {
-    const stored = await getSetting(this.#store.db, ADMIN_PASSWORD_KEY);
-    if (stored === undefined || !(await verifyPassword(password, stored))) {
-      throw new AppError("UNAUTHORIZED", "wrong password");
-    }
+  async login(username: string, password: string): Promise<{ accessToken: string; expiresAt: number; expiresInMs: number }> {
+    const user = await usersRepo.findUserByName(this.#store.db, username);
+    this.#noUserHash ??= hashPassword(randomBytes(18).toString("base64url"));
+    const matches = await verifyPassword(password, user?.password_hash ?? (await this.#noUserHash));
+    if (user === undefined || user.password_hash === null || !matches) throw new AppError("UNAUTHORIZED", "wrong username or password");
+    if (user.disabled === 1) throw new AppError("UNAUTHORIZED", "this user is disabled");
     const now = this.#clock.now();
     const { token, hash } = mintToken();
     const expiresAt = now + this.#ttlMs;
     await this.#store.transaction(async (trx) => {
       await tokensRepo.deleteExpiredAdminSessions(trx, now);
-      await tokensRepo.insertAdminSession(trx, hash, now, expiresAt);
+      await tokensRepo.insertAdminSession(trx, hash, user.user_id, now, expiresAt);
     });
     return { accessToken: token, expiresAt, expiresInMs: this.#ttlMs };
   }
@@ -87,8 +112,8 @@ export class AuthService {
    * Checks a presented bearer token.
    * @throws AppError UNAUTHORIZED when missing, unknown or expired
    */
-  async verifyAccessToken(token: string | undefined): Promise<void> {
-    await this.session(token);
+  async verifyAccessToken(token: string | undefined): Promise<Principal> {
+    return (await this.session(token)).principal;
   }
 
   /**
@@ -99,16 +124,16 @@ export class AuthService {
     if (token === undefined || !isTokenShaped(token)) throw new AppError("UNAUTHORIZED", "a valid admin bearer token is required");
     const hash = hashToken(token);
     const row = await tokensRepo.findAdminSession(this.#store.db, hash);
-    if (!row || !digestsEqual(row.token_hash, hash) || row.expires_at <= this.#clock.now()) {
+    if (!row || !digestsEqual(row.token_hash, hash) || row.expires_at <= this.#clock.now() || row.disabled === 1) {
       throw new AppError("UNAUTHORIZED", "a valid admin bearer token is required");
     }
-    return { key: hash, expiresAt: row.expires_at };
+    return { key: hash, expiresAt: row.expires_at, principal: { user_id: row.user_id, username: row.username, role: row.role, via: "session" } };
   }
 
-  /** Whether the session with this {@link AdminSession.key} still exists and has not expired. */
+  /** Whether the session with this {@link AdminSession.key} still exists, has not expired and its user is enabled. */
   async sessionLive(key: string): Promise<boolean> {
     const row = await tokensRepo.findAdminSession(this.#store.db, key);
-    return row !== undefined && row.expires_at > this.#clock.now();
+    return row !== undefined && row.expires_at > this.#clock.now() && row.disabled === 0;
   }
 
   /**
@@ -128,6 +153,22 @@ export class AuthService {
   async logout(token: string): Promise<void> {
     const key = hashToken(token);
     await tokensRepo.deleteAdminSession(this.#store.db, key);
+    this.#tellRevoked([key]);
+  }
+
+  /**
+   * Tells the revocation listeners that these sessions ended (their rows are gone: a user was
+   * disabled or deleted), so open SSE streams close at once.
+   */
+  sessionsEnded(keys: readonly string[]): void {
+    this.#tellRevoked(keys);
+  }
+
+  #tellRevoked(keys: readonly string[]): void {
+    for (const key of keys) this.#tellOne(key);
+  }
+
+  #tellOne(key: string): void {
     for (const listener of [...this.#revoked]) {
       try {
         listener(key);

@@ -436,4 +436,36 @@ export const migrations: Record<string, Migration> = {
   },
   // The full mesh as a policy with explicit exceptions: src/store/migration-0016.ts.
   "0016_mesh_pair_policy": meshPairPolicy,
+  // People with roles (README "Users, roles and tokens"): the one admin password becomes the
+  // user `admin` with role `owner` (id `usr-admin`), and every admin session belongs to a user;
+  // the sessions open at the upgrade stay open as `admin`'s.
+  "0017_users": {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    async up(db: Kysely<any>): Promise<void> {
+      const t = (strings: TemplateStringsArray) => sql.raw(strings.join("")).execute(db);
+      await t`CREATE TABLE users (
+        user_id TEXT PRIMARY KEY NOT NULL,
+        username TEXT NOT NULL UNIQUE COLLATE NOCASE,
+        password_hash TEXT,
+        role TEXT NOT NULL CHECK (role IN ('viewer', 'operator', 'admin', 'owner')),
+        disabled INTEGER NOT NULL DEFAULT 0 CHECK (disabled IN (0, 1)),
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+      ) STRICT`;
+      await t`INSERT INTO users (user_id, username, password_hash, role, disabled, created_at, updated_at)
+        SELECT 'usr-admin', 'admin', value, 'owner', 0, updated_at, updated_at FROM settings_kv WHERE key = 'admin_password_hash'`;
+      await t`DELETE FROM settings_kv WHERE key = 'admin_password_hash'`;
+      await t`CREATE TABLE admin_sessions_0017 (
+        token_hash TEXT PRIMARY KEY NOT NULL,
+        user_id TEXT NOT NULL REFERENCES users(user_id) ON DELETE CASCADE,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL
+      ) STRICT`;
+      await t`INSERT INTO admin_sessions_0017 (token_hash, user_id, created_at, expires_at)
+        SELECT token_hash, 'usr-admin', created_at, expires_at FROM admin_sessions WHERE EXISTS (SELECT 1 FROM users WHERE user_id = 'usr-admin')`;
+      await t`DROP TABLE admin_sessions`;
+      await t`ALTER TABLE admin_sessions_0017 RENAME TO admin_sessions`;
+      await t`CREATE INDEX admin_sessions_user ON admin_sessions (user_id)`;
+    },
+  },
 };

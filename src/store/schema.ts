@@ -17,9 +17,24 @@ export interface SettingsKvTable {
 export interface AdminSessionsTable {
   /** SHA-256 hex of the bearer token. */
   token_hash: string;
+  /** Whose session it is. */
+  user_id: string;
   created_at: number;
   expires_at: number;
 }
+
+export interface UsersTable {
+  user_id: string;
+  /** Unique without regard to case. */
+  username: string;
+  /** scrypt hash (src/domain/tokens.ts `hashPassword`); null: no password sign-in. */
+  password_hash: string | null;
+  role: "viewer" | "operator" | "admin" | "owner";
+  disabled: number;
+  created_at: number;
+  updated_at: number;
+}
+export type UserRow = Selectable<UsersTable>;
 
 export interface ConfigsTable {
   config_id: string;
@@ -214,6 +229,7 @@ export interface Database {
   broker_credentials: BrokerCredentialsTable;
   settings_kv: SettingsKvTable;
   admin_sessions: AdminSessionsTable;
+  users: UsersTable;
   configs: ConfigsTable;
   nodes: NodesTable;
   node_staged_texts: NodeStagedTextsTable;

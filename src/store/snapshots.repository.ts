@@ -11,7 +11,7 @@ import type { Store } from "./db.js";
 
 /**
  * Tables a snapshot carries and a restore replaces, parents before children (foreign-key order).
- * `settings_kv` (admin password hash, broker secrets), `admin_sessions`, `download_tokens`,
+ * `settings_kv` (broker secrets), `users` (people and password hashes), `admin_sessions`, `download_tokens`,
  * `bind_tokens` and `broker_credentials` (sealed broker passwords) are not among them: they are
  * emptied in every snapshot and a restore keeps the live ones (bind tokens are dropped, node
  * config tokens revoked; see {@link replaceDataFromSnapshot}).
@@ -49,10 +49,13 @@ export const DATA_TABLE_SINCE: Readonly<Partial<Record<(typeof DATA_TABLES)[numb
  * cascade, their rows by that table's delete trigger; docs/history/decisions-2026.md "flight
  * recorder", "recorder cost, compact rows"). `node_config_downloads` (what each node's config
  * download last served) is history of this service's downloads too: a restored node has not
- * been downloaded from it, and its rows go with the nodes by foreign-key cascade.
+ * been downloaded from it, and its rows go with the nodes by foreign-key cascade. `users` (the
+ * people who sign in, their roles and password hashes) belong to this installation: a snapshot
+ * restored elsewhere must not bring another team's accounts, and a restore keeps the live ones.
  */
 export const SCRUBBED_TABLES = [
   "settings_kv",
+  "users",
   "admin_sessions",
   "download_tokens",
   "bind_tokens",

@@ -4,12 +4,27 @@ import type { DownloadTokenRow, NodeConfigDownloadsTable } from "./schema.js";
 
 /** Repository of `admin_sessions` and `download_tokens`. Only token hashes are stored. */
 
-export async function insertAdminSession(db: Db, tokenHash: string, now: number, expiresAt: number): Promise<void> {
-  await db.insertInto("admin_sessions").values({ token_hash: tokenHash, created_at: now, expires_at: expiresAt }).execute();
+export async function insertAdminSession(db: Db, tokenHash: string, userId: string, now: number, expiresAt: number): Promise<void> {
+  await db.insertInto("admin_sessions").values({ token_hash: tokenHash, user_id: userId, created_at: now, expires_at: expiresAt }).execute();
 }
 
-export async function findAdminSession(db: Db, tokenHash: string): Promise<{ token_hash: string; expires_at: number } | undefined> {
-  return db.selectFrom("admin_sessions").select(["token_hash", "expires_at"]).where("token_hash", "=", tokenHash).executeTakeFirst();
+/** A session with its user's name, role and whether the user is disabled (read fresh on every request). */
+export interface SessionWithUser {
+  token_hash: string;
+  expires_at: number;
+  user_id: string;
+  username: string;
+  role: "viewer" | "operator" | "admin" | "owner";
+  disabled: number;
+}
+
+export async function findAdminSession(db: Db, tokenHash: string): Promise<SessionWithUser | undefined> {
+  return db
+    .selectFrom("admin_sessions as s")
+    .innerJoin("users as u", "u.user_id", "s.user_id")
+    .select(["s.token_hash", "s.expires_at", "u.user_id", "u.username", "u.role", "u.disabled"])
+    .where("s.token_hash", "=", tokenHash)
+    .executeTakeFirst();
 }
 
 export async function deleteExpiredAdminSessions(db: Db, now: number): Promise<void> {

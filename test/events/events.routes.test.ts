@@ -201,6 +201,41 @@ test("a stream ends when its admin session logs out; another session's stream ke
   await again.body();
 });
 
+test("deleting or disabling a user ends their open streams at once (within 1 s), and their token opens no new one; the owner's stream keeps receiving", T, async (t) => {
+  const s = await startSseServer(t);
+  const owner = await s.open();
+  await opening(owner);
+  const ends: number[] = [];
+  for (const change of ["delete", "disable"] as const) {
+    const username = `${change}-me`;
+    const created = await fetch(`${s.baseUrl}/api/v1/users`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${s.token}`, "content-type": "application/json" },
+      body: JSON.stringify({ username, password: "a long enough password", role: "viewer" }),
+    });
+    assert.equal(created.status, 201);
+    const { user_id } = (await created.json()) as { user_id: string };
+    const token = await login(s.baseUrl, "a long enough password", username);
+    const theirs = await s.open({ token });
+    await opening(theirs);
+    const started = performance.now();
+    const res = await fetch(`${s.baseUrl}/api/v1/users/${user_id}`, {
+      method: change === "delete" ? "DELETE" : "PATCH",
+      headers: { authorization: `Bearer ${s.token}`, ...(change === "disable" ? { "content-type": "application/json" } : {}) },
+      ...(change === "disable" ? { body: JSON.stringify({ disabled: true }) } : {}),
+    });
+    assert.equal(res.status, change === "delete" ? 204 : 200);
+    assert.equal(await endedWithin(theirs), "end", `${change}: the stream ended`);
+    ends.push(performance.now() - started);
+    const again = await s.open({ token });
+    assert.equal(again.status, 401, `${change}: the token opens no new stream`);
+    await again.body();
+  }
+  assert.ok(ends.every((ms) => ms < 1000), `ended after ${ends.map((ms) => ms.toFixed(0)).join(", ")} ms`);
+  publishMarker(s.hub, "config.list.updated", { configs: ["after"] });
+  assert.deepEqual((await owner.next()).json.payload, { configs: ["after"] });
+});
+
 test("a stream ends when its admin session expires on the injected clock, not a millisecond before", T, async (t) => {
   const s = await startSseServer(t, {}, { settings: { adminSessionTtlMs: 60_000 } });
   const c = await s.open(); // the session was issued at the clock's start: it expires 60 s later

@@ -58,8 +58,8 @@ export function api(baseUrl: string, token?: string): ApiClient {
 }
 
 /** `POST /api/v1/auth/login` with the admin password; returns the bearer access token. */
-export async function login(baseUrl: string, password: string): Promise<string> {
-  const answer = await api(baseUrl).post("/api/v1/auth/login", { password });
+export async function login(baseUrl: string, password: string, username = "admin"): Promise<string> {
+  const answer = await api(baseUrl).post("/api/v1/auth/login", { username, password });
   const { access_token: accessToken, token_type: tokenType } = (answer ?? {}) as {
     access_token?: unknown;
     token_type?: unknown;

@@ -22,7 +22,8 @@ test("login answers a bearer token with its expiry; a wrong password answers UNA
   assertError(await h.req("POST", "/api/v1/auth/login", {}, { auth: false }), "VALIDATION_FAILED");
   // Tokens and the password are stored only hashed.
   const dump = JSON.stringify(sqliteOf(h.server.store).prepare("SELECT * FROM admin_sessions").all()) +
-    JSON.stringify(sqliteOf(h.server.store).prepare("SELECT * FROM settings_kv").all());
+    JSON.stringify(sqliteOf(h.server.store).prepare("SELECT * FROM settings_kv").all()) +
+    JSON.stringify(sqliteOf(h.server.store).prepare("SELECT * FROM users").all());
   assert.ok(!dump.includes(res.json.access_token));
   assert.ok(!dump.includes(ADMIN_PASSWORD));
   assert.match(dump, /scrypt\$/);

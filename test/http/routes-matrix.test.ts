@@ -216,6 +216,7 @@ function validBodyFor(path: string): unknown {
   if (path.includes("/port-forwards/")) return { enabled: false };
   if (path.endsWith("/nodes/{node_id}")) return { name: "renamed" };
   if (path.endsWith("/restore")) return {};
+  if (path.endsWith("/users/{user_id}")) return { disabled: false };
   return { name: "renamed" };
 }
 

@@ -7,7 +7,7 @@ import { artifactBuildAnswer, artifactGrantAnswer, artifactRequestBody } from ".
 import type { ArtifactsService } from "../../services/artifacts.service.js";
 import type { AuthService } from "../../services/auth.service.js";
 import type { DownloadsService } from "../../services/downloads.service.js";
-import { bearerToken, type App } from "../route-kit.js";
+import { bearerToken, requireRole, type App } from "../route-kit.js";
 import { downloadQuery, errorResponses } from "../schemas.js";
 
 const artifactParams = z.strictObject({
@@ -31,7 +31,7 @@ export async function artifactsRoutes(
     "/api/v1/tools/download/client-artifacts/build",
     {
       schema: {
-        operationId: "buildClientArtifact",
+        operationId: "buildClientArtifact", "x-min-role": "operator",
         tags,
         summary:
           "remote_release: look up the release asset of the server's version (download_url); local_build: build or locate the zip on this server",
@@ -57,7 +57,7 @@ export async function artifactsRoutes(
     "/api/v1/tools/download/client-artifacts/download-grant",
     {
       schema: {
-        operationId: "grantClientArtifactDownload",
+        operationId: "grantClientArtifactDownload", "x-min-role": "operator",
         tags,
         summary: "local_build: build or locate the zip and issue a 5-minute client_artifact download token (spec §4 rule 6)",
         body: artifactRequestBody,
@@ -92,7 +92,7 @@ export async function artifactsRoutes(
     const bearer = bearerToken(req);
     if (bearer !== undefined) {
       try {
-        await auth.verifyAccessToken(bearer);
+        requireRole(await auth.verifyAccessToken(bearer), "operator");
         return;
       } catch (err) {
         if (token === undefined) throw err;
@@ -109,7 +109,7 @@ export async function artifactsRoutes(
     {
       config: { auth: "public" },
       schema: {
-        operationId: "downloadClientArtifact",
+        operationId: "downloadClientArtifact", "x-min-role": "operator",
         tags,
         summary: "Download a local_build zip with an admin session or a download_token (spec §4 rule 7)",
         // Either the admin bearer token, or none when `download_token` is given.

@@ -15,7 +15,7 @@ export async function authRoutes(app: App, opts: { auth: AuthService; rateLimit:
       schema: {
         operationId: "login",
         tags: ["auth"],
-        summary: "Exchange the admin password for a bearer access token",
+        summary: "Exchange a username (default admin) and password for a bearer access token",
         security: [],
         body: loginBody,
         response: {
@@ -25,7 +25,7 @@ export async function authRoutes(app: App, opts: { auth: AuthService; rateLimit:
       },
     },
     async (req) => {
-      const { accessToken, expiresAt, expiresInMs } = await opts.auth.login(req.body.password);
+      const { accessToken, expiresAt, expiresInMs } = await opts.auth.login(req.body.username, req.body.password);
       return { access_token: accessToken, token_type: "Bearer" as const, expires_at: isoTime(expiresAt), expires_in: Math.floor(expiresInMs / 1000) };
     },
   );
@@ -34,7 +34,7 @@ export async function authRoutes(app: App, opts: { auth: AuthService; rateLimit:
     "/api/v1/auth/logout",
     {
       schema: {
-        operationId: "logout",
+        operationId: "logout", "x-min-role": "viewer",
         tags: ["auth"],
         summary: "End the presented bearer token's session",
         response: { 204: z.null(), ...errorResponses() },

@@ -15,7 +15,8 @@ import type { AuthService } from "../../services/auth.service.js";
 import { SnapshotUpload, type BackupsService, type DownloadFile } from "../../services/backups.service.js";
 import type { DownloadsService } from "../../services/downloads.service.js";
 import type { DownloadTokenKind } from "../../protocol/download-tokens.js";
-import { bearerToken, type App } from "../route-kit.js";
+import { bearerToken, requireRole, type App } from "../route-kit.js";
+import { roleAtLeast } from "../../protocol/roles.js";
 import { downloadQuery, errorResponses, snapshotEntryResponse as snapshotEntry } from "../schemas.js";
 
 const idSchema = z.string().regex(ID_PATTERN, "must match ^[a-z0-9][a-z0-9_-]{0,63}$");
@@ -54,16 +55,16 @@ export async function backupsRoutes(
     if (req.body instanceof SnapshotUpload) await req.body.discard();
   });
 
-  /** Admin session, else a download token of `kind` for `resourceId`. */
+  /**
+   * A session of an admin or owner, else a download token of `kind` for `resourceId`.
+   * @throws AppError FORBIDDEN for a session below admin without a token; the token's errors otherwise
+   */
   async function authorizeDownload(req: FastifyRequest, token: string | undefined, kind: DownloadTokenKind, resourceId: string) {
     const bearer = bearerToken(req);
     if (bearer !== undefined) {
-      try {
-        await auth.verifyAccessToken(bearer);
-        return;
-      } catch {
-        // not a live session: the download token decides
-      }
+      const principal = await auth.verifyAccessToken(bearer).catch(() => undefined);
+      // Not a live session: the download token decides.
+      if (principal !== undefined && (token === undefined || roleAtLeast(principal.role, "admin"))) return requireRole(principal, "admin");
     }
     await downloads.verify(token, kind, resourceId);
   }
@@ -82,7 +83,7 @@ export async function backupsRoutes(
     "/api/v1/backups",
     {
       schema: {
-        operationId: "listSnapshots",
+        operationId: "listSnapshots", "x-min-role": "viewer",
         tags,
         summary: "List snapshots, newest first",
         response: { 200: snapshotListAnswer, ...errorResponses() },
@@ -95,7 +96,7 @@ export async function backupsRoutes(
     "/api/v1/backups",
     {
       schema: {
-        operationId: "createSnapshot",
+        operationId: "createSnapshot", "x-min-role": "admin",
         tags,
         summary: "Take a snapshot: a consistent copy of the database, zipped with its manifest; encrypted when a passphrase is given",
         description:
@@ -114,7 +115,7 @@ export async function backupsRoutes(
     "/api/v1/backups/import",
     {
       schema: {
-        operationId: "importSnapshot",
+        operationId: "importSnapshot", "x-min-role": "admin",
         tags,
         summary: "Import a snapshot file (raw body, application/zip or application/octet-stream) as a new snapshot; it is not restored",
         description:
@@ -138,7 +139,7 @@ export async function backupsRoutes(
     "/api/v1/backups/:snapshot_id/restore",
     {
       schema: {
-        operationId: "restoreSnapshot",
+        operationId: "restoreSnapshot", "x-min-role": "admin",
         tags,
         summary: "Restore a snapshot in place: configs, nodes, pairs, port forwards, client state and logs are replaced atomically",
         description:
@@ -156,7 +157,7 @@ export async function backupsRoutes(
     "/api/v1/backups/:snapshot_id",
     {
       schema: {
-        operationId: "deleteSnapshot",
+        operationId: "deleteSnapshot", "x-min-role": "admin",
         tags,
         summary: "Delete a snapshot and revoke its download tokens",
         params: snapshotParams,
@@ -173,7 +174,7 @@ export async function backupsRoutes(
     "/api/v1/backups/:snapshot_id/download-token",
     {
       schema: {
-        operationId: "grantSnapshotDownload",
+        operationId: "grantSnapshotDownload", "x-min-role": "admin",
         tags,
         summary: "Issue a 5-minute snapshot_export token for this snapshot",
         params: snapshotParams,
@@ -188,7 +189,7 @@ export async function backupsRoutes(
     {
       config: { auth: "public" },
       schema: {
-        operationId: "downloadSnapshot",
+        operationId: "downloadSnapshot", "x-min-role": "admin",
         tags,
         summary: "Download a snapshot zip with a snapshot_export download token or an admin session",
         security: [],
@@ -209,7 +210,7 @@ export async function backupsRoutes(
     "/api/v1/tools/download/config-bulk/package",
     {
       schema: {
-        operationId: "buildConfigPackage",
+        operationId: "buildConfigPackage", "x-min-role": "admin",
         tags,
         summary: "Create the config bulk package (all configs, or config_ids), replacing the previous one, with a 5-minute download token",
         body: bulkPackageBody,
@@ -224,7 +225,7 @@ export async function backupsRoutes(
     {
       config: { auth: "public" },
       schema: {
-        operationId: "downloadConfigPackage",
+        operationId: "downloadConfigPackage", "x-min-role": "admin",
         tags,
         summary: "Download the current config bulk package with a config_bulk_package download token or an admin session",
         security: [],

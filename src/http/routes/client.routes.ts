@@ -48,7 +48,7 @@ export async function clientRoutes(app: App, opts: { control: ControlService; ra
     "/api/v1/configs/:config_id/nodes/:node_id/bind-command",
     {
       schema: {
-        operationId: "issueBindCommand",
+        operationId: "issueBindCommand", "x-min-role": "operator",
         tags,
         summary: "Issue a one-time bind token (5 minutes) and the svcctl command that uses it (spec §4 rule 10)",
         "x-mqtt-write": true, // spec §4 rule 14: MQTT_DISABLED while MQTT is off (app.ts)
@@ -80,7 +80,7 @@ export async function clientRoutes(app: App, opts: { control: ControlService; ra
     "/api/v1/configs/:config_id/nodes/:node_id/reset-client",
     {
       schema: {
-        operationId: "resetClient",
+        operationId: "resetClient", "x-min-role": "admin",
         tags,
         summary: "Forget the bound client: credentials revoked, connection cut, state cleared (spec §4 rule 12)",
         "x-mqtt-write": true, // spec §4 rule 14: MQTT_DISABLED while MQTT is off (app.ts)
@@ -95,7 +95,7 @@ export async function clientRoutes(app: App, opts: { control: ControlService; ra
     "/api/v1/configs/:config_id/nodes/:node_id/control",
     {
       schema: {
-        operationId: "sendControlCommand",
+        operationId: "sendControlCommand", "x-min-role": "operator",
         tags,
         summary: "Send start, stop, push_config or wg_show to the node's agent; the ACK closes it later",
         "x-mqtt-write": true, // spec §4 rule 14: MQTT_DISABLED while MQTT is off (app.ts)
@@ -111,7 +111,7 @@ export async function clientRoutes(app: App, opts: { control: ControlService; ra
     "/api/v1/configs/:config_id/nodes/:node_id/endpoint-status",
     {
       schema: {
-        operationId: "getEndpointStatus",
+        operationId: "getEndpointStatus", "x-min-role": "viewer",
         tags,
         summary: "Presence, runtime and config version state of the node's client",
         params: nodeParams,
@@ -125,7 +125,7 @@ export async function clientRoutes(app: App, opts: { control: ControlService; ra
     "/api/v1/configs/:config_id/nodes/:node_id/control-logs",
     {
       schema: {
-        operationId: "listControlLogs",
+        operationId: "listControlLogs", "x-min-role": "viewer",
         tags,
         summary: "One page of the node's control logs, newest first, filtered by kind and status, with counts by kind",
         params: nodeParams,

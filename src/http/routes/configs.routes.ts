@@ -20,7 +20,7 @@ export async function configsRoutes(app: App, opts: { mesh: MeshService }): Prom
     "/api/v1/configs",
     {
       schema: {
-        operationId: "listConfigs",
+        operationId: "listConfigs", "x-min-role": "viewer",
         tags,
         summary: "One page of configs in creation order, with counts",
         querystring: configListQuery,
@@ -34,7 +34,7 @@ export async function configsRoutes(app: App, opts: { mesh: MeshService }): Prom
     "/api/v1/configs",
     {
       schema: {
-        operationId: "createConfig",
+        operationId: "createConfig", "x-min-role": "admin",
         tags,
         summary: "Create a config (a mesh network)",
         body: createConfigBody,
@@ -48,7 +48,7 @@ export async function configsRoutes(app: App, opts: { mesh: MeshService }): Prom
     "/api/v1/configs/:config_id",
     {
       schema: {
-        operationId: "getConfig",
+        operationId: "getConfig", "x-min-role": "viewer",
         tags,
         summary: "A config with its nodes and tags",
         params: configParams,
@@ -62,7 +62,7 @@ export async function configsRoutes(app: App, opts: { mesh: MeshService }): Prom
     "/api/v1/configs/:config_id",
     {
       schema: {
-        operationId: "updateConfig",
+        operationId: "updateConfig", "x-min-role": "admin",
         tags,
         summary: "Change a config's name, tunnel protocol or (while it has no nodes) network",
         params: configParams,
@@ -77,7 +77,7 @@ export async function configsRoutes(app: App, opts: { mesh: MeshService }): Prom
     "/api/v1/configs/:config_id",
     {
       schema: {
-        operationId: "deleteConfig",
+        operationId: "deleteConfig", "x-min-role": "admin",
         tags,
         summary: "Delete a config with all its nodes",
         params: configParams,
@@ -94,7 +94,7 @@ export async function configsRoutes(app: App, opts: { mesh: MeshService }): Prom
     "/api/v1/configs/:config_id/tags",
     {
       schema: {
-        operationId: "listConfigTags",
+        operationId: "listConfigTags", "x-min-role": "viewer",
         tags,
         summary: "Tags used in a config, with the nodes carrying each",
         params: configParams,

@@ -30,7 +30,7 @@ export async function eventsRoutes(app: App, opts: { hub: EventHub; auth: AuthSe
       // HEAD would open a stream that can never carry a frame.
       exposeHeadRoute: false,
       schema: {
-        operationId: "streamEvents",
+        operationId: "streamEvents", "x-min-role": "viewer",
         tags: ["events"],
         summary: "Realtime console events (Server-Sent Events)",
         description: [

@@ -15,7 +15,7 @@ export async function machinesRoutes(app: App, opts: { machines: MachinesService
     "/api/v1/machines/node",
     {
       schema: {
-        operationId: "getNodeMachineGraph",
+        operationId: "getNodeMachineGraph", "x-min-role": "viewer",
         tags,
         summary: "The node statechart: states and transitions, generated from the machine definition",
         response: { 200: machineGraphSchema, ...errorResponses() },
@@ -28,7 +28,7 @@ export async function machinesRoutes(app: App, opts: { machines: MachinesService
     "/api/v1/configs/:config_id/nodes/:node_id/machine",
     {
       schema: {
-        operationId: "getNodeMachine",
+        operationId: "getNodeMachine", "x-min-role": "viewer",
         tags,
         summary: "A node's active states per region and its machine context (live actor or stored snapshot)",
         params: nodeParams,
@@ -42,7 +42,7 @@ export async function machinesRoutes(app: App, opts: { machines: MachinesService
     "/api/v1/configs/:config_id/nodes/:node_id/timeline",
     {
       schema: {
-        operationId: "getNodeTimeline",
+        operationId: "getNodeTimeline", "x-min-role": "viewer",
         tags,
         summary: "A node's flight recorder: its recorded transitions, newest first, paged by `before`",
         params: nodeParams,
@@ -57,7 +57,7 @@ export async function machinesRoutes(app: App, opts: { machines: MachinesService
     "/api/v1/configs/:config_id/timeline/latest",
     {
       schema: {
-        operationId: "getLatestTransitions",
+        operationId: "getLatestTransitions", "x-min-role": "viewer",
         tags,
         summary: "The newest recorded transition of each node of a config (the mesh page's last transition per node)",
         params: configParams,

@@ -3,7 +3,8 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
-import { isAppError } from "../../errors.js";
+import { AppError, isAppError } from "../../errors.js";
+import { roleAtLeast, type Role } from "../../protocol/roles.js";
 import { ID_PATTERN } from "../../protocol/ids.js";
 import { newSnapshotPassphrase } from "../../protocol/rest.schema.js";
 import type { AuthService } from "../../services/auth.service.js";
@@ -53,7 +54,8 @@ export async function mcpRoutes(app: App, opts: McpRoutesOptions): Promise<void>
   const tags = ["mcp"];
 
   const handle = async (req: FastifyRequest, reply: FastifyReply): Promise<void> => {
-    const server = buildMcpServer(opts);
+    // The hook set the caller (this route is not public): tools check their own minimum role.
+    const server = buildMcpServer(opts, req.principal?.role ?? "viewer");
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     reply.raw.on("close", () => {
       void transport.close();
@@ -89,7 +91,7 @@ export async function mcpRoutes(app: App, opts: McpRoutesOptions): Promise<void>
       path,
       {
         schema: {
-          operationId: "callMcp",
+          operationId: "callMcp", "x-min-role": "viewer",
           hide,
           tags,
           summary: "MCP Streamable HTTP endpoint (JSON-RPC; stateless): tools write_export_snapshot, list_configs, get_node_status",
@@ -101,13 +103,17 @@ export async function mcpRoutes(app: App, opts: McpRoutesOptions): Promise<void>
       handle,
     );
     const refused = { 405: jsonRpcError.describe("method not allowed: the endpoint is stateless, use POST"), ...errorResponses() };
-    app.get(path, { schema: { operationId: "openMcpStream", hide, tags, summary: "Not allowed (stateless MCP endpoint): 405", response: refused } }, notAllowed);
-    app.delete(path, { schema: { operationId: "endMcpSession", hide, tags, summary: "Not allowed (stateless MCP endpoint): 405", response: refused } }, notAllowed);
+    app.get(path, { schema: { operationId: "openMcpStream", "x-min-role": "viewer", hide, tags, summary: "Not allowed (stateless MCP endpoint): 405", response: refused } }, notAllowed);
+    app.delete(path, { schema: { operationId: "endMcpSession", "x-min-role": "viewer", hide, tags, summary: "Not allowed (stateless MCP endpoint): 405", response: refused } }, notAllowed);
   }
 }
 
-/** A new MCP server with the service's tools. */
-export function buildMcpServer(opts: McpRoutesOptions): McpServer {
+/**
+ * A new MCP server with the service's tools for a caller of `role`: the read-only tools need
+ * `viewer` (the route's minimum), `write_export_snapshot` `admin` (a snapshot holds every
+ * private key), refused with `FORBIDDEN` as a tool error.
+ */
+export function buildMcpServer(opts: McpRoutesOptions, role: Role): McpServer {
   const { backups, mesh, control, publicUrl } = opts;
   const server = new McpServer({ name: "svc-mesh-control", version: VERSION }, { capabilities: { tools: {} } });
 
@@ -125,6 +131,7 @@ export function buildMcpServer(opts: McpRoutesOptions): McpServer {
     },
     async ({ passphrase }) =>
       tool(async () => {
+        if (!roleAtLeast(role, "admin")) throw new AppError("FORBIDDEN", `write_export_snapshot needs the admin role or above; the caller is ${role}`);
         const entry = await backups.createSnapshot(passphrase);
         const grant = await backups.snapshotDownload(entry.snapshot_id);
         return {

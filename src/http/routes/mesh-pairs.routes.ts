@@ -13,7 +13,7 @@ export async function meshPairsRoutes(app: App, opts: { mesh: MeshService }): Pr
     "/api/v1/configs/:config_id/mesh-pairs",
     {
       schema: {
-        operationId: "listMeshPairs",
+        operationId: "listMeshPairs", "x-min-role": "viewer",
         tags,
         summary: "One page of the mesh pairs with connection integrity, in creation order; optionally one node's pairs",
         params: configParams,
@@ -28,7 +28,7 @@ export async function meshPairsRoutes(app: App, opts: { mesh: MeshService }): Pr
     "/api/v1/configs/:config_id/mesh-pairs",
     {
       schema: {
-        operationId: "createMeshPair",
+        operationId: "createMeshPair", "x-min-role": "admin",
         tags,
         summary: "Pair two nodes of the config",
         params: configParams,
@@ -43,7 +43,7 @@ export async function meshPairsRoutes(app: App, opts: { mesh: MeshService }): Pr
     "/api/v1/configs/:config_id/mesh-pairs/:pair_id",
     {
       schema: {
-        operationId: "updateMeshPair",
+        operationId: "updateMeshPair", "x-min-role": "admin",
         tags,
         summary: "Enable or disable a mesh pair",
         params: pairParams,
@@ -57,7 +57,7 @@ export async function meshPairsRoutes(app: App, opts: { mesh: MeshService }): Pr
   app.delete(
     "/api/v1/configs/:config_id/mesh-pairs/:pair_id",
     {
-      schema: { operationId: "deleteMeshPair", tags, summary: "Delete a mesh pair", params: pairParams, response: { 204: z.null(), ...errorResponses(404) } },
+      schema: { operationId: "deleteMeshPair", "x-min-role": "admin", tags, summary: "Delete a mesh pair", params: pairParams, response: { 204: z.null(), ...errorResponses(404) } },
     },
     async (req, reply) => {
       await mesh.deletePair(req.params.config_id, req.params.pair_id);

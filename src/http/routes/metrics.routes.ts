@@ -42,7 +42,7 @@ export async function metricsRoutes(
           }
         },
         schema: {
-          operationId: "getMetrics",
+          operationId: "getMetrics", "x-min-role": "viewer",
           hide,
           tags: ["system"],
           summary: "Prometheus metrics (text format 0.0.4): nodes, commands, MQTT messages and drops, SSE, broker",

@@ -46,7 +46,7 @@ export async function nodesRoutes(
     "/api/v1/configs/:config_id/nodes",
     {
       schema: {
-        operationId: "listNodes",
+        operationId: "listNodes", "x-min-role": "viewer",
         tags,
         summary: "One page of the nodes of a config, in creation order, filtered by presence, mode, sync state and text",
         params: configParams,
@@ -61,7 +61,7 @@ export async function nodesRoutes(
     "/api/v1/configs/:config_id/node-counts",
     {
       schema: {
-        operationId: "countNodes",
+        operationId: "countNodes", "x-min-role": "viewer",
         tags,
         summary: "The config's nodes counted by presence, mode and sync state, and how many match the filters",
         params: configParams,
@@ -76,7 +76,7 @@ export async function nodesRoutes(
     "/api/v1/configs/:config_id/nodes",
     {
       schema: {
-        operationId: "createNode",
+        operationId: "createNode", "x-min-role": "admin",
         tags,
         summary: "Create a node; it is paired with every existing node unless auto_pair is false",
         params: configParams,
@@ -89,7 +89,7 @@ export async function nodesRoutes(
 
   app.get(
     "/api/v1/configs/:config_id/nodes/:node_id",
-    { schema: { operationId: "getNode", tags, summary: "A node", params: nodeParams, response: { 200: nodeResponse, ...errorResponses(404) } } },
+    { schema: { operationId: "getNode", "x-min-role": "viewer", tags, summary: "A node", params: nodeParams, response: { 200: nodeResponse, ...errorResponses(404) } } },
     async (req) => mesh.getNode(req.params.config_id, req.params.node_id),
   );
 
@@ -97,7 +97,7 @@ export async function nodesRoutes(
     "/api/v1/configs/:config_id/nodes/:node_id",
     {
       schema: {
-        operationId: "updateNode",
+        operationId: "updateNode", "x-min-role": "admin",
         tags,
         summary: "Change a node",
         params: nodeParams,
@@ -112,7 +112,7 @@ export async function nodesRoutes(
     "/api/v1/configs/:config_id/nodes/:node_id",
     {
       schema: {
-        operationId: "deleteNode",
+        operationId: "deleteNode", "x-min-role": "admin",
         tags,
         summary: "Delete a node with its mesh pairs, port forwards and download tokens",
         params: nodeParams,
@@ -129,7 +129,7 @@ export async function nodesRoutes(
     "/api/v1/configs/:config_id/nodes/:node_id/config",
     {
       schema: {
-        operationId: "getStagedConfig",
+        operationId: "getStagedConfig", "x-min-role": "operator",
         tags,
         summary: "The node's staged config (holds its private key; admin only)",
         params: nodeParams,
@@ -155,7 +155,7 @@ export async function nodesRoutes(
     "/api/v1/configs/:config_id/nodes/:node_id/config/apps",
     {
       schema: {
-        operationId: "getNodeAppConfigs",
+        operationId: "getNodeAppConfigs", "x-min-role": "operator",
         tags,
         summary:
           "The node's staged config for each client app (WireGuard, AmneziaWG, AmneziaVPN) as the app imports it, or why that app cannot take it (holds the private key; admin only)",
@@ -179,7 +179,7 @@ export async function nodesRoutes(
     "/api/v1/configs/:config_id/nodes/:node_id/download-token",
     {
       schema: {
-        operationId: "grantNodeConfigDownload",
+        operationId: "grantNodeConfigDownload", "x-min-role": "operator",
         tags,
         summary: "Issue a 5-minute token that downloads this node's config (spec §4 rule 1)",
         params: nodeParams,

@@ -20,7 +20,7 @@ export async function portForwardsRoutes(app: App, opts: { mesh: MeshService }):
     "/api/v1/configs/:config_id/nodes/:node_id/port-forwards",
     {
       schema: {
-        operationId: "listPortForwards",
+        operationId: "listPortForwards", "x-min-role": "viewer",
         tags,
         summary: "List a node's port forwards",
         params: nodeParams,
@@ -34,7 +34,7 @@ export async function portForwardsRoutes(app: App, opts: { mesh: MeshService }):
     "/api/v1/configs/:config_id/nodes/:node_id/port-forwards",
     {
       schema: {
-        operationId: "createPortForward",
+        operationId: "createPortForward", "x-min-role": "admin",
         tags,
         summary: "Forward a port of the node to a target address",
         params: nodeParams,
@@ -49,7 +49,7 @@ export async function portForwardsRoutes(app: App, opts: { mesh: MeshService }):
     "/api/v1/configs/:config_id/nodes/:node_id/port-forwards/:forward_id",
     {
       schema: {
-        operationId: "updatePortForward",
+        operationId: "updatePortForward", "x-min-role": "admin",
         tags,
         summary: "Change or enable/disable a port forward",
         params: forwardParams,
@@ -63,7 +63,7 @@ export async function portForwardsRoutes(app: App, opts: { mesh: MeshService }):
   app.delete(
     "/api/v1/configs/:config_id/nodes/:node_id/port-forwards/:forward_id",
     {
-      schema: { operationId: "deletePortForward", tags, summary: "Delete a port forward", params: forwardParams, response: { 204: z.null(), ...errorResponses(404) } },
+      schema: { operationId: "deletePortForward", "x-min-role": "admin", tags, summary: "Delete a port forward", params: forwardParams, response: { 204: z.null(), ...errorResponses(404) } },
     },
     async (req, reply) => {
       await mesh.deletePortForward(req.params.config_id, req.params.node_id, req.params.forward_id);

@@ -20,7 +20,7 @@ export async function settingsRoutes(app: App, opts: { mqttSettings: MqttSetting
     "/api/v1/settings/mqtt",
     {
       schema: {
-        operationId: "getMqttSettings",
+        operationId: "getMqttSettings", "x-min-role": "viewer",
         tags,
         summary: "MQTT settings: the switch, the broker, what bind profiles tell agents (no secrets)",
         response: { 200: mqttSettingsResponse, ...errorResponses() },
@@ -33,7 +33,7 @@ export async function settingsRoutes(app: App, opts: { mqttSettings: MqttSetting
     "/api/v1/settings/mqtt",
     {
       schema: {
-        operationId: "updateMqttSettings",
+        operationId: "updateMqttSettings", "x-min-role": "admin",
         tags,
         summary: "Override public_host, public_port, public_tls_port of bind profiles (null: back to the environment)",
         description:
@@ -55,7 +55,7 @@ function serverSettingsRoutes(app: App, publicUrl: PublicUrlService): void {
     "/api/v1/settings/server",
     {
       schema: {
-        operationId: "getServerSettings",
+        operationId: "getServerSettings", "x-min-role": "viewer",
         tags,
         summary: "The public URL hosts are told (bind commands, profiles, download commands), where it comes from, whether it is loopback",
         response: { 200: serverSettingsResponse, ...errorResponses() },
@@ -68,7 +68,7 @@ function serverSettingsRoutes(app: App, publicUrl: PublicUrlService): void {
     "/api/v1/settings/server",
     {
       schema: {
-        operationId: "updateServerSettings",
+        operationId: "updateServerSettings", "x-min-role": "admin",
         tags,
         summary: "Store the public URL hosts are told (null: back to the default http://localhost:{port})",
         description:

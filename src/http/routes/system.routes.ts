@@ -8,7 +8,7 @@ export async function systemRoutes(app: App, opts: { status: () => Promise<Syste
     "/api/v1/system/status",
     {
       schema: {
-        operationId: "getSystemStatus",
+        operationId: "getSystemStatus", "x-min-role": "viewer",
         tags: ["system"],
         summary: "Summary, services, sync, topology and version (the system.status.updated payload)",
         response: {

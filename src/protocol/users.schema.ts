@@ -1,0 +1,42 @@
+import { z } from "zod";
+import { roleSchema } from "./roles.js";
+
+/**
+ * Wire shapes of users and of "who am I" (README "Users, roles and tokens"). Passwords travel in
+ * request bodies only: no answer carries one or its hash.
+ */
+
+/** A username: letters, digits and `._@-`, 1–64 characters; unique without regard to case. */
+export const usernameSchema = z.string().regex(/^[A-Za-z0-9._@-]{1,64}$/, "must be 1-64 letters, digits or ._@-");
+
+/** A new password: at least 12 characters (NIST SP 800-63B's floor is 8; 12 for an admin console). */
+export const newPasswordSchema = z.string().min(12, "must be at least 12 characters").max(1024, "must be at most 1024 characters");
+
+/** A user as the API shows it. */
+export const userViewSchema = z.object({
+  user_id: z.string(),
+  username: z.string(),
+  role: roleSchema,
+  disabled: z.boolean(),
+  created_at: z.iso.datetime(),
+  updated_at: z.iso.datetime(),
+});
+export type UserView = z.output<typeof userViewSchema>;
+
+/** `POST /api/v1/users` */
+export const createUserBody = z.strictObject({ username: usernameSchema, password: newPasswordSchema, role: roleSchema });
+/** `PATCH /api/v1/users/{user_id}`: at least one field. */
+export const updateUserBody = z
+  .strictObject({ role: roleSchema.optional(), password: newPasswordSchema.optional(), disabled: z.boolean().optional() })
+  .refine((b) => b.role !== undefined || b.password !== undefined || b.disabled !== undefined, "give role, password or disabled");
+export type UpdateUserBody = z.output<typeof updateUserBody>;
+/** `GET /api/v1/users` */
+export const userListAnswer = z.object({ users: z.array(userViewSchema) });
+/** `{user_id}` path parameter. */
+export const userParams = z.object({ user_id: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "must match ^[a-z0-9][a-z0-9_-]{0,63}$") });
+
+/** `GET /api/v1/auth/me`: who the caller is and how they signed in. */
+export const meAnswer = z.object({
+  user: z.object({ user_id: z.string(), username: z.string(), role: roleSchema }),
+  via: z.enum(["session"]).describe("session: a bearer token from POST /api/v1/auth/login"),
+});
