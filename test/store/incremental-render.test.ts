@@ -281,7 +281,7 @@ test("the full mesh as a policy with exceptions, spec §3.5 §3.8 §6.5: after e
         await store.close();
       }
     }),
-    { numRuns: 4, seed: 3101, endOnFailure: true },
+    { numRuns: 2, seed: 3101, endOnFailure: true },
   );
   assert.ok(exceptionsSeen > 10, `exceptions were stored and rendered (${exceptionsSeen})`);
 });
