@@ -16,6 +16,7 @@ import { EventLog } from "./mqtt/event-log.js";
 import { MqttRouter } from "./mqtt/router.js";
 import { AppEvents } from "./services/app-events.js";
 import { ArtifactsService } from "./services/artifacts.service.js";
+import { AccessTokensService } from "./services/access-tokens.service.js";
 import { UsersService } from "./services/users.service.js";
 import { AuthService } from "./services/auth.service.js";
 import { BackupsService } from "./services/backups.service.js";
@@ -92,6 +93,8 @@ export interface AppContext extends ActorParts {
   auth: AuthService;
   /** Users and roles (README "Users, roles and tokens"). */
   users: UsersService;
+  /** Personal access tokens. */
+  accessTokens: AccessTokensService;
   mesh: MeshService;
   downloads: DownloadsService;
   /** MQTT settings: what bind profiles tell agents (DESIGN §5 settings/mqtt). */
@@ -145,6 +148,7 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
     const auth = new AuthService({ store, clock, sessionTtlMs: settings.adminSessionTtlMs });
     const generatedAdminPassword = await auth.ensureAdminPassword(settings.adminPassword);
     const users = new UsersService({ store, clock, auth });
+    const accessTokens = new AccessTokensService({ store, clock, auth });
     const downloads = new DownloadsService({ store, clock, tokenTtlMs: settings.downloadTokenTtlMs, events });
     const { mqtt, vault, accounts, authzKey } = await createBrokerLink(core, overrides.brokerAdapters);
     const actors = createActorParts({ ...core, mqtt });
@@ -161,7 +165,7 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
     const machines = new MachinesService({ store, registry, detectTimeoutMs, bindTokenTtlMs, onlineTtlMs, timelineMaxPerNode });
     const internalAuthz = { sharedKey: () => authzKey, resolve: (username: string) => resolveIdentity(accounts, settings, username) };
     const consoleDir = overrides.consoleDir === undefined ? {} : { consoleDir: overrides.consoleDir };
-    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, publicUrl, machines, users, ...consoleDir });
+    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, publicUrl, machines, users, accessTokens, ...consoleDir });
     lifecycle.defer(async () => {
       // First: detects in flight finish while the store, the actors and the broker link are open.
       await detect.stop();
@@ -169,7 +173,7 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
       await app.close();
       await hub.close();
     });
-    const services = { auth, users, mesh, downloads, mqttSettings, publicUrl, control, notifier, metrics, detect, artifacts, backups, machines };
+    const services = { auth, users, accessTokens, mesh, downloads, mqttSettings, publicUrl, control, notifier, metrics, detect, artifacts, backups, machines };
     return { ...core, ...actors, mqtt, hub, ...services, app, generatedAdminPassword, systemStatus: status, close: () => lifecycle.close() };
   } catch (err) {
     await lifecycle.close();

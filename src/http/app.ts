@@ -16,6 +16,7 @@ import type { Clock } from "../lib/clock.js";
 import type { Settings } from "../config.js";
 import { AppError, ERROR_CODES, storageFaultError, type ErrorCode } from "../errors.js";
 import type { Logger } from "../logger.js";
+import type { AccessTokensService } from "../services/access-tokens.service.js";
 import type { UsersService } from "../services/users.service.js";
 import type { AuthService } from "../services/auth.service.js";
 import type { DownloadsService } from "../services/downloads.service.js";
@@ -46,6 +47,7 @@ import { settingsRoutes } from "./routes/settings.routes.js";
 import { VERSION } from "../lib/version.js";
 import { authRoutes } from "./routes/auth.routes.js";
 import { usersRoutes } from "./routes/users.routes.js";
+import { accessTokensRoutes } from "./routes/tokens.routes.js";
 import { configsRoutes } from "./routes/configs.routes.js";
 import { healthRoutes } from "./routes/health.routes.js";
 import { meshPairsRoutes } from "./routes/mesh-pairs.routes.js";
@@ -74,6 +76,7 @@ export interface AppDeps {
   consoleDir?: string;
   machines: MachinesService;
   users: UsersService;
+  accessTokens: AccessTokensService;
 }
 
 export type { App, RouteAuth } from "./route-kit.js";
@@ -227,6 +230,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   const guessing = { max: deps.settings.authRateLimitMax, timeWindow: 60_000 };
   await app.register(authRoutes, { auth: deps.auth, rateLimit: guessing });
   await app.register(usersRoutes, { users: deps.users });
+  await app.register(accessTokensRoutes, { tokens: deps.accessTokens });
   await app.register(configsRoutes, { mesh: deps.mesh });
   await app.register(nodesRoutes, {
     mesh: deps.mesh,

@@ -35,8 +35,40 @@ export const userListAnswer = z.object({ users: z.array(userViewSchema) });
 /** `{user_id}` path parameter. */
 export const userParams = z.object({ user_id: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "must match ^[a-z0-9][a-z0-9_-]{0,63}$") });
 
-/** `GET /api/v1/auth/me`: who the caller is and how they signed in. */
+/**
+ * The start of every personal access token's secret, so that secret scanners (and people) can
+ * tell a leaked one (as GitHub's `ghp_`); the rest is 32 random bytes, base64url.
+ */
+export const ACCESS_TOKEN_PREFIX = "svc_pat_";
+
+/** `GET /api/v1/auth/me`: who the caller is, with the role they act with now, and how they signed in. */
 export const meAnswer = z.object({
   user: z.object({ user_id: z.string(), username: z.string(), role: roleSchema }),
-  via: z.enum(["session"]).describe("session: a bearer token from POST /api/v1/auth/login"),
+  via: z.enum(["session", "token"]).describe("session: a bearer token from POST /api/v1/auth/login; token: a personal access token"),
+  token: z.object({ token_id: z.string(), name: z.string() }).nullable().describe("the personal access token used, when via is token"),
 });
+
+/** `POST /api/v1/tokens` */
+export const createAccessTokenBody = z.strictObject({
+  name: z.string().trim().min(1, "must not be empty").max(64, "must be at most 64 characters"),
+  role: roleSchema.describe("at most the creator's role"),
+  expires_in_days: z.number().int("must be a whole number of days").min(1, "must be 1..365").max(365, "must be 1..365"),
+});
+/** A personal access token as the API shows it: never its secret or hash. */
+export const accessTokenViewSchema = z.object({
+  token_id: z.string(),
+  name: z.string(),
+  role: roleSchema,
+  user_id: z.string(),
+  username: z.string(),
+  created_at: z.iso.datetime(),
+  expires_at: z.iso.datetime(),
+  last_used_at: z.iso.datetime().nullable().describe("to the minute; null: never used"),
+});
+export type AccessTokenView = z.output<typeof accessTokenViewSchema>;
+/** `POST /api/v1/tokens` answer: the view and, this once, the secret. */
+export const createdAccessTokenAnswer = accessTokenViewSchema.extend({ token: z.string().describe(`the secret (${ACCESS_TOKEN_PREFIX}…), shown this once: send it as Authorization: Bearer`) });
+/** `GET /api/v1/tokens` */
+export const accessTokenListAnswer = z.object({ tokens: z.array(accessTokenViewSchema) });
+/** `{token_id}` path parameter. */
+export const tokenParams = z.object({ token_id: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "must match ^[a-z0-9][a-z0-9_-]{0,63}$") });

@@ -2,10 +2,15 @@ import type { Clock } from "../lib/clock.js";
 import { digestsEqual, hashPassword, hashToken, isTokenShaped, mintToken, verifyPassword } from "../domain/tokens.js";
 import { AppError } from "../errors.js";
 import type { Store } from "../store/db.js";
-import type { Role } from "../protocol/roles.js";
+import { roleAtLeast, type Role } from "../protocol/roles.js";
+import { ACCESS_TOKEN_PREFIX } from "../protocol/users.schema.js";
+import * as accessTokensRepo from "../store/access-tokens.repository.js";
 import * as tokensRepo from "../store/tokens.repository.js";
 import * as usersRepo from "../store/users.repository.js";
 import { randomBytes } from "node:crypto";
+
+/** A token's `last_used_at` is written at most this often, ms. */
+const LAST_USED_GRANULARITY_MS = 60_000;
 
 /** The first owner, made at first start from `SVC_ADMIN_PASSWORD` or a generated password. */
 export const FIRST_OWNER = { user_id: "usr-admin", username: "admin" } as const;
@@ -22,9 +27,12 @@ export interface AuthServiceDeps {
 export interface Principal {
   user_id: string;
   username: string;
+  /** The role the caller acts with: the user's, or for a token the lower of the token's and the user's. */
   role: Role;
-  /** How the caller authenticated. */
-  via: "session";
+  /** How the caller authenticated: a login session or a personal access token. */
+  via: "session" | "token";
+  /** The personal access token used (via `token`). */
+  token?: { token_id: string; name: string };
 }
 
 /**
@@ -122,6 +130,7 @@ export class AuthService {
    */
   async session(token: string | undefined): Promise<AdminSession> {
     if (token === undefined || !isTokenShaped(token)) throw new AppError("UNAUTHORIZED", "a valid admin bearer token is required");
+    if (token.startsWith(ACCESS_TOKEN_PREFIX)) return this.#accessToken(token);
     const hash = hashToken(token);
     const row = await tokensRepo.findAdminSession(this.#store.db, hash);
     if (!row || !digestsEqual(row.token_hash, hash) || row.expires_at <= this.#clock.now() || row.disabled === 1) {
@@ -130,10 +139,31 @@ export class AuthService {
     return { key: hash, expiresAt: row.expires_at, principal: { user_id: row.user_id, username: row.username, role: row.role, via: "session" } };
   }
 
-  /** Whether the session with this {@link AdminSession.key} still exists, has not expired and its user is enabled. */
+  /**
+   * A personal access token's principal: the lower of the token's and its user's role; its last
+   * use is written at most once a minute (every API call would otherwise be a write).
+   * @throws AppError UNAUTHORIZED when unknown (revoked), expired, or its user is disabled
+   */
+  async #accessToken(token: string): Promise<AdminSession> {
+    const hash = hashToken(token);
+    const row = await accessTokensRepo.findAccessTokenByHash(this.#store.db, hash);
+    const now = this.#clock.now();
+    if (!row || !digestsEqual(row.token_hash, hash) || row.expires_at <= now || row.disabled === 1) {
+      throw new AppError("UNAUTHORIZED", "a valid bearer token is required (this access token is unknown, revoked or expired)");
+    }
+    if (row.last_used_at === null || now - row.last_used_at >= LAST_USED_GRANULARITY_MS) {
+      await this.#store.transaction((trx) => accessTokensRepo.touchAccessToken(trx, row.token_id, now));
+    }
+    const role = roleAtLeast(row.user_role, row.role) ? row.role : row.user_role;
+    const principal: Principal = { user_id: row.user_id, username: row.username, role, via: "token", token: { token_id: row.token_id, name: row.name } };
+    return { key: hash, expiresAt: row.expires_at, principal };
+  }
+
+  /** Whether the session or access token with this {@link AdminSession.key} still exists, has not expired and its user is enabled. */
   async sessionLive(key: string): Promise<boolean> {
-    const row = await tokensRepo.findAdminSession(this.#store.db, key);
-    return row !== undefined && row.expires_at > this.#clock.now() && row.disabled === 0;
+    const now = this.#clock.now();
+    const row = (await tokensRepo.findAdminSession(this.#store.db, key)) ?? (await accessTokensRepo.findAccessTokenByHash(this.#store.db, key));
+    return row !== undefined && row.expires_at > now && row.disabled === 0;
   }
 
   /**

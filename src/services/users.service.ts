@@ -6,6 +6,7 @@ import type { Role } from "../protocol/roles.js";
 import type { UpdateUserBody, UserView } from "../protocol/users.schema.js";
 import type { Store } from "../store/db.js";
 import type { UserRow } from "../store/schema.js";
+import * as accessTokensRepo from "../store/access-tokens.repository.js";
 import * as usersRepo from "../store/users.repository.js";
 import type { AuthService, Principal } from "./auth.service.js";
 
@@ -24,7 +25,7 @@ export function userView(row: UserRow): UserView {
 /**
  * Users and their roles (README "Users, roles and tokens"), managed by owners. A change applies
  * on the caller's next request (roles are read on every request); disabling or deleting a user
- * ends their sessions and open SSE streams at once. The last enabled owner cannot be removed,
+ * ends their sessions, stops their access tokens and ends their open SSE streams at once. The last enabled owner cannot be removed,
  * demoted or disabled.
  */
 export class UsersService {
@@ -80,6 +81,8 @@ export class UsersService {
         ended.push(...(await usersRepo.sessionKeysOf(trx, userId)));
         await usersRepo.deleteSessionsOf(trx, userId);
       }
+      // A disabled user's tokens are refused from now on (checked at each use); their streams end now.
+      if (patch.disabled === true) ended.push(...(await accessTokensRepo.tokenKeysOf(trx, userId)));
       return this.#require(trx, userId);
     });
     this.#d.auth.sessionsEnded(ended);
@@ -94,7 +97,7 @@ export class UsersService {
     const ended = await this.#d.store.transaction(async (trx) => {
       const user = await this.#require(trx, userId);
       if (user.role === "owner" && user.disabled === 0) await this.#keepAnOwner(trx);
-      const keys = await usersRepo.sessionKeysOf(trx, userId);
+      const keys = [...(await usersRepo.sessionKeysOf(trx, userId)), ...(await accessTokensRepo.tokenKeysOf(trx, userId))];
       await usersRepo.deleteUser(trx, userId);
       return keys;
     });

@@ -468,4 +468,23 @@ export const migrations: Record<string, Migration> = {
       await t`CREATE INDEX admin_sessions_user ON admin_sessions (user_id)`;
     },
   },
+  // Personal access tokens (README "Users, roles and tokens"): a user's named, expiring bearer
+  // tokens for scripts and CI, stored as SHA-256, each with a role no higher than its user's.
+  "0018_access_tokens": {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    async up(db: Kysely<any>): Promise<void> {
+      const t = (strings: TemplateStringsArray) => sql.raw(strings.join("")).execute(db);
+      await t`CREATE TABLE access_tokens (
+        token_id TEXT PRIMARY KEY NOT NULL,
+        user_id TEXT NOT NULL REFERENCES users(user_id) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        role TEXT NOT NULL CHECK (role IN ('viewer', 'operator', 'admin', 'owner')),
+        token_hash TEXT NOT NULL UNIQUE,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        last_used_at INTEGER
+      ) STRICT`;
+      await t`CREATE INDEX access_tokens_user ON access_tokens (user_id)`;
+    },
+  },
 };

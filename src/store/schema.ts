@@ -36,6 +36,21 @@ export interface UsersTable {
 }
 export type UserRow = Selectable<UsersTable>;
 
+export interface AccessTokensTable {
+  token_id: string;
+  user_id: string;
+  name: string;
+  /** The token's own role; it acts with the lower of this and its user's current role. */
+  role: "viewer" | "operator" | "admin" | "owner";
+  /** SHA-256 hex of the secret. */
+  token_hash: string;
+  created_at: number;
+  expires_at: number;
+  /** Last use, ms; written at most once a minute. Null: never used. */
+  last_used_at: number | null;
+}
+export type AccessTokenRow = Selectable<AccessTokensTable>;
+
 export interface ConfigsTable {
   config_id: string;
   name: string;
@@ -230,6 +245,7 @@ export interface Database {
   settings_kv: SettingsKvTable;
   admin_sessions: AdminSessionsTable;
   users: UsersTable;
+  access_tokens: AccessTokensTable;
   configs: ConfigsTable;
   nodes: NodesTable;
   node_staged_texts: NodeStagedTextsTable;

@@ -74,37 +74,47 @@ test("every non-public route declares x-min-role in the OpenAPI document, and on
   assert.equal(byKey.get("POST /api/v1/users"), "owner");
 });
 
-test("every route × every role: below x-min-role 403 FORBIDDEN with nothing written; at or above it, past the role check", async (t) => {
+test("every route × every role × {session, access token}: below x-min-role 403 FORBIDDEN with nothing written; at or above it, past the role check", async (t) => {
   // Sign-ins from one address beyond the guessing limit; no event stream may stay open (a
   // caller let through is answered 429 by the per-session stream cap instead of a stream).
   const h = await startHarness(t, { authRateLimitMax: 100_000, sseMaxStreamsPerSession: 0 });
   const config = await createConfig(h);
   const node = await createNode(h, config.config_id, { public_address: "192.0.2.10" });
-  const callers: Record<Role, string> = {
+  const sessions: Record<Role, string> = {
     owner: h.token,
     admin: (await signedIn(h, "ada", "admin")).token,
     operator: (await signedIn(h, "otto", "operator")).token,
     viewer: (await signedIn(h, "vera", "viewer")).token,
   };
+  // Each user's token of their own role, used once so that its first-use record is written before the fingerprint.
+  const tokens = {} as Record<Role, string>;
+  for (const role of ROLES) {
+    const res = await h.req("POST", "/api/v1/tokens", { name: `matrix ${role}`, role, expires_in_days: 1 }, { auth: sessions[role] });
+    assert.equal(res.status, 201, res.text);
+    tokens[role] = res.json.token;
+    assert.equal((await h.req("GET", "/api/v1/auth/me", undefined, { auth: tokens[role] })).json.user.role, role);
+  }
   const list = (await routes(h)).filter((r) => !r.isPublic);
   assert.ok(list.length > 50, `${list.length} routes`);
   const before = h.fingerprint();
-  for (const r of list) {
-    const key = `${r.method} ${r.path}`;
-    const min = r.minRole ?? "owner";
-    for (const role of ROLES) {
-      // Refused calls use the real ids; passing ones unknown ids or a body that fails validation.
-      const allowed = roleAtLeast(role, min);
-      // Logging out ends the session it is called with: a fresh one of the same user is used.
-      const token = key === "POST /api/v1/auth/logout" && allowed ? await freshSession(h, role) : callers[role];
-      const ids: Record<string, string> = allowed ? {} : { config_id: config.config_id, node_id: node.node_id };
-      const body = r.hasBody ? (allowed ? { unexpected_field: 1 } : {}) : undefined;
-      const res = await h.req(r.method, fill(r.path, ids), body, { auth: token });
-      if (allowed) {
-        assert.ok(res.status !== 401 && res.status !== 403, `${key} as ${role}: ${res.status} ${res.text.slice(0, 200)}`);
-      } else {
-        assertError(res, "FORBIDDEN", `${key} as ${role}`);
-        assert.deepEqual(res.json.error.details, { min_role: min, role }, key);
+  for (const [kind, callers] of [["session", sessions], ["token", tokens]] as const) {
+    for (const r of list) {
+      const key = `${r.method} ${r.path}`;
+      const min = r.minRole ?? "owner";
+      for (const role of ROLES) {
+        // Refused calls use the real ids; passing ones unknown ids or a body that fails validation.
+        const allowed = roleAtLeast(role, min);
+        // Logging out ends the session it is called with: a fresh one of the same user is used.
+        const bearer = kind === "session" && key === "POST /api/v1/auth/logout" && allowed ? await freshSession(h, role) : callers[role];
+        const ids: Record<string, string> = allowed ? {} : { config_id: config.config_id, node_id: node.node_id };
+        const body = r.hasBody ? (allowed ? { unexpected_field: 1 } : {}) : undefined;
+        const res = await h.req(r.method, fill(r.path, ids), body, { auth: bearer });
+        if (allowed) {
+          assert.ok(res.status !== 401 && res.status !== 403, `${key} as ${role} (${kind}): ${res.status} ${res.text.slice(0, 200)}`);
+        } else {
+          assertError(res, "FORBIDDEN", `${key} as ${role} (${kind})`);
+          assert.deepEqual(res.json.error.details, { min_role: min, role }, key);
+        }
       }
     }
   }
@@ -115,10 +125,10 @@ test("who am I: GET /api/v1/auth/me names the user, the role and how they signed
   const h = await startHarness(t);
   const me = await h.req("GET", "/api/v1/auth/me");
   assert.equal(me.status, 200, me.text);
-  assert.deepEqual(me.json, { user: { user_id: "usr-admin", username: "admin", role: "owner" }, via: "session" });
+  assert.deepEqual(me.json, { user: { user_id: "usr-admin", username: "admin", role: "owner" }, via: "session", token: null });
   const vera = await signedIn(h, "Vera", "viewer");
   const hers = await h.req("GET", "/api/v1/auth/me", undefined, { auth: vera.token });
-  assert.deepEqual(hers.json, { user: { user_id: vera.user_id, username: "Vera", role: "viewer" }, via: "session" });
+  assert.deepEqual(hers.json, { user: { user_id: vera.user_id, username: "Vera", role: "viewer" }, via: "session", token: null });
   // Names are unique without regard to case, and sign-in finds them the same way.
   assertError(await h.req("POST", "/api/v1/users", { username: "VERA", password: PASSWORD, role: "admin" }), "CONFLICT");
   assert.equal((await h.req("POST", "/api/v1/auth/login", { username: "vera", password: PASSWORD }, { auth: false })).status, 200);
@@ -150,10 +160,24 @@ test("a role change applies on the user's next request; disabling or deleting a 
   assert.equal((await h.req("GET", "/api/v1/users", undefined, { auth: olga.token })).json.users.map((u: { username: string }) => u.username).join(","), "olga,otto");
 });
 
+/** One user of the property's model: their session, their token and what happened to them. */
+interface Person {
+  user_id: string;
+  token: string;
+  pat: string;
+  tokenId: string;
+  tokenRole: Role;
+  role: Role;
+  sessionEnded: boolean;
+  disabled: boolean;
+  deleted: boolean;
+  revoked: boolean;
+}
+
 /** What the model says a request of `caller` to a route needing `min` answers: 401, 403 or passes. */
 type Outcome = 401 | 403 | "pass";
 
-test("property: for random sequences of user, role and state changes and requests, every answer equals the reference model of the role rules", async (t) => {
+test("property: for random sequences of user, role, state and token changes and requests (by session or access token), every answer equals the reference model of the role rules", async (t) => {
   // Many sign-ins from one address: the guessing limit of login would refuse them.
   const h = await startHarness(t, { authRateLimitMax: 100_000 });
   const config = await createConfig(h);
@@ -170,22 +194,35 @@ test("property: for random sequences of user, role and state changes and request
     fc.record({ kind: fc.constant("role" as const), who: fc.nat(2), role }),
     fc.record({ kind: fc.constant("disable" as const), who: fc.nat(2), disabled: fc.boolean() }),
     fc.record({ kind: fc.constant("delete" as const), who: fc.nat(2) }),
-    fc.record({ kind: fc.constant("request" as const), who: fc.nat(2), min: role }),
+    fc.record({ kind: fc.constant("revoke" as const), who: fc.nat(2) }),
+    fc.record({ kind: fc.constant("request" as const), who: fc.nat(2), min: role, via: fc.constantFrom("session" as const, "token" as const) }),
   );
+  const person = fc.record({ role, tokenRank: fc.nat(3) });
   let run = 0;
   await fc.assert(
-    fc.asyncProperty(fc.array(role, { minLength: 3, maxLength: 3 }), fc.array(op, { maxLength: 10 }), async (roles, ops) => {
+    fc.asyncProperty(fc.array(person, { minLength: 3, maxLength: 3 }), fc.array(op, { maxLength: 10 }), async (persons, ops) => {
       run += 1;
-      const people = await Promise.all(roles.map(async (r, i) => ({ ...(await signedIn(h, `p${run}-${i}`, r)), role: r, disabled: false, deleted: false })));
+      const people: Person[] = [];
+      for (const [i, p] of persons.entries()) {
+        const signed = await signedIn(h, `p${run}-${i}`, p.role);
+        // A token of a role at most the user's (the rule at creation).
+        const tokenRole = ROLES[Math.min(p.tokenRank, ROLES.indexOf(p.role))] ?? "viewer";
+        const minted = await h.req("POST", "/api/v1/tokens", { name: "t", role: tokenRole, expires_in_days: 1 }, { auth: signed.token });
+        assert.equal(minted.status, 201, minted.text);
+        people.push({ ...signed, pat: minted.json.token as string, tokenId: minted.json.token_id as string, tokenRole, role: p.role, sessionEnded: false, disabled: false, deleted: false, revoked: false });
+      }
       for (const o of ops) {
         const p = people[o.who];
         if (p === undefined) continue;
         if (o.kind === "request") {
-          const expected: Outcome = p.deleted || p.disabled ? 401 : roleAtLeast(p.role, o.min) ? "pass" : 403;
+          // Sessions end for good when the user is disabled; tokens are refused while the user is.
+          const dead = p.deleted || (o.via === "session" ? p.sessionEnded : p.disabled || p.revoked);
+          const acting = o.via === "session" || roleAtLeast(p.tokenRole, p.role) ? p.role : p.tokenRole;
+          const expected: Outcome = dead ? 401 : roleAtLeast(acting, o.min) ? "pass" : 403;
           const probe = probes[o.min];
-          const res = await h.req(probe.method, probe.path, probe.body, { auth: p.token });
+          const res = await h.req(probe.method, probe.path, probe.body, { auth: o.via === "session" ? p.token : p.pat });
           const got: Outcome = res.status === 401 ? 401 : res.status === 403 ? 403 : "pass";
-          assert.equal(got, expected, `${o.min} route as ${p.role}${p.disabled ? " (disabled)" : ""}${p.deleted ? " (deleted)" : ""}: ${res.text.slice(0, 120)}`);
+          assert.equal(got, expected, `${o.min} route by ${o.via} as ${p.role} (token ${p.tokenRole})${p.disabled ? " disabled" : ""}${p.deleted ? " deleted" : ""}${p.revoked ? " revoked" : ""}: ${res.text.slice(0, 120)}`);
           continue;
         }
         if (p.deleted) continue;
@@ -194,8 +231,11 @@ test("property: for random sequences of user, role and state changes and request
           p.role = o.role;
         } else if (o.kind === "disable") {
           assert.equal((await h.req("PATCH", `/api/v1/users/${p.user_id}`, { disabled: o.disabled })).status, 200);
-          // Disabling ends the sessions: enabling again does not bring them back.
-          if (o.disabled) p.disabled = true;
+          p.disabled = o.disabled;
+          if (o.disabled) p.sessionEnded = true;
+        } else if (o.kind === "revoke") {
+          assert.equal((await h.req("DELETE", `/api/v1/tokens/${p.tokenId}`)).status, p.revoked ? 404 : 204);
+          p.revoked = true;
         } else {
           assert.equal((await h.req("DELETE", `/api/v1/users/${p.user_id}`)).status, 204);
           p.deleted = true;

@@ -25,7 +25,7 @@ function meRoute(app: App): void {
     async (req) => {
       const p = req.principal;
       if (p === undefined) throw new AppError("UNAUTHORIZED", "a valid bearer token is required");
-      return { user: { user_id: p.user_id, username: p.username, role: p.role }, via: p.via };
+      return { user: { user_id: p.user_id, username: p.username, role: p.role }, via: p.via, token: p.token ?? null };
     },
   );
 }
