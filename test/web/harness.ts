@@ -149,7 +149,7 @@ export async function startConsole(t: TestContext, overrides: Partial<Settings> 
 /** Logs in through the login page and waits for the home page. */
 export async function login(page: Page, password = ADMIN_PASSWORD): Promise<void> {
   await page.goto("/login");
-  await page.getByLabel("Admin password").fill(password);
+  await page.getByLabel("Password", { exact: true }).fill(password);
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.getByRole("heading", { name: "System", level: 1 }).waitFor();
 }

@@ -24,7 +24,7 @@ test("console login: a wrong password shows the API's error, the right one opens
   await expectAccessible(page, "login");
   await screenshot(page, "login");
 
-  await page.getByLabel("Admin password").fill("not the password");
+  await page.getByLabel("Password", { exact: true }).fill("not the password");
   await page.getByRole("button", { name: "Sign in" }).click();
   await expectText(page.getByRole("alert"), /password/i);
   await screenshot(page, "login-error");
@@ -51,8 +51,18 @@ test("console login: a wrong password shows the API's error, the right one opens
   await expectFigure(page, "Configs", 2);
 
   await page.getByRole("button", { name: "Log out" }).click();
-  await page.getByLabel("Admin password").waitFor();
+  await page.getByLabel("Password", { exact: true }).waitFor();
   assert.equal(await storedToken(page), null);
+
+  // Another user of the team signs in by name (the field starts at admin).
+  await h.api("POST", "/api/v1/users", { username: "vera", password: "a long enough password", role: "viewer" });
+  assert.equal(await page.getByLabel("Username").inputValue(), "admin");
+  await page.getByLabel("Username").fill("vera");
+  await page.getByLabel("Password", { exact: true }).fill("a long enough password");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await expectFigure(page, "Configs", 2);
+  const me = await fetch(new URL("/api/v1/auth/me", h.baseUrl), { headers: { authorization: `Bearer ${await storedToken(page)}` } });
+  assert.equal(((await me.json()) as { user: { username: string } }).user.username, "vera");
 });
 
 test("spec §6.5 rule 2: relative times on the page follow the server's clock (system.clock.sync), not the browser's", async (t) => {

@@ -26,7 +26,7 @@ test("`npm start` serves the console: / in Chromium shows the login page, whose 
   const page = await browser.newPage();
   page.setDefaultTimeout(10_000);
   await page.goto(service.baseUrl + "/");
-  await page.getByLabel("Admin password").fill(service.adminPassword);
+  await page.getByLabel("Password", { exact: true }).fill(service.adminPassword);
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.getByRole("heading", { name: "System", level: 1 }).waitFor();
 });

@@ -49,7 +49,7 @@ test("a session ended elsewhere (logout through the API) sends the tab back to l
   const res = await fetch(new URL("/api/v1/auth/logout", h.baseUrl), { method: "POST", headers: { authorization: `Bearer ${token}` } });
   assert.equal(res.status, 204);
   // The hub ends the stream; the reconnect answers 401; the console forgets the token.
-  await page.getByLabel("Admin password").waitFor();
+  await page.getByLabel("Password", { exact: true }).waitFor();
   assert.equal(await storedToken(page), null);
 });
 
@@ -58,7 +58,7 @@ test("keyboard alone: sign in, skip to content, move between pages, switch light
   if (!h) return;
   const page = await h.newPage();
   await page.goto("/");
-  await page.getByLabel("Admin password").waitFor();
+  await page.getByLabel("Password", { exact: true }).waitFor();
   // The password field has focus on arrival.
   await page.keyboard.type("correct horse battery staple");
   await page.keyboard.press("Enter");
@@ -112,7 +112,7 @@ test("a 401 from a REST call (the SSE stream held back) also returns to login, k
   // Only REST answers this time: the stream request never reaches the service.
   await page.route("**/api/v1/events/stream", (route) => route.abort());
   await page.goto("/settings");
-  await page.getByLabel("Admin password").waitFor();
+  await page.getByLabel("Password", { exact: true }).waitFor();
   assert.match(page.url(), /\/login\?next=%2Fsettings$/);
   assert.equal(await storedToken(page), null);
 });
@@ -149,14 +149,14 @@ test("one session for the browser's tabs: a new tab opens logged in, a logout in
   await second.goto("/settings");
   await second.getByRole("heading", { name: "Settings", level: 1 }).waitFor();
   await waitLive(second);
-  assert.equal(await second.getByLabel("Admin password").count(), 0, "no password asked");
+  assert.equal(await second.getByLabel("Password", { exact: true }).count(), 0, "no password asked");
   assert.equal(await storedToken(second), await storedToken(first));
   await second.evaluate('document.body.dataset["noReload"] = "1"');
 
   await first.getByRole("button", { name: "Log out" }).click();
-  await first.getByLabel("Admin password").waitFor();
+  await first.getByLabel("Password", { exact: true }).waitFor();
   // The storage event: the second tab follows at once, no request needed.
-  await second.getByLabel("Admin password").waitFor();
+  await second.getByLabel("Password", { exact: true }).waitFor();
   assert.equal(await second.evaluate('document.body.dataset["noReload"]'), "1", "not reloaded");
   assert.equal(await storedToken(second), null);
 
@@ -165,6 +165,6 @@ test("one session for the browser's tabs: a new tab opens logged in, a logout in
   await session.goto("/login");
   await session.evaluate('localStorage.setItem("svc.session", JSON.stringify({ access_token: "expired-token", expires_at: "2000-01-01T00:00:00.000Z" }))');
   await session.goto("/settings");
-  await session.getByLabel("Admin password").waitFor();
+  await session.getByLabel("Password", { exact: true }).waitFor();
   assert.equal(await session.evaluate('localStorage.getItem("svc.session")'), null);
 });

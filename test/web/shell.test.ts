@@ -19,9 +19,9 @@ test("a deep link to a node page opens it after login and after a reload; naviga
   const node = await h.api("POST", `/api/v1/configs/${cfg.config_id}/nodes`, { name: "node-b", mode: "static", public_address: "b.example.net", listen_port: 51820 });
   const path = `/configs/${cfg.config_id}/nodes/${node.node_id}`;
   await page.goto(path);
-  await page.getByLabel("Admin password").waitFor();
+  await page.getByLabel("Password", { exact: true }).waitFor();
   assert.equal(new URL(page.url()).searchParams.get("next"), path);
-  await page.getByLabel("Admin password").fill("correct horse battery staple");
+  await page.getByLabel("Password", { exact: true }).fill("correct horse battery staple");
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.getByRole("heading", { name: "node-b", level: 1 }).waitFor();
   assert.equal(new URL(page.url()).pathname, path);

@@ -6,7 +6,7 @@ interface AuthState {
   /** The bearer token of this browser's session (shared by its tabs), or null when logged out. */
   token: string | null;
   /** `POST /api/v1/auth/login`; throws ApiError (wrong password: its message). */
-  login(password: string): Promise<void>;
+  login(username: string, password: string): Promise<void>;
   /** `POST /api/v1/auth/logout` (ends the session and its SSE stream), then forgets the token. */
   logout(): Promise<void>;
 }
@@ -39,8 +39,8 @@ export function AuthProvider({ children }: { children: ReactNode }) {
     [queryClient],
   );
 
-  const login = useCallback(async (password: string) => {
-    const answer = await api.login({ body: { password } });
+  const login = useCallback(async (username: string, password: string) => {
+    const answer = await api.login({ body: { username, password } });
     tokenStore.set(answer.access_token, answer.expires_in);
     setToken(answer.access_token);
   }, []);

@@ -4,11 +4,15 @@ import { useAuth } from "../../api/auth.js";
 import { errorMessage } from "../../api/client.js";
 import { usePageTitle } from "../../page-title.js";
 
-/** Admin login (DESIGN §3): the password is exchanged for a bearer token kept for this tab. */
+/**
+ * Sign-in (README "Users, roles and tokens"): username (`admin` until changed) and password are
+ * exchanged for a bearer token kept for the browser's tabs.
+ */
 export function LoginPage() {
   usePageTitle("Sign in");
   const { token, login } = useAuth();
   const location = useLocation();
+  const [username, setUsername] = useState("admin");
   const [password, setPassword] = useState("");
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
@@ -22,7 +26,7 @@ export function LoginPage() {
     setBusy(true);
     setError(null);
     try {
-      await login(password);
+      await login(username.trim(), password);
     } catch (err) {
       setError(errorMessage(err));
       setBusy(false);
@@ -33,8 +37,10 @@ export function LoginPage() {
     <main className="login">
       <form className="card login-card" onSubmit={(e) => void submit(e)} aria-labelledby="login-title">
         <h1 id="login-title">Mesh control</h1>
-        <p className="muted">Sign in as the administrator.</p>
-        <label htmlFor="password">Admin password</label>
+        <p className="muted">Sign in with your username and password.</p>
+        <label htmlFor="username">Username</label>
+        <input id="username" name="username" autoComplete="username" required value={username} onChange={(e) => setUsername(e.target.value)} />
+        <label htmlFor="password">Password</label>
         <input
           id="password"
           name="password"
@@ -52,7 +58,7 @@ export function LoginPage() {
             {error}
           </p>
         )}
-        <button type="submit" className="primary" disabled={busy || password === ""}>
+        <button type="submit" className="primary" disabled={busy || password === "" || username.trim() === ""}>
           {busy ? "Signing in…" : "Sign in"}
         </button>
       </form>
