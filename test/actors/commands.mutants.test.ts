@@ -113,7 +113,7 @@ async function rig(opts: { start?: number } = {}): Promise<Rig> {
 }
 
 /** A second tracker over the same database and clock, started: what a backend restart builds. */
-function restarted(r: Rig): CommandTracker {
+function restarted(r: Rig, onFinal?: (c: OpenCommand, status: string) => void): CommandTracker {
   const next = new CommandTracker({
     store: r.s.server.store,
     clock: r.clock,
@@ -123,6 +123,7 @@ function restarted(r: Rig): CommandTracker {
     publish: async () => undefined,
     onLog: (change, log) => r.logEvents.push({ change, log }),
     onTimeout: (c) => r.timeouts.push(c),
+    ...(onFinal ? { onFinal } : {}),
   });
   next.start();
   return next;
@@ -440,18 +441,7 @@ describe("timeouts and restart (DESIGN §3: command ACK timeout 60 s, detect 20 
     assert.ok(heldChain);
     r.tracker.stop();
     const finals: string[] = [];
-    const next = new CommandTracker({
-      store: r.s.server.store,
-      clock: r.clock,
-      log: capturingLogger(r.warnings),
-      timeoutMs: TIMEOUT,
-      detectTimeoutMs: DETECT_TIMEOUT,
-      publish: async () => undefined,
-      onLog: (change, log) => r.logEvents.push({ change, log }),
-      onTimeout: (c) => r.timeouts.push(c),
-      onFinal: (c, status) => finals.push(`${c.action}:${status}`),
-    });
-    next.start();
+    const next = restarted(r, (c, status) => finals.push(`${c.action}:${status}`));
     for (const id of [heldChain.firstRequestId, heldChain.requestId]) {
       const row = r.row(logIdOf(r, id));
       assert.equal(row.status, "failed", id);

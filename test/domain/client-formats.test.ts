@@ -21,6 +21,7 @@ import {
 import { generateKeyPair } from "../../src/domain/keys.js";
 import { amneziaVpnQrChunksOfLink } from "../../src/protocol/amneziavpn-qr.js";
 import { renderNodeConfig, type RenderInput, type RenderPeer } from "../../src/domain/render.js";
+import { reassembleAmneziaVpnChunks } from "../helpers/amneziavpn-decoder.js";
 
 /** The keys the AmneziaWG apps' parsers accept, per section (WireGuard's plus Jc…I5). */
 const APP_WHITELIST = {
@@ -204,33 +205,12 @@ test("the AmneziaVPN app models one server: a node with no peer, several, or one
   }
 });
 
-/** Reassembles AmneziaVPN QR chunks (any order) the way importController.cpp `parseQrCodeChunk` does. */
-function reassembleChunks(chunks: readonly string[]): Buffer {
-  const parts = new Map<number, Buffer>();
-  let total = -1;
-  for (const chunk of chunks) {
-    assert.match(chunk, /^[A-Za-z0-9_-]+$/, "base64url without padding");
-    const bytes = Buffer.from(chunk, "base64url");
-    assert.equal(bytes.readInt16BE(0), 1984, "qrMagicCode");
-    const count = bytes.readUInt8(2);
-    assert.ok(total === -1 || total === count, "every chunk names the same count");
-    total = count;
-    const index = bytes.readUInt8(3);
-    const length = bytes.readUInt32BE(4);
-    assert.equal(bytes.length, 8 + length, "QByteArray: quint32 length, then exactly that many bytes");
-    assert.ok(length <= 850);
-    parts.set(index, bytes.subarray(8));
-  }
-  assert.equal(parts.size, total);
-  return Buffer.concat(Array.from({ length: total }, (_, i) => parts.get(i) ?? assert.fail(`chunk ${i} missing`)));
-}
-
 test("the AmneziaVPN QR chunks reassemble, in any order, to the link's compressed bytes", () => {
   const wireguard = phoneConfig(AWG_RANGES, "vpn.example.net");
   const payload = amneziaVpnPayload(wireguard, { description: "d" });
   const { compressed } = decodeVpnLink(toAmneziaVpnLink(wireguard, { description: "d" }));
   assert.deepEqual(payload, compressed);
-  assert.deepEqual(reassembleChunks(amneziaVpnQrChunks(payload)), payload);
+  assert.deepEqual(reassembleAmneziaVpnChunks(amneziaVpnQrChunks(payload)), payload);
   // The console's way: cut the downloaded link itself (no zlib in a browser).
   const link = toAmneziaVpnLink(wireguard, { description: "d" });
   assert.deepEqual(amneziaVpnQrChunksOfLink(link), amneziaVpnQrChunks(payload));
@@ -242,7 +222,7 @@ test("the AmneziaVPN QR chunks reassemble, in any order, to the link's compresse
       assert.equal(chunks.length, Math.ceil(data.length / 850));
       const k = Math.abs(seed) % chunks.length;
       const shuffled = [...chunks.slice(k), ...chunks.slice(0, k)].reverse();
-      assert.deepEqual(reassembleChunks(shuffled), data);
+      assert.deepEqual(reassembleAmneziaVpnChunks(shuffled), data);
     }),
     { numRuns: 100 },
   );

@@ -19,6 +19,7 @@ import { inflateSync } from "node:zlib";
 import type { Page } from "playwright-core";
 import { requireSystem } from "../helpers/system.js";
 import { expectAccessible, expectText, login, screenshot, startConsole, waitLive, type ConsoleHarness } from "./harness.js";
+import { reassembleAmneziaVpnChunks } from "../helpers/amneziavpn-decoder.js";
 import { decodeQr } from "./qr.js";
 
 /** Keys the AmneziaWG apps' parsers accept, per section (amneziawg-android at 5c16489e). */
@@ -50,26 +51,12 @@ function parseAmneziaWgText(text: string): Array<{ name: "Interface" | "Peer"; k
 }
 
 /**
- * Reassembles AmneziaVPN QR chunks (any order) as amnezia-client's importController.cpp
- * `parseQrCodeChunk` does, then qUncompress: the import document.
- * @returns the qCompress'd bytes and the JSON document they hold
+ * Reassembles AmneziaVPN QR chunks and qUncompresses them (a quint32 big-endian length, then a
+ * zlib stream): the import document.
+ * @returns the compressed bytes and the JSON document they hold
  */
 function readAmneziaVpnChunks(chunks: string[]): { payload: Buffer; doc: Record<string, any> } {
-  const parts = new Map<number, Buffer>();
-  let total = -1;
-  for (const chunk of chunks) {
-    assert.match(chunk, /^[A-Za-z0-9_-]+$/, "base64url without padding");
-    const bytes = Buffer.from(chunk, "base64url");
-    assert.equal(bytes.readInt16BE(0), 1984, "magic");
-    const count = bytes.readUInt8(2);
-    assert.ok(total === -1 || total === count, "every chunk names the same count");
-    total = count;
-    const length = bytes.readUInt32BE(4);
-    assert.equal(bytes.length, 8 + length, "the QByteArray is the rest of the chunk");
-    parts.set(bytes.readUInt8(3), bytes.subarray(8));
-  }
-  assert.equal(parts.size, total, "every chunk is drawn once");
-  const payload = Buffer.concat(Array.from({ length: total }, (_, i) => parts.get(i) ?? assert.fail(`chunk ${i} missing`)));
+  const payload = reassembleAmneziaVpnChunks(chunks);
   const json = inflateSync(payload.subarray(4));
   assert.equal(json.length, payload.readUInt32BE(0), "qCompress's length prefix");
   return { payload, doc: JSON.parse(json.toString("utf8")) };
