@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { PASSWORD_SCRYPT_N } from "./domain/tokens.js";
 
 /**
  * Settings of the service, parsed once from the environment (DESIGN §6). This is the only
@@ -109,6 +110,12 @@ export interface Settings {
   readonly logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
   /** Lifetime of an admin bearer token, ms. */
   readonly adminSessionTtlMs: number;
+  /**
+   * scrypt's N for new password hashes: OWASP's 2^17 (`PASSWORD_SCRYPT_N`); not an environment
+   * variable, so no deployment can lower it. {@link testSettings} lowers it: the suite signs in
+   * hundreds of times.
+   */
+  readonly passwordScryptN: number;
   /** Lifetime of a download token, ms (spec §8: 5 minutes). */
   readonly downloadTokenTtlMs: number;
   /** Largest accepted request body, bytes. */
@@ -249,6 +256,7 @@ export function loadSettings(env: Record<string, string | undefined> = process.e
     mqttEnabled: e.SVC_ENABLE_MQTT_SERVICES,
     logLevel: e.SVC_LOG_LEVEL,
     adminSessionTtlMs: e.SVC_ADMIN_SESSION_TTL_S * 1000,
+    passwordScryptN: PASSWORD_SCRYPT_N,
     downloadTokenTtlMs: e.SVC_DOWNLOAD_TOKEN_TTL_S * 1000,
     maxBodyBytes: e.SVC_MAX_BODY_BYTES,
     mqttBroker: e.SVC_MQTT_BROKER,
@@ -348,6 +356,9 @@ export function testSettings(overrides: Partial<Settings> = {}): Settings {
   return Object.freeze({
     ...loadSettings({}),
     logLevel: "silent" as const,
+    // A quarter second of scrypt per sign-in and per start would add minutes to the suite; the
+    // production cost has its own test (test/domain/tokens.test.ts).
+    passwordScryptN: 2 ** 14,
     embeddedBrokerHost: "127.0.0.1",
     embeddedBrokerPort: 0,
     // A test that names the broker host means that host, not the public URL's.

@@ -145,9 +145,9 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
     if (overrides.storeWorker !== false) store.worker()?.startWhenWalGrows(); // renders large writes, checkpoints the WAL
     const events = new AppEvents();
     const core: Core = { settings, log, clock, store, events };
-    const auth = new AuthService({ store, clock, sessionTtlMs: settings.adminSessionTtlMs });
+    const auth = new AuthService({ store, clock, sessionTtlMs: settings.adminSessionTtlMs, passwordScryptN: settings.passwordScryptN });
     const generatedAdminPassword = await auth.ensureAdminPassword(settings.adminPassword);
-    const users = new UsersService({ store, clock, auth });
+    const users = new UsersService({ store, clock, auth, passwordScryptN: settings.passwordScryptN });
     const accessTokens = new AccessTokensService({ store, clock, auth });
     const downloads = new DownloadsService({ store, clock, tokenTtlMs: settings.downloadTokenTtlMs, events });
     const { mqtt, vault, accounts, authzKey } = await createBrokerLink(core, overrides.brokerAdapters);

@@ -1,5 +1,5 @@
 import type { Clock } from "../lib/clock.js";
-import { digestsEqual, hashPassword, hashToken, isTokenShaped, mintToken, verifyPassword } from "../domain/tokens.js";
+import { digestsEqual, hashPassword, hashToken, isTokenShaped, mintToken, PASSWORD_SCRYPT_N, passwordHashCost, verifyPassword } from "../domain/tokens.js";
 import { AppError } from "../errors.js";
 import type { Store } from "../store/db.js";
 import { roleAtLeast, type Role } from "../protocol/roles.js";
@@ -21,6 +21,8 @@ export interface AuthServiceDeps {
   clock: Clock;
   /** Lifetime of an admin bearer token, ms. */
   sessionTtlMs: number;
+  /** scrypt's N for new password hashes (Settings `passwordScryptN`); default OWASP's 2^17. */
+  passwordScryptN?: number;
 }
 
 /** Who is calling, read from the store on every request (a role change applies at once). */
@@ -57,6 +59,7 @@ export class AuthService {
   readonly #store: Store;
   readonly #clock: Clock;
   readonly #ttlMs: number;
+  readonly #scryptN: number;
   readonly #revoked = new Set<(key: string) => void>();
   /**
    * The hash of a random password, made once with the current parameters: verified when the
@@ -69,6 +72,7 @@ export class AuthService {
     this.#store = deps.store;
     this.#clock = deps.clock;
     this.#ttlMs = deps.sessionTtlMs;
+    this.#scryptN = deps.passwordScryptN ?? PASSWORD_SCRYPT_N;
   }
 
   /**
@@ -84,13 +88,13 @@ export class AuthService {
     const admin = await usersRepo.findUser(db, FIRST_OWNER.user_id);
     if (admin !== undefined) {
       if (configured !== undefined && (admin.password_hash === null || !(await verifyPassword(configured, admin.password_hash)))) {
-        await usersRepo.updateUser(db, admin.user_id, { password_hash: await hashPassword(configured) }, now);
+        await usersRepo.updateUser(db, admin.user_id, { password_hash: await hashPassword(configured, this.#scryptN) }, now);
       }
       return null;
     }
     if ((await usersRepo.listUsers(db)).length > 0) return null;
     const password = configured ?? randomBytes(18).toString("base64url");
-    const row = { ...FIRST_OWNER, password_hash: await hashPassword(password), role: "owner" as const, disabled: 0, created_at: now, updated_at: now };
+    const row = { ...FIRST_OWNER, password_hash: await hashPassword(password, this.#scryptN), role: "owner" as const, disabled: 0, created_at: now, updated_at: now };
     await usersRepo.insertUser(db, row);
     return configured === undefined ? password : null;
   }
@@ -102,16 +106,19 @@ export class AuthService {
    */
   async login(username: string, password: string): Promise<{ accessToken: string; expiresAt: number; expiresInMs: number }> {
     const user = await usersRepo.findUserByName(this.#store.db, username);
-    this.#noUserHash ??= hashPassword(randomBytes(18).toString("base64url"));
+    this.#noUserHash ??= hashPassword(randomBytes(18).toString("base64url"), this.#scryptN);
     const matches = await verifyPassword(password, user?.password_hash ?? (await this.#noUserHash));
     if (user === undefined || user.password_hash === null || !matches) throw new AppError("UNAUTHORIZED", "wrong username or password");
     if (user.disabled === 1) throw new AppError("UNAUTHORIZED", "this user is disabled");
     const now = this.#clock.now();
     const { token, hash } = mintToken();
     const expiresAt = now + this.#ttlMs;
+    // A hash made at a lower cost (before OWASP's current parameters) is made again now that the password is known.
+    const upgraded = (passwordHashCost(user.password_hash) ?? 0) < this.#scryptN ? await hashPassword(password, this.#scryptN) : undefined;
     await this.#store.transaction(async (trx) => {
       await tokensRepo.deleteExpiredAdminSessions(trx, now);
       await tokensRepo.insertAdminSession(trx, hash, user.user_id, now, expiresAt);
+      if (upgraded !== undefined) await usersRepo.updateUser(trx, user.user_id, { password_hash: upgraded }, now);
     });
     return { accessToken: token, expiresAt, expiresInMs: this.#ttlMs };
   }

@@ -15,6 +15,8 @@ export interface UsersServiceDeps {
   clock: Clock;
   /** Ends sessions' SSE streams when a user is disabled or deleted. */
   auth: Pick<AuthService, "sessionsEnded">;
+  /** scrypt's N for new password hashes (Settings `passwordScryptN`); default OWASP's 2^17. */
+  passwordScryptN?: number;
 }
 
 /** The API's view of a stored user (never the password hash). */
@@ -45,7 +47,7 @@ export class UsersService {
    * @throws AppError CONFLICT (details `{ field: "username" }`) when the name is taken (any case)
    */
   async create(input: { username: string; password: string; role: Role }): Promise<UserView> {
-    const hash = await hashPassword(input.password);
+    const hash = await hashPassword(input.password, this.#d.passwordScryptN);
     const now = this.#d.clock.now();
     const row: UserRow = { user_id: newId("usr"), username: input.username, password_hash: hash, role: input.role, disabled: 0, created_at: now, updated_at: now };
     await this.#d.store.transaction(async (trx) => {
@@ -64,7 +66,7 @@ export class UsersService {
    *   the change would leave no enabled owner
    */
   async update(userId: string, patch: UpdateUserBody, actor: Principal): Promise<UserView> {
-    const password_hash = patch.password === undefined ? undefined : await hashPassword(patch.password);
+    const password_hash = patch.password === undefined ? undefined : await hashPassword(patch.password, this.#d.passwordScryptN);
     const now = this.#d.clock.now();
     const ended: string[] = [];
     const row = await this.#d.store.transaction(async (trx) => {

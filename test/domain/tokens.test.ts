@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { createHash, randomBytes, scryptSync } from "node:crypto";
 import { describe, test } from "node:test";
 import fc from "fast-check";
-import { digestsEqual, hashPassword, hashToken, isTokenShaped, mintToken, verifyPassword } from "../../src/domain/tokens.js";
+import { digestsEqual, hashPassword, hashToken, isTokenShaped, mintToken, PASSWORD_SCRYPT_N, verifyPassword } from "../../src/domain/tokens.js";
 
 // The token helpers behind spec §5 (bind token, file tokens, admin bearer tokens) and DESIGN
 // "Admin auth": tokens are random 32 bytes, stored as their SHA-256, compared in constant time;
@@ -74,11 +74,12 @@ describe("isTokenShaped (cheap pre-check before any lookup)", () => {
 });
 
 describe("hashPassword / verifyPassword (DESIGN Admin auth: scrypt)", () => {
-  test("round trip: the right password verifies, any other does not; the stored form is scrypt$N$r$p$salt$hash", async () => {
+  test("round trip: the right password verifies, any other does not; the stored form is scrypt$N$r$p$salt$hash with OWASP's N = 2^17, r = 8, p = 1", async () => {
     const stored = await hashPassword("correct horse");
     const parts = stored.split("$");
     assert.equal(parts.length, 6);
-    assert.deepEqual(parts.slice(0, 4), ["scrypt", "16384", "8", "1"]);
+    assert.deepEqual(parts.slice(0, 4), ["scrypt", "131072", "8", "1"]);
+    assert.equal(PASSWORD_SCRYPT_N, 2 ** 17);
     assert.equal(Buffer.from(parts[4]!, "base64").length, 16, "16 random salt bytes");
     assert.equal(Buffer.from(parts[5]!, "base64").length, 32, "32-byte key");
     assert.equal(await verifyPassword("correct horse", stored), true);
@@ -94,6 +95,9 @@ describe("hashPassword / verifyPassword (DESIGN Admin auth: scrypt)", () => {
     const stored = `scrypt$1024$4$2$${salt.toString("base64")}$${key.toString("base64")}`;
     assert.equal(await verifyPassword("pw", stored), true);
     assert.equal(await verifyPassword("pw2", stored), false);
+    // A stored cost beyond the bounds (a tampered row asking for gigabytes) or not a power of two is refused, not computed.
+    assert.equal(await verifyPassword("pw", `scrypt$${2 ** 21}$8$1$${salt.toString("base64")}$${key.toString("base64")}`), false);
+    assert.equal(await verifyPassword("pw", `scrypt$1000$8$1$${salt.toString("base64")}$${key.toString("base64")}`), false);
     // Same key, but the stored parameters lie: the recomputed key differs.
     assert.equal(await verifyPassword("pw", `scrypt$16384$8$1$${salt.toString("base64")}$${key.toString("base64")}`), false);
   });

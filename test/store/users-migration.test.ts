@@ -23,7 +23,7 @@ test("migration 0017: the stored admin password becomes user admin (owner, id us
   const db = new Kysely<unknown>({ dialect: new SqliteDialect({ database: new SQLite(file) }) });
   assert.equal((await new Migrator({ db, provider: { getMigrations: async () => migrations } }).migrateTo(before.at(-1) ?? "")).error, undefined);
   await db.destroy();
-  const hash = await hashPassword("the old admin password");
+  const hash = await hashPassword("the old admin password", 2 ** 14);
   const raw = new SQLite(file);
   raw.prepare("INSERT INTO settings_kv (key, value, updated_at) VALUES ('admin_password_hash', ?, 5)").run(hash);
   raw.prepare("INSERT INTO admin_sessions (token_hash, created_at, expires_at) VALUES (?, 1, ?)").run(hashToken("an-open-session-token-of-43-characters-xxxx"), 10_000);
@@ -40,7 +40,10 @@ test("migration 0017: the stored admin password becomes user admin (owner, id us
   // The old password signs in as admin; with no user at all a first owner would be made, not here.
   assert.equal(await auth.ensureAdminPassword(undefined), null, "no password generated: admin exists");
   assert.ok((await auth.login("admin", "the old admin password")).accessToken);
-  assert.ok(await verifyPassword("the old admin password", (sqlite.prepare("SELECT password_hash FROM users").get() as { password_hash: string }).password_hash));
+  // The hash from before (N = 2^14 there) is made again at OWASP's cost at the first sign-in.
+  const upgraded = (sqlite.prepare("SELECT password_hash FROM users").get() as { password_hash: string }).password_hash;
+  assert.match(upgraded, /^scrypt\$131072\$8\$1\$/);
+  assert.ok(await verifyPassword("the old admin password", upgraded));
 });
 
 test("a database from before users with no admin password gets a generated first owner; SVC_ADMIN_PASSWORD keeps admin's password in sync", async (t) => {
