@@ -43,6 +43,7 @@ test("console login: a wrong password shows the API's error, the right one opens
   await expectText(page.getByRole("article", { name: "beta" }), /AmneziaWG 2\.0 · 10\.31\.0\.0\/24/);
   assert.equal(await page.getByRole("article", { name: "alpha" }).getByRole("link", { name: "alpha" }).getAttribute("href"), `/configs/${a.config_id}`);
   await waitLive(page);
+  await expectText(page.getByLabel("Signed in as admin, role owner"), "admin (owner)");
   await expectAccessible(page, "home");
   await screenshot(page, "home");
 
@@ -61,6 +62,7 @@ test("console login: a wrong password shows the API's error, the right one opens
   await page.getByLabel("Password", { exact: true }).fill("a long enough password");
   await page.getByRole("button", { name: "Sign in" }).click();
   await expectFigure(page, "Configs", 2);
+  await expectText(page.getByLabel("Signed in as vera, role viewer"), "vera (viewer)");
   const me = await fetch(new URL("/api/v1/auth/me", h.baseUrl), { headers: { authorization: `Bearer ${await storedToken(page)}` } });
   assert.equal(((await me.json()) as { user: { username: string } }).user.username, "vera");
 });

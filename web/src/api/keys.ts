@@ -14,6 +14,8 @@ export const keys = {
   backups: ["backups"] as const,
   machineGraph: ["machines", "node"] as const,
   configs: ["configs"] as const,
+  /** Who is signed in (`GET /api/v1/auth/me`). */
+  me: ["auth", "me"] as const,
   config: (configId: string) => ["configs", configId] as const,
   pairs: (configId: string) => ["configs", configId, "mesh-pairs"] as const,
   latestTransitions: (configId: string) => ["configs", configId, "timeline", "latest"] as const,

@@ -1,6 +1,9 @@
+import { useQuery } from "@tanstack/react-query";
 import { useEffect, useRef } from "react";
 import { NavLink, Outlet, useLocation } from "react-router";
 import { useAuth } from "../api/auth.js";
+import { api } from "../api/client.js";
+import { keys } from "../api/keys.js";
 import { LiveIndicator } from "../components/live-indicator.js";
 import { ThemeToggle } from "../theme.js";
 
@@ -10,6 +13,18 @@ const NAV = [
   { to: "/backups", label: "Backups", end: false },
   { to: "/settings", label: "Settings", end: false },
 ];
+
+/** "Signed in as NAME (role)": who the console acts as (`GET /api/v1/auth/me`, read again after a minute: a role change shows). */
+function SignedInAs() {
+  const { token } = useAuth();
+  const me = useQuery({ queryKey: [...keys.me, token], queryFn: ({ signal }) => api.getMe({ signal }), staleTime: 60_000 });
+  if (me.data === undefined) return null;
+  return (
+    <span className="signed-in" aria-label={`Signed in as ${me.data.user.username}, role ${me.data.user.role}`}>
+      {me.data.user.username} <span className="muted">({me.data.user.role})</span>
+    </span>
+  );
+}
 
 /** The app shell: skip link, header with navigation, live indicator, theme and logout; the page below. */
 export function Layout() {
@@ -44,6 +59,7 @@ export function Layout() {
         </nav>
         <div className="topbar-tools">
           <LiveIndicator />
+          <SignedInAs />
           <ThemeToggle />
           <button type="button" onClick={() => void logout()}>
             Log out
