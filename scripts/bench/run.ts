@@ -3,8 +3,9 @@
  * asserts nothing).
  *
  *   npm run bench                    # full meshes of 100 and 1,000 nodes
- *   npm run bench -- --big           # and 5,000 (builds take minutes)
+ *   npm run bench -- --big           # and 5,000 (builds take minutes), with its backups
  *   npm run bench -- --sizes 100,500 # chosen sizes
+ *   npm run bench -- --big --sizes 5000  # only the 5,000-node mesh and its backups
  *
  * Over a real SQLite file and the real HTTP stack on loopback (the server in this process), for
  * a full mesh of N static nodes built over REST:
@@ -18,7 +19,10 @@
  *   and `GET /configs/{id}/mesh-pairs` (its first page: 10,000 pairs at most);
  * - the database file and its WAL right after the build and again after 2 s without writes (MB:
  *   what a build leaves behind once the store worker's checkpoint has run), and the machine's
- *   load average before and after (the figures swing with it).
+ *   load average before and after (the figures swing with it);
+ * - with `--big`, on the largest mesh once the rest is measured: snapshot create, export
+ *   (download), import (upload) and restore over HTTP, the snapshot's size and the database + WAL
+ *   after the restore (scripts/bench/backups.ts).
  */
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
@@ -27,6 +31,7 @@ import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { createServer } from "../../src/server.js";
+import { measureBackups, printBackups, type BackupRow } from "./backups.js";
 
 function sizesFromArgs(argv: string[]): number[] {
   const i = argv.indexOf("--sizes");
@@ -62,7 +67,7 @@ async function timed(api: Api, method: string, path: string, body?: unknown): Pr
   return (await api(method, path, body)).ms;
 }
 
-async function measure(nodes: number): Promise<Row> {
+async function measure(nodes: number, withBackups: boolean): Promise<Row & { backups?: BackupRow }> {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-bench-"));
   const server = await createServer(testSettings({ dataDir, adminPassword: "bench-password" }), createLogger("silent"));
   const loop = monitorEventLoopDelay({ resolution: 10 });
@@ -149,7 +154,8 @@ async function measure(nodes: number): Promise<Row> {
       }),
     );
     const downloadsPerS = (downloads / (performance.now() - t3)) * 1000;
-    return { nodes, buildS, create100Ms, createNthMs, removeMs, endpointMs, pairToggleMs, protocolMs, loopMaxBuildMs, loopMaxWritesMs, downloadsPerS, configGetMs, pairsGetMs, dbMb, dbIdleMb };
+    const backups = withBackups ? await measureBackups(base, auth, dataDir) : undefined;
+    return { backups, nodes, buildS, create100Ms, createNthMs, removeMs, endpointMs, pairToggleMs, protocolMs, loopMaxBuildMs, loopMaxWritesMs, downloadsPerS, configGetMs, pairsGetMs, dbMb, dbIdleMb };
   } finally {
     loop.disable();
     await server.close();
@@ -164,9 +170,11 @@ function median(xs: number[]): number {
 
 const load = () => loadavg().map((l) => l.toFixed(2)).join(", ");
 const loadBefore = load();
-const rows: Row[] = [];
-for (const n of sizesFromArgs(process.argv.slice(2))) {
-  rows.push(await measure(n));
+const rows: (Row & { backups?: BackupRow })[] = [];
+const sizes = sizesFromArgs(process.argv.slice(2));
+const backupsOf = process.argv.includes("--big") ? Math.max(...sizes) : -1;
+for (const n of sizes) {
+  rows.push(await measure(n, n === backupsOf));
   console.error(`measured ${n} nodes`);
 }
 const f = (n: number | null, d = 1) => (n === null ? "–" : n.toFixed(d));
@@ -178,4 +186,6 @@ for (const r of rows) {
     `| ${r.nodes} | ${f(r.buildS)} | ${f(r.create100Ms)} | ${f(r.createNthMs)} | ${f(r.removeMs)} | ${f(r.endpointMs)} | ${f(r.pairToggleMs)} | ${f(r.protocolMs)} | ${f(r.loopMaxBuildMs)} | ${f(r.loopMaxWritesMs)} | ${f(r.downloadsPerS, 0)} | ${f(r.configGetMs)} | ${f(r.pairsGetMs)} | ${f(r.dbMb, 0)} | ${f(r.dbIdleMb, 0)} |`,
   );
 }
+const backupRows = rows.flatMap((r) => (r.backups === undefined ? [] : [{ nodes: r.nodes, ...r.backups }]));
+if (backupRows.length > 0) printBackups(backupRows);
 console.log(`\nLoad average (1, 5, 15 min) before: ${loadBefore}; after: ${load()} (${cpus().length} cores)`);

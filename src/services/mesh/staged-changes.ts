@@ -14,7 +14,7 @@ import { forEachConfigPair } from "../../store/mesh-policy.js";
 import { listRenderSides } from "../../store/render-inputs.repository.js";
 import { isPairRendered, readHubGraph, viaHub, type RenderSide } from "../../store/render-job.js";
 import type { MeshPairRow, NodeRow } from "../../store/schema.js";
-import { renderWith } from "../rendering.service.js";
+import { renderBeforeAndAfter } from "../rendering.service.js";
 
 /** Ids of the nodes whose configs list `node` as a peer (rendered pairs only). */
 export async function renderedPeerIds(db: Db, node: RenderSide): Promise<string[]> {
@@ -56,8 +56,10 @@ export async function changedByNodeUpdated(db: Db, before: NodeRow, after: NodeR
   if (!config) return [];
   const [pairs, forwards] = await Promise.all([listPairsOfNode(db, after.node_id), listPortForwards(db, after.node_id)]);
   const changed: string[] = [];
-  if (before.staged_config_version < 1 || renderWith(config, before, pairs, forwards, hubsBefore) !== renderWith(config, after, pairs, forwards, hubsAfter)) {
-    changed.push(after.node_id);
+  if (before.staged_config_version < 1) changed.push(after.node_id);
+  else {
+    const [textBefore, textAfter] = renderBeforeAndAfter(config, [before, after], pairs, forwards, [hubsBefore, hubsAfter]);
+    if (textBefore !== textAfter) changed.push(after.node_id);
   }
   const blockChanged = peerBlockKey(before) !== peerBlockKey(after);
   for (const p of pairs) {
