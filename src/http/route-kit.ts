@@ -49,6 +49,15 @@ export function bearerToken(req: FastifyRequest): string | undefined {
 }
 
 /**
+ * The caller the auth hook set on a route for signed-in callers.
+ * @throws AppError UNAUTHORIZED when no principal is set (a route marked public, or no hook ran)
+ */
+export function principalOf(req: FastifyRequest): Principal {
+  if (req.principal === undefined) throw new AppError("UNAUTHORIZED", "a valid bearer token is required");
+  return req.principal;
+}
+
+/**
  * Refuses a caller below `min`.
  * @throws AppError FORBIDDEN (details `{ min_role, role }`) when `principal.role` is below `min`
  */

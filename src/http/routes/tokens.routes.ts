@@ -1,16 +1,8 @@
 import { z } from "zod";
-import { AppError } from "../../errors.js";
 import { accessTokenListAnswer, createAccessTokenBody, createdAccessTokenAnswer, tokenParams } from "../../protocol/users.schema.js";
 import type { AccessTokensService } from "../../services/access-tokens.service.js";
-import type { Principal } from "../../services/auth.service.js";
-import type { App } from "../route-kit.js";
+import { principalOf, type App } from "../route-kit.js";
 import { errorResponses } from "../schemas.js";
-
-/** The caller the auth hook set (every route here is for signed-in callers). */
-function callerOf(principal: Principal | undefined): Principal {
-  if (principal === undefined) throw new AppError("UNAUTHORIZED", "a valid bearer token is required");
-  return principal;
-}
 
 /** Personal access tokens (README "Users, roles and tokens"): anyone signed in manages their own; owners everyone's. */
 export async function accessTokensRoutes(app: App, opts: { tokens: AccessTokensService }): Promise<void> {
@@ -28,13 +20,13 @@ export async function accessTokensRoutes(app: App, opts: { tokens: AccessTokensS
         response: { 201: createdAccessTokenAnswer, ...errorResponses() },
       },
     },
-    async (req, reply) => reply.status(201).header("cache-control", "no-store").send(await tokens.create(callerOf(req.principal), req.body)),
+    async (req, reply) => reply.status(201).header("cache-control", "no-store").send(await tokens.create(principalOf(req), req.body)),
   );
 
   app.get(
     "/api/v1/tokens",
     { schema: { operationId: "listAccessTokens", "x-min-role": "viewer", tags, summary: "Your personal access tokens (an owner: everyone's), with last use; never the secrets", response: { 200: accessTokenListAnswer, ...errorResponses() } } },
-    async (req) => ({ tokens: await tokens.list(callerOf(req.principal)) }),
+    async (req) => ({ tokens: await tokens.list(principalOf(req)) }),
   );
 
   app.delete(
@@ -49,7 +41,7 @@ export async function accessTokensRoutes(app: App, opts: { tokens: AccessTokensS
       },
     },
     async (req, reply) => {
-      await tokens.revoke(callerOf(req.principal), req.params.token_id);
+      await tokens.revoke(principalOf(req), req.params.token_id);
       return reply.status(204).send(null);
     },
   );

@@ -1,8 +1,7 @@
 import { z } from "zod";
 import { createUserBody, meAnswer, updateUserBody, userListAnswer, userParams, userViewSchema } from "../../protocol/users.schema.js";
 import type { UsersService } from "../../services/users.service.js";
-import { AppError } from "../../errors.js";
-import type { App } from "../route-kit.js";
+import { principalOf, type App } from "../route-kit.js";
 import { errorResponses } from "../schemas.js";
 
 /** Users and roles, for owners; "who am I" for everyone signed in (README "Users, roles and tokens"). */
@@ -23,8 +22,7 @@ function meRoute(app: App): void {
       },
     },
     async (req) => {
-      const p = req.principal;
-      if (p === undefined) throw new AppError("UNAUTHORIZED", "a valid bearer token is required");
+      const p = principalOf(req);
       return { user: { user_id: p.user_id, username: p.username, role: p.role }, via: p.via, token: p.token ?? null };
     },
   );
@@ -66,8 +64,7 @@ function userRoutes(app: App, users: UsersService): void {
       },
     },
     async (req) => {
-      if (req.principal === undefined) throw new AppError("UNAUTHORIZED", "a valid bearer token is required");
-      return users.update(req.params.user_id, req.body, req.principal);
+      return users.update(req.params.user_id, req.body, principalOf(req));
     },
   );
 
