@@ -35,6 +35,8 @@ export interface Principal {
   via: "session" | "token";
   /** The personal access token used (via `token`). */
   token?: { token_id: string; name: string };
+  /** How a session was opened: the user's password, or single sign-on through the OpenID provider. */
+  login?: "password" | "oidc";
 }
 
 /**
