@@ -6,7 +6,7 @@ import { NodeActorRegistry } from "../../src/actors/registry.js";
 import { ManualClock } from "../../src/lib/clock.js";
 import { listNodeTransitions } from "../../src/store/node-transitions.repository.js";
 import { listClientStates } from "../../src/store/nodes.repository.js";
-import { CONFIG, log, openStores, seedNodes, tempDbFile } from "./harness.js";
+import { CONFIG, openStores, registryDeps, seedNodes, tempDbFile } from "./harness.js";
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
@@ -79,19 +79,17 @@ async function openSide(t: TestContext, clock: ManualClock, coalesceHeartbeats: 
   const { store, reader, close } = await openStores(tempDbFile(t));
   await seedNodes(store, IDS);
   const seen: string[] = [];
-  const registry = new NodeActorRegistry({
-    store,
-    clock,
-    log,
-    onlineTtlMs: TTL_MS,
-    detectTimeoutMs: 20_000,
-    coalesceHeartbeats,
-    effects: {
-      revokeClient: (_c, nodeId, reason) => seen.push(`revoke ${nodeId} ${reason}`),
-      requestConfigPush: (_c, nodeId) => seen.push(`push ${nodeId}`),
-    },
-    onStatusChanged: (_c, nodeId, projection) => seen.push(`status ${nodeId} ${JSON.stringify(projection)}`),
-  });
+  const registry = new NodeActorRegistry(
+    registryDeps(store, clock, {
+      onlineTtlMs: TTL_MS,
+      coalesceHeartbeats,
+      effects: {
+        revokeClient: (_c, nodeId, reason) => seen.push(`revoke ${nodeId} ${reason}`),
+        requestConfigPush: (_c, nodeId) => seen.push(`push ${nodeId}`),
+      },
+      onStatusChanged: (_c, nodeId, projection) => seen.push(`status ${nodeId} ${JSON.stringify(projection)}`),
+    }),
+  );
   await registry.start();
   return {
     registry,

@@ -11,6 +11,7 @@ import type { NodeProjection } from "../../src/actors/projection.js";
 import { RecorderSink, type RecorderSinkDeps } from "../../src/actors/recorder-sink.js";
 import { afterEventsOf, type RoutedNodeEvent } from "../../src/actors/recorder.js";
 import { Rehydrator } from "../../src/actors/rehydration.js";
+import type { RegistryDeps } from "../../src/actors/registry.js";
 import type { ManualClock } from "../../src/lib/clock.js";
 import { nodeMachine, type NodeMachine } from "../../src/machines/node.machine.js";
 import { createLogger } from "../../src/logger.js";
@@ -90,6 +91,23 @@ export function capturingLog(level = "info"): { log: ReturnType<typeof createLog
 /** The online TTL and detect timeout the part tests give their node machines, ms. */
 export const PART_TTL_MS = 45 * 60_000;
 export const PART_DETECT_MS = 20_000;
+
+/**
+ * What a `NodeActorRegistry` over `store` needs in a test: the silent log, {@link PART_TTL_MS},
+ * {@link PART_DETECT_MS}, effects and status changes ignored, unless `overrides` says otherwise.
+ */
+export function registryDeps(store: Store, clock: ManualClock, overrides: Partial<RegistryDeps> = {}): RegistryDeps {
+  return {
+    store,
+    clock,
+    log,
+    onlineTtlMs: PART_TTL_MS,
+    detectTimeoutMs: PART_DETECT_MS,
+    effects: { revokeClient: () => {}, requestConfigPush: () => {} },
+    onStatusChanged: () => {},
+    ...overrides,
+  };
+}
 
 /**
  * The registry's parts wired as `NodeActorRegistry` wires them, over a real store and a

@@ -6,7 +6,7 @@ import { ManualClock } from "../../src/lib/clock.js";
 import { sqliteOf } from "../../src/store/connection.js";
 import type { Store } from "../../src/store/db.js";
 import { listClientStates } from "../../src/store/nodes.repository.js";
-import { CONFIG, log, openStores, seedNodes, tempDbFile } from "./harness.js";
+import { CONFIG, openStores, PART_DETECT_MS, PART_TTL_MS, registryDeps, seedNodes, tempDbFile } from "./harness.js";
 
 /**
  * The window after an outage of the backend's broker link (spec §3.1; src/actors/registry.ts
@@ -17,8 +17,8 @@ import { CONFIG, log, openStores, seedNodes, tempDbFile } from "./harness.js";
  * drop is committed (spec §6.5 rule 6). All on an injected ManualClock.
  */
 
-const TTL_MS = 45 * 60_000;
-const DETECT_MS = 20_000;
+const TTL_MS = PART_TTL_MS;
+const DETECT_MS = PART_DETECT_MS;
 
 interface Change {
   nodeId: string;
@@ -32,21 +32,17 @@ async function openRegistry(t: TestContext, ids: string[]): Promise<{ registry: 
   const { store, reader, close } = await openStores(tempDbFile(t));
   const clock = new ManualClock();
   const changes: Change[] = [];
-  const registry = new NodeActorRegistry({
-    store,
-    clock,
-    log,
-    onlineTtlMs: TTL_MS,
-    detectTimeoutMs: DETECT_MS,
-    effects: { revokeClient: () => {}, requestConfigPush: () => {} },
-    onStatusChanged: (_configId, nodeId, projection) =>
-      changes.push({
-        nodeId,
-        projection,
-        inTransaction: sqliteOf(store).inTransaction,
-        committed: listClientStates(reader.db, CONFIG).then((rows) => rows.get(nodeId)?.client_presence_state),
-      }),
-  });
+  const registry = new NodeActorRegistry(
+    registryDeps(store, clock, {
+      onStatusChanged: (_configId, nodeId, projection) =>
+        changes.push({
+          nodeId,
+          projection,
+          inTransaction: sqliteOf(store).inTransaction,
+          committed: listClientStates(reader.db, CONFIG).then((rows) => rows.get(nodeId)?.client_presence_state),
+        }),
+    }),
+  );
   t.after(async () => {
     await registry.stop();
     await close();
@@ -132,15 +128,7 @@ test("spec §3.1: the window survives a restart of the service: a second registr
   const { store, reader, close } = await openStores(file);
   t.after(close);
   const clock = new ManualClock();
-  const deps = {
-    store,
-    clock,
-    log,
-    onlineTtlMs: TTL_MS,
-    detectTimeoutMs: DETECT_MS,
-    effects: { revokeClient: () => {}, requestConfigPush: () => {} },
-    onStatusChanged: () => {},
-  };
+  const deps = registryDeps(store, clock);
   const first = new NodeActorRegistry(deps);
   await seedNodes(store, ["n-a"]);
   await first.start();

@@ -3,7 +3,7 @@ import { test } from "node:test";
 import { Quarantine } from "../../src/actors/quarantine.js";
 import { NodeActorRegistry } from "../../src/actors/registry.js";
 import { ManualClock } from "../../src/lib/clock.js";
-import { capturingLog, CONFIG, log, openStores, seedNodes, tempDbFile } from "./harness.js";
+import { capturingLog, CONFIG, openStores, registryDeps, seedNodes, tempDbFile } from "./harness.js";
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
@@ -33,7 +33,7 @@ test("a node with a broken stored snapshot is left out at start (no actor, not c
   const { store, reader, close } = await openStores(file);
   await seedNodes(store, ["n-good", "n-bad"]);
   const clock = new ManualClock();
-  const deps = { store, clock, log, onlineTtlMs: 60_000, detectTimeoutMs: 20_000, effects: { revokeClient: () => {}, requestConfigPush: () => {} }, onStatusChanged: () => {} };
+  const deps = registryDeps(store, clock, { onlineTtlMs: 60_000 });
   const first = new NodeActorRegistry(deps);
   assert.equal(await first.start(), 2);
   await first.stop();

@@ -6,7 +6,7 @@ import { ManualClock } from "../../src/lib/clock.js";
 import type { Store } from "../../src/store/db.js";
 import { listNodeTransitions } from "../../src/store/node-transitions.repository.js";
 import { listClientStates } from "../../src/store/nodes.repository.js";
-import { CONFIG, log, openStores, seedNodes, tempDbFile, countTransactions } from "./harness.js";
+import { CONFIG, openStores, PART_TTL_MS, registryDeps, seedNodes, tempDbFile, countTransactions } from "./harness.js";
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
@@ -18,7 +18,7 @@ import { sqliteOf } from "../../src/store/connection.js";
  * until their first event), and the presence sweep dropping a node at its online TTL (spec §3.1).
  */
 
-const TTL_MS = 45 * 60_000;
+const TTL_MS = PART_TTL_MS;
 
 interface StatusChange {
   nodeId: string;
@@ -47,23 +47,19 @@ async function openHarness(t: TestContext, opts: { file?: string; clock?: Manual
   const clock = opts.clock ?? new ManualClock();
   const transactions = countTransactions(store);
   const changes: StatusChange[] = [];
-  const registry = new NodeActorRegistry({
-    store,
-    clock,
-    log,
-    onlineTtlMs: TTL_MS,
-    detectTimeoutMs: 20_000,
-    effects: { revokeClient: () => {}, requestConfigPush: () => {} },
-    onStatusChanged: (_configId, nodeId, projection) => {
-      changes.push({
-        nodeId,
-        projection,
-        inTransaction: sqliteOf(store).inTransaction,
-        committed: listClientStates(reader.db, CONFIG).then((rows) => new Map([...rows].map(([id, r]) => [id, r.client_presence_state]))),
-      });
-    },
-    ...opts.registry,
-  });
+  const registry = new NodeActorRegistry(
+    registryDeps(store, clock, {
+      onStatusChanged: (_configId, nodeId, projection) => {
+        changes.push({
+          nodeId,
+          projection,
+          inTransaction: sqliteOf(store).inTransaction,
+          committed: listClientStates(reader.db, CONFIG).then((rows) => new Map([...rows].map(([id, r]) => [id, r.client_presence_state]))),
+        });
+      },
+      ...opts.registry,
+    }),
+  );
   t.after(async () => {
     await registry.stop();
     await close();

@@ -3,7 +3,7 @@ import { test, type TestContext } from "node:test";
 import { NodeActorRegistry } from "../../src/actors/registry.js";
 import { ManualClock } from "../../src/lib/clock.js";
 import { listNodeTransitions, type NodeTransitionRow } from "../../src/store/node-transitions.repository.js";
-import { CONFIG, log, openStores, seedNodes, tempDbFile } from "../actors/harness.js";
+import { CONFIG, openStores, PART_DETECT_MS, PART_TTL_MS, registryDeps, seedNodes, tempDbFile } from "../actors/harness.js";
 import { sqliteOf } from "../../src/store/connection.js";
 
 /**
@@ -13,8 +13,8 @@ import { sqliteOf } from "../../src/store/connection.js";
  * (persist before emit).
  */
 
-const TTL_MS = 45 * 60_000;
-const DETECT_MS = 20_000;
+const TTL_MS = PART_TTL_MS;
+const DETECT_MS = PART_DETECT_MS;
 
 /** Retention as the registry drives it in these tests: keep 4 rows per node, a mark every 2nd row. */
 const KEEP = 4;
@@ -25,17 +25,13 @@ async function open(t: TestContext) {
   const clock = new ManualClock();
   const seenAtEmit: number[] = [];
   const pruned: Array<[string, number]> = [];
-  const registry = new NodeActorRegistry({
-    store,
-    clock,
-    log,
-    onlineTtlMs: TTL_MS,
-    detectTimeoutMs: DETECT_MS,
-    effects: { revokeClient: () => {}, requestConfigPush: () => {} },
-    // Persist before emit: what a second connection sees when the status notification runs.
-    onStatusChanged: (_c, nodeId) => seenAtEmit.push(rows(sqliteOf(reader), nodeId).length),
-    timelineRetention: { keep: KEEP, slack: SLACK, prune: (nodeId, cutoff) => pruned.push([nodeId, cutoff]) },
-  });
+  const registry = new NodeActorRegistry(
+    registryDeps(store, clock, {
+      // Persist before emit: what a second connection sees when the status notification runs.
+      onStatusChanged: (_c, nodeId) => seenAtEmit.push(rows(sqliteOf(reader), nodeId).length),
+      timelineRetention: { keep: KEEP, slack: SLACK, prune: (nodeId, cutoff) => pruned.push([nodeId, cutoff]) },
+    }),
+  );
   t.after(async () => {
     await registry.stop();
     await close();
