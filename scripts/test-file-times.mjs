@@ -2,11 +2,11 @@
 /**
  * A `node:test` reporter: the top-level tests' durations summed per test file, longest first,
  * with when each file's last test ended (s after the run started). Where the CI's test step
- * spends its time (docs/history/decisions-2026.md "CI time: test files three at a time…"); not part of
+ * spends its time (docs/history/decisions-2026.md "CI time: test files three at a time…" (now four)); not part of
  * `npm test`. Plain JavaScript: Node loads reporters before `--import tsx` applies. Add it
  * beside the usual reporter:
  *
- *   node --import tsx --test --test-concurrency=3 --test-timeout=300000 \
+ *   node --import tsx --test --test-concurrency=4 --test-timeout=300000 \
  *     --test-reporter=spec --test-reporter-destination=stdout \
  *     --test-reporter=./scripts/test-file-times.mjs --test-reporter-destination=/tmp/file-times.txt \
  *     $(find test -name '*.test.ts' | sort)
