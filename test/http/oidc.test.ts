@@ -15,7 +15,7 @@ import { ID_TOKEN_TTL_S, signInAtProvider, startProvider, type TestProvider } fr
 
 const PUBLIC_URL = "http://svc.test";
 const CALLBACK = `${PUBLIC_URL}/api/v1/auth/oidc/callback`;
-const ROLE_MAP = new Map([["net-admins", "admin"], ["net-ops", "operator"]] as const);
+const ROLE_MAP = new Map([["net-owners", "owner"], ["net-admins", "admin"], ["net-ops", "operator"]] as const);
 
 function oidcSettings(p: TestProvider, unknownUsers: "create" | "refuse"): OidcSettings {
   return { issuer: p.issuer, clientId: p.clientId, clientSecret: p.clientSecret, groupsClaim: "groups", roleMap: ROLE_MAP, unknownUsers, label: "Example ID", scopes: "openid profile" };
@@ -65,10 +65,11 @@ async function exchange(h: Harness, code: string): Promise<string> {
 
 test("single sign-on against a real OpenID provider", async (t) => {
   const p = await startProvider(t, [CALLBACK]);
-  p.accounts.set("sub-alice", { preferred_username: "alice", groups: ["staff", "net-admins"] });
+  p.accounts.set("sub-alice", { preferred_username: "alice", groups: ["staff", "net-ops", "net-admins"] });
   p.accounts.set("sub-bob", { preferred_username: "bob", groups: ["contractors"] });
   p.accounts.set("sub-carol", { preferred_username: "carol", groups: ["net-ops"] });
   p.accounts.set("sub-dave", { preferred_username: "dave", groups: ["net-ops"] });
+  p.accounts.set("sub-olga", { preferred_username: "olga", groups: ["net-owners"] });
   const h = await service(t, p, "refuse");
 
   await t.test("the sign-in methods name the provider", async () => {
@@ -147,6 +148,18 @@ test("single sign-on against a real OpenID provider", async (t) => {
     assert.ok(alice);
     assert.equal((await h.req("PATCH", `/api/v1/users/${alice.user_id}`, { disabled: true })).status, 200);
     assert.deepEqual(await signIn(h, "sub-alice"), { error: "user_disabled" });
+  });
+
+  await t.test("groups that would demote the last enabled owner: refused, the owner stays", async () => {
+    const olga = await exchange(h, (await signIn(h, "sub-olga")).code ?? "");
+    assert.equal((await h.req("GET", "/api/v1/auth/me", undefined, { auth: olga })).json.user.role, "owner");
+    // admin steps down: olga is the one enabled owner left.
+    assert.equal((await h.req("PATCH", "/api/v1/users/usr-admin", { role: "admin" }, { auth: olga })).status, 200);
+    p.accounts.set("sub-olga", { preferred_username: "olga", groups: ["net-ops"] });
+    const before = h.fingerprint();
+    assert.deepEqual(await signIn(h, "sub-olga"), { error: "last_owner" });
+    assert.equal(h.fingerprint(), before);
+    assert.equal((await h.req("GET", "/api/v1/auth/me", undefined, { auth: olga })).json.user.role, "owner");
   });
 
   await t.test("an expired ID token: refused by the service's clock, no user made", async () => {
