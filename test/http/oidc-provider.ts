@@ -37,7 +37,7 @@ export async function startProvider(t: TestContext, redirectUris: string[]): Pro
     claims: { openid: ["sub"], profile: ["preferred_username", "groups"] },
     features: { devInteractions: { enabled: true } },
     pkce: { required: () => true },
-    ttl: { IdToken: ID_TOKEN_TTL_S },
+    ttl: { IdToken: ID_TOKEN_TTL_S, AccessToken: 600, Interaction: 600, Session: 3600, Grant: 3600 },
     jwks: { keys: [{ ...privateKey.export({ format: "jwk" }), kid: "test", alg: "RS256", use: "sig" }] },
     cookies: { keys: ["a-cookie-signing-key-of-the-test-provider"] },
   });
