@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { PASSWORD_SCRYPT_N } from "./domain/tokens.js";
+import { ROLES, type Role } from "./protocol/roles.js";
 
 /**
  * Settings of the service, parsed once from the environment (DESIGN §6). This is the only
@@ -85,6 +86,15 @@ const envSchema = z.object({
   SVC_HTTP_REQUEST_TIMEOUT_MS: z.coerce.number().int("must be an integer").min(1000, "must be 1000..3600000").max(3_600_000, "must be 1000..3600000").default(120_000),
   SVC_SSE_MAX_STREAMS_PER_SESSION: z.coerce.number().int("must be an integer").min(1, "must be 1..1000").max(1000, "must be 1..1000").default(8),
   SVC_METRICS_TOKEN: z.string().regex(/^[\x21-\x7e]{16,1024}$/, "must be 16-1024 printable characters without spaces").optional(),
+  // Single sign-on through an OpenID provider (README "Single sign-on (OIDC)")
+  SVC_OIDC_ISSUER: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }).optional(),
+  SVC_OIDC_CLIENT_ID: z.string().min(1).max(1024).optional(),
+  SVC_OIDC_CLIENT_SECRET: z.string().min(1).max(4096).optional(),
+  SVC_OIDC_GROUPS_CLAIM: z.string().min(1).max(256).default("groups"),
+  SVC_OIDC_ROLE_MAP: z.string().max(16_384).optional(),
+  SVC_OIDC_UNKNOWN_USERS: z.enum(["create", "refuse"], { error: "must be create or refuse" }).default("refuse"),
+  SVC_OIDC_LABEL: z.string().trim().min(1).max(64).optional(),
+  SVC_OIDC_SCOPES: z.string().regex(/^[\x21-\x7e]+( [\x21-\x7e]+)*$/, "must be scopes separated by single spaces").default("openid profile email"),
 });
 
 /** The parsed, frozen settings object passed down from `main.ts`. */
@@ -216,6 +226,27 @@ export interface Settings {
   readonly httpRequestTimeoutMs: number;
   /** Open SSE streams one admin session (bearer token) may hold; one more answers 429 `RATE_LIMITED`. */
   readonly sseMaxStreamsPerSession: number;
+  /** Single sign-on through an OpenID provider; undefined when SVC_OIDC_ISSUER is unset. */
+  readonly oidc: OidcSettings | undefined;
+}
+
+/** Single sign-on settings (README "Single sign-on (OIDC)"). The client secret is never logged. */
+export interface OidcSettings {
+  /** The provider's issuer URL; its discovery document is `{issuer}/.well-known/openid-configuration`. */
+  readonly issuer: string;
+  readonly clientId: string;
+  /** Undefined: a public client (PKCE only, no client authentication). */
+  readonly clientSecret: string | undefined;
+  /** The ID token (or userinfo) claim listing the user's groups: an array of strings, or one string. */
+  readonly groupsClaim: string;
+  /** Group name → role; a user acts with the highest role any of their groups maps to. */
+  readonly roleMap: ReadonlyMap<string, Role>;
+  /** A user none of whose groups maps to a role: signed in as `viewer` (create) or refused. */
+  readonly unknownUsers: "create" | "refuse";
+  /** The provider's name on the sign-in button ("Sign in with {label}"). */
+  readonly label: string;
+  /** Scopes asked for, space-separated; `openid` is added when missing. Some providers list groups only under a `groups` scope. */
+  readonly scopes: string;
 }
 
 /** Raised when the environment holds an invalid setting; its message is one line. */
@@ -244,6 +275,7 @@ export function loadSettings(env: Record<string, string | undefined> = process.e
   if (tlsProblem !== undefined) throw new SettingsError(tlsProblem);
   const brokerProblem = externalBrokerProblem(e);
   if (brokerProblem !== undefined) throw new SettingsError(brokerProblem);
+  const oidc = oidcSettings(e);
   const port = e.SVC_HTTP_PORT === 0 ? 8080 : e.SVC_HTTP_PORT;
   const publicUrl = (e.SVC_PUBLIC_URL ?? `http://localhost:${port}`).replace(/\/+$/, "");
   return Object.freeze({
@@ -300,7 +332,58 @@ export function loadSettings(env: Record<string, string | undefined> = process.e
     authRateLimitMax: e.SVC_AUTH_RATE_LIMIT_MAX,
     httpRequestTimeoutMs: e.SVC_HTTP_REQUEST_TIMEOUT_MS,
     sseMaxStreamsPerSession: e.SVC_SSE_MAX_STREAMS_PER_SESSION,
+    oidc,
   });
+}
+
+/**
+ * The single sign-on settings, or undefined without SVC_OIDC_ISSUER. An issuer over plain http
+ * is accepted on a loopback host only (a provider on the same machine); the client id is required
+ * with an issuer; every role of SVC_OIDC_ROLE_MAP must be a known role.
+ * @throws SettingsError naming the variable and the rule
+ */
+function oidcSettings(e: z.infer<typeof envSchema>): OidcSettings | undefined {
+  if (e.SVC_OIDC_ISSUER === undefined) {
+    const stray = (["SVC_OIDC_CLIENT_ID", "SVC_OIDC_CLIENT_SECRET", "SVC_OIDC_ROLE_MAP"] as const).find((k) => e[k] !== undefined);
+    if (stray !== undefined) throw new SettingsError(`invalid setting ${stray}: needs SVC_OIDC_ISSUER`);
+    return undefined;
+  }
+  const issuer = new URL(e.SVC_OIDC_ISSUER);
+  if (issuer.protocol === "http:" && !["localhost", "127.0.0.1", "[::1]"].includes(issuer.hostname)) {
+    throw new SettingsError("invalid setting SVC_OIDC_ISSUER: must be an https URL (plain http only on a loopback host)");
+  }
+  if (e.SVC_OIDC_CLIENT_ID === undefined) throw new SettingsError("invalid setting SVC_OIDC_CLIENT_ID: required when SVC_OIDC_ISSUER is set");
+  return Object.freeze({
+    issuer: e.SVC_OIDC_ISSUER.replace(/\/+$/, ""),
+    clientId: e.SVC_OIDC_CLIENT_ID,
+    clientSecret: e.SVC_OIDC_CLIENT_SECRET,
+    groupsClaim: e.SVC_OIDC_GROUPS_CLAIM,
+    roleMap: parseRoleMap(e.SVC_OIDC_ROLE_MAP ?? ""),
+    unknownUsers: e.SVC_OIDC_UNKNOWN_USERS,
+    label: e.SVC_OIDC_LABEL ?? "SSO",
+    scopes: e.SVC_OIDC_SCOPES.split(" ").includes("openid") ? e.SVC_OIDC_SCOPES : `openid ${e.SVC_OIDC_SCOPES}`,
+  });
+}
+
+/**
+ * Parses `group=role,group=role` (spaces around names ignored; a group may contain any character
+ * but `,` and `=`).
+ * @throws SettingsError on an entry without `=`, an empty group, a group given twice or an unknown role
+ */
+export function parseRoleMap(text: string): ReadonlyMap<string, Role> {
+  const map = new Map<string, Role>();
+  for (const entry of text.split(",").map((p) => p.trim()).filter((p) => p !== "")) {
+    const m = /^([^=]+)=([^=]*)$/.exec(entry);
+    const group = m?.[1]?.trim() ?? "";
+    const role = m?.[2]?.trim() ?? "";
+    if (m === null || group === "") throw new SettingsError(`invalid setting SVC_OIDC_ROLE_MAP: "${entry}" must be group=role`);
+    if (!(ROLES as readonly string[]).includes(role)) {
+      throw new SettingsError(`invalid setting SVC_OIDC_ROLE_MAP: "${role}" of group "${group}" is not a role (${ROLES.join(", ")})`);
+    }
+    if (map.has(group)) throw new SettingsError(`invalid setting SVC_OIDC_ROLE_MAP: group "${group}" is given twice`);
+    map.set(group, role as Role);
+  }
+  return map;
 }
 
 /**

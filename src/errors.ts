@@ -14,6 +14,10 @@ export const ERROR_CODES = {
   UNAUTHORIZED: { status: 401, description: "Missing, unknown or expired admin bearer token, or a wrong password." },
   INVALID_DOWNLOAD_TOKEN: { status: 401, description: "spec §7: the download token is unknown or expired." },
   INVALID_BIND_TOKEN: { status: 401, description: "The bind token is unknown, expired or invalidated." },
+  SSO_FAILED: {
+    status: 401,
+    description: "Single sign-on did not complete (`details.reason`: state_mismatch, code_rejected, id_token_expired, no_role, …); no session was opened.",
+  },
   FORBIDDEN: { status: 403, description: "The caller may not do this." },
   DOWNLOAD_TOKEN_SCOPE_MISMATCH: {
     status: 403,

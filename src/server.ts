@@ -19,6 +19,7 @@ import { ArtifactsService } from "./services/artifacts.service.js";
 import { AccessTokensService } from "./services/access-tokens.service.js";
 import { UsersService } from "./services/users.service.js";
 import { AuthService } from "./services/auth.service.js";
+import { OidcService } from "./services/oidc.service.js";
 import { BackupsService } from "./services/backups.service.js";
 import { ControlLogRetention } from "./services/control-log-retention.js";
 import { ControlService } from "./services/control.service.js";
@@ -165,7 +166,8 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
     const machines = new MachinesService({ store, registry, detectTimeoutMs, bindTokenTtlMs, onlineTtlMs, timelineMaxPerNode });
     const internalAuthz = { sharedKey: () => authzKey, resolve: (username: string) => resolveIdentity(accounts, settings, username) };
     const consoleDir = overrides.consoleDir === undefined ? {} : { consoleDir: overrides.consoleDir };
-    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, publicUrl, machines, users, accessTokens, ...consoleDir });
+    const oidc = new OidcService({ settings: settings.oidc, store, clock, auth, publicUrl: () => publicUrl.current(), log: log.child({ name: "oidc" }) });
+    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, publicUrl, machines, users, accessTokens, oidc, ...consoleDir });
     lifecycle.defer(async () => {
       // First: detects in flight finish while the store, the actors and the broker link are open.
       await detect.stop();

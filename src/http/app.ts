@@ -19,6 +19,7 @@ import type { Logger } from "../logger.js";
 import type { AccessTokensService } from "../services/access-tokens.service.js";
 import type { UsersService } from "../services/users.service.js";
 import type { AuthService } from "../services/auth.service.js";
+import type { OidcService } from "../services/oidc.service.js";
 import type { DownloadsService } from "../services/downloads.service.js";
 import type { MeshService } from "../services/mesh.service.js";
 import type { ControlService } from "../services/control.service.js";
@@ -47,6 +48,7 @@ import { settingsRoutes } from "./routes/settings.routes.js";
 import { VERSION } from "../lib/version.js";
 import { authRoutes } from "./routes/auth.routes.js";
 import { usersRoutes } from "./routes/users.routes.js";
+import { oidcRoutes } from "./routes/oidc.routes.js";
 import { accessTokensRoutes } from "./routes/tokens.routes.js";
 import { configsRoutes } from "./routes/configs.routes.js";
 import { healthRoutes } from "./routes/health.routes.js";
@@ -77,6 +79,8 @@ export interface AppDeps {
   machines: MachinesService;
   users: UsersService;
   accessTokens: AccessTokensService;
+  /** Single sign-on through an OpenID provider (off when not configured). */
+  oidc: OidcService;
 }
 
 export type { App, RouteAuth } from "./route-kit.js";
@@ -230,6 +234,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   const guessing = { max: deps.settings.authRateLimitMax, timeWindow: 60_000 };
   await app.register(authRoutes, { auth: deps.auth, rateLimit: guessing });
   await app.register(usersRoutes, { users: deps.users });
+  await app.register(oidcRoutes, { oidc: deps.oidc, rateLimit: guessing, secureCookie: () => deps.publicUrl.current().startsWith("https:") });
   await app.register(accessTokensRoutes, { tokens: deps.accessTokens });
   await app.register(configsRoutes, { mesh: deps.mesh });
   await app.register(nodesRoutes, {

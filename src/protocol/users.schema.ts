@@ -46,6 +46,7 @@ export const meAnswer = z.object({
   user: z.object({ user_id: z.string(), username: z.string(), role: roleSchema }),
   via: z.enum(["session", "token"]).describe("session: a bearer token from POST /api/v1/auth/login; token: a personal access token"),
   token: z.object({ token_id: z.string(), name: z.string() }).nullable().describe("the personal access token used, when via is token"),
+  login: z.enum(["password", "oidc"]).optional().describe("how the session was opened (via session): the user's password or single sign-on"),
 });
 
 /** `POST /api/v1/tokens` */

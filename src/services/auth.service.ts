@@ -2,6 +2,7 @@ import type { Clock } from "../lib/clock.js";
 import { digestsEqual, hashPassword, hashToken, isTokenShaped, mintToken, PASSWORD_SCRYPT_N, passwordHashCost, verifyPassword } from "../domain/tokens.js";
 import { AppError } from "../errors.js";
 import type { Store } from "../store/db.js";
+import type { Db } from "../store/connection.js";
 import { roleAtLeast, type Role } from "../protocol/roles.js";
 import { ACCESS_TOKEN_PREFIX } from "../protocol/users.schema.js";
 import * as accessTokensRepo from "../store/access-tokens.repository.js";
@@ -112,17 +113,39 @@ export class AuthService {
     const matches = await verifyPassword(password, user?.password_hash ?? (await this.#noUserHash));
     if (user === undefined || user.password_hash === null || !matches) throw new AppError("UNAUTHORIZED", "wrong username or password");
     if (user.disabled === 1) throw new AppError("UNAUTHORIZED", "this user is disabled");
+    // A hash made at a lower cost (before OWASP's current parameters) is made again now that the password is known.
+    const upgraded = (passwordHashCost(user.password_hash) ?? 0) < this.#scryptN ? await hashPassword(password, this.#scryptN) : undefined;
+    const opened = await this.openSession(user.user_id, "password", async (trx, now) => {
+      if (upgraded !== undefined) await usersRepo.updateUser(trx, user.user_id, { password_hash: upgraded }, now);
+    });
+    return { accessToken: opened.accessToken, expiresAt: opened.expiresAt, expiresInMs: opened.expiresInMs };
+  }
+
+  /**
+   * Opens a session for a user whose identity was established (a password, or single sign-on
+   * through the OpenID provider), in one transaction with `also` (what the sign-in changes).
+   * @returns the bearer token (shown to its holder only), its expiry (ms since the epoch), its
+   *   lifetime from now (ms) and the session's principal
+   * @throws AppError UNAUTHORIZED when the user is unknown or disabled by the time of the write
+   */
+  async openSession(
+    userId: string,
+    login: "password" | "oidc",
+    also?: (trx: Db, now: number) => Promise<void>,
+  ): Promise<{ accessToken: string; expiresAt: number; expiresInMs: number; principal: Principal }> {
     const now = this.#clock.now();
     const { token, hash } = mintToken();
     const expiresAt = now + this.#ttlMs;
-    // A hash made at a lower cost (before OWASP's current parameters) is made again now that the password is known.
-    const upgraded = (passwordHashCost(user.password_hash) ?? 0) < this.#scryptN ? await hashPassword(password, this.#scryptN) : undefined;
-    await this.#store.transaction(async (trx) => {
+    const user = await this.#store.transaction(async (trx) => {
       await tokensRepo.deleteExpiredAdminSessions(trx, now);
-      await tokensRepo.insertAdminSession(trx, hash, user.user_id, now, expiresAt);
-      if (upgraded !== undefined) await usersRepo.updateUser(trx, user.user_id, { password_hash: upgraded }, now);
+      const row = await usersRepo.findUser(trx, userId);
+      if (row === undefined || row.disabled === 1) throw new AppError("UNAUTHORIZED", "this user is disabled or no longer exists");
+      await tokensRepo.insertAdminSession(trx, hash, userId, now, expiresAt, login);
+      if (also !== undefined) await also(trx, now);
+      return row;
     });
-    return { accessToken: token, expiresAt, expiresInMs: this.#ttlMs };
+    const principal: Principal = { user_id: user.user_id, username: user.username, role: user.role, via: "session", login };
+    return { accessToken: token, expiresAt, expiresInMs: this.#ttlMs, principal };
   }
 
   /**
@@ -145,7 +168,7 @@ export class AuthService {
     if (!row || !digestsEqual(row.token_hash, hash) || row.expires_at <= this.#clock.now() || row.disabled === 1) {
       throw new AppError("UNAUTHORIZED", "a valid admin bearer token is required");
     }
-    return { key: hash, expiresAt: row.expires_at, principal: { user_id: row.user_id, username: row.username, role: row.role, via: "session" } };
+    return { key: hash, expiresAt: row.expires_at, principal: { user_id: row.user_id, username: row.username, role: row.role, via: "session", login: row.login } };
   }
 
   /**

@@ -1,5 +1,6 @@
 import { sql, type Kysely, type Migration } from "kysely";
 import { meshPairPolicy } from "./migration-0016.js";
+import { oidcLinks } from "./migration-0020.js";
 
 /**
  * In-code migrations, applied in name order at start. A released migration is frozen: change
@@ -487,4 +488,6 @@ export const migrations: Record<string, Migration> = {
       await t`CREATE INDEX access_tokens_user ON access_tokens (user_id)`;
     },
   },
+  // Single sign-on: src/store/migration-0020.ts.
+  "0020_oidc_links": oidcLinks,
 };

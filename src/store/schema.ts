@@ -21,6 +21,8 @@ export interface AdminSessionsTable {
   user_id: string;
   created_at: number;
   expires_at: number;
+  /** How the session was opened: the user's password or single sign-on (migration 0020). */
+  login: Generated<"password" | "oidc">;
 }
 
 export interface UsersTable {
@@ -35,6 +37,15 @@ export interface UsersTable {
   updated_at: number;
 }
 export type UserRow = Selectable<UsersTable>;
+
+/** A local user signed in through an OpenID provider: the provider's issuer and subject name them (migration 0020). */
+export interface UserOidcLinksTable {
+  issuer: string;
+  subject: string;
+  /** One link per user. */
+  user_id: string;
+  created_at: number;
+}
 
 export interface AccessTokensTable {
   token_id: string;
@@ -245,6 +256,7 @@ export interface Database {
   settings_kv: SettingsKvTable;
   admin_sessions: AdminSessionsTable;
   users: UsersTable;
+  user_oidc_links: UserOidcLinksTable;
   access_tokens: AccessTokensTable;
   configs: ConfigsTable;
   nodes: NodesTable;

@@ -49,14 +49,15 @@ export const DATA_TABLE_SINCE: Readonly<Partial<Record<(typeof DATA_TABLES)[numb
  * cascade, their rows by that table's delete trigger; docs/history/decisions-2026.md "flight
  * recorder", "recorder cost, compact rows"). `node_config_downloads` (what each node's config
  * download last served) is history of this service's downloads too: a restored node has not
- * been downloaded from it, and its rows go with the nodes by foreign-key cascade. `users` and
- * `access_tokens` (the people who sign in, their roles, password and token hashes) belong to this installation: a snapshot
+ * been downloaded from it, and its rows go with the nodes by foreign-key cascade. `users`,
+ * `access_tokens` and `user_oidc_links` (the people who sign in, their roles, password and token hashes) belong to this installation: a snapshot
  * restored elsewhere must not bring another team's accounts, and a restore keeps the live ones.
  */
 export const SCRUBBED_TABLES = [
   "settings_kv",
   "users",
   "access_tokens",
+  "user_oidc_links",
   "admin_sessions",
   "download_tokens",
   "bind_tokens",

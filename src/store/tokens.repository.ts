@@ -4,8 +4,9 @@ import type { DownloadTokenRow, NodeConfigDownloadsTable } from "./schema.js";
 
 /** Repository of `admin_sessions` and `download_tokens`. Only token hashes are stored. */
 
-export async function insertAdminSession(db: Db, tokenHash: string, userId: string, now: number, expiresAt: number): Promise<void> {
-  await db.insertInto("admin_sessions").values({ token_hash: tokenHash, user_id: userId, created_at: now, expires_at: expiresAt }).execute();
+/** @param login how the session was opened: the user's password (default) or single sign-on */
+export async function insertAdminSession(db: Db, tokenHash: string, userId: string, now: number, expiresAt: number, login: "password" | "oidc" = "password"): Promise<void> {
+  await db.insertInto("admin_sessions").values({ token_hash: tokenHash, user_id: userId, created_at: now, expires_at: expiresAt, login }).execute();
 }
 
 /** A session with its user's name, role and whether the user is disabled (read fresh on every request). */
@@ -16,13 +17,14 @@ export interface SessionWithUser {
   username: string;
   role: "viewer" | "operator" | "admin" | "owner";
   disabled: number;
+  login: "password" | "oidc";
 }
 
 export async function findAdminSession(db: Db, tokenHash: string): Promise<SessionWithUser | undefined> {
   return db
     .selectFrom("admin_sessions as s")
     .innerJoin("users as u", "u.user_id", "s.user_id")
-    .select(["s.token_hash", "s.expires_at", "u.user_id", "u.username", "u.role", "u.disabled"])
+    .select(["s.token_hash", "s.expires_at", "s.login", "u.user_id", "u.username", "u.role", "u.disabled"])
     .where("s.token_hash", "=", tokenHash)
     .executeTakeFirst();
 }

@@ -44,3 +44,19 @@ export async function sessionKeysOf(db: Db, userId: string): Promise<string[]> {
 export async function deleteSessionsOf(db: Db, userId: string): Promise<void> {
   await db.deleteFrom("admin_sessions").where("user_id", "=", userId).execute();
 }
+
+/** The local user an OpenID provider's issuer and subject are linked to (README "Single sign-on (OIDC)"). */
+export async function findUserByOidc(db: Db, issuer: string, subject: string): Promise<UserRow | undefined> {
+  return db
+    .selectFrom("user_oidc_links as l")
+    .innerJoin("users as u", "u.user_id", "l.user_id")
+    .selectAll("u")
+    .where("l.issuer", "=", issuer)
+    .where("l.subject", "=", subject)
+    .executeTakeFirst();
+}
+
+/** Links a user to the provider's issuer and subject (one link per user, one user per subject). */
+export async function insertOidcLink(db: Db, row: { issuer: string; subject: string; user_id: string; created_at: number }): Promise<void> {
+  await db.insertInto("user_oidc_links").values(row).execute();
+}

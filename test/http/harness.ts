@@ -55,9 +55,9 @@ export async function injectJson(
   return { status: res.statusCode, headers: res.headers, text: res.body, json };
 }
 
-export async function startHarness(t: TestContext, overrides: Partial<Settings> = {}): Promise<Harness> {
+export async function startHarness(t: TestContext, overrides: Partial<Settings> = {}, opts: { clock?: ManualClock } = {}): Promise<Harness> {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-test-"));
-  const clock = new ManualClock();
+  const clock = opts.clock ?? new ManualClock();
   const settings = testSettings({ dataDir, adminPassword: ADMIN_PASSWORD, ...overrides });
   const server = await createServer(settings, createLogger("silent"), { clock });
   t.after(async () => {

@@ -125,10 +125,10 @@ test("who am I: GET /api/v1/auth/me names the user, the role and how they signed
   const h = await startHarness(t);
   const me = await h.req("GET", "/api/v1/auth/me");
   assert.equal(me.status, 200, me.text);
-  assert.deepEqual(me.json, { user: { user_id: "usr-admin", username: "admin", role: "owner" }, via: "session", token: null });
+  assert.deepEqual(me.json, { user: { user_id: "usr-admin", username: "admin", role: "owner" }, via: "session", token: null, login: "password" });
   const vera = await signedIn(h, "Vera", "viewer");
   const hers = await h.req("GET", "/api/v1/auth/me", undefined, { auth: vera.token });
-  assert.deepEqual(hers.json, { user: { user_id: vera.user_id, username: "Vera", role: "viewer" }, via: "session", token: null });
+  assert.deepEqual(hers.json, { user: { user_id: vera.user_id, username: "Vera", role: "viewer" }, via: "session", token: null, login: "password" });
   // Names are unique without regard to case, and sign-in finds them the same way.
   assertError(await h.req("POST", "/api/v1/users", { username: "VERA", password: PASSWORD, role: "admin" }), "CONFLICT");
   assert.equal((await h.req("POST", "/api/v1/auth/login", { username: "vera", password: PASSWORD }, { auth: false })).status, 200);

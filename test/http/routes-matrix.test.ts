@@ -144,6 +144,11 @@ test("every route except health, login and token downloads refuses a missing, ga
     "POST /api/internal/emqx/authz",
     "GET /api/v1/backups/export/{snapshot_id}",
     "GET /api/v1/tools/download/config-bulk/package/{package_id}",
+    // Single sign-on: the steps of signing in (the provider's answer and a one-time code are their credentials).
+    "GET /api/v1/auth/methods",
+    "GET /api/v1/auth/oidc/start",
+    "GET /api/v1/auth/oidc/callback",
+    "POST /api/v1/auth/oidc/exchange",
   ]);
   const before = h.fingerprint();
   for (const r of list) {

@@ -36,7 +36,7 @@ test("migration 0017: the stored admin password becomes user admin (owner, id us
   assert.deepEqual(sqlite.prepare("SELECT count(*) AS n FROM settings_kv WHERE key = 'admin_password_hash'").get(), { n: 0 }, "the hash lives in users only");
   const auth = new AuthService({ store, clock: new ManualClock(1000), sessionTtlMs: 60_000 });
   const session = await auth.session("an-open-session-token-of-43-characters-xxxx");
-  assert.deepEqual(session.principal, { user_id: "usr-admin", username: "admin", role: "owner", via: "session" });
+  assert.deepEqual(session.principal, { user_id: "usr-admin", username: "admin", role: "owner", via: "session", login: "password" });
   // The old password signs in as admin; with no user at all a first owner would be made, not here.
   assert.equal(await auth.ensureAdminPassword(undefined), null, "no password generated: admin exists");
   assert.ok((await auth.login("admin", "the old admin password")).accessToken);

@@ -23,7 +23,7 @@ function meRoute(app: App): void {
     },
     async (req) => {
       const p = principalOf(req);
-      return { user: { user_id: p.user_id, username: p.username, role: p.role }, via: p.via, token: p.token ?? null };
+      return { user: { user_id: p.user_id, username: p.username, role: p.role }, via: p.via, token: p.token ?? null, ...(p.login === undefined ? {} : { login: p.login }) };
     },
   );
 }

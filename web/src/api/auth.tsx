@@ -7,6 +7,8 @@ interface AuthState {
   token: string | null;
   /** `POST /api/v1/auth/login`; throws ApiError (wrong password: its message). */
   login(username: string, password: string): Promise<void>;
+  /** `POST /api/v1/auth/oidc/exchange`: the one-time code of a finished single sign-on becomes the session. */
+  loginWithSsoCode(code: string): Promise<void>;
   /** `POST /api/v1/auth/logout` (ends the session and its SSE stream), then forgets the token. */
   logout(): Promise<void>;
 }
@@ -45,6 +47,12 @@ export function AuthProvider({ children }: { children: ReactNode }) {
     setToken(answer.access_token);
   }, []);
 
+  const loginWithSsoCode = useCallback(async (code: string) => {
+    const answer = await api.exchangeOidcCode({ body: { code } });
+    tokenStore.set(answer.access_token, answer.expires_in);
+    setToken(answer.access_token);
+  }, []);
+
   const logout = useCallback(async () => {
     try {
       await api.logout();
@@ -56,7 +64,7 @@ export function AuthProvider({ children }: { children: ReactNode }) {
     queryClient.clear();
   }, [queryClient]);
 
-  const value = useMemo(() => ({ token, login, logout }), [token, login, logout]);
+  const value = useMemo(() => ({ token, login, loginWithSsoCode, logout }), [token, login, loginWithSsoCode, logout]);
   return <AuthContext.Provider value={value}>{children}</AuthContext.Provider>;
 }
 

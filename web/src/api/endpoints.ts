@@ -9,6 +9,7 @@
 import { z } from "zod";
 import * as formats from "../../../src/protocol/config-formats.js";
 import * as machine from "../../../src/protocol/machine.schema.js";
+import * as oidc from "../../../src/protocol/oidc.schema.js";
 import * as rest from "../../../src/protocol/rest.schema.js";
 import * as users from "../../../src/protocol/users.schema.js";
 import * as views from "../../../src/protocol/views.schema.js";
@@ -46,6 +47,8 @@ export const ENDPOINTS = {
   login: op("POST", "/api/v1/auth/login", rest.loginAnswer, { body: rest.loginBody, auth: false }),
   logout: op("POST", "/api/v1/auth/logout", null),
   getMe: op("GET", "/api/v1/auth/me", users.meAnswer),
+  getAuthMethods: op("GET", "/api/v1/auth/methods", oidc.authMethodsAnswer, { auth: false }),
+  exchangeOidcCode: op("POST", "/api/v1/auth/oidc/exchange", rest.loginAnswer, { body: oidc.oidcExchangeBody, auth: false }),
   getSystemStatus: op("GET", "/api/v1/system/status", views.systemStatusSchema),
   getMqttSettings: op("GET", "/api/v1/settings/mqtt", views.mqttSettingsViewSchema),
   updateMqttSettings: op("PUT", "/api/v1/settings/mqtt", views.mqttSettingsViewSchema, { body: rest.mqttSettingsBody }),

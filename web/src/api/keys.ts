@@ -16,6 +16,8 @@ export const keys = {
   configs: ["configs"] as const,
   /** Who is signed in (`GET /api/v1/auth/me`). */
   me: ["auth", "me"] as const,
+  /** The sign-in methods the server offers (`GET /api/v1/auth/methods`). */
+  authMethods: ["auth", "methods"] as const,
   config: (configId: string) => ["configs", configId] as const,
   pairs: (configId: string) => ["configs", configId, "mesh-pairs"] as const,
   latestTransitions: (configId: string) => ["configs", configId, "timeline", "latest"] as const,
