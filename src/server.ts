@@ -21,6 +21,7 @@ import { UsersService } from "./services/users.service.js";
 import { AuthService } from "./services/auth.service.js";
 import { BackupsService } from "./services/backups.service.js";
 import { ControlLogRetention } from "./services/control-log-retention.js";
+import { AuditService } from "./services/audit.service.js";
 import { ControlService } from "./services/control.service.js";
 import { DownloadsService } from "./services/downloads.service.js";
 import { MachinesService } from "./services/machines.service.js";
@@ -109,6 +110,8 @@ export interface AppContext extends ActorParts {
   artifacts: ArtifactsService;
   backups: BackupsService;
   machines: MachinesService;
+  /** The hash-chained audit log (README "Audit log"). */
+  audit: AuditService;
   app: App;
   /** The admin password generated at this start (first start without SVC_ADMIN_PASSWORD), else null. */
   generatedAdminPassword: string | null;
@@ -165,7 +168,10 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
     const machines = new MachinesService({ store, registry, detectTimeoutMs, bindTokenTtlMs, onlineTtlMs, timelineMaxPerNode });
     const internalAuthz = { sharedKey: () => authzKey, resolve: (username: string) => resolveIdentity(accounts, settings, username) };
     const consoleDir = overrides.consoleDir === undefined ? {} : { consoleDir: overrides.consoleDir };
-    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, publicUrl, machines, users, accessTokens, ...consoleDir });
+    const audit = new AuditService({ store, clock, log: log.child({ name: "audit" }), hub, retentionDays: settings.auditRetentionDays });
+    lifecycle.defer(() => audit.close()); // after HTTP closed: the last requests' entries are written
+    audit.start();
+    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, publicUrl, machines, users, accessTokens, audit, ...consoleDir });
     lifecycle.defer(async () => {
       // First: detects in flight finish while the store, the actors and the broker link are open.
       await detect.stop();
@@ -173,7 +179,7 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
       await app.close();
       await hub.close();
     });
-    const services = { auth, users, accessTokens, mesh, downloads, mqttSettings, publicUrl, control, notifier, metrics, detect, artifacts, backups, machines };
+    const services = { auth, users, accessTokens, mesh, downloads, mqttSettings, publicUrl, control, notifier, metrics, detect, artifacts, backups, machines, audit };
     return { ...core, ...actors, mqtt, hub, ...services, app, generatedAdminPassword, systemStatus: status, close: () => lifecycle.close() };
   } catch (err) {
     await lifecycle.close();

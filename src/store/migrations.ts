@@ -1,5 +1,6 @@
 import { sql, type Kysely, type Migration } from "kysely";
 import { meshPairPolicy } from "./migration-0016.js";
+import { auditLog } from "./migration-0019.js";
 
 /**
  * In-code migrations, applied in name order at start. A released migration is frozen: change
@@ -487,4 +488,6 @@ export const migrations: Record<string, Migration> = {
       await t`CREATE INDEX access_tokens_user ON access_tokens (user_id)`;
     },
   },
+  // The hash-chained audit log and its retention boundary: src/store/migration-0019.ts.
+  "0019_audit_log": auditLog,
 };
