@@ -72,6 +72,11 @@ export class AuditService {
     return this.#writer.written;
   }
 
+  /** The longest group commit of the writer so far, ms. */
+  get longestCommitMs(): number {
+    return this.#writer.longestCommitMs;
+  }
+
   /**
    * One page, newest first (`GET /api/v1/audit`), after every entry recorded before the call is stored.
    * @throws AppError INVALID_CURSOR for a cursor this list did not issue
