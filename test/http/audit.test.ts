@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { canonicalAuditContent, auditRowHash, GENESIS_HASH } from "../../src/services/audit-chain.js";
-import { AUDIT_RULES } from "../../src/http/audit.hook.js";
+import { AUDIT_RULES, auditEntryOf } from "../../src/http/audit.hook.js";
 import { sqliteOf } from "../../src/store/connection.js";
 import { assertError, createConfig, createNode, startHarness, type Harness } from "./harness.js";
 
@@ -209,4 +209,40 @@ test("the list: newest first, filters by actor, action or area, target, outcome 
   assert.equal(op.status, 201);
   const otto = (await h.req("POST", "/api/v1/auth/login", { username: "otto", password: "a long enough password" }, { auth: false })).json.access_token;
   for (const path of ["/api/v1/audit", "/api/v1/audit/verify", "/api/v1/audit/export"]) assertError(await h.req("GET", path, undefined, { auth: otto }), "FORBIDDEN");
+});
+
+test("the actor: a password session is user, a single sign-on session oidc, an access token token (its id, its user's name), no credential anonymous", () => {
+  const request = (principal: unknown, operationId = "createConfig", body: unknown = { name: "x" }) =>
+    ({ routeOptions: { schema: { operationId }, config: {} }, method: "POST", principal, params: {}, body, ip: "192.0.2.1", id: "req-1" }) as unknown as Parameters<typeof auditEntryOf>[0];
+  const who = (principal: unknown, operationId?: string, body?: unknown) => {
+    const e = auditEntryOf(request(principal, operationId, body), 201);
+    return e === null ? null : [e.actor_kind, e.actor_id, e.actor_name];
+  };
+  const user = { user_id: "usr-a", username: "ada", role: "admin" };
+  assert.deepEqual(who({ ...user, via: "session", login: "password" }), ["user", "usr-a", "ada"]);
+  assert.deepEqual(who({ ...user, via: "session" }), ["user", "usr-a", "ada"]);
+  assert.deepEqual(who({ ...user, via: "session", login: "oidc" }), ["oidc", "usr-a", "ada"]);
+  assert.deepEqual(who({ ...user, via: "token", token: { token_id: "tok-1", name: "ci" } }), ["token", "tok-1", "ada"]);
+  assert.deepEqual(who(undefined), ["anonymous", null, null]);
+  assert.deepEqual(who(undefined, "login", { username: "mallory", password: "x" }), ["user", null, "mallory"]);
+  assert.equal(auditEntryOf(request(undefined, "authorizeEmqxClient"), 200), null, "the broker's authorization queries are never recorded");
+});
+
+test("a control command's entry carries the command's request_id (the control log's), so the two can be joined", async (t) => {
+  const h = await startHarness(t);
+  const config = await createConfig(h);
+  const node = await createNode(h, config.config_id, { name: "edge", mode: "dynamic", public_address: "192.0.2.7" });
+  const cmd = await h.req("POST", `/api/v1/configs/${config.config_id}/nodes/${node.node_id}/bind-command`);
+  const token = /--token (\S+)$/.exec(cmd.json.command)?.[1];
+  const bound = await h.req("POST", "/api/client/bind", { bind_token: token, server_url: "http://127.0.0.1", client_version: "1.0.0", platform: "linux", hostname: "h" }, { auth: false });
+  assert.equal(bound.status, 200, bound.text);
+  const sent = await h.req("POST", `/api/v1/configs/${config.config_id}/nodes/${node.node_id}/control`, { action: "push_config" });
+  assert.equal(sent.status, 202, sent.text);
+  const all = await entries(h);
+  const control = all.find((e) => e.action === "control.push_config");
+  assert.equal(control?.request_id, sent.json.request_id);
+  assert.deepEqual(control?.target, { type: "node", id: node.node_id, config_id: config.config_id });
+  const bind = all.find((e) => e.action === "node.bind");
+  assert.deepEqual([bind?.actor.kind, bind?.target.id, bind?.target.config_id], ["anonymous", node.node_id, config.config_id]);
+  assert.deepEqual(bind?.changes.fields, ["bind_token", "client_version", "hostname", "platform", "server_url"]);
 });
