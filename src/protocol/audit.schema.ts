@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { queryInt } from "./fields.js";
+import { printable, queryInt } from "./fields.js";
 
 /**
  * Wire shapes of the audit log (README "Audit log"; DESIGN §5 `GET /api/v1/audit`): who did what,
@@ -55,15 +55,9 @@ export type AuditEntry = z.output<typeof auditEntrySchema>;
 
 /** Filters of the audit list and export. */
 export const auditFilterQuery = z.strictObject({
-  actor: z.string().trim().min(1).max(200).optional().describe("the actor's id or name, exactly"),
-  action: z
-    .string()
-    .trim()
-    .min(1)
-    .max(100)
-    .optional()
-    .describe("an action (`node.create`), or every action of an area when it ends with a dot (`node.`)"),
-  target_id: z.string().trim().min(1).max(200).optional().describe("the target's id, exactly"),
+  actor: printable(200).optional().describe("the actor's id or name, exactly"),
+  action: printable(100).optional().describe("an action (`node.create`), or every action of an area when it ends with a dot (`node.`)"),
+  target_id: printable(200).optional().describe("the target's id, exactly"),
   outcome: auditOutcomeSchema.optional(),
   since: z.iso.datetime().optional().describe("entries at or after this time"),
   until: z.iso.datetime().optional().describe("entries before this time"),
