@@ -22,6 +22,8 @@ interface AuditRule {
   onlyNoted?: true;
   /** The actor of a sign-in that failed: the username the body tried. */
   signIn?: true;
+  /** Recorded whatever the method and outcome (a sign-in completed by GET, such as a single sign-on callback). */
+  always?: true;
 }
 
 const create = (type: string, path: string, configPath?: string) => ({ path, type, ...(configPath === undefined ? {} : { configPath }) });
@@ -165,7 +167,7 @@ export function auditEntryOf(req: FastifyRequest, status: number): AuditRecord |
   const signedInByRoute = req.routeOptions.config.auth === "public" && req.principal !== undefined;
   if (rule?.never === true) return null;
   if (rule?.onlyNoted === true && note.action === undefined && !refused) return null;
-  if (!write && status !== 403 && !signedInByRoute) return null;
+  if (!write && status !== 403 && !signedInByRoute && rule?.always !== true) return null;
   const action = note.action ?? (rule === undefined ? `api.${snakeCase(operationId)}` : typeof rule.action === "string" ? rule.action : rule.action(req.body));
   const outcome: AuditOutcome = note.outcome ?? (status < 400 ? "ok" : refused ? "denied" : "failed");
   return {

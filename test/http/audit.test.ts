@@ -226,6 +226,9 @@ test("the actor: a password session is user, a single sign-on session oidc, an a
   assert.deepEqual(who(undefined), ["anonymous", null, null]);
   assert.deepEqual(who(undefined, "login", { username: "mallory", password: "x" }), ["user", null, "mallory"]);
   assert.equal(auditEntryOf(request(undefined, "authorizeEmqxClient"), 200), null, "the broker's authorization queries are never recorded");
+  // A public GET that signs someone in (a single sign-on callback) is recorded as its sign-in.
+  const callback = { routeOptions: { schema: { operationId: "anyCallback" }, config: { auth: "public" } }, method: "GET", principal: { ...user, via: "session", login: "oidc" }, params: {}, ip: "192.0.2.1", id: "r" };
+  assert.deepEqual(auditEntryOf(callback as never, 302)?.actor_kind, "oidc");
 });
 
 test("a control command's entry carries the command's request_id (the control log's), so the two can be joined", async (t) => {
