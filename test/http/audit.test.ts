@@ -9,6 +9,7 @@ import { test } from "node:test";
 import { canonicalAuditContent, auditRowHash, GENESIS_HASH } from "../../src/services/audit-chain.js";
 import { AUDIT_RULES, auditEntryOf } from "../../src/http/audit.hook.js";
 import { sqliteOf } from "../../src/store/connection.js";
+import { loadSettings } from "../../src/config.js";
 import { assertError, createConfig, createNode, startHarness, type Harness } from "./harness.js";
 
 /** Every entry, oldest first, through the API (which writes what is queued first). */
@@ -248,4 +249,12 @@ test("a control command's entry carries the command's request_id (the control lo
   const bind = all.find((e) => e.action === "node.bind");
   assert.deepEqual([bind?.actor.kind, bind?.target.id, bind?.target.config_id], ["anonymous", node.node_id, config.config_id]);
   assert.deepEqual(bind?.changes.fields, ["bind_token", "client_version", "hostname", "platform", "server_url"]);
+});
+
+test("SVC_AUDIT_RETENTION_DAYS: default 365, whole days 1..36500, anything else refused in one line", () => {
+  assert.equal(loadSettings({}).auditRetentionDays, 365);
+  assert.equal(loadSettings({ SVC_AUDIT_RETENTION_DAYS: "30" }).auditRetentionDays, 30);
+  for (const bad of ["0", "36501", "1.5", "a year"]) {
+    assert.throws(() => loadSettings({ SVC_AUDIT_RETENTION_DAYS: bad }), /^SettingsError: invalid setting SVC_AUDIT_RETENTION_DAYS: /, bad);
+  }
 });
