@@ -85,6 +85,7 @@ const envSchema = z.object({
   SVC_AUTH_RATE_LIMIT_MAX: z.coerce.number().int("must be an integer").min(1, "must be 1..100000").max(100_000, "must be 1..100000").default(20),
   SVC_HTTP_REQUEST_TIMEOUT_MS: z.coerce.number().int("must be an integer").min(1000, "must be 1000..3600000").max(3_600_000, "must be 1000..3600000").default(120_000),
   SVC_SSE_MAX_STREAMS_PER_SESSION: z.coerce.number().int("must be an integer").min(1, "must be 1..1000").max(1000, "must be 1..1000").default(8),
+  SVC_AUDIT_RETENTION_DAYS: z.coerce.number().int("must be a whole number of days").min(1, "must be 1..36500").max(36_500, "must be 1..36500").default(365),
   SVC_METRICS_TOKEN: z.string().regex(/^[\x21-\x7e]{16,1024}$/, "must be 16-1024 printable characters without spaces").optional(),
   // Single sign-on through an OpenID provider (README "Single sign-on (OIDC)")
   SVC_OIDC_ISSUER: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }).optional(),
@@ -228,6 +229,11 @@ export interface Settings {
   readonly sseMaxStreamsPerSession: number;
   /** Single sign-on through an OpenID provider; undefined when SVC_OIDC_ISSUER is unset. */
   readonly oidc: OidcSettings | undefined;
+  /**
+   * Audit entries older than this many days are removed by retention, from the oldest end, the
+   * boundary recorded so the kept chain stays verifiable (README "Audit log").
+   */
+  readonly auditRetentionDays: number;
 }
 
 /** Single sign-on settings (README "Single sign-on (OIDC)"). The client secret is never logged. */
@@ -333,6 +339,7 @@ export function loadSettings(env: Record<string, string | undefined> = process.e
     httpRequestTimeoutMs: e.SVC_HTTP_REQUEST_TIMEOUT_MS,
     sseMaxStreamsPerSession: e.SVC_SSE_MAX_STREAMS_PER_SESSION,
     oidc,
+    auditRetentionDays: e.SVC_AUDIT_RETENTION_DAYS,
   });
 }
 

@@ -22,6 +22,7 @@ import { AuthService } from "./services/auth.service.js";
 import { OidcService } from "./services/oidc.service.js";
 import { BackupsService } from "./services/backups.service.js";
 import { ControlLogRetention } from "./services/control-log-retention.js";
+import { AuditService } from "./services/audit.service.js";
 import { ControlService } from "./services/control.service.js";
 import { DownloadsService } from "./services/downloads.service.js";
 import { MachinesService } from "./services/machines.service.js";
@@ -110,6 +111,8 @@ export interface AppContext extends ActorParts {
   artifacts: ArtifactsService;
   backups: BackupsService;
   machines: MachinesService;
+  /** The hash-chained audit log (README "Audit log"). */
+  audit: AuditService;
   app: App;
   /** The admin password generated at this start (first start without SVC_ADMIN_PASSWORD), else null. */
   generatedAdminPassword: string | null;
@@ -167,7 +170,10 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
     const internalAuthz = { sharedKey: () => authzKey, resolve: (username: string) => resolveIdentity(accounts, settings, username) };
     const consoleDir = overrides.consoleDir === undefined ? {} : { consoleDir: overrides.consoleDir };
     const oidc = new OidcService({ settings: settings.oidc, store, clock, auth, publicUrl: () => publicUrl.current(), log: log.child({ name: "oidc" }) });
-    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, publicUrl, machines, users, accessTokens, oidc, ...consoleDir });
+    const audit = new AuditService({ store, clock, log: log.child({ name: "audit" }), hub, retentionDays: settings.auditRetentionDays });
+    lifecycle.defer(() => audit.close()); // after HTTP closed: the last requests' entries are written
+    audit.start();
+    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, publicUrl, machines, users, accessTokens, oidc, audit, ...consoleDir });
     lifecycle.defer(async () => {
       // First: detects in flight finish while the store, the actors and the broker link are open.
       await detect.stop();
@@ -175,7 +181,7 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
       await app.close();
       await hub.close();
     });
-    const services = { auth, users, accessTokens, mesh, downloads, mqttSettings, publicUrl, control, notifier, metrics, detect, artifacts, backups, machines };
+    const services = { auth, users, accessTokens, mesh, downloads, mqttSettings, publicUrl, control, notifier, metrics, detect, artifacts, backups, machines, audit };
     return { ...core, ...actors, mqtt, hub, ...services, app, generatedAdminPassword, systemStatus: status, close: () => lifecycle.close() };
   } catch (err) {
     await lifecycle.close();

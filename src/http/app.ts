@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { STATUS_CODES } from "node:http";
 import type { Duplex } from "node:stream";
 import fastifyRateLimit from "@fastify/rate-limit";
@@ -55,6 +56,9 @@ import { healthRoutes } from "./routes/health.routes.js";
 import { meshPairsRoutes } from "./routes/mesh-pairs.routes.js";
 import { nodesRoutes } from "./routes/nodes.routes.js";
 import { portForwardsRoutes } from "./routes/port-forwards.routes.js";
+import type { AuditService } from "../services/audit.service.js";
+import { registerAuditHooks } from "./audit.hook.js";
+import { auditRoutes } from "./routes/audit.routes.js";
 
 /** Everything the HTTP layer needs, built by `main.ts` (or a test). */
 export interface AppDeps {
@@ -81,6 +85,8 @@ export interface AppDeps {
   accessTokens: AccessTokensService;
   /** Single sign-on through an OpenID provider (off when not configured). */
   oidc: OidcService;
+  /** The audit log: every state-changing request and refusal is recorded by the app's hooks. */
+  audit: AuditService;
 }
 
 export type { App, RouteAuth } from "./route-kit.js";
@@ -112,6 +118,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     // otherwise hold close() for the 72 s keep-alive timeout.
     forceCloseConnections: true,
     routerOptions: { maxParamLength: 256 },
+    // Each request's id is the audit entry's request_id: unique across restarts, not a counter.
+    genReqId: () => randomUUID(),
     // Malformed URLs and over-long path parameters answer our error body too.
     frameworkErrors: (err, _req, reply) => sendError(reply, toAppError(err, httpLog)),
     // Requests Node's parser refuses before Fastify sees them (431 header overflow, 408, 400).
@@ -230,6 +238,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   });
 
   app.addHook("onRoute", operationIdCheck());
+  registerAuditHooks(app, deps.audit);
   await app.register(healthRoutes);
   const guessing = { max: deps.settings.authRateLimitMax, timeWindow: 60_000 };
   await app.register(authRoutes, { auth: deps.auth, rateLimit: guessing });
@@ -253,6 +262,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(artifactsRoutes, { artifacts: deps.artifacts, downloads: deps.downloads, auth: deps.auth });
   await app.register(backupsRoutes, { backups: deps.backups, downloads: deps.downloads, auth: deps.auth });
   await app.register(machinesRoutes, { machines: deps.machines });
+  await app.register(auditRoutes, { audit: deps.audit });
   await app.register(mcpRoutes, {
     backups: deps.backups,
     mesh: deps.mesh,

@@ -20,11 +20,22 @@ export type AuthMethodsAnswer = z.output<typeof authMethodsAnswer>;
 export const oidcExchangeBody = z.strictObject({ code: z.string().min(16).max(128) });
 
 /** The query the provider redirects back with (OAuth 2.0 §4.1.2; other parameters are kept for the library's checks). */
-export const oidcCallbackQuery = z.looseObject({
-  code: z.string().max(4096).optional(),
-  state: z.string().max(1024).optional(),
-  error: z.string().max(1024).optional(),
-});
+export const oidcCallbackQuery = z
+  .object({
+    code: callbackValue(4096).optional(),
+    state: callbackValue(1024).optional(),
+    error: callbackValue(1024).optional(),
+  })
+  // Providers add their own parameters (iss, session_state, scope, ...): kept, but each a plain
+  // name with one printable value; bracketed or prototype-polluting names are not a provider's.
+  .catchall(callbackValue(1024))
+  .refine((query) => Object.keys(query).every((name) => /^[A-Za-z][A-Za-z0-9_.-]{0,63}$/.test(name)), "unexpected query parameter name");
+
+/** One value of the provider's redirect: printable text. */
+function callbackValue(max: number) {
+  // eslint-disable-next-line no-control-regex
+  return z.string().max(max).regex(/^[^\u0000-\u001f\u007f-\u009f]*$/, "must not contain control characters");
+}
 
 /**
  * Why a single sign-on did not open a session, with the sentence the console shows. The callback

@@ -34,6 +34,7 @@ export const SSE_EVENT_TYPES = [
   "snapshot.list.updated",
   "system.status.updated",
   "system.clock.sync",
+  "audit.appended",
 ] as const;
 
 /** One event type of spec §6.5; it is the SSE `event` field and the `type` inside `data`. */
@@ -103,6 +104,12 @@ export const SSE_PAYLOAD_SCHEMAS = {
   "system.status.updated": systemStatusSchema,
   /** Server time sync and liveness: ISO 8601 UTC time of the server's clock. */
   "system.clock.sync": z.object({ timestamp: z.iso.datetime() }),
+  /**
+   * An entry was appended to the audit log (README "Audit log"; an addition to the spec's table).
+   * Only its id and action: streams reach viewers too, and the entry itself is for admins
+   * (`GET /api/v1/audit`), which the Audit page reads again on it.
+   */
+  "audit.appended": z.object({ audit_id: z.number().int(), action: z.string() }),
 } as const satisfies Record<SseEventType, z.ZodType>;
 
 /** What a publisher hands the hub for each event type (`z.input` of its schema). */

@@ -1,5 +1,6 @@
 import { sql, type Kysely, type Migration } from "kysely";
 import { meshPairPolicy } from "./migration-0016.js";
+import { auditLog } from "./migration-0019.js";
 import { oidcLinks } from "./migration-0020.js";
 
 /**
@@ -488,6 +489,8 @@ export const migrations: Record<string, Migration> = {
       await t`CREATE INDEX access_tokens_user ON access_tokens (user_id)`;
     },
   },
+  // The hash-chained audit log and its retention boundary: src/store/migration-0019.ts.
+  "0019_audit_log": auditLog,
   // Single sign-on: src/store/migration-0020.ts.
   "0020_oidc_links": oidcLinks,
 };

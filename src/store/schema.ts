@@ -270,6 +270,8 @@ export interface Database {
   bind_tokens: BindTokensTable;
   control_logs: ControlLogsTable;
   node_config_downloads: NodeConfigDownloadsTable;
+  audit_log: AuditLogTable;
+  audit_chain: AuditChainTable;
 }
 
 export type ConfigRow = Selectable<ConfigsTable>;
@@ -283,3 +285,35 @@ export type MeshPairRow = Selectable<MeshPairsTable>;
 export type PortForwardRow = Selectable<PortForwardsTable>;
 export type DownloadTokenRow = Selectable<DownloadTokensTable>;
 export type ControlLogRow = Selectable<ControlLogsTable>;
+
+/**
+ * One audit entry (migration 0019; README "Audit log"): append-only, `hash` chaining it to the
+ * row before (src/services/audit-chain.ts). `changes` is JSON text or null.
+ */
+export interface AuditLogTable {
+  audit_id: number;
+  /** ms since the epoch */
+  at: number;
+  actor_kind: "user" | "token" | "oidc" | "system" | "anonymous";
+  actor_id: string | null;
+  actor_name: string | null;
+  action: string;
+  target_type: string | null;
+  target_id: string | null;
+  target_config_id: string | null;
+  outcome: "ok" | "denied" | "failed";
+  source_ip: string | null;
+  request_id: string | null;
+  changes: string | null;
+  /** SHA-256 hex. */
+  hash: string;
+}
+export type AuditRow = Selectable<AuditLogTable>;
+
+/** Where retention cut the audit chain: the last removed row's id and hash (one row, id 1). */
+export interface AuditChainTable {
+  id: number;
+  pruned_through_id: number;
+  pruned_through_hash: string;
+  pruned_at: number;
+}

@@ -52,6 +52,8 @@ export const DATA_TABLE_SINCE: Readonly<Partial<Record<(typeof DATA_TABLES)[numb
  * been downloaded from it, and its rows go with the nodes by foreign-key cascade. `users`,
  * `access_tokens` and `user_oidc_links` (the people who sign in, their roles, password and token hashes) belong to this installation: a snapshot
  * restored elsewhere must not bring another team's accounts, and a restore keeps the live ones.
+ * `audit_log` and `audit_chain` are this installation's history (README "Audit log"): a restore
+ * must not rewrite who did what here, and the restore itself is an entry of the live log.
  */
 export const SCRUBBED_TABLES = [
   "settings_kv",
@@ -65,6 +67,8 @@ export const SCRUBBED_TABLES = [
   "node_transitions",
   "node_state_values",
   "node_config_downloads",
+  "audit_log",
+  "audit_chain",
 ] as const;
 
 /**

@@ -17,7 +17,7 @@ test("spec §6.5 event table: every one of the twelve event types, and settings.
   assert.deepEqual(Object.keys(SSE_PAYLOAD_SCHEMAS).sort(), [...SSE_EVENT_TYPES].sort());
 });
 
-test("spec §6.5 frame fields: the twelve event types and settings.server.updated, published through the real service paths, each arrive as a frame whose data.payload parses with its schema unchanged, and each payload was plain JSON data when handed to the hub", async (t) => {
+test("spec §6.5 frame fields: the twelve event types, settings.server.updated and audit.appended, published through the real service paths, each arrive as a frame whose data.payload parses with its schema unchanged, and each payload was plain JSON data when handed to the hub", async (t) => {
   const s = await startSseServer(t);
   // What the publishing points hand the hub: already plain JSON data (so no converter is needed).
   const notPlain: string[] = [];
@@ -58,6 +58,8 @@ test("spec §6.5 frame fields: the twelve event types and settings.server.update
   const n1 = await api(s, "POST", `/api/v1/configs/${configId}/nodes`, { name: "peer", mode: "static", public_address: "192.0.2.20", listen_port: 51820 });
   assert.equal(n1.status, 201, JSON.stringify(n1.json));
   await until("mesh.workspace.updated", (f) => (f.json.payload as { node_id: string }).node_id === n1.json.node_id);
+  // The write's audit entry: audit.appended, its id and action only.
+  await until("audit.appended", (f) => (f.json.payload as { action: string }).action === "node.create");
   // Heartbeat: endpoint.status.updated.
   await agent.publishAsync(p.topics.heartbeat!, envelope(p, "heartbeat", { client_online: true, wg_online: true }), { qos: 1 });
   await until("endpoint.status.updated", (f) => (f.json.payload as { status: { client_presence_state: string } }).status.client_presence_state === "online");
@@ -87,7 +89,7 @@ test("spec §6.5 frame fields: the twelve event types and settings.server.update
   s.clock.advance(15_000);
   await until("system.clock.sync", (f) => f.json.payload !== undefined && (seen.get("system.clock.sync")?.length ?? 0) >= 2);
 
-  assert.deepEqual([...seen.keys()].sort(), [...SSE_EVENT_TYPES].sort(), "all thirteen event types were published");
+  assert.deepEqual([...seen.keys()].sort(), [...SSE_EVENT_TYPES].sort(), "all fourteen event types were published");
   for (const [type, frames] of seen) {
     const schema = SSE_PAYLOAD_SCHEMAS[type];
     for (const f of frames) {

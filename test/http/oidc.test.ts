@@ -101,6 +101,28 @@ test("single sign-on against a real OpenID provider", async (t) => {
     assert.equal(pw.status, 401);
   });
 
+  await t.test("the audit log names each SSO sign-in: the person signed in (actor kind oidc), or the refusal with its reason; never the one-time code", async () => {
+    p.accounts.set("sub-erin", { preferred_username: "erin", groups: ["net-ops"] });
+    const landing = await signIn(h, "sub-erin");
+    const code = landing.code ?? "";
+    await exchange(h, code);
+    const { authorizationUrl, cookie } = await start(h);
+    const url = new URL(await signInAtProvider(authorizationUrl, "sub-dave", CALLBACK));
+    url.searchParams.set("state", "not-this-browsers-state");
+    assert.deepEqual(await callback(h, url.href, cookie), { error: "state_mismatch" });
+    await new Promise((r) => setImmediate(r));
+    await h.server.audit.flushed();
+    const res = await h.req("GET", "/api/v1/audit?action=auth.&limit=100");
+    assert.equal(res.status, 200, res.text);
+    const sso = (res.json.items as Array<Record<string, any>>).filter((e) => String(e.action).startsWith("auth.sso"));
+    const [refused, session, erin] = sso;
+    assert.deepEqual([erin?.action, erin?.outcome, erin?.actor.kind, erin?.actor.name], ["auth.sso_login", "ok", "oidc", "erin"]);
+    assert.deepEqual([session?.action, session?.outcome, session?.actor.kind, session?.actor.name], ["auth.sso_session", "ok", "oidc", "erin"]);
+    assert.deepEqual([refused?.action, refused?.outcome, refused?.actor.kind], ["auth.sso_login", "denied", "anonymous"]);
+    assert.deepEqual(refused?.changes, { reason: "state_mismatch" });
+    assert.ok(!JSON.stringify(res.json).includes(code), "the one-time code is a secret");
+  });
+
   await t.test("a wrong state: refused with state_mismatch, nothing opened", async () => {
     const { authorizationUrl, cookie } = await start(h);
     const url = new URL(await signInAtProvider(authorizationUrl, "sub-dave", CALLBACK));

@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import fc from "fast-check";
 import { ROLES, roleAtLeast, type Role } from "../../src/protocol/roles.js";
+import { sqliteOf } from "../../src/store/connection.js";
 import { ADMIN_PASSWORD, assertError, createConfig, createNode, startHarness, type Harness } from "./harness.js";
 
 const PASSWORD = "a long enough password";
@@ -96,7 +97,11 @@ test("every route × every role × {session, access token}: below x-min-role 403
   }
   const list = (await routes(h)).filter((r) => !r.isPublic);
   assert.ok(list.length > 50, `${list.length} routes`);
+  // The fingerprint leaves out the audit log (and only it): every refusal appends a `denied`
+  // entry there by design (README "Audit log"), counted below; everything else must be as before.
   const before = h.fingerprint();
+  const deniedBefore = deniedEntries(h);
+  let refused = 0;
   for (const [kind, callers] of [["session", sessions], ["token", tokens]] as const) {
     for (const r of list) {
       const key = `${r.method} ${r.path}`;
@@ -112,6 +117,7 @@ test("every route × every role × {session, access token}: below x-min-role 403
         if (allowed) {
           assert.ok(res.status !== 401 && res.status !== 403, `${key} as ${role} (${kind}): ${res.status} ${res.text.slice(0, 200)}`);
         } else {
+          refused += 1;
           assertError(res, "FORBIDDEN", `${key} as ${role} (${kind})`);
           assert.deepEqual(res.json.error.details, { min_role: min, role }, key);
         }
@@ -119,7 +125,14 @@ test("every route × every role × {session, access token}: below x-min-role 403
     }
   }
   assert.equal(h.fingerprint(), before, "no call of the matrix wrote anything");
+  await h.server.audit.flushed();
+  assert.equal(deniedEntries(h) - deniedBefore, refused, "each refusal is one denied audit entry");
 });
+
+/** Audit entries with outcome `denied` (the matrix's refusals). */
+function deniedEntries(h: Harness): number {
+  return (sqliteOf(h.server.store).prepare("SELECT count(*) AS n FROM audit_log WHERE outcome = 'denied'").get() as { n: number }).n;
+}
 
 test("who am I: GET /api/v1/auth/me names the user, the role and how they signed in; login's username defaults to admin", async (t) => {
   const h = await startHarness(t);

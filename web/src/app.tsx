@@ -4,6 +4,7 @@ import { BrowserRouter, Navigate, Route, Routes, useLocation } from "react-route
 import { AuthProvider, useAuth } from "./api/auth.js";
 import { ApiError } from "./api/client.js";
 import { Loading } from "./components/states.js";
+import { AuditPage } from "./features/audit/page.js";
 import { BackupsPage } from "./features/backups/page.js";
 import { ConfigsPage } from "./features/configs/page.js";
 import { HomePage } from "./features/home/page.js";
@@ -85,6 +86,7 @@ export function App() {
                 />
                 <Route path="backups" element={<BackupsPage />} />
                 <Route path="settings" element={<SettingsPage />} />
+                <Route path="audit" element={<AuditPage />} />
                 <Route path="*" element={<NotFoundPage />} />
               </Route>
             </Routes>

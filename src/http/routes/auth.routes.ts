@@ -26,6 +26,8 @@ export async function authRoutes(app: App, opts: { auth: AuthService; rateLimit:
     },
     async (req) => {
       const { accessToken, expiresAt, expiresInMs } = await opts.auth.login(req.body.username, req.body.password);
+      // Who signed in, for the audit log's entry of this public route.
+      req.principal = await opts.auth.verifyAccessToken(accessToken);
       return { access_token: accessToken, token_type: "Bearer" as const, expires_at: isoTime(expiresAt), expires_in: Math.floor(expiresInMs / 1000) };
     },
   );

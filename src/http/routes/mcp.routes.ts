@@ -13,6 +13,8 @@ import type { ControlService } from "../../services/control.service.js";
 import type { MeshService } from "../../services/mesh.service.js";
 import { VERSION } from "../../lib/version.js";
 import type { App } from "../route-kit.js";
+import { noteAudit, type AuditNote } from "../audit.hook.js";
+import { summarizeChanges } from "../../services/audit-changes.js";
 import { errorResponses } from "../schemas.js";
 
 export interface McpRoutesOptions {
@@ -55,7 +57,7 @@ export async function mcpRoutes(app: App, opts: McpRoutesOptions): Promise<void>
 
   const handle = async (req: FastifyRequest, reply: FastifyReply): Promise<void> => {
     // The hook set the caller (this route is not public): tools check their own minimum role.
-    const server = buildMcpServer(opts, req.principal?.role ?? "viewer");
+    const server = buildMcpServer(opts, req.principal?.role ?? "viewer", (note) => noteAudit(req, note));
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     reply.raw.on("close", () => {
       void transport.close();
@@ -113,34 +115,10 @@ export async function mcpRoutes(app: App, opts: McpRoutesOptions): Promise<void>
  * `viewer` (the route's minimum), `write_export_snapshot` `admin` (a snapshot holds every
  * private key), refused with `FORBIDDEN` as a tool error.
  */
-export function buildMcpServer(opts: McpRoutesOptions, role: Role): McpServer {
-  const { backups, mesh, control, publicUrl } = opts;
+export function buildMcpServer(opts: McpRoutesOptions, role: Role, audit: (note: AuditNote) => void = () => undefined): McpServer {
+  const { mesh, control } = opts;
   const server = new McpServer({ name: "svc-mesh-control", version: VERSION }, { capabilities: { tools: {} } });
-
-  server.registerTool(
-    "write_export_snapshot",
-    {
-      title: "Write an export snapshot",
-      description:
-        "Takes a snapshot of the service's database and returns a download URL for it, valid 5 minutes " +
-        "(spec §4 rule 9). The snapshot's contents are not returned. With a passphrase the stored file is encrypted " +
-        "(scrypt, AES-256-GCM), as POST /api/v1/backups does: a snapshot holds every node's private key.",
-      inputSchema: { passphrase: newSnapshotPassphrase.optional().describe("encrypts the snapshot file; at least 12 characters; never stored or logged") },
-      outputSchema: { snapshot_id: z.string(), download_url: z.string(), expires_at: z.string() },
-      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
-    },
-    async ({ passphrase }) =>
-      tool(async () => {
-        if (!roleAtLeast(role, "admin")) throw new AppError("FORBIDDEN", `write_export_snapshot needs the admin role or above; the caller is ${role}`);
-        const entry = await backups.createSnapshot(passphrase);
-        const grant = await backups.snapshotDownload(entry.snapshot_id);
-        return {
-          snapshot_id: entry.snapshot_id,
-          download_url: `${publicUrl()}${grant.download_path}`,
-          expires_at: grant.download_token_expires_at,
-        };
-      }),
-  );
+  registerExportTool(server, opts, role, audit);
 
   server.registerTool(
     "list_configs",
@@ -172,6 +150,42 @@ export function buildMcpServer(opts: McpRoutesOptions, role: Role): McpServer {
   );
 
   return server;
+}
+
+/** `write_export_snapshot` (admin and owner), recorded in the audit log by its argument names (the passphrase never). */
+function registerExportTool(server: McpServer, opts: McpRoutesOptions, role: Role, audit: (note: AuditNote) => void): void {
+  const { backups, publicUrl } = opts;
+  server.registerTool(
+    "write_export_snapshot",
+    {
+      title: "Write an export snapshot",
+      description:
+        "Takes a snapshot of the service's database and returns a download URL for it, valid 5 minutes " +
+        "(spec §4 rule 9). The snapshot's contents are not returned. With a passphrase the stored file is encrypted " +
+        "(scrypt, AES-256-GCM), as POST /api/v1/backups does: a snapshot holds every node's private key.",
+      inputSchema: { passphrase: newSnapshotPassphrase.optional().describe("encrypts the snapshot file; at least 12 characters; never stored or logged") },
+      outputSchema: { snapshot_id: z.string(), download_url: z.string(), expires_at: z.string() },
+      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
+    },
+    async ({ passphrase }) =>
+      tool(async () => {
+        // The audit log records the write tool (by the argument names: the passphrase never).
+        const noted: AuditNote = { action: "mcp.write_export_snapshot", changes: JSON.stringify(summarizeChanges({ passphrase })) };
+        audit({ ...noted, outcome: "failed" });
+        if (!roleAtLeast(role, "admin")) {
+          audit({ ...noted, outcome: "denied" });
+          throw new AppError("FORBIDDEN", `write_export_snapshot needs the admin role or above; the caller is ${role}`);
+        }
+        const entry = await backups.createSnapshot(passphrase);
+        audit({ ...noted, outcome: "ok", target: { type: "snapshot", id: entry.snapshot_id } });
+        const grant = await backups.snapshotDownload(entry.snapshot_id);
+        return {
+          snapshot_id: entry.snapshot_id,
+          download_url: `${publicUrl()}${grant.download_path}`,
+          expires_at: grant.download_token_expires_at,
+        };
+      }),
+  );
 }
 
 /** Runs a tool body: its result as structured content and JSON text; a service error as a tool error. */

@@ -2,22 +2,13 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { isAppError } from "../../errors.js";
 import { isoTime } from "../../lib/clock.js";
-import { authMethodsAnswer, oidcCallbackQuery, oidcExchangeBody, ssoFailureReasonSchema, type SsoFailureReason } from "../../protocol/oidc.schema.js";
+import { authMethodsAnswer, oidcCallbackQuery, oidcExchangeBody, ssoFailureReasonSchema } from "../../protocol/oidc.schema.js";
 import { loginAnswer } from "../../protocol/rest.schema.js";
 import { OIDC_STATE_TTL_MS, type OidcService } from "../../services/oidc.service.js";
+import { noteAudit } from "../audit.hook.js";
 import type { App } from "../route-kit.js";
 import { errorResponses } from "../schemas.js";
 import type { GuessingRateLimit } from "./client.routes.js";
-
-declare module "fastify" {
-  interface FastifyRequest {
-    /**
-     * Why a single sign-on start or callback was refused (both answer 302 to the sign-in page
-     * either way): for the audit log, which records a failed sign-in.
-     */
-    ssoFailure?: SsoFailureReason;
-  }
-}
 
 /** The cookie binding a started sign-in to the browser that started it (holds its state). */
 const STATE_COOKIE = "svc_oidc_state";
@@ -137,7 +128,8 @@ function callbackRoutes(app: App, opts: OidcRouteOptions): void {
  */
 async function failed(req: FastifyRequest, reply: FastifyReply, err: unknown): Promise<FastifyReply> {
   const reason = isAppError(err, "SSO_FAILED") ? ssoFailureReasonSchema.catch("internal").parse(err.details?.["reason"]) : "internal";
-  req.ssoFailure = reason;
+  // Both outcomes answer 302: the audit log learns from here that this sign-in was refused, and why.
+  noteAudit(req, { outcome: "denied", changes: JSON.stringify({ reason }) });
   if (reason === "internal") req.log.error({ err }, "single sign-on failed");
   else req.log.info({ reason }, "single sign-on refused");
   return reply.redirect(`${SIGN_IN_PAGE}#sso_error=${reason}`, 302);

@@ -12,6 +12,7 @@ import * as machine from "../../../src/protocol/machine.schema.js";
 import * as oidc from "../../../src/protocol/oidc.schema.js";
 import * as rest from "../../../src/protocol/rest.schema.js";
 import * as users from "../../../src/protocol/users.schema.js";
+import * as audit from "../../../src/protocol/audit.schema.js";
 import * as views from "../../../src/protocol/views.schema.js";
 
 export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
@@ -108,6 +109,9 @@ export const ENDPOINTS = {
   restoreSnapshot: op("POST", "/api/v1/backups/{snapshot_id}/restore", rest.restoreAnswer, { body: rest.restoreSnapshotBody }),
   deleteSnapshot: op("DELETE", "/api/v1/backups/{snapshot_id}", null),
   grantSnapshotDownload: op("POST", "/api/v1/backups/{snapshot_id}/download-token", rest.downloadGrantAnswer.extend({ snapshot_id: z.string() })),
+
+  listAuditEntries: op("GET", "/api/v1/audit", audit.auditListAnswer, { query: audit.auditListQuery }),
+  verifyAuditLog: op("GET", "/api/v1/audit/verify", audit.auditVerifyAnswer),
 } as const satisfies Record<string, Endpoint>;
 
 export type OperationId = keyof typeof ENDPOINTS;

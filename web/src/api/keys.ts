@@ -14,6 +14,9 @@ export const keys = {
   backups: ["backups"] as const,
   machineGraph: ["machines", "node"] as const,
   configs: ["configs"] as const,
+  /** Every page of the audit log, whatever its filters (a prefix: `audit.appended` invalidates them all). */
+  audit: ["audit"] as const,
+  auditPages: (filters: Record<string, string>) => ["audit", "pages", filters] as const,
   /** Who is signed in (`GET /api/v1/auth/me`). */
   me: ["auth", "me"] as const,
   /** The sign-in methods the server offers (`GET /api/v1/auth/methods`). */

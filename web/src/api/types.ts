@@ -20,6 +20,7 @@ import type {
 } from "../../../src/protocol/views.schema.js";
 
 import type * as rest from "../../../src/protocol/rest.schema.js";
+import type { auditEntrySchema, auditVerifyAnswer } from "../../../src/protocol/audit.schema.js";
 
 export type { SseEventType, SseWirePayloads } from "../../../src/protocol/sse-events.schema.js";
 export type {
@@ -69,3 +70,6 @@ export type MachineState = z.output<MachineSchemas["machineStateSchema"]>;
 export type MachineTransition = z.output<MachineSchemas["machineTransitionSchema"]>;
 export type RegionValues = z.output<MachineSchemas["regionValuesSchema"]>;
 export type NodeTransitionView = z.output<MachineSchemas["nodeTransitionViewSchema"]>;
+
+export type AuditEntry = z.output<typeof auditEntrySchema>;
+export type AuditVerifyAnswer = z.output<typeof auditVerifyAnswer>;

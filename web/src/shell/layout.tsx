@@ -12,6 +12,7 @@ const NAV = [
   { to: "/configs", label: "Configs", end: false },
   { to: "/backups", label: "Backups", end: false },
   { to: "/settings", label: "Settings", end: false },
+  { to: "/audit", label: "Audit", end: false },
 ];
 
 /** "Signed in as NAME (role)": who the console acts as (`GET /api/v1/auth/me`, read again after a minute: a role change shows). */

@@ -91,6 +91,8 @@ export const SSE_CACHE_EFFECTS = {
   "system.status.updated": (p, cache) => cache.replace(keys.systemStatus, p),
   /** Server time only: the connection keeps the clock offset (`useServerOffset`); no answer is cached. */
   "system.clock.sync": null,
+  /** The Audit page's pages, whatever their filters, read again (coalesced: a burst of writes is one refetch). */
+  "audit.appended": (_p, cache) => cache.invalidateSoon(keys.audit, false),
 } satisfies { [T in SseEventType]: CacheEffect<T> };
 
 /**
