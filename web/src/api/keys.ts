@@ -16,6 +16,10 @@ export const keys = {
   configs: ["configs"] as const,
   /** Who is signed in (`GET /api/v1/auth/me`). */
   me: ["auth", "me"] as const,
+  /** Every user (owners only). */
+  users: ["users"] as const,
+  /** The personal access tokens the caller may see (their own; an owner's: everyone's). */
+  accessTokens: ["tokens"] as const,
   config: (configId: string) => ["configs", configId] as const,
   pairs: (configId: string) => ["configs", configId, "mesh-pairs"] as const,
   latestTransitions: (configId: string) => ["configs", configId, "timeline", "latest"] as const,
