@@ -202,6 +202,9 @@ function DangerZone({ node }: { node: NodeView }) {
   const failed = reset.error ?? makeStatic.error;
   const resetGate = useGate("resetClient");
   const modeGate = useGate("updateNode");
+  // Both need the same role today: then one reason serves both buttons.
+  const sameReason = modeGate.can.reason === resetGate.can.reason;
+  const modeDescribedBy = sameReason ? { "aria-describedby": resetGate.props["aria-describedby"] } : {};
   return (
     <section className="card" aria-labelledby="danger-title">
       <h2 id="danger-title">Client and mode</h2>
@@ -209,10 +212,11 @@ function DangerZone({ node }: { node: NodeView }) {
         <button type="button" className="danger" {...resetGate.props} disabled={resetGate.disabled} onClick={() => setConfirm("reset")}>
           Reset client
         </button>
-        <button type="button" {...modeGate.props} disabled={modeGate.disabled} onClick={() => setConfirm("static")}>
+        <button type="button" {...modeGate.props} {...modeDescribedBy} disabled={modeGate.disabled} onClick={() => setConfirm("static")}>
           Change to static
         </button>
-        {resetGate.reason ?? modeGate.reason}
+        {resetGate.reason}
+        {!sameReason && modeGate.reason}
       </div>
       <FormError error={failed} />
       <ConfirmDialog
