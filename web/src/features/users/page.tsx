@@ -56,7 +56,7 @@ function RoleSelect({ id, value, onChange, label, disabled = false }: { id: stri
     <select id={id} value={value} disabled={disabled} aria-label={label} data-op={label === undefined ? undefined : "updateUser"} onChange={(e) => onChange(e.target.value as Role)}>
       {ROLES.map((r) => (
         <option key={r} value={r}>
-          {r} — {ROLE_MEANING[r]}
+          {r}
         </option>
       ))}
     </select>
@@ -109,6 +109,13 @@ function CreateUserForm() {
           </button>
         </div>
       </div>
+      <ul className="role-legend small" aria-label="What each role may do">
+        {ROLES.map((r) => (
+          <li key={r}>
+            <strong>{r}</strong>: {ROLE_MEANING[r]}
+          </li>
+        ))}
+      </ul>
       <p className="muted small">
         Usernames: letters, digits and ._@-, up to 64 characters. Passwords: at least {minLength} characters.
       </p>
@@ -163,6 +170,7 @@ function UsersTable({ users }: { users: UserView[] }) {
                   <RelativeTime iso={u.created_at} />
                 </td>
                 <td className="actions">
+                  <div className="actions">
                   <button type="button" data-op="updateUser" aria-label={`${u.disabled ? "Enable" : "Disable"} ${u.username}`} disabled={update.isPending} onClick={() => change(u, { disabled: !u.disabled })}>
                     {u.disabled ? "Enable" : "Disable"}
                   </button>
@@ -172,6 +180,7 @@ function UsersTable({ users }: { users: UserView[] }) {
                   <button type="button" data-op="deleteUser" className="danger-outline" aria-label={`Delete user ${u.username}`} onClick={() => setDeleting(u)}>
                     Delete
                   </button>
+                  </div>
                 </td>
               </tr>
             ))}
