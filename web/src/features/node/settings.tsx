@@ -84,11 +84,8 @@ function EditNodeForm({ node }: { node: NodeView }) {
   const set = (field: Exclude<keyof Draft, "hub">) => (e: { target: { value: string } }) => change({ [field]: e.target.value });
   const errorId = `${id}-error`;
   const invalid = (field: keyof typeof LABELS) => invalidProps(update.error, LABELS, field, errorId);
-  const submit = (e: FormEvent) => {
-    e.preventDefault();
-    update.mutate(body, { onSuccess: () => setSaved(true) });
-  };
   const gate = useGate("updateNode");
+  const submit = (e: FormEvent) => { e.preventDefault(); update.mutate(body, { onSuccess: () => setSaved(true) }); };
   return (
     <form className="form-row" onSubmit={submit} aria-label="Edit the node">
       <fieldset className="contents" disabled={gate.disabled}>

@@ -157,32 +157,7 @@ function UsersTable({ users }: { users: UserView[] }) {
           </thead>
           <tbody>
             {users.map((u) => (
-              <tr key={u.user_id}>
-                <th scope="row">
-                  {u.username}
-                  {u.user_id === myId && <span className="muted"> (you)</span>}
-                </th>
-                <td data-label="Role">
-                  <RoleSelect id={`role-${u.user_id}`} label={`Role of ${u.username}`} value={u.role} disabled={update.isPending} onChange={(role) => change(u, { role })} />
-                </td>
-                <td data-label="State">{u.disabled ? <span className="badge badge-offline">disabled</span> : <span className="badge badge-online">enabled</span>}</td>
-                <td data-label="Created">
-                  <RelativeTime iso={u.created_at} />
-                </td>
-                <td className="actions">
-                  <div className="actions">
-                  <button type="button" data-op="updateUser" aria-label={`${u.disabled ? "Enable" : "Disable"} ${u.username}`} disabled={update.isPending} onClick={() => change(u, { disabled: !u.disabled })}>
-                    {u.disabled ? "Enable" : "Disable"}
-                  </button>
-                  <button type="button" data-op="updateUser" aria-label={`Reset password of ${u.username}`} onClick={() => setResetting(u)}>
-                    Reset password
-                  </button>
-                  <button type="button" data-op="deleteUser" className="danger-outline" aria-label={`Delete user ${u.username}`} onClick={() => setDeleting(u)}>
-                    Delete
-                  </button>
-                  </div>
-                </td>
-              </tr>
+              <UserRow key={u.user_id} user={u} me={u.user_id === myId} busy={update.isPending} onChange={(body) => change(u, body)} onReset={() => setResetting(u)} onDelete={() => setDeleting(u)} />
             ))}
           </tbody>
         </table>
@@ -190,6 +165,39 @@ function UsersTable({ users }: { users: UserView[] }) {
       <ResetPasswordDialog user={resetting} onClose={() => setResetting(null)} />
       <DeleteUserDialog user={deleting} onClose={() => setDeleting(null)} />
     </>
+  );
+}
+
+/** One user: name, role (changed at once), state, creation; disable or enable, reset password, delete. */
+function UserRow(p: { user: UserView; me: boolean; busy: boolean; onChange: (body: { role?: Role; disabled?: boolean }) => void; onReset: () => void; onDelete: () => void }) {
+  const { user: u, me, busy, onChange, onReset, onDelete } = p;
+  return (
+    <tr>
+      <th scope="row">
+        {u.username}
+        {me && <span className="muted"> (you)</span>}
+      </th>
+      <td data-label="Role">
+        <RoleSelect id={`role-${u.user_id}`} label={`Role of ${u.username}`} value={u.role} disabled={busy} onChange={(role) => onChange({ role })} />
+      </td>
+      <td data-label="State">{u.disabled ? <span className="badge badge-offline">disabled</span> : <span className="badge badge-online">enabled</span>}</td>
+      <td data-label="Created">
+        <RelativeTime iso={u.created_at} />
+      </td>
+      <td className="actions">
+        <div className="actions">
+        <button type="button" data-op="updateUser" aria-label={`${u.disabled ? "Enable" : "Disable"} ${u.username}`} disabled={busy} onClick={() => onChange({ disabled: !u.disabled })}>
+          {u.disabled ? "Enable" : "Disable"}
+        </button>
+        <button type="button" data-op="updateUser" aria-label={`Reset password of ${u.username}`} onClick={onReset}>
+          Reset password
+        </button>
+        <button type="button" data-op="deleteUser" className="danger-outline" aria-label={`Delete user ${u.username}`} onClick={onDelete}>
+          Delete
+        </button>
+        </div>
+      </td>
+    </tr>
   );
 }
 
