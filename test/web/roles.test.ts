@@ -78,7 +78,7 @@ async function expectNoWriteControl(page: Page, role: Role, where: string, opts:
   return gated;
 }
 
-test("a viewer finds no enabled write control on any page, each with the reason; an operator pushes and starts but cannot edit", { timeout: 120_000 }, async (t) => {
+test("a viewer finds no enabled write control on any page, each with the reason; an operator may push, start and stop (a stop reaches the agent) but not edit", { timeout: 120_000 }, async (t) => {
   const h = await startConsole(t);
   if (!h) return;
   const s = h as unknown as SseServer;
