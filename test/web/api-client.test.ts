@@ -15,6 +15,7 @@ type Json = Record<string, unknown>;
 
 interface Operation {
   operationId?: string;
+  "x-min-role"?: string;
   parameters?: Array<{ in: string; name: string; required?: boolean; schema: Json }>;
   requestBody?: { content: Record<string, { schema: Json }> };
   responses: Record<string, { content?: Record<string, { schema: Json }> }>;
@@ -68,7 +69,7 @@ function clientShape(schema: z.ZodType, io: "input" | "output"): unknown {
   return shape(deref(json, (json["$defs"] ?? {}) as Record<string, unknown>));
 }
 
-test("every operation the console calls is in the OpenAPI document with the same id, method, path and schemas", async (t) => {
+test("every operation the console calls is in the OpenAPI document with the same id, method, path, minimum role and schemas", async (t) => {
   const h = await startHarness(t);
   const doc = (await h.req("GET", "/api/v1/openapi.json")).json as { paths: Record<string, Record<string, Operation>>; components: { schemas: Record<string, unknown> } };
   const defs = doc.components.schemas;
@@ -79,6 +80,8 @@ test("every operation the console calls is in the OpenAPI document with the same
     const found = byId.get(id);
     assert.ok(found, `${id}: no operation with this id in the document`);
     assert.equal(`${found.method.toUpperCase()} ${found.path}`, `${endpoint.method} ${endpoint.path}`, `${id}: method and path`);
+    // The console offers a control only to the roles the route lets through: its minimum role is the route's.
+    assert.equal(endpoint.minRole, found.op["x-min-role"] ?? null, `${id}: the minimum role (x-min-role)`);
     const success = Object.entries(found.op.responses).filter(([status]) => status.startsWith("2"));
     assert.equal(success.length, 1, `${id}: one success answer`);
     const [status, answer] = success[0] as [string, { content?: Record<string, { schema: Json }> }];

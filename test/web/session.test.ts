@@ -153,7 +153,7 @@ test("one session for the browser's tabs: a new tab opens logged in, a logout in
   assert.equal(await storedToken(second), await storedToken(first));
   await second.evaluate('document.body.dataset["noReload"] = "1"');
 
-  await first.getByRole("button", { name: "Log out" }).click();
+  await first.getByRole("button", { name: "Sign out" }).click();
   await first.getByLabel("Password", { exact: true }).waitFor();
   // The storage event: the second tab follows at once, no request needed.
   await second.getByLabel("Password", { exact: true }).waitFor();

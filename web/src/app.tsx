@@ -1,8 +1,9 @@
 import { lazy, Suspense, type ReactNode } from "react";
-import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
+import { MutationCache, QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import { BrowserRouter, Navigate, Route, Routes, useLocation } from "react-router";
 import { AuthProvider, useAuth } from "./api/auth.js";
 import { ApiError } from "./api/client.js";
+import { keys } from "./api/keys.js";
 import { Loading } from "./components/states.js";
 import { AuditPage } from "./features/audit/page.js";
 import { BackupsPage } from "./features/backups/page.js";
@@ -10,6 +11,8 @@ import { ConfigsPage } from "./features/configs/page.js";
 import { HomePage } from "./features/home/page.js";
 import { LoginPage } from "./features/login/page.js";
 import { SettingsPage } from "./features/settings/page.js";
+import { TokensPage } from "./features/tokens/page.js";
+import { UsersPage } from "./features/users/page.js";
 import { Layout } from "./shell/layout.js";
 import { NotFoundPage } from "./shell/not-found.js";
 import { SseProvider } from "./sse/provider.js";
@@ -22,9 +25,16 @@ const NodePage = lazy(() => import("./features/node/page.js").then((m) => ({ def
 
 /**
  * REST snapshots are kept until an SSE event says they changed (spec §6.5 rule 7), so no
- * time-based refetching; a failed query is retried twice unless the API refused it (4xx).
+ * time-based refetching; a failed query is retried twice unless the API refused it (4xx). A
+ * write refused with 403 means the role the page knew is out of date (an owner changed it):
+ * "who am I" is read again, so every control follows the new role.
  */
-export const queryClient = new QueryClient({
+export const queryClient: QueryClient = new QueryClient({
+  mutationCache: new MutationCache({
+    onError: (err) => {
+      if (err instanceof ApiError && err.status === 403) void queryClient.invalidateQueries({ queryKey: keys.me });
+    },
+  }),
   defaultOptions: {
     queries: {
       staleTime: Infinity,
@@ -87,6 +97,8 @@ export function App() {
                 <Route path="backups" element={<BackupsPage />} />
                 <Route path="settings" element={<SettingsPage />} />
                 <Route path="audit" element={<AuditPage />} />
+                <Route path="tokens" element={<TokensPage />} />
+                <Route path="users" element={<UsersPage />} />
                 <Route path="*" element={<NotFoundPage />} />
               </Route>
             </Routes>

@@ -1,16 +1,18 @@
 /**
  * Every REST operation the console calls, declared once: its `operationId` (the key, the same
- * name the OpenAPI document gives it), method, path (OpenAPI form, `{param}`), the zod schema of
- * its answer and, where it takes them, of its body and query, all imported from `src/protocol`
+ * name the OpenAPI document gives it), method, path (OpenAPI form, `{param}`), the least role
+ * that may call it (its `x-min-role`), the zod schema of its answer and, where it
+ * takes them, of its body and query, all imported from `src/protocol`
  * (DESIGN §2: one schema per wire shape). `api.ts` turns each into a typed function that parses
  * the answer with its schema; `test/web/api-client.test.ts` checks each against the document the
- * server builds, so a route that changes its path or its answer fails there, not in a page.
+ * server builds, so a route that changes its path, its role or its answer fails there, not in a page.
  */
 import { z } from "zod";
 import * as formats from "../../../src/protocol/config-formats.js";
 import * as machine from "../../../src/protocol/machine.schema.js";
 import * as oidc from "../../../src/protocol/oidc.schema.js";
 import * as rest from "../../../src/protocol/rest.schema.js";
+import type { Role } from "../../../src/protocol/roles.js";
 import * as users from "../../../src/protocol/users.schema.js";
 import * as audit from "../../../src/protocol/audit.schema.js";
 import * as views from "../../../src/protocol/views.schema.js";
@@ -21,6 +23,12 @@ export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
 export interface Endpoint {
   method: Method;
   path: string;
+  /**
+   * The least role that may call it: the route's `x-min-role` in the OpenAPI document (README
+   * "Users, roles and tokens"); null for the one public call the console makes (sign-in). Pages
+   * offer a control only to a role at least this (`useCan`, `api/roles.tsx`).
+   */
+  minRole: Role | null;
   response: z.ZodType | null;
   body?: z.ZodType;
   query?: z.ZodType;
@@ -32,86 +40,96 @@ export interface Endpoint {
   auth?: false;
 }
 
-function op<const M extends Method, const P extends string, R extends z.ZodType | null, X extends Omit<Endpoint, "method" | "path" | "response"> = {}>(
+function op<const M extends Method, const P extends string, const N extends Role | null, R extends z.ZodType | null, X extends Omit<Endpoint, "method" | "path" | "minRole" | "response"> = {}>(
   method: M,
   path: P,
+  minRole: N,
   response: R,
   extra?: X,
-): { method: M; path: P; response: R } & X {
-  return { method, path, response, ...(extra ?? ({} as X)) };
+): { method: M; path: P; minRole: N; response: R } & X {
+  return { method, path, minRole, response, ...(extra ?? ({} as X)) };
 }
 
 const config = "/api/v1/configs/{config_id}";
 const node = "/api/v1/configs/{config_id}/nodes/{node_id}";
 
 export const ENDPOINTS = {
-  login: op("POST", "/api/v1/auth/login", rest.loginAnswer, { body: rest.loginBody, auth: false }),
-  logout: op("POST", "/api/v1/auth/logout", null),
-  getMe: op("GET", "/api/v1/auth/me", users.meAnswer),
-  getAuthMethods: op("GET", "/api/v1/auth/methods", oidc.authMethodsAnswer, { auth: false }),
-  exchangeOidcCode: op("POST", "/api/v1/auth/oidc/exchange", rest.loginAnswer, { body: oidc.oidcExchangeBody, auth: false }),
-  getSystemStatus: op("GET", "/api/v1/system/status", views.systemStatusSchema),
-  getMqttSettings: op("GET", "/api/v1/settings/mqtt", views.mqttSettingsViewSchema),
-  updateMqttSettings: op("PUT", "/api/v1/settings/mqtt", views.mqttSettingsViewSchema, { body: rest.mqttSettingsBody }),
-  getServerSettings: op("GET", "/api/v1/settings/server", views.serverSettingsViewSchema),
-  updateServerSettings: op("PUT", "/api/v1/settings/server", views.serverSettingsViewSchema, { body: rest.serverSettingsBody }),
+  login: op("POST", "/api/v1/auth/login", null, rest.loginAnswer, { body: rest.loginBody, auth: false }),
+  logout: op("POST", "/api/v1/auth/logout", "viewer", null),
+  getMe: op("GET", "/api/v1/auth/me", "viewer", users.meAnswer),
+  getAuthMethods: op("GET", "/api/v1/auth/methods", null, oidc.authMethodsAnswer, { auth: false }),
+  exchangeOidcCode: op("POST", "/api/v1/auth/oidc/exchange", null, rest.loginAnswer, { body: oidc.oidcExchangeBody, auth: false }),
+  getSystemStatus: op("GET", "/api/v1/system/status", "viewer", views.systemStatusSchema),
+  getMqttSettings: op("GET", "/api/v1/settings/mqtt", "viewer", views.mqttSettingsViewSchema),
+  updateMqttSettings: op("PUT", "/api/v1/settings/mqtt", "admin", views.mqttSettingsViewSchema, { body: rest.mqttSettingsBody }),
+  getServerSettings: op("GET", "/api/v1/settings/server", "viewer", views.serverSettingsViewSchema),
+  updateServerSettings: op("PUT", "/api/v1/settings/server", "admin", views.serverSettingsViewSchema, { body: rest.serverSettingsBody }),
 
-  listConfigs: op("GET", "/api/v1/configs", rest.configListAnswer, { query: rest.configListQuery }),
-  createConfig: op("POST", "/api/v1/configs", views.configViewSchema, { body: rest.createConfigBody }),
-  getConfig: op("GET", config, views.configDetailViewSchema),
-  updateConfig: op("PATCH", config, views.configViewSchema, { body: rest.updateConfigBody }),
-  deleteConfig: op("DELETE", config, null),
-  buildConfigPackage: op("POST", "/api/v1/tools/download/config-bulk/package", rest.downloadGrantAnswer.extend({ package_id: z.string() }), {
+  listConfigs: op("GET", "/api/v1/configs", "viewer", rest.configListAnswer, { query: rest.configListQuery }),
+  createConfig: op("POST", "/api/v1/configs", "admin", views.configViewSchema, { body: rest.createConfigBody }),
+  getConfig: op("GET", config, "viewer", views.configDetailViewSchema),
+  updateConfig: op("PATCH", config, "admin", views.configViewSchema, { body: rest.updateConfigBody }),
+  deleteConfig: op("DELETE", config, "admin", null),
+  buildConfigPackage: op("POST", "/api/v1/tools/download/config-bulk/package", "admin", rest.downloadGrantAnswer.extend({ package_id: z.string() }), {
     body: rest.bulkPackageBody,
   }),
 
-  listNodes: op("GET", `${config}/nodes`, rest.nodeListAnswer, { query: rest.nodeListQuery }),
-  countNodes: op("GET", `${config}/node-counts`, rest.nodeCountsAnswer, { query: rest.nodeFilterQuery }),
-  createNode: op("POST", `${config}/nodes`, views.nodeViewSchema, { body: rest.createNodeBody }),
-  getNode: op("GET", node, views.nodeViewSchema),
-  updateNode: op("PATCH", node, views.nodeViewSchema, { body: rest.updateNodeBody }),
-  deleteNode: op("DELETE", node, null),
-  getStagedConfig: op("GET", `${node}/config`, rest.stagedConfigAnswer),
-  getNodeAppConfigs: op("GET", `${node}/config/apps`, formats.nodeAppConfigsAnswer),
-  grantNodeConfigDownload: op("POST", `${node}/download-token`, rest.downloadTokenAnswer),
+  listNodes: op("GET", `${config}/nodes`, "viewer", rest.nodeListAnswer, { query: rest.nodeListQuery }),
+  countNodes: op("GET", `${config}/node-counts`, "viewer", rest.nodeCountsAnswer, { query: rest.nodeFilterQuery }),
+  createNode: op("POST", `${config}/nodes`, "admin", views.nodeViewSchema, { body: rest.createNodeBody }),
+  getNode: op("GET", node, "viewer", views.nodeViewSchema),
+  updateNode: op("PATCH", node, "admin", views.nodeViewSchema, { body: rest.updateNodeBody }),
+  deleteNode: op("DELETE", node, "admin", null),
+  getStagedConfig: op("GET", `${node}/config`, "operator", rest.stagedConfigAnswer),
+  getNodeAppConfigs: op("GET", `${node}/config/apps`, "operator", formats.nodeAppConfigsAnswer),
+  grantNodeConfigDownload: op("POST", `${node}/download-token`, "operator", rest.downloadTokenAnswer),
 
-  listMeshPairs: op("GET", `${config}/mesh-pairs`, rest.meshPairListAnswer, { query: rest.meshPairListQuery }),
-  createMeshPair: op("POST", `${config}/mesh-pairs`, views.meshPairViewSchema, { body: rest.createPairBody }),
-  updateMeshPair: op("PATCH", `${config}/mesh-pairs/{pair_id}`, views.meshPairViewSchema, { body: rest.updatePairBody }),
-  deleteMeshPair: op("DELETE", `${config}/mesh-pairs/{pair_id}`, null),
+  listMeshPairs: op("GET", `${config}/mesh-pairs`, "viewer", rest.meshPairListAnswer, { query: rest.meshPairListQuery }),
+  createMeshPair: op("POST", `${config}/mesh-pairs`, "admin", views.meshPairViewSchema, { body: rest.createPairBody }),
+  updateMeshPair: op("PATCH", `${config}/mesh-pairs/{pair_id}`, "admin", views.meshPairViewSchema, { body: rest.updatePairBody }),
+  deleteMeshPair: op("DELETE", `${config}/mesh-pairs/{pair_id}`, "admin", null),
 
-  listPortForwards: op("GET", `${node}/port-forwards`, rest.portForwardListAnswer),
-  createPortForward: op("POST", `${node}/port-forwards`, views.portForwardViewSchema, { body: rest.createPortForwardBody }),
-  updatePortForward: op("PATCH", `${node}/port-forwards/{forward_id}`, views.portForwardViewSchema, { body: rest.updatePortForwardBody }),
-  deletePortForward: op("DELETE", `${node}/port-forwards/{forward_id}`, null),
+  listPortForwards: op("GET", `${node}/port-forwards`, "viewer", rest.portForwardListAnswer),
+  createPortForward: op("POST", `${node}/port-forwards`, "admin", views.portForwardViewSchema, { body: rest.createPortForwardBody }),
+  updatePortForward: op("PATCH", `${node}/port-forwards/{forward_id}`, "admin", views.portForwardViewSchema, { body: rest.updatePortForwardBody }),
+  deletePortForward: op("DELETE", `${node}/port-forwards/{forward_id}`, "admin", null),
 
-  getEndpointStatus: op("GET", `${node}/endpoint-status`, views.endpointStatusViewSchema),
-  listControlLogs: op("GET", `${node}/control-logs`, rest.controlLogListAnswer, { query: rest.controlLogListQuery }),
-  sendControlCommand: op("POST", `${node}/control`, rest.controlAnswer, { body: rest.controlBody }),
-  resetClient: op("POST", `${node}/reset-client`, views.endpointStatusViewSchema),
-  issueBindCommand: op("POST", `${node}/bind-command`, rest.bindCommandAnswer),
-  buildClientArtifact: op("POST", "/api/v1/tools/download/client-artifacts/build", rest.artifactBuildAnswer, { body: rest.artifactRequestBody }),
-  grantClientArtifactDownload: op("POST", "/api/v1/tools/download/client-artifacts/download-grant", rest.artifactGrantAnswer, {
+  getEndpointStatus: op("GET", `${node}/endpoint-status`, "viewer", views.endpointStatusViewSchema),
+  listControlLogs: op("GET", `${node}/control-logs`, "viewer", rest.controlLogListAnswer, { query: rest.controlLogListQuery }),
+  sendControlCommand: op("POST", `${node}/control`, "operator", rest.controlAnswer, { body: rest.controlBody }),
+  resetClient: op("POST", `${node}/reset-client`, "admin", views.endpointStatusViewSchema),
+  issueBindCommand: op("POST", `${node}/bind-command`, "operator", rest.bindCommandAnswer),
+  buildClientArtifact: op("POST", "/api/v1/tools/download/client-artifacts/build", "operator", rest.artifactBuildAnswer, { body: rest.artifactRequestBody }),
+  grantClientArtifactDownload: op("POST", "/api/v1/tools/download/client-artifacts/download-grant", "operator", rest.artifactGrantAnswer, {
     body: rest.artifactRequestBody,
   }),
 
-  getNodeMachineGraph: op("GET", "/api/v1/machines/node", machine.machineGraphSchema),
-  getNodeMachine: op("GET", `${node}/machine`, machine.nodeMachineViewSchema),
-  getNodeTimeline: op("GET", `${node}/timeline`, machine.nodeTimelineSchema, { query: machine.timelineQuerySchema }),
-  getLatestTransitions: op("GET", `${config}/timeline/latest`, machine.configLatestTransitionsSchema),
+  getNodeMachineGraph: op("GET", "/api/v1/machines/node", "viewer", machine.machineGraphSchema),
+  getNodeMachine: op("GET", `${node}/machine`, "viewer", machine.nodeMachineViewSchema),
+  getNodeTimeline: op("GET", `${node}/timeline`, "viewer", machine.nodeTimelineSchema, { query: machine.timelineQuerySchema }),
+  getLatestTransitions: op("GET", `${config}/timeline/latest`, "viewer", machine.configLatestTransitionsSchema),
 
-  listSnapshots: op("GET", "/api/v1/backups", rest.snapshotListAnswer),
-  createSnapshot: op("POST", "/api/v1/backups", views.snapshotEntrySchema, { body: rest.createSnapshotBody }),
-  importSnapshot: op("POST", "/api/v1/backups/import", views.snapshotEntrySchema, {
+  listSnapshots: op("GET", "/api/v1/backups", "viewer", rest.snapshotListAnswer),
+  createSnapshot: op("POST", "/api/v1/backups", "admin", views.snapshotEntrySchema, { body: rest.createSnapshotBody }),
+  importSnapshot: op("POST", "/api/v1/backups/import", "admin", views.snapshotEntrySchema, {
     upload: "application/zip",
     headers: rest.importSnapshotHeaders,
   }),
-  restoreSnapshot: op("POST", "/api/v1/backups/{snapshot_id}/restore", rest.restoreAnswer, { body: rest.restoreSnapshotBody }),
-  deleteSnapshot: op("DELETE", "/api/v1/backups/{snapshot_id}", null),
-  grantSnapshotDownload: op("POST", "/api/v1/backups/{snapshot_id}/download-token", rest.downloadGrantAnswer.extend({ snapshot_id: z.string() })),
+  restoreSnapshot: op("POST", "/api/v1/backups/{snapshot_id}/restore", "admin", rest.restoreAnswer, { body: rest.restoreSnapshotBody }),
+  deleteSnapshot: op("DELETE", "/api/v1/backups/{snapshot_id}", "admin", null),
+  grantSnapshotDownload: op("POST", "/api/v1/backups/{snapshot_id}/download-token", "admin", rest.downloadGrantAnswer.extend({ snapshot_id: z.string() })),
 
-  listAuditEntries: op("GET", "/api/v1/audit", audit.auditListAnswer, { query: audit.auditListQuery }),
-  verifyAuditLog: op("GET", "/api/v1/audit/verify", audit.auditVerifyAnswer),
+  listUsers: op("GET", "/api/v1/users", "owner", users.userListAnswer),
+  createUser: op("POST", "/api/v1/users", "owner", users.userViewSchema, { body: users.createUserBody }),
+  updateUser: op("PATCH", "/api/v1/users/{user_id}", "owner", users.userViewSchema, { body: users.updateUserBody }),
+  deleteUser: op("DELETE", "/api/v1/users/{user_id}", "owner", null),
+
+  listAccessTokens: op("GET", "/api/v1/tokens", "viewer", users.accessTokenListAnswer),
+  createAccessToken: op("POST", "/api/v1/tokens", "viewer", users.createdAccessTokenAnswer, { body: users.createAccessTokenBody }),
+  revokeAccessToken: op("DELETE", "/api/v1/tokens/{token_id}", "viewer", null),
+
+  listAuditEntries: op("GET", "/api/v1/audit", "admin", audit.auditListAnswer, { query: audit.auditListQuery }),
+  verifyAuditLog: op("GET", "/api/v1/audit/verify", "admin", audit.auditVerifyAnswer),
 } as const satisfies Record<string, Endpoint>;
 
 export type OperationId = keyof typeof ENDPOINTS;

@@ -21,6 +21,10 @@ export const keys = {
   me: ["auth", "me"] as const,
   /** The sign-in methods the server offers (`GET /api/v1/auth/methods`). */
   authMethods: ["auth", "methods"] as const,
+  /** Every user (owners only). */
+  users: ["users"] as const,
+  /** The personal access tokens the caller may see (their own; an owner's: everyone's). */
+  accessTokens: ["tokens"] as const,
   config: (configId: string) => ["configs", configId] as const,
   pairs: (configId: string) => ["configs", configId, "mesh-pairs"] as const,
   latestTransitions: (configId: string) => ["configs", configId, "timeline", "latest"] as const,

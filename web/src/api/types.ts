@@ -63,6 +63,17 @@ export type PortForwardListAnswer = z.output<typeof rest.portForwardListAnswer>;
 export type RestoreAnswer = z.output<typeof rest.restoreAnswer>;
 export type StagedConfigAnswer = z.output<typeof rest.stagedConfigAnswer>;
 
+// ---- users and personal access tokens (src/protocol/users.schema.ts) ----
+type UsersSchemas = typeof import("../../../src/protocol/users.schema.js");
+export type { Role } from "../../../src/protocol/roles.js";
+export type UserView = z.output<UsersSchemas["userViewSchema"]>;
+export type UserListAnswer = z.output<UsersSchemas["userListAnswer"]>;
+export type CreateUserBody = z.input<UsersSchemas["createUserBody"]>;
+export type UpdateUserBody = z.input<UsersSchemas["updateUserBody"]>;
+export type AccessTokenView = z.output<UsersSchemas["accessTokenViewSchema"]>;
+export type AccessTokenListAnswer = z.output<UsersSchemas["accessTokenListAnswer"]>;
+export type CreateAccessTokenBody = z.input<UsersSchemas["createAccessTokenBody"]>;
+
 // ---- the node statechart and its recorded transitions (src/protocol/machine.schema.ts) ----
 type MachineSchemas = typeof import("../../../src/protocol/machine.schema.js");
 export type MachineGraph = z.output<MachineSchemas["machineGraphSchema"]>;

@@ -1,33 +1,46 @@
-import { useQuery } from "@tanstack/react-query";
 import { useEffect, useRef } from "react";
 import { NavLink, Outlet, useLocation } from "react-router";
 import { useAuth } from "../api/auth.js";
-import { api } from "../api/client.js";
-import { keys } from "../api/keys.js";
+import type { OperationId } from "../api/endpoints.js";
+import { useCan, useMe } from "../api/roles.js";
 import { LiveIndicator } from "../components/live-indicator.js";
 import { ThemeToggle } from "../theme.js";
 
-const NAV = [
+/** The main navigation; an entry with `op` shows only to a role that may call it (Users: owners). */
+const NAV: ReadonlyArray<{ to: string; label: string; end: boolean; op?: OperationId }> = [
   { to: "/", label: "Home", end: true },
   { to: "/configs", label: "Configs", end: false },
   { to: "/backups", label: "Backups", end: false },
   { to: "/settings", label: "Settings", end: false },
-  { to: "/audit", label: "Audit", end: false },
+  { to: "/audit", label: "Audit", end: false, op: "listAuditEntries" },
+  { to: "/tokens", label: "Tokens", end: false },
+  { to: "/users", label: "Users", end: false, op: "listUsers" },
 ];
+
+function NavItem({ to, label, end, op }: (typeof NAV)[number]) {
+  const can = useCan(op ?? "getMe");
+  if (!can.allowed) return null;
+  return (
+    <li>
+      <NavLink to={to} end={end}>
+        {label}
+      </NavLink>
+    </li>
+  );
+}
 
 /** "Signed in as NAME (role)": who the console acts as (`GET /api/v1/auth/me`, read again after a minute: a role change shows). */
 function SignedInAs() {
-  const { token } = useAuth();
-  const me = useQuery({ queryKey: [...keys.me, token], queryFn: ({ signal }) => api.getMe({ signal }), staleTime: 60_000 });
+  const me = useMe();
   if (me.data === undefined) return null;
   return (
-    <span className="signed-in" aria-label={`Signed in as ${me.data.user.username}, role ${me.data.user.role}`}>
-      {me.data.user.username} <span className="muted">({me.data.user.role})</span>
+    <span className="signed-in">
+      Signed in as <strong>{me.data.user.username}</strong> <span className="muted">({me.data.user.role})</span>
     </span>
   );
 }
 
-/** The app shell: skip link, header with navigation, live indicator, theme and logout; the page below. */
+/** The app shell: skip link, header with navigation, live indicator, who is signed in, theme and sign-out; the page below. */
 export function Layout() {
   const { logout } = useAuth();
   const location = useLocation();
@@ -50,11 +63,7 @@ export function Layout() {
         <nav aria-label="Main">
           <ul>
             {NAV.map((item) => (
-              <li key={item.to}>
-                <NavLink to={item.to} end={item.end}>
-                  {item.label}
-                </NavLink>
-              </li>
+              <NavItem key={item.to} {...item} />
             ))}
           </ul>
         </nav>
@@ -63,7 +72,7 @@ export function Layout() {
           <SignedInAs />
           <ThemeToggle />
           <button type="button" onClick={() => void logout()}>
-            Log out
+            Sign out
           </button>
         </div>
       </header>

@@ -1,6 +1,7 @@
 /** The create and import forms of the backups page (DESIGN §5 snapshots; docs/backups.md). */
 import { useId, useRef, useState, type FormEvent } from "react";
 import { errorMessage } from "../../api/client.js";
+import { useGate } from "../../api/roles.js";
 import { useCreateSnapshot, useImportSnapshot } from "./mutations.js";
 import { FormError } from "../../components/form-error.js";
 
@@ -33,10 +34,12 @@ export function CreateForm() {
     });
   };
   const failure = problem ?? (create.isError ? errorMessage(create.error) : null);
+  const gate = useGate("createSnapshot");
   return (
     <form className="card form backup-form" onSubmit={submit} aria-labelledby="create-title">
       <h2 id="create-title">Create a snapshot</h2>
       <p className="muted small">With a passphrase the file is encrypted; without one it is a plain zip that anyone holding it can read.</p>
+      <fieldset disabled={gate.disabled}>
       <div className="passphrase-fields">
         <div>
           <label htmlFor={passId}>Passphrase (optional)</label>
@@ -48,10 +51,12 @@ export function CreateForm() {
         </div>
       </div>
       <div className="form-actions">
-        <button type="submit" className="primary" disabled={create.isPending}>
+        <button type="submit" className="primary" {...gate.props} disabled={gate.disabled || create.isPending}>
           {create.isPending ? "Creating…" : encrypted ? "Create encrypted snapshot" : "Create snapshot"}
         </button>
+        {gate.reason}
       </div>
+      </fieldset>
       {failure !== null && (
         <p className="form-error" role="alert">
           {failure}
@@ -89,18 +94,22 @@ export function ImportForm() {
       },
     );
   };
+  const gate = useGate("importSnapshot");
   return (
     <form className="card form import-form" onSubmit={submit} aria-labelledby="import-title">
       <h2 id="import-title">Import a snapshot</h2>
+      <fieldset disabled={gate.disabled}>
       <label htmlFor={inputId}>Snapshot file (.zip or .zip.enc)</label>
       <input id={inputId} ref={input} type="file" accept=".zip,.enc,application/zip,application/octet-stream" onChange={(e) => setFile(e.target.files?.[0] ?? null)} />
       <label htmlFor={passId}>Passphrase (for an encrypted file)</label>
       <input id={passId} type="password" autoComplete="off" value={passphrase} onChange={(e) => setPassphrase(e.target.value)} />
       <div className="form-actions">
-        <button type="submit" disabled={file === null || upload.isPending}>
+        <button type="submit" {...gate.props} disabled={gate.disabled || file === null || upload.isPending}>
           {upload.isPending ? "Importing…" : "Import snapshot"}
         </button>
+        {gate.reason}
       </div>
+      </fieldset>
       <FormError error={upload.error} />
       {upload.isSuccess && (
         <p className="form-ok" role="status">

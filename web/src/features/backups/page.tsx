@@ -1,4 +1,5 @@
 import { useState } from "react";
+import { RoleNote, useCan } from "../../api/roles.js";
 import type { RestoreAnswer, SnapshotEntry } from "../../api/types.js";
 import { Countdown } from "../../components/countdown.js";
 import { useFocusOnArrival } from "../../components/focus-on-arrival.js";
@@ -40,6 +41,7 @@ export function BackupsPage() {
         <CreateForm />
         <ImportForm />
       </div>
+      <RoleNote can={useCan("restoreSnapshot")} what="snapshots are downloaded, restored and deleted by admins" />
       {restored !== null && (
         <p className="form-ok" role="status">
           {restoredText(restored)}
@@ -119,6 +121,9 @@ function SnapshotRow({ snapshot: s, onRestored }: { snapshot: SnapshotEntry; onR
   const grant = useSnapshotDownload(s.snapshot_id);
   const restore = useRestoreSnapshot(s.snapshot_id);
   const remove = useDeleteSnapshot(s.snapshot_id);
+  // Download, restore and delete are all the admin's: one check hides the three (a note above the table says why).
+  const canRows = [useCan("restoreSnapshot"), useCan("grantSnapshotDownload"), useCan("deleteSnapshot")];
+  const canWrite = canRows.every((c) => c.allowed);
   // A refused restore is shown inside its dialog.
   const failed = grant.error ?? remove.error;
   return (
@@ -134,15 +139,17 @@ function SnapshotRow({ snapshot: s, onRestored }: { snapshot: SnapshotEntry; onR
         <code title={s.sha256}>{s.sha256.slice(0, 12)}</code>
       </td>
       <td data-label="Actions">
-        <div className="actions">
-          <SnapshotDownload snapshotId={s.snapshot_id} grant={grant} />
-          <button type="button" onClick={() => setConfirm("restore")} aria-label={`Restore ${s.snapshot_id}`}>
-            Restore
-          </button>
-          <button type="button" className="danger" onClick={() => setConfirm("delete")} aria-label={`Delete ${s.snapshot_id}`}>
-            Delete
-          </button>
-        </div>
+        {canWrite && (
+          <div className="actions">
+            <SnapshotDownload snapshotId={s.snapshot_id} grant={grant} />
+            <button type="button" data-op="restoreSnapshot" onClick={() => setConfirm("restore")} aria-label={`Restore ${s.snapshot_id}`}>
+              Restore
+            </button>
+            <button type="button" className="danger" data-op="deleteSnapshot" onClick={() => setConfirm("delete")} aria-label={`Delete ${s.snapshot_id}`}>
+              Delete
+            </button>
+          </div>
+        )}
         <FormError error={failed} />
         <SnapshotConfirms snapshot={s} confirm={confirm} restore={restore} remove={remove} onClose={() => setConfirm(null)} onRestored={onRestored} />
       </td>
@@ -158,7 +165,7 @@ function SnapshotDownload({ snapshotId, grant }: { snapshotId: string; grant: Re
   const linkRef = useFocusOnArrival<HTMLAnchorElement>(grant.data);
   if (!grant.data) {
     return (
-      <button type="button" onClick={() => grant.mutate()} disabled={grant.isPending} aria-label={`Get a download link for ${snapshotId}`}>
+      <button type="button" data-op="grantSnapshotDownload" onClick={() => grant.mutate()} disabled={grant.isPending} aria-label={`Get a download link for ${snapshotId}`}>
         Download link
       </button>
     );

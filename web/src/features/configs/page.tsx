@@ -1,6 +1,7 @@
 import { useState, type FormEvent } from "react";
 import { Link, useNavigate, useSearchParams } from "react-router";
 import { nameSchema } from "../../../../src/protocol/fields.js";
+import { RoleNote, useCan, useGate } from "../../api/roles.js";
 import type { ConfigView, TunnelProtocol } from "../../api/types.js";
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
 import { FormError, invalidProps } from "../../components/form-error.js";
@@ -24,6 +25,7 @@ export function ConfigsPage() {
     <section aria-labelledby="configs-title">
       <h1 id="configs-title">Configs</h1>
       <CreateConfigForm />
+      <RoleNote can={useCan("deleteConfig")} what="configs are deleted by admins" />
       <section className="card" aria-labelledby="config-list-title">
         <div className="toolbar">
           <h2 id="config-list-title">All configs</h2>
@@ -67,6 +69,7 @@ function matchingConfigs(configs: ConfigView[], q: string): ConfigView[] {
 }
 
 function ConfigsTable({ rows, onDelete }: { rows: ConfigView[]; onDelete: (config: ConfigView) => void }) {
+  const canDelete = useCan("deleteConfig").allowed;
   return (
     <div className="table-wrap">
       <table className="table stack-table">
@@ -96,9 +99,11 @@ function ConfigsTable({ rows, onDelete }: { rows: ConfigView[]; onDelete: (confi
                 <RelativeTime iso={c.updated_at} />
               </td>
               <td className="actions">
-                <button type="button" className="danger-outline" aria-label={`Delete config ${c.name}`} onClick={() => onDelete(c)}>
-                  Delete
-                </button>
+                {canDelete && (
+                  <button type="button" className="danger-outline" data-op="deleteConfig" aria-label={`Delete config ${c.name}`} onClick={() => onDelete(c)}>
+                    Delete
+                  </button>
+                )}
               </td>
             </tr>
           ))}
@@ -172,10 +177,11 @@ function CreateConfigForm() {
     );
   };
   const invalid = (field: keyof typeof CONFIG_LABELS) => invalidProps(create.error, CONFIG_LABELS, field, "create-config-error");
+  const gate = useGate("createConfig");
   return (
     <form className="card form form-inline" onSubmit={submit} aria-labelledby="create-config-title">
       <h2 id="create-config-title">New config</h2>
-      <div className="form-row">
+      <fieldset className="form-row" disabled={gate.disabled}>
         <div>
           <label htmlFor="config-name">Name</label>
           <input id="config-name" value={name} maxLength={nameSchema.maxLength ?? undefined} onChange={(e) => edited(setName)(e.target.value)} required {...invalid("name")} />
@@ -192,11 +198,12 @@ function CreateConfigForm() {
           <input id="config-cidr" className="mono" value={cidr} onChange={(e) => edited(setCidr)(e.target.value)} required {...invalid("network_cidr")} />
         </div>
         <div className="form-row-action">
-          <button type="submit" className="primary" disabled={create.isPending || name.trim() === ""}>
+          <button type="submit" className="primary" {...gate.props} disabled={gate.disabled || create.isPending || name.trim() === ""}>
             Create config
           </button>
+          {gate.reason}
         </div>
-      </div>
+      </fieldset>
       <FormError error={create.error} labels={CONFIG_LABELS} id="create-config-error" />
     </form>
   );

@@ -1,6 +1,7 @@
 import { useState, type FormEvent } from "react";
 import { nameSchema } from "../../../../src/protocol/fields.js";
 import { errorMessage } from "../../api/client.js";
+import { useGate } from "../../api/roles.js";
 import type { ConfigDetailView, NodeMode, TunnelProtocol } from "../../api/types.js";
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
 import { useFocusOnArrival } from "../../components/focus-on-arrival.js";
@@ -22,12 +23,14 @@ export function AddNodeForm({ config }: { config: ConfigDetailView }) {
   const mqttOff = status.data?.services.mqtt.enabled === false;
   const { draft, edit, added, create, submit } = useAddNode(config.config_id);
   const [open, setOpen] = useState(config.nodes.length === 0);
+  const gate = useGate("createNode");
   return (
     <details className="card add-node" open={open} onToggle={(e) => setOpen(e.currentTarget.open)}>
       <summary>
         <h2>Add a node</h2>
       </summary>
       <form className="form" onSubmit={submit} aria-label="Add a node">
+        <fieldset disabled={gate.disabled}>
         <NodeDraftFields draft={draft} edit={edit} mqttOff={mqttOff} error={create.error} />
         <div className="form-row">
           <label className="checkbox" htmlFor="node-auto-pair">
@@ -39,11 +42,13 @@ export function AddNodeForm({ config }: { config: ConfigDetailView }) {
             Hub: forwards between nodes behind NAT (must be reachable: give it an address above)
           </label>
           <div className="form-row-action">
-            <button type="submit" className="primary" disabled={create.isPending || draft.name.trim() === ""}>
+            <button type="submit" className="primary" {...gate.props} disabled={gate.disabled || create.isPending || draft.name.trim() === ""}>
               Add node
             </button>
+            {gate.reason}
           </div>
         </div>
+        </fieldset>
         {mqttOff && <p className="notice">{MQTT_OFF}</p>}
         <FormError error={create.error} labels={NODE_LABELS} id="add-node-error" />
         {added !== null && !create.isPending && (
@@ -145,11 +150,13 @@ export function ProtocolSwitch({ config }: { config: ConfigDetailView }) {
   const target: TunnelProtocol = config.tunnel_protocol === "wireguard" ? "awg_2" : "wireguard";
   const n = config.nodes.length;
   const patch = useSwitchProtocol(config.config_id);
+  const gate = useGate("updateConfig");
   return (
     <>
-      <button type="button" onClick={() => { patch.reset(); setOpen(true); }}>
+      <button type="button" {...gate.props} disabled={gate.disabled} onClick={() => { patch.reset(); setOpen(true); }}>
         Switch to {target}
       </button>
+      {gate.reason}
       <ConfirmDialog
         open={open}
         title={`Switch ${config.name} to ${target}?`}
@@ -176,12 +183,14 @@ export function ProtocolSwitch({ config }: { config: ConfigDetailView }) {
 export function PackageDownload({ configId }: { configId: string }) {
   const make = useConfigPackage(configId);
   const linkRef = useFocusOnArrival<HTMLAnchorElement>(make.data);
+  const gate = useGate("buildConfigPackage");
   return (
     <div className="package">
       <PublicUrlWarning />
-      <button type="button" onClick={() => make.mutate()} disabled={make.isPending}>
+      <button type="button" {...gate.props} onClick={() => make.mutate()} disabled={gate.disabled || make.isPending}>
         Prepare config package
       </button>
+      {gate.reason}
       {make.isSuccess && (
         <span className="package-link">
           <a ref={linkRef} href={make.data.download_path} download={make.data.filename}>

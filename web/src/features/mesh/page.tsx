@@ -1,6 +1,7 @@
 import { lazy, Suspense, useCallback, useEffect, useMemo, useState } from "react";
 import { Link, useLocation, useParams, useSearchParams } from "react-router";
 import { errorMessage } from "../../api/client.js";
+import { useGate } from "../../api/roles.js";
 import type { ConfigDetailView, NodeCountsAnswer, NodeFilterQuery, NodeTransitionView, NodeView } from "../../api/types.js";
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
 import { Loading, QueryView } from "../../components/states.js";
@@ -310,22 +311,26 @@ function BulkActions({ config, selected, onDone }: { config: ConfigDetailView; s
       },
     });
   const none = nodes.length === 0;
+  const pushGate = useGate("sendControlCommand");
+  const deleteGate = useGate("deleteNode");
   return (
     <div className="bulk" role="group" aria-label="Bulk actions">
       <span className="muted">{none ? "No node selected" : `${nodes.length} selected`}</span>
       {dynamic.length > 0 && (
-        <button type="button" disabled={push.isPending} onClick={() => { setResult(null); pushAll(); }}>
+        <button type="button" {...pushGate.props} disabled={pushGate.disabled || push.isPending} onClick={() => { setResult(null); pushAll(); }}>
           Push config to {dynamic.length} dynamic {dynamic.length === 1 ? "node" : "nodes"}
         </button>
       )}
+      {dynamic.length > 0 && pushGate.reason}
       {dynamic.length > 0 && skipped > 0 && (
         <span className="muted">
           ({counted(skipped, "static node")} skipped: static nodes take their config file)
         </span>
       )}
-      <button type="button" className="danger-outline" disabled={none} onClick={() => { setResult(null); setAsked(nodes); }}>
+      <button type="button" className="danger-outline" {...deleteGate.props} disabled={deleteGate.disabled || none} onClick={() => { setResult(null); setAsked(nodes); }}>
         Delete selected
       </button>
+      {deleteGate.reason}
       {result !== null && (
         <span className="bulk-result" role="status">
           {result}

@@ -1,4 +1,5 @@
 import { useMemo, useState, type FormEvent } from "react";
+import { RoleNote, useCan } from "../../api/roles.js";
 import { errorMessage } from "../../api/client.js";
 import type { ConfigDetailView, MeshPairView } from "../../api/types.js";
 import { IntegrityBadge } from "../../components/integrity-badge.js";
@@ -22,10 +23,12 @@ export function PairsSection({ config }: { config: ConfigDetailView }) {
   const names = useMemo(() => new Map(config.nodes.map((n) => [n.node_id, n.name])), [config.nodes]);
   const [filter, setFilter] = useState("");
   const [limit, setLimit] = useState(PAGE);
+  const canCreate = useCan("createMeshPair");
   return (
     <section className="card" aria-labelledby="pairs-title">
       <h2 id="pairs-title">Pairs</h2>
-      <CreatePairForm config={config} />
+      <RoleNote can={canCreate} what="pairs are created, enabled, disabled and deleted by admins" />
+      {canCreate.allowed && <CreatePairForm config={config} />}
       <QueryView query={pairs} isEmpty={(d) => d.mesh_pairs.length === 0} empty={<p>No pairs: nodes reach no peer.</p>} loadingLabel="Loading pairs…">
         {(data) => {
           const needle = filter.trim().toLowerCase();
@@ -83,6 +86,8 @@ function PairRow({ pair, names: [a, b], route }: { pair: MeshPairView; names: [s
   const toggle = useTogglePair(pair);
   const remove = useDeletePair(pair);
   const error = toggle.error ?? remove.error;
+  const canToggle = useCan("updateMeshPair").allowed;
+  const canDelete = useCan("deleteMeshPair").allowed;
   return (
     <li className="pair">
       <span className="pair-nodes">
@@ -91,12 +96,16 @@ function PairRow({ pair, names: [a, b], route }: { pair: MeshPairView; names: [s
       <IntegrityBadge integrity={pair.integrity} />
       {route !== null && <span className={`pair-route${pair.route === "via_hub" ? " pair-route-hub" : ""}`}>{route}</span>}
       <span className="pair-actions">
-        <button type="button" aria-label={`${pair.enabled ? "Disable" : "Enable"} pair ${a} – ${b}`} disabled={toggle.isPending} onClick={() => toggle.mutate()}>
-          {pair.enabled ? "Disable" : "Enable"}
-        </button>
-        <button type="button" className="danger-outline" aria-label={`Delete pair ${a} – ${b}`} disabled={remove.isPending} onClick={() => remove.mutate()}>
-          Delete
-        </button>
+        {canToggle && (
+          <button type="button" data-op="updateMeshPair" aria-label={`${pair.enabled ? "Disable" : "Enable"} pair ${a} – ${b}`} disabled={toggle.isPending} onClick={() => toggle.mutate()}>
+            {pair.enabled ? "Disable" : "Enable"}
+          </button>
+        )}
+        {canDelete && (
+          <button type="button" className="danger-outline" data-op="deleteMeshPair" aria-label={`Delete pair ${a} – ${b}`} disabled={remove.isPending} onClick={() => remove.mutate()}>
+            Delete
+          </button>
+        )}
       </span>
       {error !== null && (
         <span className="form-error" role="alert">
@@ -122,7 +131,7 @@ function CreatePairForm({ config }: { config: ConfigDetailView }) {
       <NodeSelect id="pair-a" label="First node" nodes={options} value={a} onChange={setA} />
       <NodeSelect id="pair-b" label="Second node" nodes={options} value={b} onChange={setB} />
       <div className="form-row-action">
-        <button type="submit" disabled={create.isPending || a === "" || b === ""}>
+        <button type="submit" data-op="createMeshPair" disabled={create.isPending || a === "" || b === ""}>
           Create pair
         </button>
       </div>

@@ -1,4 +1,5 @@
 import QRCode from "qrcode";
+import { useGate } from "../../api/roles.js";
 import { useEffect, useRef, useState } from "react";
 import { errorMessage } from "../../api/client.js";
 import type { ConfigFormat, NodeAppConfigsAnswer } from "../../../../src/protocol/config-formats.js";
@@ -47,13 +48,15 @@ export function qrVersionOf(text: string): number {
  */
 export function AppQrCodes({ configId, nodeId, nodeName }: { configId: string; nodeId: string; nodeName: string }) {
   const [shown, setShown] = useState(false);
-  const apps = useAppConfigs(configId, nodeId, shown);
+  const gate = useGate("getNodeAppConfigs");
+  const apps = useAppConfigs(configId, nodeId, shown && gate.can.allowed);
   return (
     <>
       <p className="muted">They hold the node&apos;s private key: show them only where no one else can scan them.</p>
-      <button type="button" aria-pressed={shown} onClick={() => setShown(!shown)}>
+      <button type="button" aria-pressed={shown} {...gate.props} disabled={gate.disabled} onClick={() => setShown(!shown)}>
         {shown ? "Hide QR codes" : "Show QR codes"}
       </button>
+      {gate.reason}
       {shown && (
         <QueryView query={apps} loadingLabel="Loading the app configs…">
           {(answer) => answer.apps.map((entry) => <AppQr key={entry.app} entry={entry} nodeName={nodeName} />)}

@@ -1,5 +1,6 @@
 import { useState } from "react";
 import type { LogRow } from "../../api/patches.js";
+import { useGate } from "../../api/roles.js";
 import type { ControlAction, EndpointStatusView, NodeView } from "../../api/types.js";
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
 import { PresenceBadge } from "../../components/presence-badge.js";
@@ -98,15 +99,17 @@ function heldStart(rows: LogRow[]): LogRow | undefined {
 function Controls({ node, rows }: { node: NodeView; rows: LogRow[] }) {
   const send = useSendControl(node.config_id, node.node_id);
   const held = heldStart(rows);
+  const gate = useGate("sendControlCommand");
   return (
     <section className="card" aria-labelledby="controls-title">
       <h2 id="controls-title">Control</h2>
       <div className="actions">
         {ACTIONS.map((a) => (
-          <button key={a.action} type="button" className={a.primary ? "primary" : undefined} onClick={() => send.mutate(a.action)} disabled={send.isPending}>
+          <button key={a.action} type="button" className={a.primary ? "primary" : undefined} {...gate.props} onClick={() => send.mutate(a.action)} disabled={gate.disabled || send.isPending}>
             {a.label}
           </button>
         ))}
+        {gate.reason}
       </div>
       {held !== undefined && (
         <p className="muted" role="status">
@@ -197,16 +200,23 @@ function DangerZone({ node }: { node: NodeView }) {
   const makeStatic = useMakeStatic(node.config_id, node.node_id);
   const closeDialog = { onSuccess: () => setConfirm(null) };
   const failed = reset.error ?? makeStatic.error;
+  const resetGate = useGate("resetClient");
+  const modeGate = useGate("updateNode");
+  // Both need the same role today: then one reason serves both buttons.
+  const sameReason = modeGate.can.reason === resetGate.can.reason;
+  const modeDescribedBy = sameReason ? { "aria-describedby": resetGate.props["aria-describedby"] } : {};
   return (
     <section className="card" aria-labelledby="danger-title">
       <h2 id="danger-title">Client and mode</h2>
       <div className="actions">
-        <button type="button" className="danger" onClick={() => setConfirm("reset")}>
+        <button type="button" className="danger" {...resetGate.props} disabled={resetGate.disabled} onClick={() => setConfirm("reset")}>
           Reset client
         </button>
-        <button type="button" onClick={() => setConfirm("static")}>
+        <button type="button" {...modeGate.props} {...modeDescribedBy} disabled={modeGate.disabled} onClick={() => setConfirm("static")}>
           Change to static
         </button>
+        {resetGate.reason}
+        {!sameReason && modeGate.reason}
       </div>
       <FormError error={failed} />
       <ConfirmDialog

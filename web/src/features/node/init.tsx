@@ -12,6 +12,7 @@ import {
   type ClientGoos,
 } from "../../../../src/protocol/client-targets.js";
 import { ApiError, api, errorMessage } from "../../api/client.js";
+import { RoleNote, useCan, useGate } from "../../api/roles.js";
 import type { ArtifactRequestBody, NodeView, SystemStatus, TunnelProtocol } from "../../api/types.js";
 import { CopyButton } from "../../components/copy-button.js";
 import { Countdown } from "../../components/countdown.js";
@@ -153,19 +154,24 @@ function ClientDownload({ os }: { os: ClientGoos }) {
   const [arch, setArch] = useState<ClientGoarch>("amd64");
   const goarch = (CLIENT_TARGETS[os] as readonly string[]).includes(arch) ? arch : CLIENT_TARGETS[os][0];
   const granted = grant.data !== undefined && grant.variables?.goos === os && grant.variables.goarch === goarch ? grant.data : undefined;
+  // Asking the release host and the local build's link both go through the artifact routes (operator and above).
+  const canAsk = useCan("buildClientArtifact");
+  const gate = useGate("grantClientArtifactDownload");
   return (
     <section className="card" aria-labelledby="client-download-title">
       <h2 id="client-download-title">2. Download and unpack the client</h2>
       <ClientPicker os={os} source={source} goarch={goarch} onSource={setSource} onArch={setArch} />
+      {canAsk.reason !== null && <RoleNote can={canAsk} what="client download links are handed out to operators" />}
       <QueryView query={status}>
         {(s) =>
           source === "remote_release" ? (
-            <ReleaseDownload status={s} os={os} goarch={goarch} onUseLocal={() => setSource("local_build")} />
+            canAsk.allowed && <ReleaseDownload status={s} os={os} goarch={goarch} onUseLocal={() => setSource("local_build")} />
           ) : (
             <>
-              <button type="button" onClick={() => grant.mutate({ source: "local_build", goos: os, goarch })} disabled={grant.isPending}>
+              <button type="button" {...gate.props} onClick={() => grant.mutate({ source: "local_build", goos: os, goarch })} disabled={gate.disabled || grant.isPending}>
                 {grant.isPending ? "Preparing the client…" : "Get download link"}
               </button>
+              {gate.reason}
               {granted !== undefined && (
                 <DownloadBlock os={os} filename={granted.filename} url={granted.download_path} command={granted.command} expiresAt={granted.download_token_expires_at} />
               )}
@@ -294,6 +300,7 @@ function DownloadBlock({ os, filename, url, command, expiresAt, found = false }:
 function BindCommand({ node, os }: { node: NodeView; os: ClientGoos }) {
   const issue = useBindCommand(node.config_id, node.node_id);
   const command = issue.data === undefined ? undefined : bindCommandFor(os, issue.data.command);
+  const gate = useGate("issueBindCommand");
   return (
     <section className="card" aria-labelledby="bind-title">
       <h2 id="bind-title">3. Bind the client</h2>
@@ -303,9 +310,10 @@ function BindCommand({ node, os }: { node: NodeView; os: ClientGoos }) {
           : "In the directory holding svc-client/, as root (bind installs the agent's system service):"}{" "}
         the command works once, for 5 minutes; a new one invalidates the old. The service runs the client from this {CLIENT_UNZIP_DIR} directory: keep it where it is.
       </p>
-      <button type="button" className="primary" onClick={() => issue.mutate()} disabled={issue.isPending}>
+      <button type="button" className="primary" {...gate.props} onClick={() => issue.mutate()} disabled={gate.disabled || issue.isPending}>
         {issue.data ? "Generate a new bind command" : "Generate bind command"}
       </button>
+      {gate.reason}
       {issue.data !== undefined && command !== undefined && (
         <>
           <CommandBox label="Bind command" command={command} />

@@ -1,5 +1,6 @@
 import { useEffect, useId, useState, type FormEvent } from "react";
 import { useNavigate } from "react-router";
+import { useGate } from "../../api/roles.js";
 import type { NodeView, UpdateNodeBody } from "../../api/types.js";
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
 import { FormError, invalidProps } from "../../components/form-error.js";
@@ -83,12 +84,11 @@ function EditNodeForm({ node }: { node: NodeView }) {
   const set = (field: Exclude<keyof Draft, "hub">) => (e: { target: { value: string } }) => change({ [field]: e.target.value });
   const errorId = `${id}-error`;
   const invalid = (field: keyof typeof LABELS) => invalidProps(update.error, LABELS, field, errorId);
-  const submit = (e: FormEvent) => {
-    e.preventDefault();
-    update.mutate(body, { onSuccess: () => setSaved(true) });
-  };
+  const gate = useGate("updateNode");
+  const submit = (e: FormEvent) => { e.preventDefault(); update.mutate(body, { onSuccess: () => setSaved(true) }); };
   return (
     <form className="form-row" onSubmit={submit} aria-label="Edit the node">
+      <fieldset className="contents" disabled={gate.disabled}>
       <div>
         <label htmlFor={`${id}-name`}>Name</label>
         <input id={`${id}-name`} value={draft.name} onChange={set("name")} required maxLength={64} {...invalid("name")} />
@@ -114,10 +114,12 @@ function EditNodeForm({ node }: { node: NodeView }) {
         Hub: forwards between nodes behind NAT (peers must reach it)
       </label>
       <div className="form-row-action">
-        <button type="submit" className="primary" disabled={!dirty || update.isPending}>
+        <button type="submit" className="primary" {...gate.props} disabled={gate.disabled || !dirty || update.isPending}>
           {update.isPending ? "Saving…" : "Save changes"}
         </button>
+        {gate.reason}
       </div>
+      </fieldset>
       <FormNotes helpId={`${id}-endpoint-help`} saved={saved} />
       <FormError error={update.error} labels={LABELS} id={errorId} />
     </form>
@@ -147,11 +149,13 @@ function DeleteNode({ node }: { node: NodeView }) {
   const navigate = useNavigate();
   const meshPage = `/configs/${encodeURIComponent(node.config_id)}`;
   const bound = node.mode === "dynamic" && node.client.client_initialized;
+  const gate = useGate("deleteNode");
   return (
     <div className="danger-zone">
-      <button type="button" className="danger-outline" onClick={() => setConfirm(true)}>
+      <button type="button" className="danger-outline" {...gate.props} disabled={gate.disabled} onClick={() => setConfirm(true)}>
         Delete node
       </button>
+      {gate.reason}
       <ConfirmDialog
         open={confirm}
         title={`Delete ${node.name}?`}

@@ -1,5 +1,6 @@
 import { useEffect, useState, type FormEvent, type ReactNode } from "react";
 import { Link } from "react-router";
+import { RoleNote, useCan, useGate } from "../../api/roles.js";
 import type { ConfigDetailView, NodeView, PortForwardView, StagedConfigAnswer, TunnelProtocol } from "../../api/types.js";
 import { CopyButton } from "../../components/copy-button.js";
 import { useFocusOnArrival } from "../../components/focus-on-arrival.js";
@@ -48,16 +49,22 @@ export function StaticNodeView({ configId, nodeId, before }: { configId: string;
 }
 
 function StaticNodeBody({ config, node }: { config: ConfigDetailView; node: NodeView }) {
-  const staged = useStagedConfig(config.config_id, node.node_id);
+  // The config text holds the private key: read only by a role that may (operator and above).
+  const canRead = useCan("getStagedConfig");
+  const staged = useStagedConfig(config.config_id, node.node_id, canRead.allowed);
   return (
     <>
       <StaticFacts config={config} node={node} staged={staged.data} />
       <div className="node-grid">
         <section className="card" aria-labelledby="staged-title">
           <h2 id="staged-title">Staged config</h2>
-          <QueryView query={staged} loadingLabel="Loading the config text…">
-            {(s) => <StagedText staged={s} />}
-          </QueryView>
+          {canRead.reason !== null ? (
+            <RoleNote can={canRead} what="the config text holds the node's private key" />
+          ) : (
+            <QueryView query={staged} loadingLabel="Loading the config text…">
+              {(s) => <StagedText staged={s} />}
+            </QueryView>
+          )}
         </section>
         <div>
           <DownloadLink configId={config.config_id} node={node} protocol={config.tunnel_protocol} filename={staged.data?.filename} />
@@ -110,7 +117,7 @@ function StaticFacts({ config, node, staged }: { config: ConfigDetailView; node:
     </div>
     <div>
       <dt>Last download</dt>
-      <dd>{staged === undefined ? "…" : <LastDownload staged={staged} />}</dd>
+      <dd>{staged === undefined ? <span className="muted">not shown</span> : <LastDownload staged={staged} />}</dd>
     </div>
   </dl>
   );
@@ -197,14 +204,16 @@ function DownloadLink({ configId, node, protocol, filename }: { configId: string
   const url = issue.data === undefined ? "" : new URL(issue.data.download_path, publicUrl).toString();
   const curl = `curl -fsSL -o ${file} '${url}'`;
   const up = quickUpCommand(protocol, file, node.interface_name);
+  const gate = useGate("grantNodeConfigDownload");
   return (
     <section className="card" aria-labelledby="download-title">
       <h2 id="download-title">Download</h2>
       <p className="muted">A link valid for a few minutes, usable without logging in (for the endpoint host).</p>
       <PublicUrlWarning />
-      <button type="button" onClick={() => issue.mutate()} disabled={issue.isPending}>
+      <button type="button" {...gate.props} onClick={() => issue.mutate()} disabled={gate.disabled || issue.isPending}>
         {issue.isSuccess ? "New download link" : "Create download link"}
       </button>
+      {gate.reason}
       <FormError error={issue.error} />
       {issue.isSuccess && (
         <div className="download">
@@ -266,6 +275,7 @@ function TagsEditor({ config, node }: { config: ConfigDetailView; node: NodeView
   const [value, setValue] = useState(node.tags.join(", "));
   useEffect(() => setValue(node.tags.join(", ")), [node.tags]);
   const save = useSaveTags(config.config_id, node.node_id);
+  const gate = useGate("updateNode");
   const submit = (e: FormEvent) => {
     e.preventDefault();
     save.mutate(value.split(/[\s,]+/).filter((t) => t !== ""));
@@ -275,11 +285,12 @@ function TagsEditor({ config, node }: { config: ConfigDetailView; node: NodeView
       <h2 id="tags-edit-title">Tags</h2>
       <label htmlFor="node-tags">Tags of this node</label>
       <div className="command">
-        <input id="node-tags" value={value} placeholder="e.g. office, eu-west" onChange={(e) => setValue(e.target.value)} />
-        <button type="submit" disabled={save.isPending}>
+        <input id="node-tags" value={value} placeholder="e.g. office, eu-west" disabled={gate.disabled} onChange={(e) => setValue(e.target.value)} />
+        <button type="submit" {...gate.props} disabled={gate.disabled || save.isPending}>
           Save tags
         </button>
       </div>
+      {gate.reason}
       <FormError error={save.error} />
     </form>
   );
@@ -291,13 +302,15 @@ function PortForwards({ configId, nodeId }: { configId: string; nodeId: string }
   const writes = usePortForwardWrites(configId, nodeId);
   const { create, toggle: update, remove } = writes;
   const error = create.error ?? update.error ?? remove.error;
+  const canWrite = useCan("createPortForward");
   return (
     <section className="card" aria-labelledby="pf-title">
       <h2 id="pf-title">Port forwards</h2>
       <QueryView query={query} isEmpty={(d) => d.port_forwards.length === 0} empty={<p>No port forwards.</p>}>
         {(d) => <PortForwardList forwards={d.port_forwards} writes={writes} />}
       </QueryView>
-      <AddPortForwardForm create={create} />
+      <RoleNote can={canWrite} what="port forwards are added, changed and deleted by admins" />
+      {canWrite.allowed && <AddPortForwardForm create={create} />}
       <FormError error={error} />
     </section>
   );
@@ -307,6 +320,8 @@ type PortForwardWrites = ReturnType<typeof usePortForwardWrites>;
 
 /** One line per forward (`tcp 8080 → 10.0.0.5:80`) with its state and Enable/Disable and Delete buttons. */
 function PortForwardList({ forwards, writes }: { forwards: PortForwardView[]; writes: PortForwardWrites }) {
+  const canToggle = useCan("updatePortForward").allowed;
+  const canDelete = useCan("deletePortForward").allowed;
   return (
     <ul className="pair-list" aria-label="Port forwards">
       {forwards.map((pf) => {
@@ -316,12 +331,16 @@ function PortForwardList({ forwards, writes }: { forwards: PortForwardView[]; wr
             <span className="mono">{label}</span>
             <span className="badge">{pf.enabled ? "enabled" : "disabled"}</span>
             <span className="pair-actions">
-              <button type="button" aria-label={`${pf.enabled ? "Disable" : "Enable"} forward ${label}`} onClick={() => writes.toggle.mutate(pf)}>
-                {pf.enabled ? "Disable" : "Enable"}
-              </button>
-              <button type="button" className="danger-outline" aria-label={`Delete forward ${label}`} onClick={() => writes.remove.mutate(pf)}>
-                Delete
-              </button>
+              {canToggle && (
+                <button type="button" data-op="updatePortForward" aria-label={`${pf.enabled ? "Disable" : "Enable"} forward ${label}`} onClick={() => writes.toggle.mutate(pf)}>
+                  {pf.enabled ? "Disable" : "Enable"}
+                </button>
+              )}
+              {canDelete && (
+                <button type="button" className="danger-outline" data-op="deletePortForward" aria-label={`Delete forward ${label}`} onClick={() => writes.remove.mutate(pf)}>
+                  Delete
+                </button>
+              )}
             </span>
           </li>
         );
@@ -370,7 +389,7 @@ function AddPortForwardForm({ create }: { create: PortForwardWrites["create"] })
         <input id="pf-target-port" type="number" min={1} max={65535} value={targetPort} onChange={(e) => setTargetPort(e.target.value)} required />
       </div>
       <div className="form-row-action">
-        <button type="submit" disabled={create.isPending}>
+        <button type="submit" data-op="createPortForward" disabled={create.isPending}>
           Add port forward
         </button>
       </div>

@@ -1,4 +1,5 @@
 import { useEffect, useState, type FormEvent } from "react";
+import { useGate } from "../../api/roles.js";
 import type { MqttSettingsView } from "../../api/types.js";
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
 import { QueryView } from "../../components/states.js";
@@ -50,6 +51,7 @@ function MqttForm({ mqtt }: { mqtt: MqttSettingsView }) {
   const { draft, edit, saved, save, submit, reset } = useMqttForm(mqtt);
   const [confirmReset, setConfirmReset] = useState(false);
   const disabled = !mqtt.mqtt_enabled;
+  const gate = useGate("updateMqttSettings");
   const reasonProps = disabled ? { title: DISABLED_REASON, "aria-describedby": "mqtt-disabled-reason" } : {};
 
   return (
@@ -62,16 +64,17 @@ function MqttForm({ mqtt }: { mqtt: MqttSettingsView }) {
         </p>
       )}
       <p className="muted">What bind profiles tell agents to connect to. A field set here wins over the environment.</p>
-      <fieldset disabled={disabled || save.isPending}>
+      <fieldset disabled={disabled || gate.disabled || save.isPending}>
         <legend className="visually-hidden">Public broker address</legend>
         <MqttFields mqtt={mqtt} draft={draft} edit={edit} reasonProps={reasonProps} />
         <div className="form-actions">
-          <button type="submit" className="primary" {...reasonProps}>
+          <button type="submit" className="primary" {...gate.props} {...reasonProps}>
             Save MQTT settings
           </button>
-          <button type="button" onClick={() => setConfirmReset(true)} {...reasonProps}>
+          <button type="button" onClick={() => setConfirmReset(true)} {...gate.props} {...reasonProps}>
             Use environment values
           </button>
+          {gate.reason}
         </div>
       </fieldset>
       <FormError error={save.error} />

@@ -1,4 +1,5 @@
 import { useEffect, useState, type FormEvent } from "react";
+import { useGate } from "../../api/roles.js";
 import type { ServerSettingsView } from "../../api/types.js";
 import { QueryView } from "../../components/states.js";
 import { useSaveServerSettings } from "./mutations.js";
@@ -29,6 +30,7 @@ export function PublicUrlSection() {
 function PublicUrlForm({ server }: { server: ServerSettingsView }) {
   const { draft, setDraft, save, saved, submit, reset } = usePublicUrlForm(server);
   const fixed = server.source === "environment";
+  const gate = useGate("updateServerSettings");
   return (
     <form className="form" onSubmit={submit} aria-describedby="public-url-help">
       <p id="public-url-help" className="muted">
@@ -45,21 +47,22 @@ function PublicUrlForm({ server }: { server: ServerSettingsView }) {
           {server.public_url} is a loopback address: other hosts cannot reach the service through it.
         </p>
       )}
-      <fieldset disabled={fixed || save.isPending}>
+      <fieldset disabled={fixed || gate.disabled || save.isPending}>
         <legend className="visually-hidden">Public URL</legend>
         <label htmlFor="public_url">
           Public URL <span className="source">({SOURCE_TEXT[server.source]})</span>
         </label>
         <input id="public_url" type="url" inputMode="url" className="mono" value={draft} onChange={(e) => setDraft(e.target.value)} required maxLength={2048} />
         <div className="form-actions">
-          <button type="submit" className="primary">
+          <button type="submit" className="primary" {...gate.props}>
             Save public URL
           </button>
           {server.source === "stored" && (
-            <button type="button" onClick={reset}>
+            <button type="button" onClick={reset} {...gate.props}>
               Use the default
             </button>
           )}
+          {gate.reason}
         </div>
       </fieldset>
       <FormError error={save.error} />
