@@ -53,6 +53,8 @@ import { healthRoutes } from "./routes/health.routes.js";
 import { meshPairsRoutes } from "./routes/mesh-pairs.routes.js";
 import { nodesRoutes } from "./routes/nodes.routes.js";
 import { portForwardsRoutes } from "./routes/port-forwards.routes.js";
+import { alertsRoutes } from "./routes/alerts.routes.js";
+import type { AlertsService } from "../services/alerts/alerts.service.js";
 
 /** Everything the HTTP layer needs, built by `main.ts` (or a test). */
 export interface AppDeps {
@@ -77,6 +79,8 @@ export interface AppDeps {
   machines: MachinesService;
   users: UsersService;
   accessTokens: AccessTokensService;
+  /** Alert channels and the delivery log. */
+  alerts: AlertsService;
 }
 
 export type { App, RouteAuth } from "./route-kit.js";
@@ -248,6 +252,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(artifactsRoutes, { artifacts: deps.artifacts, downloads: deps.downloads, auth: deps.auth });
   await app.register(backupsRoutes, { backups: deps.backups, downloads: deps.downloads, auth: deps.auth });
   await app.register(machinesRoutes, { machines: deps.machines });
+  await app.register(alertsRoutes, { alerts: deps.alerts });
   await app.register(mcpRoutes, {
     backups: deps.backups,
     mesh: deps.mesh,

@@ -52,6 +52,8 @@ export const DATA_TABLE_SINCE: Readonly<Partial<Record<(typeof DATA_TABLES)[numb
  * been downloaded from it, and its rows go with the nodes by foreign-key cascade. `users` and
  * `access_tokens` (the people who sign in, their roles, password and token hashes) belong to this installation: a snapshot
  * restored elsewhere must not bring another team's accounts, and a restore keeps the live ones.
+ * Alert channels (their secrets sealed under this installation's key file) and their deliveries
+ * belong to this installation too: a copy elsewhere must not start alerting someone's receivers.
  */
 export const SCRUBBED_TABLES = [
   "settings_kv",
@@ -64,6 +66,9 @@ export const SCRUBBED_TABLES = [
   "node_transitions",
   "node_state_values",
   "node_config_downloads",
+  "alert_delivery_attempts",
+  "alert_deliveries",
+  "alert_channels",
 ] as const;
 
 /**

@@ -91,6 +91,10 @@ export const SSE_CACHE_EFFECTS = {
   "system.status.updated": (p, cache) => cache.replace(keys.systemStatus, p),
   /** Server time only: the connection keeps the clock offset (`useServerOffset`); no answer is cached. */
   "system.clock.sync": null,
+  /** The alert delivery log: no page caches it yet. */
+  "alert.delivery.updated": null,
+  /** Alert channels: no page caches them yet. */
+  "alert.channel.updated": null,
 } satisfies { [T in SseEventType]: CacheEffect<T> };
 
 /**
