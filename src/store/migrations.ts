@@ -536,7 +536,7 @@ export const migrations: Record<string, Migration> = {
         error TEXT,
         duration_ms INTEGER NOT NULL,
         PRIMARY KEY (delivery_id, attempt)
-      ) STRICT, WITHOUT ROWID`;
+      ) STRICT`;
     },
   },
 };
