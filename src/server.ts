@@ -170,8 +170,6 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
     const machines = new MachinesService({ store, registry, detectTimeoutMs, bindTokenTtlMs, onlineTtlMs, timelineMaxPerNode });
     const internalAuthz = { sharedKey: () => authzKey, resolve: (username: string) => resolveIdentity(accounts, settings, username) };
     const alerts = new AlertsService({ store, clock, log: log.child({ name: "alerts" }), hub, events, vault, metrics: metrics.registry, settings, ...overrides.alerts });
-    alerts.start();
-    lifecycle.defer(() => alerts.stop());
     const consoleDir = overrides.consoleDir === undefined ? {} : { consoleDir: overrides.consoleDir };
     const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, publicUrl, machines, users, accessTokens, alerts, ...consoleDir });
     lifecycle.defer(async () => {
@@ -181,6 +179,10 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
       await app.close();
       await hub.close();
     });
+    // Closed before HTTP: a channel test waiting for its attempt answers at once (the attempt is
+    // left unrecorded and sent again at the next start).
+    lifecycle.defer(() => alerts.stop());
+    alerts.start();
     const services = { auth, users, accessTokens, mesh, downloads, mqttSettings, publicUrl, control, notifier, metrics, detect, artifacts, backups, machines, alerts };
     return { ...core, ...actors, mqtt, hub, ...services, app, generatedAdminPassword, systemStatus: status, close: () => lifecycle.close() };
   } catch (err) {

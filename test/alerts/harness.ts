@@ -24,6 +24,7 @@ export interface Received {
 
 /** What the receiver answers next: a status with headers; the default is 200. */
 export interface Answer {
+  /** 0: no answer at all (the request hangs until the receiver closes). */
   status: number;
   headers?: Record<string, string>;
 }
@@ -46,12 +47,17 @@ export async function startReceiver(t: TestContext): Promise<Receiver> {
     req.on("end", () => {
       received.push({ method: req.method ?? "", url: req.url ?? "", headers: req.headers, body: Buffer.concat(chunks).toString("utf8") });
       const answer = script.shift() ?? { status: 200 };
+      if (answer.status === 0) return;
       res.writeHead(answer.status, answer.headers ?? {});
       res.end("ok");
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const close = () => new Promise<void>((resolve) => server.close(() => resolve()));
+  const close = () =>
+    new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
   t.after(close);
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, received, script, close };
 }

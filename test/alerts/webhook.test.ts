@@ -106,6 +106,25 @@ test("a receiver answering 503 while the backend restarts: delivered exactly onc
   assert.equal(rx.received.length, 2, "nothing is sent twice once a 2xx was recorded");
 });
 
+test("an attempt in flight when the backend stops is sent again after the restart with the same webhook-id (at least once)", async (t) => {
+  const rx = await startReceiver(t);
+  let h = await startAlerts(t);
+  const ch = await createChannel(h, { name: "hanging", kind: "webhook", url: rx.url });
+  rx.script.push({ status: 0 });
+  const answered = h.req("POST", `/api/v1/alerts/channels/${ch.channel_id}/test`);
+  await until(() => rx.received.length === 1, "the first attempt in flight");
+  h = await h.restart();
+  const first = await answered;
+  assert.equal(first.json.attempts, 0, "the attempt cut short recorded nothing");
+  const delivered = await until(async () => {
+    const d = await deliveryOf(h, ch.channel_id);
+    return d.status === "delivered" && d;
+  }, "delivery after the restart");
+  assert.equal(delivered.attempts, 1);
+  assert.equal(rx.received.length, 2);
+  assert.deepEqual(rx.received.map((r) => r.headers["webhook-id"]), [first.json.delivery_id, first.json.delivery_id]);
+});
+
 test("429 with Retry-After: the next attempt waits what the receiver asked, not the schedule's 1 s", async (t) => {
   const rx = await startReceiver(t);
   const h = await startAlerts(t);
@@ -145,7 +164,7 @@ test("410 Gone disables the channel (why and when on the channel, an app event, 
   assert.equal((await h.req("POST", `/api/v1/alerts/channels/${ch.channel_id}/test`)).json.status, "delivered");
 });
 
-test("a channel failing for SVC_ALERTS_DISABLE_AFTER_H is disabled, its waiting delivery kept; a channel that recovers in time is not", async (t) => {
+test("a channel failing for SVC_ALERTS_DISABLE_AFTER_H is disabled then, not before; its waiting delivery is kept, unsent while disabled, and delivered once the channel is enabled again", async (t) => {
   const rx = await startReceiver(t);
   const hour = 3600 * 1000;
   const h = await startAlerts(t, { alertsDisableAfterMs: 3 * hour, alertsRetryScheduleMs: Array.from({ length: 10 }, () => hour) });
