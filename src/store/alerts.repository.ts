@@ -1,4 +1,4 @@
-import type { Db } from "./connection.js";
+import { sqliteOf, type Connection, type Db } from "./connection.js";
 import type { AlertChannelRow, AlertChannelsTable, AlertDeliveriesTable, AlertDeliveryAttemptRow, AlertDeliveryRow } from "./schema.js";
 import type { Updateable } from "kysely";
 
@@ -104,4 +104,26 @@ export async function listAlertDeliveries(
 export async function alertAttemptsOf(db: Db, deliveryIds: readonly string[]): Promise<AlertDeliveryAttemptRow[]> {
   if (deliveryIds.length === 0) return [];
   return db.selectFrom("alert_delivery_attempts").selectAll().where("delivery_id", "in", [...deliveryIds]).orderBy("delivery_id").orderBy("attempt").execute();
+}
+
+/**
+ * The outbox insert as a prepared statement, for a writer on the hot path that runs raw
+ * statements in its own transaction (the actors' group commit): `enqueue` is synchronous and
+ * joins whatever transaction is open on the connection, so an alert commits (or rolls back) with
+ * the state change that caused it. The caller kicks the delivery worker after its commit.
+ */
+export interface AlertOutboxStatements {
+  enqueue(row: AlertDeliveryRow): void;
+}
+
+export function createAlertOutboxStatements(conn: Connection): AlertOutboxStatements {
+  const insert = sqliteOf(conn).prepare<[string, string, string, string, number, number, number]>(
+    `INSERT INTO alert_deliveries (delivery_id, channel_id, type, message, status, attempts, next_attempt_at, created_at, updated_at)
+     VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?)`,
+  );
+  return {
+    enqueue: (r) => {
+      insert.run(r.delivery_id, r.channel_id, r.type, r.message, r.next_attempt_at ?? r.created_at, r.created_at, r.updated_at);
+    },
+  };
 }

@@ -123,6 +123,11 @@ export class AlertsService {
     return rows.map((r) => r.delivery_id);
   }
 
+  /** Looks for due deliveries now: after a commit that enqueued through {@link repo.createAlertOutboxStatements}. */
+  kick(): void {
+    this.#worker.kick();
+  }
+
   /** Every channel, by name. */
   async listChannels(): Promise<ChannelView[]> {
     const now = this.#d.clock.now();
