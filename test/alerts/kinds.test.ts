@@ -87,7 +87,7 @@ test("email goes through a real SMTP server with the channel's user and password
     publish(type as never, payload as never);
   }) as typeof h.server.hub.publish;
 
-  const ch = await createChannel(h, { name: "mail", kind: "email", host: "localhost", port, tls_mode: "none", username: "svc", password, from: "svc@example.org", to: ["ops@example.org", "oncall@example.org"] });
+  const ch = await createChannel(h, { name: "mail", kind: "email", host: "127.0.0.1", port, tls_mode: "none", username: "svc", password, from: "svc@example.org", to: ["ops@example.org", "oncall@example.org"] });
   assert.equal(ch.has_secret, true);
   assert.equal(ch.secret, undefined, "an SMTP password is not answered back");
   const sent = await h.req("POST", `/api/v1/alerts/channels/${ch.channel_id}/test`);
