@@ -96,6 +96,14 @@ const envSchema = z.object({
   SVC_OIDC_UNKNOWN_USERS: z.enum(["create", "refuse"], { error: "must be create or refuse" }).default("refuse"),
   SVC_OIDC_LABEL: z.string().trim().min(1).max(64).optional(),
   SVC_OIDC_SCOPES: z.string().regex(/^[\x21-\x7e]+( [\x21-\x7e]+)*$/, "must be scopes separated by single spaces").default("openid profile email"),
+  // Alert delivery (docs/alerts.md)
+  SVC_ALERTS_RETRY_SCHEDULE_S: z
+    .string()
+    .regex(/^\d+(\.\d+)?(,\d+(\.\d+)?){0,19}$/, "must be 1-20 comma-separated numbers of seconds, e.g. 1,2,5")
+    .default("5,300,1800,7200,18000,36000,36000"),
+  SVC_ALERTS_DISABLE_AFTER_H: z.coerce.number().positive("must be > 0").max(8760, "must be at most 8760 hours").default(24),
+  SVC_ALERTS_ALLOW_PRIVATE_TARGETS: boolText.default(false),
+  SVC_ALERTS_CONCURRENCY: z.coerce.number().int("must be an integer").min(1, "must be 1..64").max(64, "must be 1..64").default(4),
 });
 
 /** The parsed, frozen settings object passed down from `main.ts`. */
@@ -234,6 +242,18 @@ export interface Settings {
    * boundary recorded so the kept chain stays verifiable (README "Audit log").
    */
   readonly auditRetentionDays: number;
+  /**
+   * Waits between an alert delivery's attempts, ms: the first attempt is immediate, the n-th
+   * retry waits the n-th entry (plus up to 10 % jitter); past the last entry the delivery fails.
+   * Default: Standard Webhooks' schedule (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h).
+   */
+  readonly alertsRetryScheduleMs: readonly number[];
+  /** A channel whose deliveries have failed without a success for this long is disabled, ms. */
+  readonly alertsDisableAfterMs: number;
+  /** Alert targets on loopback, private, link-local and other internal addresses are allowed (an appliance on a LAN). */
+  readonly alertsAllowPrivateTargets: boolean;
+  /** Alert deliveries in flight at once. */
+  readonly alertsConcurrency: number;
 }
 
 /** Single sign-on settings (README "Single sign-on (OIDC)"). The client secret is never logged. */
@@ -340,6 +360,10 @@ export function loadSettings(env: Record<string, string | undefined> = process.e
     sseMaxStreamsPerSession: e.SVC_SSE_MAX_STREAMS_PER_SESSION,
     oidc,
     auditRetentionDays: e.SVC_AUDIT_RETENTION_DAYS,
+    alertsRetryScheduleMs: Object.freeze(e.SVC_ALERTS_RETRY_SCHEDULE_S.split(",").map((v) => Math.round(Number(v) * 1000))),
+    alertsDisableAfterMs: Math.round(e.SVC_ALERTS_DISABLE_AFTER_H * 3_600_000),
+    alertsAllowPrivateTargets: e.SVC_ALERTS_ALLOW_PRIVATE_TARGETS,
+    alertsConcurrency: e.SVC_ALERTS_CONCURRENCY,
   });
 }
 

@@ -15,6 +15,7 @@ import { OutageResync } from "./mqtt/outage-resync.js";
 import { EventLog } from "./mqtt/event-log.js";
 import { MqttRouter } from "./mqtt/router.js";
 import { AppEvents } from "./services/app-events.js";
+import { AlertsService, type AlertsServiceDeps } from "./services/alerts/alerts.service.js";
 import { ArtifactsService } from "./services/artifacts.service.js";
 import { AccessTokensService } from "./services/access-tokens.service.js";
 import { UsersService } from "./services/users.service.js";
@@ -68,6 +69,8 @@ export interface ServerOverrides {
    * every thread's.
    */
   storeWorker?: boolean;
+  /** The alert delivery worker's seams: host-name lookup, per-attempt timeout, jitter source. */
+  alerts?: Pick<AlertsServiceDeps, "lookup" | "timeoutMs" | "random">;
 }
 
 /** The actor system and the MQTT ingest path: what the services are built on. */
@@ -113,6 +116,8 @@ export interface AppContext extends ActorParts {
   machines: MachinesService;
   /** The hash-chained audit log (README "Audit log"). */
   audit: AuditService;
+  /** Alert channels, the outbox and its delivery worker (docs/alerts.md). */
+  alerts: AlertsService;
   app: App;
   /** The admin password generated at this start (first start without SVC_ADMIN_PASSWORD), else null. */
   generatedAdminPassword: string | null;
@@ -168,12 +173,13 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
     const { detectTimeoutMs, bindTokenTtlMs, onlineTtlMs, timelineMaxPerNode } = settings;
     const machines = new MachinesService({ store, registry, detectTimeoutMs, bindTokenTtlMs, onlineTtlMs, timelineMaxPerNode });
     const internalAuthz = { sharedKey: () => authzKey, resolve: (username: string) => resolveIdentity(accounts, settings, username) };
+    const alerts = new AlertsService({ store, clock, log: log.child({ name: "alerts" }), hub, events, vault, metrics: metrics.registry, settings, ...overrides.alerts });
     const consoleDir = overrides.consoleDir === undefined ? {} : { consoleDir: overrides.consoleDir };
     const oidc = new OidcService({ settings: settings.oidc, store, clock, auth, publicUrl: () => publicUrl.current(), log: log.child({ name: "oidc" }) });
     const audit = new AuditService({ store, clock, log: log.child({ name: "audit" }), hub, retentionDays: settings.auditRetentionDays });
     lifecycle.defer(() => audit.close()); // after HTTP closed: the last requests' entries are written
     audit.start();
-    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, publicUrl, machines, users, accessTokens, oidc, audit, ...consoleDir });
+    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, publicUrl, machines, users, accessTokens, oidc, audit, alerts, ...consoleDir });
     lifecycle.defer(async () => {
       // First: detects in flight finish while the store, the actors and the broker link are open.
       await detect.stop();
@@ -181,7 +187,11 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
       await app.close();
       await hub.close();
     });
-    const services = { auth, users, accessTokens, mesh, downloads, mqttSettings, publicUrl, control, notifier, metrics, detect, artifacts, backups, machines, audit };
+    // Closed before HTTP: a channel test waiting for its attempt answers at once (the attempt is
+    // left unrecorded and sent again at the next start).
+    lifecycle.defer(() => alerts.stop());
+    alerts.start();
+    const services = { auth, users, accessTokens, mesh, downloads, mqttSettings, publicUrl, control, notifier, metrics, detect, artifacts, backups, machines, audit, alerts };
     return { ...core, ...actors, mqtt, hub, ...services, app, generatedAdminPassword, systemStatus: status, close: () => lifecycle.close() };
   } catch (err) {
     await lifecycle.close();

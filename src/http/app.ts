@@ -59,6 +59,8 @@ import { portForwardsRoutes } from "./routes/port-forwards.routes.js";
 import type { AuditService } from "../services/audit.service.js";
 import { registerAuditHooks } from "./audit.hook.js";
 import { auditRoutes } from "./routes/audit.routes.js";
+import { alertsRoutes } from "./routes/alerts.routes.js";
+import type { AlertsService } from "../services/alerts/alerts.service.js";
 
 /** Everything the HTTP layer needs, built by `main.ts` (or a test). */
 export interface AppDeps {
@@ -87,6 +89,8 @@ export interface AppDeps {
   oidc: OidcService;
   /** The audit log: every state-changing request and refusal is recorded by the app's hooks. */
   audit: AuditService;
+  /** Alert channels and the delivery log. */
+  alerts: AlertsService;
 }
 
 export type { App, RouteAuth } from "./route-kit.js";
@@ -263,6 +267,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(backupsRoutes, { backups: deps.backups, downloads: deps.downloads, auth: deps.auth });
   await app.register(machinesRoutes, { machines: deps.machines });
   await app.register(auditRoutes, { audit: deps.audit });
+  await app.register(alertsRoutes, { alerts: deps.alerts });
   await app.register(mcpRoutes, {
     backups: deps.backups,
     mesh: deps.mesh,

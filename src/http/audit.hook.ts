@@ -68,6 +68,11 @@ export const AUDIT_RULES: Readonly<Record<string, AuditRule>> = {
   callMcp: { action: "mcp.call", onlyNoted: true },
   endMcpSession: { action: "mcp.end_session" },
   authorizeEmqxClient: { action: "broker.authorize", never: true },
+  createAlertChannel: { action: "alert_channel.create", created: create("alert_channel", "channel_id") },
+  updateAlertChannel: { action: "alert_channel.update" },
+  deleteAlertChannel: { action: "alert_channel.delete" },
+  testAlertChannel: { action: "alert_channel.test" },
+  rotateAlertChannelSecret: { action: "alert_channel.rotate_secret" },
 };
 
 /** Path parameters that name a target, most specific first, with the target's type. */
@@ -80,6 +85,7 @@ const TARGET_PARAMS: ReadonlyArray<readonly [string, string]> = [
   ["snapshot_id", "snapshot"],
   ["artifact_id", "artifact"],
   ["package_id", "package"],
+  ["channel_id", "alert_channel"],
   ["config_id", "config"],
 ];
 

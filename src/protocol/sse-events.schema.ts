@@ -12,6 +12,7 @@ import {
   systemStatusSchema,
   tagViewSchema,
 } from "./views.schema.js";
+import { channelViewSchema, deliveryViewSchema } from "./alerts.schema.js";
 
 /**
  * The realtime SSE event types of spec §6.5 and the payload schema of each. The console
@@ -19,7 +20,10 @@ import {
  * refresh signals, not the source of truth; their shapes are still fixed here, once.
  */
 
-/** Every event type of the spec §6.5 table, in the table's order, with `settings.server.updated` beside `settings.mqtt.updated`. */
+/**
+ * Every event type of the spec §6.5 table, in the table's order, with `settings.server.updated`
+ * beside `settings.mqtt.updated`; then the alert delivery log's events (docs/alerts.md).
+ */
 export const SSE_EVENT_TYPES = [
   "config.list.updated",
   "config.overview.updated",
@@ -35,6 +39,8 @@ export const SSE_EVENT_TYPES = [
   "system.status.updated",
   "system.clock.sync",
   "audit.appended",
+  "alert.delivery.updated",
+  "alert.channel.updated",
 ] as const;
 
 /** One event type of spec §6.5; it is the SSE `event` field and the `type` inside `data`. */
@@ -110,6 +116,10 @@ export const SSE_PAYLOAD_SCHEMAS = {
    * (`GET /api/v1/audit`), which the Audit page reads again on it.
    */
   "audit.appended": z.object({ audit_id: z.number().int(), action: z.string() }),
+  /** An alert delivery was enqueued or attempted (docs/alerts.md): the delivery log's row. */
+  "alert.delivery.updated": z.object({ delivery: deliveryViewSchema }),
+  /** An alert channel was created, changed, disabled by the delivery worker, or deleted (`channel` null). */
+  "alert.channel.updated": z.object({ channel_id: id, channel: channelViewSchema.nullable() }),
 } as const satisfies Record<SseEventType, z.ZodType>;
 
 /** What a publisher hands the hub for each event type (`z.input` of its schema). */

@@ -27,6 +27,8 @@ export interface AppEventMap {
   "node.config_downloaded": [configId: string, nodeId: string];
   /** The backend's broker connection came up or went down (`services.mqtt.connected`). */
   "broker.connection_changed": [];
+  /** The delivery worker disabled an alert channel (410 Gone, or failing too long; docs/alerts.md). */
+  "alert.channel_disabled": [channelId: string, reason: string];
 }
 
 /**

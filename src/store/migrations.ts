@@ -2,6 +2,7 @@ import { sql, type Kysely, type Migration } from "kysely";
 import { meshPairPolicy } from "./migration-0016.js";
 import { auditLog } from "./migration-0019.js";
 import { oidcLinks } from "./migration-0020.js";
+import { alertChannels } from "./migration-0021.js";
 
 /**
  * In-code migrations, applied in name order at start. A released migration is frozen: change
@@ -493,4 +494,6 @@ export const migrations: Record<string, Migration> = {
   "0019_audit_log": auditLog,
   // Single sign-on: src/store/migration-0020.ts.
   "0020_oidc_links": oidcLinks,
+  // Alert channels and the outbox of their deliveries: src/store/migration-0021.ts.
+  "0021_alerts": alertChannels,
 };

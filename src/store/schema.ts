@@ -251,6 +251,60 @@ export interface NodeConfigDownloadsTable {
   downloaded_at: number;
 }
 
+/** An alert channel (docs/alerts.md). Secrets are sealed (src/services/alerts/channel-secrets.ts), never plain. */
+export interface AlertChannelsTable {
+  channel_id: string;
+  name: string;
+  kind: "webhook" | "slack" | "ntfy" | "email";
+  /** JSON of the kind's non-secret settings (src/protocol/alerts.schema.ts `channelTarget`). */
+  target: string;
+  /** The webhook signing secret or the SMTP password, sealed; null when the kind has none. */
+  secret_sealed: string | null;
+  /** A rotated webhook secret, still signing beside the new one until `previous_secret_until`. */
+  previous_secret_sealed: string | null;
+  previous_secret_until: number | null;
+  enabled: number;
+  /** Why and when the service (or an admin) disabled the channel. */
+  disabled_reason: string | null;
+  disabled_at: number | null;
+  /** First failed attempt since the channel's last success; null while it delivers. */
+  failing_since: number | null;
+  created_at: number;
+  updated_at: number;
+}
+export type AlertChannelRow = Selectable<AlertChannelsTable>;
+
+/** The outbox: one row per alert and channel, its id the receiver's idempotency key. */
+export interface AlertDeliveriesTable {
+  delivery_id: string;
+  channel_id: string;
+  /** The alert's type, e.g. `alert.test`, `node.offline`. */
+  type: string;
+  /** JSON of the alert message (src/protocol/alerts.schema.ts `alertMessageSchema`). */
+  message: string;
+  status: "pending" | "delivered" | "failed";
+  attempts: number;
+  /** When the next attempt is due, ms; null once delivered or failed. */
+  next_attempt_at: number | null;
+  last_attempt_at: number | null;
+  last_http_status: number | null;
+  last_error: string | null;
+  created_at: number;
+  updated_at: number;
+}
+export type AlertDeliveryRow = Selectable<AlertDeliveriesTable>;
+
+export interface AlertDeliveryAttemptsTable {
+  delivery_id: string;
+  /** 1 for the first attempt. */
+  attempt: number;
+  at: number;
+  http_status: number | null;
+  error: string | null;
+  duration_ms: number;
+}
+export type AlertDeliveryAttemptRow = Selectable<AlertDeliveryAttemptsTable>;
+
 export interface Database {
   broker_credentials: BrokerCredentialsTable;
   settings_kv: SettingsKvTable;
@@ -272,6 +326,9 @@ export interface Database {
   node_config_downloads: NodeConfigDownloadsTable;
   audit_log: AuditLogTable;
   audit_chain: AuditChainTable;
+  alert_channels: AlertChannelsTable;
+  alert_deliveries: AlertDeliveriesTable;
+  alert_delivery_attempts: AlertDeliveryAttemptsTable;
 }
 
 export type ConfigRow = Selectable<ConfigsTable>;

@@ -54,6 +54,8 @@ export const DATA_TABLE_SINCE: Readonly<Partial<Record<(typeof DATA_TABLES)[numb
  * restored elsewhere must not bring another team's accounts, and a restore keeps the live ones.
  * `audit_log` and `audit_chain` are this installation's history (README "Audit log"): a restore
  * must not rewrite who did what here, and the restore itself is an entry of the live log.
+ * Alert channels (their secrets sealed under this installation's key file) and their deliveries
+ * belong to this installation too: a copy elsewhere must not start alerting someone's receivers.
  */
 export const SCRUBBED_TABLES = [
   "settings_kv",
@@ -69,6 +71,9 @@ export const SCRUBBED_TABLES = [
   "node_config_downloads",
   "audit_log",
   "audit_chain",
+  "alert_delivery_attempts",
+  "alert_deliveries",
+  "alert_channels",
 ] as const;
 
 /**

@@ -13,11 +13,11 @@ import { startSseServer, type SseFrame } from "./sse-harness.js";
  * real service paths publish, and `tsc` validates every publishing point by type.
  */
 
-test("spec §6.5 event table: every one of the twelve event types, and settings.server.updated, has a payload schema", () => {
+test("spec §6.5 event table: every one of the twelve event types, settings.server.updated and the alert events have a payload schema", () => {
   assert.deepEqual(Object.keys(SSE_PAYLOAD_SCHEMAS).sort(), [...SSE_EVENT_TYPES].sort());
 });
 
-test("spec §6.5 frame fields: the twelve event types, settings.server.updated and audit.appended, published through the real service paths, each arrive as a frame whose data.payload parses with its schema unchanged, and each payload was plain JSON data when handed to the hub", async (t) => {
+test("spec §6.5 frame fields: the twelve event types, settings.server.updated, audit.appended and the alert events, published through the real service paths, each arrive as a frame whose data.payload parses with its schema unchanged, and each payload was plain JSON data when handed to the hub", async (t) => {
   const s = await startSseServer(t);
   // What the publishing points hand the hub: already plain JSON data (so no converter is needed).
   const notPlain: string[] = [];
@@ -85,11 +85,18 @@ test("spec §6.5 frame fields: the twelve event types, settings.server.updated a
   const restored = await api(s, "POST", `/api/v1/backups/${snap.json.snapshot_id}/restore`);
   assert.equal(restored.status, 200, JSON.stringify(restored.json));
   await until("system.status.updated", (f) => (f.json.payload as { summary: { nodes: number } }).summary.nodes === 2);
+  // Alerts: a channel (alert.channel.updated) and its test delivery, refused as a loopback target (alert.delivery.updated).
+  const channel = await api(s, "POST", "/api/v1/alerts/channels", { name: "hook", kind: "webhook", url: "http://127.0.0.1:9/hook" });
+  assert.equal(channel.status, 201, JSON.stringify(channel.json));
+  await until("alert.channel.updated");
+  const tested = await api(s, "POST", `/api/v1/alerts/channels/${channel.json.channel_id}/test`);
+  assert.equal(tested.status, 200, JSON.stringify(tested.json));
+  await until("alert.delivery.updated", (f) => (f.json.payload as { delivery: { attempts: number } }).delivery.attempts === 1);
   // The 15 s clock sync, timer-driven (rule 2).
   s.clock.advance(15_000);
   await until("system.clock.sync", (f) => f.json.payload !== undefined && (seen.get("system.clock.sync")?.length ?? 0) >= 2);
 
-  assert.deepEqual([...seen.keys()].sort(), [...SSE_EVENT_TYPES].sort(), "all fourteen event types were published");
+  assert.deepEqual([...seen.keys()].sort(), [...SSE_EVENT_TYPES].sort(), "every event type was published");
   for (const [type, frames] of seen) {
     const schema = SSE_PAYLOAD_SCHEMAS[type];
     for (const f of frames) {

@@ -93,6 +93,10 @@ export const SSE_CACHE_EFFECTS = {
   "system.clock.sync": null,
   /** The Audit page's pages, whatever their filters, read again (coalesced: a burst of writes is one refetch). */
   "audit.appended": (_p, cache) => cache.invalidateSoon(keys.audit, false),
+  /** The alert delivery log: no page caches it yet. */
+  "alert.delivery.updated": null,
+  /** Alert channels: no page caches them yet. */
+  "alert.channel.updated": null,
 } satisfies { [T in SseEventType]: CacheEffect<T> };
 
 /**
