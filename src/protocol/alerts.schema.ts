@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { printable, queryInt } from "./fields.js";
 
 /**
  * Wire shapes of alert channels and their deliveries (docs/alerts.md). A channel's secret (a
@@ -115,11 +116,11 @@ export const deliveryViewSchema = z.object({
 export type DeliveryView = z.output<typeof deliveryViewSchema>;
 
 /** `GET /api/v1/alerts/deliveries` query. */
-export const deliveryListQuery = z.object({
-  channel_id: z.string().max(64).optional(),
+export const deliveryListQuery = z.strictObject({
+  channel_id: printable(64).optional(),
   status: deliveryStatusSchema.optional(),
-  limit: z.coerce.number().int().min(1).max(500).default(50),
-  cursor: z.string().max(512).optional(),
+  limit: queryInt(1, 500).default(50),
+  cursor: z.string().min(1).max(512).optional(),
 });
 export type DeliveryListQuery = z.output<typeof deliveryListQuery>;
 export const deliveryListAnswer = z.object({ items: z.array(deliveryViewSchema), next_cursor: z.string().nullable() });
