@@ -63,7 +63,7 @@ export async function changedByNodeUpdated(db: Db, before: NodeRow, after: NodeR
   await nextTurn();
   if (before.staged_config_version < 1) changed.push(after.node_id);
   else {
-    const [textBefore, textAfter] = renderBeforeAndAfter(config, [before, after], pairs, forwards, [hubsBefore, hubsAfter]);
+    const [textBefore, textAfter] = await renderBeforeAndAfter(config, [before, after], pairs, forwards, [hubsBefore, hubsAfter], () => nextTurn());
     if (textBefore !== textAfter) changed.push(after.node_id);
     await nextTurn();
   }
