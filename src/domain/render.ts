@@ -150,6 +150,23 @@ export class ConfigRenderer {
    *   selected id is not a candidate (a caller's fault)
    */
   render(node: RenderInput["node"], peerIds: ReadonlySet<string>, portForwards: readonly RenderPortForward[], routed: ReadonlyMap<string, readonly string[]> = new Map()): string {
+    const blocks = this.#peerBlocks(node, peerIds, routed);
+    validatePortForwards(portForwards, node);
+    return assembleConfig(this.#common, node, this.#prefixLength, this.#awg, portForwards, blocks);
+  }
+
+  /**
+   * Runs every check {@link render} runs for the same input and assembles nothing: a text that
+   * is not needed yet (staged lazily) is known to render. O(candidates), no text of O(peers) bytes.
+   * @throws what {@link render} throws for the same input
+   */
+  check(node: RenderInput["node"], peerIds: ReadonlySet<string>, portForwards: readonly RenderPortForward[], routed: ReadonlyMap<string, readonly string[]> = new Map()): void {
+    this.#peerBlocks(node, peerIds, routed);
+    validatePortForwards(portForwards, node);
+  }
+
+  /** The node's own checks, then each selected peer's, in `[Peer]` order: the blocks. */
+  #peerBlocks(node: RenderInput["node"], peerIds: ReadonlySet<string>, routed: ReadonlyMap<string, readonly string[]>): string[] {
     validateNode(node, this.#common.network_cidr, this.#isHost);
     const keepalive = !hasPublicEndpoint(node);
     const seen = this.#distinct ? null : { ids: new Set<string>(), keys: new Set<string>(), addresses: new Set<string>() };
@@ -179,8 +196,7 @@ export class ConfigRenderer {
         blocks[index] = peerBlock(peer, keepalive, through);
       }
     }
-    validatePortForwards(portForwards, node);
-    return assembleConfig(this.#common, node, this.#prefixLength, this.#awg, portForwards, blocks);
+    return blocks;
   }
 
   #check(peer: RenderPeer): AppError | null {

@@ -1,3 +1,4 @@
+import { setImmediate as nextTurn } from "node:timers/promises";
 import type { Clock } from "../lib/clock.js";
 import type { Logger } from "../logger.js";
 import { parseConfigNetwork } from "../domain/address-pool.js";
@@ -265,7 +266,7 @@ export class MeshService {
     const now = this.#clock.now();
     await this.#store.transaction(async (trx, afterCommit) => {
       const node = await requireNode(trx, configId, nodeId);
-      const pairs = await pairsRepo.listPairsOfNode(trx, nodeId);
+      const pairs = await pairsRepo.listPairsOfNode(trx, nodeId, () => nextTurn());
       const unpaired = pairs.map((p) => p.peer.node_id);
       await tokensRepo.deleteDownloadTokensOf(trx, "node_config", `${configId}/${nodeId}`);
       const changed = await changedByNodeDeleted(trx, node, pairs, () => nodesRepo.deleteNode(trx, nodeId));

@@ -36,7 +36,7 @@ import {
   updateNode,
 } from "../store/nodes.repository.js";
 import { listPortForwards, listPortForwardsOfConfig } from "../store/port-forwards.repository.js";
-import { listPortForwardsAmong, listRenderSides } from "../store/render-inputs.repository.js";
+import { listPortForwardsAmong, listRenderSides, type RenderSideRow } from "../store/render-inputs.repository.js";
 import {
   enabledForwards,
   isPairRendered,
@@ -84,23 +84,28 @@ export function renderWith(config: ConfigRow, self: SelfSide, pairs: readonly Pa
  * gives for them, byte for byte. Each peer is validated and its `[Peer]` block built once for both
  * renderings ({@link ConfigRenderer}), where two calls of `renderWith` did it twice (at 5,000
  * nodes, 2 × 4,999 peer validations in a single endpoint change).
+ * @param between awaited between the two renderings (a write yields a turn of the event loop
+ *   there: each is O(pairs) of CPU, ~20 ms at 5,000 nodes)
  * @returns [text before, text after]
  * @throws AppError `VALIDATION_FAILED` from the renderer on bad stored input (as `renderWith` would)
  */
-export function renderBeforeAndAfter(
+export async function renderBeforeAndAfter(
   config: ConfigRow,
   [before, after]: readonly [SelfSide, SelfSide],
   pairs: readonly PairOfNode[],
   forwards: readonly PortForwardRow[],
   [hubsBefore, hubsAfter]: readonly [HubGraph, HubGraph],
-): [string, string] {
+  between?: () => Promise<void>,
+): Promise<[string, string]> {
   const renderer = new ConfigRenderer(renderCommon(config), pairs.map((p) => renderPeer(p.peer)));
   const ports = enabledForwards(forwards);
   const render = (self: SelfSide, hubs: HubGraph) => {
     const peerIds = new Set(pairs.filter((p) => isPairRendered(self, p.peer, p.enabled === 1)).map((p) => p.peer.node_id));
     return renderer.render(nodeInput(self), peerIds, ports, routedThrough(self, pairs, hubs));
   };
-  return [render(before, hubsBefore), render(after, hubsAfter)];
+  const textBefore = render(before, hubsBefore);
+  await between?.();
+  return [textBefore, render(after, hubsAfter)];
 }
 
 /**
@@ -267,20 +272,30 @@ async function storeChunk(db: Db, chunk: RenderedChunk, turn: Turn, onNode: (s: 
  * Re-renders the config of every node of one config and stores the staged
  * `(config_version, config_sha256, config_text)` (DESIGN §3 Config versions): the version
  * increments only for nodes whose rendered text changed. A node staged lazily (version >= 1,
- * no sha) keeps its version: its text is the rendering of the current inputs. Used by snapshot
- * restore (on its private copy). O(n²) peer lines in a full mesh, rendered in chunks of `chunk`
- * nodes after one read of the config's pairs ({@link readRenderedPeers}), each peer checked once
- * ({@link ConfigRenderer}), yielding to the event loop before each chunk and whenever a turn has
- * run `stepMs` ms (a restore of a 1,000-node mesh blocks no turn for long). The reference the lazy path
- * is proven against stays {@link renderConfigTexts} (`renderNodeConfig` per node).
+ * no sha) keeps its version: its text is the rendering of the current inputs. O(n²) peer lines
+ * in a full mesh, rendered in chunks of `chunk` nodes after one read of the config's pairs
+ * ({@link readRenderedPeers}), each peer checked once ({@link ConfigRenderer}), yielding to the
+ * event loop before each chunk and whenever a turn has run `stepMs` ms. The reference the lazy
+ * path is proven against stays {@link renderConfigTexts} (`renderNodeConfig` per node).
+ *
+ * With `lazy` (snapshot import and restore: what a mesh write stores), no static node's text is
+ * written: one staged lazily stays so after the renderer's checks only
+ * ({@link ConfigRenderer.check}, no text assembled), one never staged becomes version 1 lazily,
+ * and one with a stored sha is rendered and compared: the same text keeps its version, sha and
+ * stored text, another moves on by one and is left lazy (sha cleared, as a write leaves it; its
+ * old text is no longer served). Dynamic nodes are rendered and stored as without `lazy` (their
+ * actors learn the sha, as after a write). What is written is then O(nodes + dynamic nodes'
+ * texts), not the O(n²) bytes of a full mesh's texts.
  *
  * Peers of a node are the other sides of its enabled mesh pairs whose connection integrity is
  * not broken (a pair no side can initiate is left out rather than rendered half-way).
  *
- * @returns the nodes whose staged config changed, with their new version and sha
+ * @returns the nodes whose staged config changed, with their new version and sha (with `lazy`,
+ *   rendered ones only)
+ * @throws AppError `VALIDATION_FAILED` from the renderer on bad stored input, lazily staged nodes included
  */
-export async function restageConfig(db: Db, configId: string, now: number, opts: { chunk?: number; stepMs?: number } = {}): Promise<StagedChange[]> {
-  const { chunk = 16, stepMs = 10 } = opts;
+export async function restageConfig(db: Db, configId: string, now: number, opts: { chunk?: number; stepMs?: number; lazy?: boolean } = {}): Promise<StagedChange[]> {
+  const { chunk = 16, stepMs = 10, lazy = false } = opts;
   const config = await findConfig(db, configId);
   if (!config) return [];
   const nodes = await listRenderSides(db, configId);
@@ -297,21 +312,44 @@ export async function restageConfig(db: Db, configId: string, now: number, opts:
     const forwards = await listPortForwardsAmong(db, part.map((n) => n.node_id));
     for (const node of part) {
       await yieldIfSpent(turn);
-      const text = renderer.render(nodeInput(node), peerIdsOf(peers, node.node_id), enabledForwards(forwards.get(node.node_id) ?? []), routedOf(peers, node.node_id));
-      const lazy = node.staged_config_sha256 === null && node.staged_config_version >= 1;
-      const previous = node.staged_config_sha256 === null ? null : { config_version: node.staged_config_version, config_sha256: node.staged_config_sha256 };
-      const staged = lazy ? { ...stageConfig(null, text), config_version: node.staged_config_version } : stageConfig(previous, text);
-      if (staged.config_sha256 === node.staged_config_sha256) continue;
-      await putStagedText(db, node.node_id, staged.config_version, staged.config_sha256, staged.config_text);
-      await updateNode(db, node.node_id, {
-        staged_config_version: staged.config_version,
-        staged_config_sha256: staged.config_sha256,
-        ...(lazy ? {} : { updated_at: now }),
-      });
-      if (!lazy) changed.push({ nodeId: node.node_id, version: staged.config_version, sha: staged.config_sha256 });
+      const inputs = [nodeInput(node), peerIdsOf(peers, node.node_id), enabledForwards(forwards.get(node.node_id) ?? []), routedOf(peers, node.node_id)] as const;
+      const leaveLazy = lazy && node.mode !== "dynamic";
+      const unrendered = node.staged_config_sha256 === null;
+      if (leaveLazy && unrendered) {
+        renderer.check(...inputs);
+        if (node.staged_config_version < 1) await updateNode(db, node.node_id, { staged_config_version: 1, updated_at: now });
+        continue;
+      }
+      const text = renderer.render(...inputs);
+      const s = await restageNode(db, node, text, now, leaveLazy);
+      if (s) changed.push(s);
     }
   }
   return changed;
+}
+
+/**
+ * Stages one node's fresh rendering `text` against its stored version and sha (see
+ * {@link restageConfig}); `leaveLazy`: a changed text is not stored, the version moves on and
+ * the sha is cleared (staged lazily).
+ * @returns the change when the node's staged config changed and was rendered, else null
+ */
+async function restageNode(db: Db, node: RenderSideRow, text: string, now: number, leaveLazy: boolean): Promise<StagedChange | null> {
+  const lazy = node.staged_config_sha256 === null && node.staged_config_version >= 1;
+  const previous = node.staged_config_sha256 === null ? null : { config_version: node.staged_config_version, config_sha256: node.staged_config_sha256 };
+  const staged = lazy ? { ...stageConfig(null, text), config_version: node.staged_config_version } : stageConfig(previous, text);
+  if (staged.config_sha256 === node.staged_config_sha256) return null;
+  if (leaveLazy) {
+    await updateNode(db, node.node_id, { staged_config_version: staged.config_version, staged_config_sha256: null, updated_at: now });
+    return null;
+  }
+  await putStagedText(db, node.node_id, staged.config_version, staged.config_sha256, staged.config_text);
+  await updateNode(db, node.node_id, {
+    staged_config_version: staged.config_version,
+    staged_config_sha256: staged.config_sha256,
+    ...(lazy ? {} : { updated_at: now }),
+  });
+  return lazy ? null : { nodeId: node.node_id, version: staged.config_version, sha: staged.config_sha256 };
 }
 
 /**

@@ -29,6 +29,7 @@ import { pushTargetSchema } from "../store/commands.repository.js";
 import { resetAllClientStates } from "../store/node-client-state.repository.js";
 import {
   clearConfirmedConfigs,
+  deleteUnservedStagedTexts,
   listConfigIds,
   listStagedConfigs,
   listStagedConfigTexts,
@@ -351,8 +352,12 @@ export async function validateSnapshotRows(dbFile: string): Promise<void> {
  *   `mqtt_password_hash`), `machine_snapshot`/`machine_version`, session ids, presence, runtime
  *   and reported times are cleared, `client_initialized` = 0; `confirmed_config_*` are cleared
  *   (the node confirms again after it re-binds);
- * - every node's staged config is re-rendered from the validated rows (`restageConfig`): the
- *   version stays when the snapshot's text was the renderer's, and moves on by one otherwise.
+ * - every node's staged config is restaged from the validated rows (`restageConfig`, `lazy`):
+ *   every node's rendering is checked; the version stays when the snapshot's text was the
+ *   renderer's (or it had none: staged lazily), and moves on by one otherwise. No static
+ *   node's text is rendered into the copy (a changed one is left staged lazily, as a mesh write
+ *   leaves it) and stored texts no node serves are deleted, so the copy holds O(nodes + the
+ *   texts the snapshot held), not the O(n²) bytes of every text of a full mesh.
  * @param now epoch ms stamped on changed rows
  * @throws AppError VALIDATION_FAILED when a config cannot be rendered (naming it)
  */
@@ -372,7 +377,7 @@ export async function sanitizeSnapshotDatabase(dbFile: string, now: number, log:
       );
       for (const configId of configs) {
         try {
-          await restageConfig(trx, configId, now);
+          await restageConfig(trx, configId, now, { lazy: true });
         } catch (err) {
           if (!isAppError(err, "VALIDATION_FAILED")) throw err;
           throw new AppError("VALIDATION_FAILED", `the snapshot is not acceptable: table configs, row config_id=${JSON.stringify(configId)}: its node configs cannot be rendered (${err.message})`, {
@@ -382,9 +387,12 @@ export async function sanitizeSnapshotDatabase(dbFile: string, now: number, log:
           });
         }
       }
-      // What restore copies is now only the renderer's text.
+      // What restore copies is now only the renderer's text, or no text (staged lazily: rendered
+      // from the validated inputs when first asked for).
+      deleteUnservedStagedTexts(store);
       const unrendered = listStagedConfigs(store);
       for (const n of unrendered) {
+        if (n.s === null && n.v >= 1) continue;
         if (n.t === null || n.s !== createHash("sha256").update(n.t, "utf8").digest("hex")) {
           throw new AppError("VALIDATION_FAILED", `the snapshot is not acceptable: table nodes, row node_id=${JSON.stringify(n.node_id)}: its config could not be rendered`);
         }

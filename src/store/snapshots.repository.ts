@@ -211,15 +211,32 @@ export function setStagedConfigShas(conn: Connection, shas: Iterable<readonly [n
   }
 }
 
-/** Every node's served staged config text (`t`: the text of its staged version and sha, or null) and stored sha256 (`s`). */
-export function listStagedConfigs(conn: Connection): Array<{ node_id: string; t: string | null; s: string | null }> {
+/**
+ * Deletes every stored staged text that is not the one its node serves (not at the node's staged
+ * version and sha: stale, or the node is staged lazily). One statement.
+ */
+export function deleteUnservedStagedTexts(conn: Connection): void {
+  const sqlite = sqliteOf(conn);
+  sqlite
+    .prepare(
+      `DELETE FROM node_staged_texts WHERE NOT EXISTS (SELECT 1 FROM nodes n WHERE n.node_id = node_staged_texts.node_id
+         AND n.staged_config_version = node_staged_texts.config_version AND n.staged_config_sha256 = node_staged_texts.config_sha256)`,
+    )
+    .run();
+}
+
+/**
+ * Every node's served staged config text (`t`: the text of its staged version and sha, or null),
+ * stored sha256 (`s`) and staged version (`v`).
+ */
+export function listStagedConfigs(conn: Connection): Array<{ node_id: string; t: string | null; s: string | null; v: number }> {
   const sqlite = sqliteOf(conn);
   return sqlite
     .prepare(
-      `SELECT n.node_id, t.config_text AS t, n.staged_config_sha256 AS s FROM nodes n
+      `SELECT n.node_id, t.config_text AS t, n.staged_config_sha256 AS s, n.staged_config_version AS v FROM nodes n
        LEFT JOIN node_staged_texts t ON t.node_id = n.node_id AND t.config_version = n.staged_config_version AND t.config_sha256 = n.staged_config_sha256`,
     )
-    .all() as Array<{ node_id: string; t: string | null; s: string | null }>;
+    .all() as Array<{ node_id: string; t: string | null; s: string | null; v: number }>;
 }
 
 /**

@@ -4,6 +4,7 @@
  * (a `[Peer]` block), or, for a pair neither side can initiate, through the hub that forwards
  * between them (an address in the hub's `AllowedIPs`; README "Hubs: meshes behind NAT").
  */
+import { setImmediate as nextTurn } from "node:timers/promises";
 import type { HubGraph } from "../../domain/render.js";
 import { requireNode } from "../node-lookup.js";
 import { findConfig } from "../../store/configs.repository.js";
@@ -33,7 +34,9 @@ export function routedPeerIds(node: RenderSide, pairs: readonly PairOfNode[], hu
  * it through a hub (`hubs`: the config's hubs after the write).
  */
 export async function changedByNodeCreated(db: Db, node: RenderSide, hubs: HubGraph): Promise<string[]> {
-  const pairs = await listPairsOfNode(db, node.node_id);
+  const pairs = await listPairsOfNode(db, node.node_id, () => nextTurn());
+  // A turn between reading a full mesh's pairs and working through them (each ~O(nodes) of CPU).
+  await nextTurn();
   const rendered = pairs.filter((p) => isPairRendered(node, p.peer, p.enabled === 1)).map((p) => p.peer.node_id);
   return [node.node_id, ...rendered, ...routedPeerIds(node, pairs, hubs)];
 }
@@ -54,12 +57,15 @@ function peerBlockKey(n: RenderSide): string {
 export async function changedByNodeUpdated(db: Db, before: NodeRow, after: NodeRow, hubsBefore: HubGraph, hubsAfter: HubGraph): Promise<string[]> {
   const config = await findConfig(db, after.config_id);
   if (!config) return [];
-  const [pairs, forwards] = await Promise.all([listPairsOfNode(db, after.node_id), listPortForwards(db, after.node_id)]);
+  const [pairs, forwards] = await Promise.all([listPairsOfNode(db, after.node_id, () => nextTurn()), listPortForwards(db, after.node_id)]);
   const changed: string[] = [];
+  // Turns between the steps, each O(nodes of the config) of CPU: reading, rendering, comparing.
+  await nextTurn();
   if (before.staged_config_version < 1) changed.push(after.node_id);
   else {
-    const [textBefore, textAfter] = renderBeforeAndAfter(config, [before, after], pairs, forwards, [hubsBefore, hubsAfter]);
+    const [textBefore, textAfter] = await renderBeforeAndAfter(config, [before, after], pairs, forwards, [hubsBefore, hubsAfter], () => nextTurn());
     if (textBefore !== textAfter) changed.push(after.node_id);
+    await nextTurn();
   }
   const blockChanged = peerBlockKey(before) !== peerBlockKey(after);
   for (const p of pairs) {
