@@ -16,7 +16,7 @@ import { sqliteOf } from "../../src/store/connection.js";
 
 /**
  * Resource faults (docs/history/decisions-2026.md "chaos and resource faults").
- * The data directory full (a 2 MiB tmpfs the test mounts) or read-only, SQLite busy (another
+ * The data directory full (a 4 MiB tmpfs the test mounts) or read-only, SQLite busy (another
  * connection holding the write lock), and the wall clock jumping forward 2 h and back 5 min (an
  * injected clock whose timers stay monotonic, as Node's do). Each answers a registered error code
  * (503 `STORAGE_UNAVAILABLE` with `details.reason` where the server truly cannot write), leaves no
@@ -108,8 +108,8 @@ function dbCheck(file: string): { integrity: string; configs: string[] } {
 
 const config = (name: string) => ({ name, tunnel_protocol: "wireguard", network_cidr: "10.70.0.0/24" });
 
-test("data directory full (2 MiB tmpfs): writes answer 503 STORAGE_UNAVAILABLE reason full, reads still answer, no half-written row or snapshot file; freeing space recovers without a restart", async (t) => {
-  const mnt = tmpfs(t, 2 * 1024 * 1024);
+test("data directory full (4 MiB tmpfs): writes answer 503 STORAGE_UNAVAILABLE reason full, reads still answer, no half-written row or snapshot file; freeing space recovers without a restart", async (t) => {
+  const mnt = tmpfs(t, 4 * 1024 * 1024);
   if (mnt === undefined) return;
   const s = await serve(t, join(mnt, "data"));
   const node = await dynamicNode(s);
@@ -156,7 +156,7 @@ test("data directory full (2 MiB tmpfs): writes answer 503 STORAGE_UNAVAILABLE r
 });
 
 test("data directory full at start: start-up fails with one line naming the database file, SQLite's reason and the bytes free; with space again it starts with every row intact", async (t) => {
-  const mnt = tmpfs(t, 2 * 1024 * 1024);
+  const mnt = tmpfs(t, 4 * 1024 * 1024);
   if (mnt === undefined) return;
   const dataDir = join(mnt, "data");
   const first = await serve(t, dataDir);

@@ -97,14 +97,15 @@ function copyOfFixture(): string {
 }
 
 /**
- * Every stored row except admin sessions (a login writes one), table by table, as the database
+ * Every stored row except admin sessions (a login writes one) and the audit log (every request
+ * that changes state or is refused appends an entry by design), table by table, as the database
  * file holds them: what "stored data is unchanged" compares.
  */
 function storedRows(dataDir: string): Record<string, unknown[]> {
   const db = new Database(join(dataDir, "svc.db"), { readonly: true });
   try {
     const tables = db
-      .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != 'admin_sessions' ORDER BY name")
+      .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT IN ('admin_sessions', 'audit_log') ORDER BY name")
       .all() as Array<{ name: string }>;
     return Object.fromEntries(tables.map(({ name }) => [name, db.prepare(`SELECT * FROM "${name}" ORDER BY rowid`).all()]));
   } finally {
