@@ -277,6 +277,8 @@ export class Store implements Connected {
     try {
       return await this.whenIdle(() => {
         const sqlite = this[CONNECTION];
+        // A report that arrives as the store closes finds nothing left to truncate.
+        if (!sqlite.open) return false;
         sqlite.pragma("busy_timeout = 0");
         try {
           const [row] = sqlite.pragma("wal_checkpoint(TRUNCATE)") as Array<{ busy: number }>;

@@ -220,6 +220,18 @@ test("a large write leaves no large WAL behind: once the worker's periodic check
   assert.ok(statSync(`${file}-wal`).size < 64 * 1024, "the next write starts the log over in the emptied file");
 });
 
+test("a worker's report that arrives as the store closes truncates nothing and fails nothing: truncateIdleWal answers false on a closed connection", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "svc-checkpoint-"));
+  try {
+    const store = await Store.open(join(dir, "svc.db"), createLogger("silent"));
+    const asked = store.truncateIdleWal(); // queued for the next idle turn
+    await store.close();
+    assert.equal(await asked, false);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test("the idle WAL is truncated between two transactions of the store, never inside one: a transaction open across an await (read, then write) is not failed by it, and the file is cut once it committed", { timeout: 30_000 }, async (t) => {
   const { store, dir, write } = await writtenStore(t, 400);
   const file = join(dir, "svc.db");
