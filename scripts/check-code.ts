@@ -276,24 +276,25 @@ function formatStale(a: LongFunction | LongFile): string {
   return `${a.file}: excepted from the file length limit but gone — remove it from LONG_FILES in scripts/check-code.ts`;
 }
 
-function main(argv: string[]): number {
+/** The command: checks `argv[0]` (default this repository), writes one line per finding and a summary to `out`; the exit status (0 clean, 1 findings). */
+export function main(argv: string[], out: (line: string) => void = console.log): number {
   const repoRoot = fileURLToPath(new URL("..", import.meta.url));
   const root = resolve(argv[0] ?? repoRoot);
   // The allow-lists name this repository's files; a fixture tree is checked without them.
   const allowed: CodeAllowances = resolve(root) === resolve(repoRoot) ? { functions: LONG_FUNCTIONS, files: LONG_FILES } : {};
   const { findings, stale, files } = checkCode(root, allowed);
-  for (const f of findings) console.log(formatFinding(f));
-  for (const a of stale) console.log(formatStale(a));
+  for (const f of findings) out(formatFinding(f));
+  for (const a of stale) out(formatStale(a));
   if (findings.length + stale.length > 0) {
     const count = (kind: Finding["kind"]) => findings.filter((f) => f.kind === kind).length;
     const staleCount = `${stale.length} stale allow-list entr${stale.length === 1 ? "y" : "ies"}`;
-    console.log(
+    out(
       `check-code: ${count("non-null")} non-null assertion(s), ${count("long-function")} long function(s), ${count("long-file")} long file(s), ${count("citation")} issue/session citation(s), ${staleCount}`,
     );
     return 1;
   }
   const listed = (allowed.functions?.length ?? 0) + (allowed.files?.length ?? 0);
-  console.log(`check-code: ${files} files, no non-null assertion, no function over ${MAX_FUNCTION_LINES} lines, no src/ file over ${MAX_FILE_LINES} lines (${listed} allow-listed), no issue/session citation`);
+  out(`check-code: ${files} files, no non-null assertion, no function over ${MAX_FUNCTION_LINES} lines, no src/ file over ${MAX_FILE_LINES} lines (${listed} allow-listed), no issue/session citation`);
   return 0;
 }
 

@@ -392,22 +392,23 @@ export function formatViolation(v: Violation): string {
   return `${v.file}: imports ${v.imported}${v.typeOnly ? " [type-only]" : ""} — ${v.rule}`;
 }
 
-function main(argv: string[]): number {
+/** The command: checks `argv[0]` (default this repository), writes one line per finding and a summary to `out`; the exit status (0 clean, 1 findings). */
+export function main(argv: string[], out: (line: string) => void = console.log): number {
   const repoRoot = fileURLToPath(new URL("..", import.meta.url));
   const root = resolve(argv[0] ?? repoRoot);
   // The allow-list names this repository's files; a fixture tree is checked without it.
   const allowed = resolve(root) === resolve(repoRoot) ? ALLOWED : [];
   const { violations, stale, files, cycles } = checkImports(root, allowed);
-  for (const v of violations) console.log(formatViolation(v));
-  for (const a of stale) console.log(`${a.from}: allow-listed import of ${a.to} is gone — remove it from ALLOWED in scripts/check-imports.ts`);
-  for (const c of cycles) console.log(formatCycle(c));
+  for (const v of violations) out(formatViolation(v));
+  for (const a of stale) out(`${a.from}: allow-listed import of ${a.to} is gone — remove it from ALLOWED in scripts/check-imports.ts`);
+  for (const c of cycles) out(formatCycle(c));
   const bad = violations.length + stale.length + cycles.length;
   if (bad > 0) {
     const circles = cycles.length === 0 ? "" : `, ${cycles.length} import cycle(s) (→ import, ⇢ type-only import)`;
-    console.log(`check-imports: ${violations.length} import(s) against DESIGN §2, ${stale.length} stale allow-list entr${stale.length === 1 ? "y" : "ies"}${circles}`);
+    out(`check-imports: ${violations.length} import(s) against DESIGN §2, ${stale.length} stale allow-list entr${stale.length === 1 ? "y" : "ies"}${circles}`);
     return 1;
   }
-  console.log(`check-imports: ${files} files keep to DESIGN §2, no import cycle (${allowed.length} allow-listed)`);
+  out(`check-imports: ${files} files keep to DESIGN §2, no import cycle (${allowed.length} allow-listed)`);
   return 0;
 }
 

@@ -17,7 +17,7 @@ export function fixtureTree(t: TestContext, files: Record<string, string>): stri
   return root;
 }
 
-/** Runs `scripts/<name>` as `npm test` does (through tsx), on `root` or this repository; its exit status and stdout lines. */
+/** Runs `scripts/<name>` as `npm test` does (a tsx process), on `root` or this repository; its exit status and stdout lines. */
 export function runCheck(name: string, root?: string): { status: number | null; lines: string[] } {
   const res = spawnSync(process.execPath, ["--import", "tsx", join(repoRoot, "scripts", name), ...(root === undefined ? [] : [root])], {
     cwd: repoRoot,
@@ -26,4 +26,11 @@ export function runCheck(name: string, root?: string): { status: number | null; 
   });
   assert.equal(res.error, undefined, String(res.error));
   return { status: res.status, lines: res.stdout.split("\n").filter((l) => l !== "") };
+}
+
+/** Runs a check script's `main` in this process on a fixture tree (no tsx start-up per case): its exit status and output lines. */
+export function runMain(main: (argv: string[], out: (line: string) => void) => number, root: string): { status: number; lines: string[] } {
+  const lines: string[] = [];
+  const status = main([root], (line) => lines.push(...line.split("\n").filter((l) => l !== "")));
+  return { status, lines };
 }

@@ -59,6 +59,8 @@ async function controls(page: Page): Promise<Control[]> {
  */
 async function expectNoWriteControl(page: Page, role: Role, where: string, opts: { reasons?: boolean } = {}): Promise<number> {
   const article = /^[aeiou]/.test(role) ? "an" : "a";
+  // Until "who am I" answers, a gated control is disabled without a reason; every reason comes with that one answer.
+  if (opts.reasons !== false) await page.getByText(`Needs the`).filter({ hasText: `role — you are ${article} ${role}` }).first().waitFor();
   const found = await controls(page);
   const problems: string[] = [];
   let gated = 0;
@@ -74,7 +76,6 @@ async function expectNoWriteControl(page: Page, role: Role, where: string, opts:
     if (!c.disabled && !allowed && !c.link && WRITE_NAME.test(c.name)) problems.push(`${c.name} is enabled and looks like a write (${c.op ?? "no data-op"})`);
   }
   assert.deepEqual(problems, [], `${where}: ${problems.join("; ")}`);
-  if (opts.reasons !== false) await page.getByText(`Needs the`).filter({ hasText: `role — you are ${article} ${role}` }).first().waitFor();
   return gated;
 }
 
