@@ -71,12 +71,8 @@ export async function runAgent(opts: RunAgentOptions): Promise<void> {
   const state = await AgentStateFile.open(join(opts.profileDir, "state.json"), log);
   const toolchains = opts.toolchains ?? platformToolchains(opts.tunnelDir);
   const link = new AgentLink(profile, log);
-  const commands = new AgentCommands({
-    link,
-    toolchains,
-    state,
-    isPrivileged: opts.isPrivileged ?? (() => process.platform === "win32" || process.getuid?.() === 0),
-  });
+  const isPrivileged = opts.isPrivileged ?? (() => process.platform === "win32" || process.getuid?.() === 0);
+  const commands = new AgentCommands({ link, toolchains, state, isPrivileged });
   const queue = new PQueue({ concurrency: 1 });
 
   const heartbeat = async () => {
@@ -89,7 +85,7 @@ export async function runAgent(opts: RunAgentOptions): Promise<void> {
   const stopHeartbeats = scheduleHeartbeats(opts, heartbeat);
   link.client.on("message", (topic, payload) => {
     const command = parseCommand(topic, payload, link.configId, link.nodeId, log);
-    if (command !== null) enqueueCommand(command, { link, commands, queue, log, peers: { link, state, toolchains, log } });
+    if (command !== null) enqueueCommand(command, { link, commands, queue, log, peers: { link, state, toolchains, log, isPrivileged } });
   });
 
   await aborted(opts.signal);

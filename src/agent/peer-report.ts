@@ -20,8 +20,8 @@ export function reportsPeersAfter(kind: DownstreamKind, action: string, status: 
 /**
  * Reads the profile interface's dump (the interface and protocol the agent last operated,
  * state.json) and builds the report; null when the agent has operated no interface yet or the
- * toolchain has no dump, or the interface runs and its dump fails. An interface that is down is
- * `running: false`.
+ * toolchain has no dump. An interface whose dump fails (it is down: the tool cannot open it) is
+ * `running: false`; an agent without privileges never gets here ({@link publishPeersReport}).
  */
 export async function readPeersReport(state: AgentStateFile, toolchains: ToolchainFor, nowMs: number): Promise<WgPeersReport | null> {
   const { interface_name: iface, tunnel_protocol: protocol } = state.current;
@@ -31,10 +31,7 @@ export async function readPeersReport(state: AgentStateFile, toolchains: Toolcha
   const hostTime = Math.floor(nowMs / 1000);
   const down = (p: TunnelProtocol): WgPeersReport => ({ interface_name: iface, tunnel_protocol: p, running: false, host_time: hostTime, public_key: null, listen_port: null, peers: [] });
   const out = await tc.dump(iface).catch(() => null);
-  if (out === null || out.code !== 0) {
-    // An interface that runs but cannot be dumped (no privileges) is not reported as down.
-    return (await tc.isRunning(iface).catch(() => false)) ? null : down(protocol);
-  }
+  if (out === null || out.code !== 0) return down(protocol);
   const dump = parseWgDump(out.stdout);
   return { interface_name: iface, tunnel_protocol: protocol, running: true, host_time: hostTime, ...dump };
 }
@@ -45,9 +42,11 @@ export async function readPeersReport(state: AgentStateFile, toolchains: Toolcha
  * logged and nothing is sent: a report is an observation, never a command's outcome.
  */
 export async function publishPeersReport(
-  d: { link: AgentLink; state: AgentStateFile; toolchains: ToolchainFor; log: (line: Record<string, unknown>) => void },
+  d: { link: AgentLink; state: AgentStateFile; toolchains: ToolchainFor; log: (line: Record<string, unknown>) => void; isPrivileged: () => boolean },
   requestId: string,
 ): Promise<void> {
+  // Without root the dump fails for a running interface too: no report rather than a false "down".
+  if (!d.isPrivileged()) return;
   let report: WgPeersReport | null;
   try {
     report = await readPeersReport(d.state, d.toolchains, Date.now());

@@ -134,11 +134,11 @@ test("links on real WireGuard: five agents all up after start and a ping round; 
   const after = linkRefreshAnswer.parse(await call("POST", `${base}/links/refresh`));
   assert.equal(after.reported.length, 5);
   for (const l of after.links) {
-    const touches = l.node_a === gone.nodeId || l.node_b === gone.nodeId;
+    const touches: boolean = String(l.node_a) === gone.nodeId || String(l.node_b) === gone.nodeId;
     assert.equal(l.link, touches ? "down" : "up", `${l.node_a}–${l.node_b}`);
   }
   assert.equal(after.links.filter((l) => l.link === "down").length, 4);
-  const drift = new Map(after.drift.map((d) => [d.node_id, d]));
+  const drift = new Map(after.drift.map((d) => [String(d.node_id), d]));
   assert.deepEqual(drift.get(tampered.nodeId)?.extra_peers, [stranger], "the hand-added peer is drift");
   assert.equal(drift.get(gone.nodeId)?.missing_peers.length, 4, "a stopped interface misses every staged peer");
 
