@@ -16,6 +16,7 @@ import { EventLog } from "./mqtt/event-log.js";
 import { MqttRouter } from "./mqtt/router.js";
 import { AppEvents } from "./services/app-events.js";
 import { AlertsService, type AlertsServiceDeps } from "./services/alerts/alerts.service.js";
+import { LinksService } from "./services/links.service.js";
 import { ArtifactsService } from "./services/artifacts.service.js";
 import { AccessTokensService } from "./services/access-tokens.service.js";
 import { UsersService } from "./services/users.service.js";
@@ -71,6 +72,8 @@ export interface ServerOverrides {
   storeWorker?: boolean;
   /** The alert delivery worker's seams: host-name lookup, per-attempt timeout, jitter source. */
   alerts?: Pick<AlertsServiceDeps, "lookup" | "timeoutMs" | "random">;
+  /** How long a link refresh waits for the hosts it asked, ms (docs/links.md). */
+  linkRefreshTimeoutMs?: number;
 }
 
 /** The actor system and the MQTT ingest path: what the services are built on. */
@@ -118,6 +121,8 @@ export interface AppContext extends ActorParts {
   audit: AuditService;
   /** Alert channels, the outbox and its delivery worker (docs/alerts.md). */
   alerts: AlertsService;
+  /** Measured link health: peer reports, the link matrix, drift (docs/links.md). */
+  links: LinksService;
   app: App;
   /** The admin password generated at this start (first start without SVC_ADMIN_PASSWORD), else null. */
   generatedAdminPassword: string | null;
@@ -179,7 +184,10 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
     const audit = new AuditService({ store, clock, log: log.child({ name: "audit" }), hub, retentionDays: settings.auditRetentionDays });
     lifecycle.defer(() => audit.close()); // after HTTP closed: the last requests' entries are written
     audit.start();
-    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, publicUrl, machines, users, accessTokens, oidc, audit, alerts, ...consoleDir });
+    const refreshTimeout = overrides.linkRefreshTimeoutMs === undefined ? {} : { refreshTimeoutMs: overrides.linkRefreshTimeoutMs };
+    const links = new LinksService({ store, clock, log: log.child({ name: "links" }), hub, mesh, registry, sendDetect: detectSender({ ...core, ...actors }), ...refreshTimeout });
+    actors.router.peerReports = links;
+    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, publicUrl, machines, users, accessTokens, oidc, audit, alerts, links, ...consoleDir });
     lifecycle.defer(async () => {
       // First: detects in flight finish while the store, the actors and the broker link are open.
       await detect.stop();
@@ -191,7 +199,7 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
     // left unrecorded and sent again at the next start).
     lifecycle.defer(() => alerts.stop());
     alerts.start();
-    const services = { auth, users, accessTokens, mesh, downloads, mqttSettings, publicUrl, control, notifier, metrics, detect, artifacts, backups, machines, audit, alerts };
+    const services = { auth, users, accessTokens, mesh, downloads, mqttSettings, publicUrl, control, notifier, metrics, detect, artifacts, backups, machines, audit, alerts, links };
     return { ...core, ...actors, mqtt, hub, ...services, app, generatedAdminPassword, systemStatus: status, close: () => lifecycle.close() };
   } catch (err) {
     await lifecycle.close();
@@ -401,19 +409,19 @@ async function createLiveServices(deps: Core & ActorParts & {
 
 /** The detect scheduler (spec §3.2): a detect is recorded with the node's actor, then sent as a command. */
 function createDetect(deps: Core & Pick<ActorParts, "registry" | "commands">): DetectScheduler {
-  const { settings, log, clock, store, registry, commands } = deps;
-  return new DetectScheduler({
-    registry,
-    clock,
-    log: log.child({ name: "detect" }),
-    intervalMs: settings.detectIntervalMs,
-    sendDetect: async (configId, nodeId) => {
-      const node = await findDetectTarget(store.db, nodeId);
-      if (!node) return;
-      await registry.send(configId, nodeId, { type: "detect.sent", at: clock.now() });
-      await commands.send({ configId, nodeId, kind: "detect", action: "detect", payload: { tunnel_protocol: node.tunnel_protocol, interface_name: node.interface_name } });
-    },
-  });
+  const { settings, log, clock, registry } = deps;
+  return new DetectScheduler({ registry, clock, log: log.child({ name: "detect" }), intervalMs: settings.detectIntervalMs, sendDetect: detectSender(deps) });
+}
+
+/** Sends one detect to a node: recorded with its actor, then a command (the scheduler's probes and the link refresh alike). */
+function detectSender(deps: Core & Pick<ActorParts, "registry" | "commands">): (configId: string, nodeId: string) => Promise<void> {
+  const { clock, store, registry, commands } = deps;
+  return async (configId, nodeId) => {
+    const node = await findDetectTarget(store.db, nodeId);
+    if (!node) return;
+    await registry.send(configId, nodeId, { type: "detect.sent", at: clock.now() });
+    await commands.send({ configId, nodeId, kind: "detect", action: "detect", payload: { tunnel_protocol: node.tunnel_protocol, interface_name: node.interface_name } });
+  };
 }
 
 /**

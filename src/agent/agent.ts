@@ -5,6 +5,7 @@ import { actionOf, AgentCommands, parseCommand, type Command } from "./agent-com
 import { AgentLink } from "./agent-link.js";
 import { AgentStateFile } from "./agent-state.js";
 import { runCommand } from "./exec.js";
+import { publishPeersReport, reportsPeersAfter } from "./peer-report.js";
 import type { AgentProfile } from "./profile.js";
 import type { ToolchainFor } from "./toolchain.types.js";
 import { createToolchains } from "./toolchains.js";
@@ -58,6 +59,8 @@ export interface RunAgentOptions {
  *   `failed` with a readable message. ACKs never carry output (spec §6.4 rule 4): `wg_show`
  *   output goes out as `command_output` events, stdout and stderr apart. Nothing is retained.
  * - Not root → an `event` with a clear error and ACK `failed` (spec §5).
+ * - After each detect ACK, applied push and applied start, the profile interface's peers go out
+ *   as an `event` `wg_peers` (docs/links.md), still inside the command's queue slot.
  * - Control `push_config` (spec §6.3) runs the §3.8 push flow: with the config/push fields in its
  *   payload, that push; with the bare control payload, the last config applied to the interface
  *   under that protocol, re-applied (docs/history/decisions-2026.md "Control `push_config` on the agent").
@@ -68,12 +71,8 @@ export async function runAgent(opts: RunAgentOptions): Promise<void> {
   const state = await AgentStateFile.open(join(opts.profileDir, "state.json"), log);
   const toolchains = opts.toolchains ?? platformToolchains(opts.tunnelDir);
   const link = new AgentLink(profile, log);
-  const commands = new AgentCommands({
-    link,
-    toolchains,
-    state,
-    isPrivileged: opts.isPrivileged ?? (() => process.platform === "win32" || process.getuid?.() === 0),
-  });
+  const isPrivileged = opts.isPrivileged ?? (() => process.platform === "win32" || process.getuid?.() === 0);
+  const commands = new AgentCommands({ link, toolchains, state, isPrivileged });
   const queue = new PQueue({ concurrency: 1 });
 
   const heartbeat = async () => {
@@ -86,7 +85,7 @@ export async function runAgent(opts: RunAgentOptions): Promise<void> {
   const stopHeartbeats = scheduleHeartbeats(opts, heartbeat);
   link.client.on("message", (topic, payload) => {
     const command = parseCommand(topic, payload, link.configId, link.nodeId, log);
-    if (command !== null) enqueueCommand(command, { link, commands, queue, log });
+    if (command !== null) enqueueCommand(command, { link, commands, queue, log, peers: { link, state, toolchains, log, isPrivileged } });
   });
 
   await aborted(opts.signal);
@@ -139,7 +138,7 @@ function scheduleHeartbeats(opts: RunAgentOptions, heartbeat: () => Promise<void
  */
 function enqueueCommand(
   { kind, env }: Command,
-  d: { link: AgentLink; commands: AgentCommands; queue: PQueue; log: RunAgentOptions["log"] },
+  d: { link: AgentLink; commands: AgentCommands; queue: PQueue; log: RunAgentOptions["log"]; peers: Parameters<typeof publishPeersReport>[0] },
 ): void {
   const ackKind = `${kind}_ack` as const;
   const action = actionOf(kind, env);
@@ -152,6 +151,7 @@ function enqueueCommand(
     }));
     await d.link.safePublish(ackKind, d.link.envelope("ack", { status: result.status, message: result.message, action, ...result.extra }, env.request_id));
     d.log({ level: "info", msg: "command done", kind, request_id: env.request_id, status: result.status });
+    if (reportsPeersAfter(kind, action, result.status)) await publishPeersReport(d.peers, env.request_id);
   });
 }
 

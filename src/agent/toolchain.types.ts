@@ -29,6 +29,8 @@ export interface Toolchain {
   down(interfaceName: string): Promise<void>;
   /** Raw diagnostics (`wg show <iface>` / `awg show <iface>`); output is for `command_output` events only. */
   show(interfaceName: string): Promise<CommandResult>;
+  /** The machine-readable dump (`wg show <iface> dump` / `awg show <iface> dump`), parsed by src/protocol/wg-dump.ts; absent on a toolchain that cannot give one. */
+  dump?(interfaceName: string): Promise<CommandResult>;
 }
 
 /** Picks the toolchain for a message's `tunnel_protocol` (the client uses the current message's value, spec §2.6). */

@@ -187,6 +187,10 @@ function unixToolchain(ctx: BuildContext): Toolchain {
     assertInterfaceName(iface, ctx.platform);
     return ctx.run(tool(names.status), ["show", iface], { timeoutMs: ctx.statusMs });
   };
+  const dump = async (iface: string): Promise<CommandResult> => {
+    assertInterfaceName(iface, ctx.platform);
+    return ctx.run(tool(names.status), ["show", iface, "dump"], { timeoutMs: ctx.statusMs });
+  };
   return {
     protocol: ctx.protocol,
     configPath,
@@ -194,6 +198,7 @@ function unixToolchain(ctx: BuildContext): Toolchain {
     up: (iface) => quick("up", iface),
     down: (iface) => quick("down", iface),
     show,
+    dump,
   };
 }
 
@@ -208,6 +213,10 @@ function windowsToolchain(ctx: BuildContext): Toolchain {
   const show = async (iface: string): Promise<CommandResult> => {
     assertInterfaceName(iface, ctx.platform);
     return ctx.run(win32.join(binDir, names.show), ["show", iface], { timeoutMs: ctx.statusMs });
+  };
+  const dump = async (iface: string): Promise<CommandResult> => {
+    assertInterfaceName(iface, ctx.platform);
+    return ctx.run(win32.join(binDir, names.show), ["show", iface, "dump"], { timeoutMs: ctx.statusMs });
   };
   return {
     protocol: ctx.protocol,
@@ -228,6 +237,7 @@ function windowsToolchain(ctx: BuildContext): Toolchain {
       await mustSucceed(ctx.run, win32.join(binDir, names.service), ["/uninstalltunnelservice", iface], ctx.upDownMs);
     },
     show,
+    dump,
   };
 }
 

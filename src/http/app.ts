@@ -61,6 +61,8 @@ import { registerAuditHooks } from "./audit.hook.js";
 import { auditRoutes } from "./routes/audit.routes.js";
 import { alertsRoutes } from "./routes/alerts.routes.js";
 import type { AlertsService } from "../services/alerts/alerts.service.js";
+import { linksRoutes } from "./routes/links.routes.js";
+import type { LinksService } from "../services/links.service.js";
 
 /** Everything the HTTP layer needs, built by `main.ts` (or a test). */
 export interface AppDeps {
@@ -91,6 +93,8 @@ export interface AppDeps {
   audit: AuditService;
   /** Alert channels and the delivery log. */
   alerts: AlertsService;
+  /** Measured link health (docs/links.md). */
+  links: LinksService;
 }
 
 export type { App, RouteAuth } from "./route-kit.js";
@@ -268,6 +272,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(machinesRoutes, { machines: deps.machines });
   await app.register(auditRoutes, { audit: deps.audit });
   await app.register(alertsRoutes, { alerts: deps.alerts });
+  await app.register(linksRoutes, { links: deps.links });
   await app.register(mcpRoutes, {
     backups: deps.backups,
     mesh: deps.mesh,

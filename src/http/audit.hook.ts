@@ -73,6 +73,7 @@ export const AUDIT_RULES: Readonly<Record<string, AuditRule>> = {
   deleteAlertChannel: { action: "alert_channel.delete" },
   testAlertChannel: { action: "alert_channel.test" },
   rotateAlertChannelSecret: { action: "alert_channel.rotate_secret" },
+  refreshConfigLinks: { action: "links.refresh" },
 };
 
 /** Path parameters that name a target, most specific first, with the target's type. */

@@ -12,6 +12,7 @@ import {
   type HeartbeatPayload,
 } from "../protocol/envelope.schema.js";
 import { parseTopic, type UpstreamKind } from "../protocol/topics.js";
+import { WG_PEERS_EVENT } from "../protocol/wg-peers.schema.js";
 import type { EventLog } from "./event-log.js";
 
 /** Why an upstream message was dropped; counted per reason. */
@@ -33,6 +34,11 @@ export interface RouterDeps {
   events: Pick<EventLog, "record">;
 }
 
+/** Where `wg_peers` events go instead of the control log (docs/links.md); set once the services exist. */
+export interface PeerReportSink {
+  ingest(configId: string, nodeId: string, output: string | undefined, at: number): Promise<void>;
+}
+
 /**
  * The MQTT router (DESIGN §1 inbound): topic → envelope → payload → node actor. It checks the
  * size, the topic (one of spec §6.1's upstream topics with valid ids), the JSON, the envelope
@@ -44,6 +50,8 @@ export class MqttRouter {
   readonly #deps: RouterDeps;
   readonly dropped = new Map<DropReason, number>();
   received = 0;
+  /** The link service, which stores peer reports; until set, a report is stored as any event. */
+  peerReports: PeerReportSink | null = null;
 
   constructor(deps: RouterDeps) {
     this.#deps = deps;
@@ -100,6 +108,13 @@ export class MqttRouter {
   }
 
   #onEvent({ configId, nodeId, requestId }: Upstream, p: EventPayload, at: number): void {
+    if (p.event === WG_PEERS_EVENT && this.peerReports !== null) {
+      // A peer report is stored as the node's latest measurement (spec §6.4 rule 9), not as a
+      // control-log row a minute: it is still a reachable signal.
+      void this.peerReports.ingest(configId, nodeId, p.output, at);
+      this.#deps.registry.post(configId, nodeId, { type: "mqtt.signal", at, source: "event" });
+      return;
+    }
     // spec §6.4 rule 9, §2.8: every event is stored (the will's `offline` too: when a node went
     // away is what an operator looks for); control.log.created follows the commit.
     this.#deps.events.record({

@@ -22,7 +22,8 @@ import { channelViewSchema, deliveryViewSchema } from "./alerts.schema.js";
 
 /**
  * Every event type of the spec §6.5 table, in the table's order, with `settings.server.updated`
- * beside `settings.mqtt.updated`; then the alert delivery log's events (docs/alerts.md).
+ * beside `settings.mqtt.updated`; then the alert delivery log's events (docs/alerts.md), then
+ * measured link health's (docs/links.md).
  */
 export const SSE_EVENT_TYPES = [
   "config.list.updated",
@@ -41,6 +42,7 @@ export const SSE_EVENT_TYPES = [
   "audit.appended",
   "alert.delivery.updated",
   "alert.channel.updated",
+  "config.links.updated",
 ] as const;
 
 /** One event type of spec §6.5; it is the SSE `event` field and the `type` inside `data`. */
@@ -120,6 +122,8 @@ export const SSE_PAYLOAD_SCHEMAS = {
   "alert.delivery.updated": z.object({ delivery: deliveryViewSchema }),
   /** An alert channel was created, changed, disabled by the delivery worker, or deleted (`channel` null). */
   "alert.channel.updated": z.object({ channel_id: id, channel: channelViewSchema.nullable() }),
+  /** A node's host reported its peers and the report is stored (docs/links.md): the config's link matrix and that node's peer table read again. */
+  "config.links.updated": z.object({ config_id: id, node_id: id }),
 } as const satisfies Record<SseEventType, z.ZodType>;
 
 /** What a publisher hands the hub for each event type (`z.input` of its schema). */

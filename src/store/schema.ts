@@ -329,6 +329,21 @@ export interface Database {
   alert_channels: AlertChannelsTable;
   alert_deliveries: AlertDeliveriesTable;
   alert_delivery_attempts: AlertDeliveryAttemptsTable;
+  node_peer_reports: NodePeerReportsTable;
+}
+
+/** The latest peer report of a node's host (migration 0023; docs/links.md). `peers_json`: the report's peers, JSON. */
+export interface NodePeerReportsTable {
+  node_id: string;
+  config_id: string;
+  received_at: number;
+  host_time: number;
+  running: number;
+  interface_name: string;
+  tunnel_protocol: string;
+  public_key: string | null;
+  listen_port: number | null;
+  peers_json: string;
 }
 
 export type ConfigRow = Selectable<ConfigsTable>;

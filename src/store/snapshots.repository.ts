@@ -56,6 +56,7 @@ export const DATA_TABLE_SINCE: Readonly<Partial<Record<(typeof DATA_TABLES)[numb
  * must not rewrite who did what here, and the restore itself is an entry of the live log.
  * Alert channels (their secrets sealed under this installation's key file) and their deliveries
  * belong to this installation too: a copy elsewhere must not start alerting someone's receivers.
+ * `node_peer_reports` are measurements of hosts as they ran then, not part of the mesh.
  */
 export const SCRUBBED_TABLES = [
   "settings_kv",
@@ -74,6 +75,7 @@ export const SCRUBBED_TABLES = [
   "alert_delivery_attempts",
   "alert_deliveries",
   "alert_channels",
+  "node_peer_reports",
 ] as const;
 
 /**

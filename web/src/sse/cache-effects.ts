@@ -97,6 +97,11 @@ export const SSE_CACHE_EFFECTS = {
   "alert.delivery.updated": null,
   /** Alert channels: no page caches them yet. */
   "alert.channel.updated": null,
+  /** A host's peer report was stored: the config's link matrix and that node's peer table read again (coalesced). */
+  "config.links.updated": (p, cache) => {
+    cache.invalidateSoon(["links", p.config_id], false);
+    cache.invalidateSoon(["peers", p.config_id, p.node_id], false);
+  },
 } satisfies { [T in SseEventType]: CacheEffect<T> };
 
 /**
