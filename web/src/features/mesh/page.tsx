@@ -14,7 +14,7 @@ import { PairsSection, TagsSection } from "./pairs.js";
 import { useConfigDetail, useLatestTransitions, useMeshPairs, useNodeCounts, useNodePages } from "./queries.js";
 import { WatchSelect, watchRegion, type WatchRegion } from "./watch.js";
 
-/** The topology (xyflow + dagre) is its own chunk, loaded when the view is opened. */
+/** The topology (an SVG circle, `circle-layout.ts`) is its own chunk, loaded when the view is opened. */
 const Topology = lazy(() => import("./topology.js"));
 
 const PRESENCE = ["online", "dropped", "offline"] as const;
