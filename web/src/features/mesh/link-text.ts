@@ -24,9 +24,9 @@ export function ageText(iso: string | null, nowMs: number): string {
   if (iso === null) return "never";
   const s = Math.max(0, Math.round((nowMs - Date.parse(iso)) / 1000));
   if (s < 120) return `${s} s ago`;
-  if (s < 7200) return `${Math.round(s / 60)} min ago`;
-  if (s < 172_800) return `${Math.round(s / 3600)} h ago`;
-  return `${Math.round(s / 86_400)} d ago`;
+  if (s < 7200) return `${Math.floor(s / 60)} min ago`;
+  if (s < 172_800) return `${Math.floor(s / 3600)} h ago`;
+  return `${Math.floor(s / 86_400)} d ago`;
 }
 
 /** The newer of the two sides' handshakes with each other, ISO; null when neither side ever completed one. */
