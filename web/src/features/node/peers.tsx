@@ -96,7 +96,11 @@ function PeerTable({ peers }: { peers: PeerStat[] }) {
           {peers.map((p) => (
             <tr key={p.public_key}>
               <th scope="row" data-label="Peer">
-                {p.node_name ?? <span className="mono" title={p.public_key}>{shortKey(p.public_key)} (not a node of this config)</span>}
+                {p.node_name ?? (
+                  <>
+                    <span className="mono" title={p.public_key}>{shortKey(p.public_key)}</span> (not a node of this config)
+                  </>
+                )}
               </th>
               <td data-label="Endpoint" className="mono">{p.endpoint ?? "—"}</td>
               <td data-label="Allowed IPs" className="mono">{p.allowed_ips.length === 0 ? "none" : p.allowed_ips.join(", ")}</td>
