@@ -31,6 +31,7 @@ import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { createServer } from "../../src/server.js";
+import { attributeStalls } from "./stalls.js";
 import { measureBackups, printBackups, type BackupRow } from "./backups.js";
 
 function sizesFromArgs(argv: string[]): number[] {
@@ -71,6 +72,8 @@ async function measure(nodes: number, withBackups: boolean): Promise<Row & { bac
   const dataDir = mkdtempSync(join(tmpdir(), "svc-bench-"));
   const server = await createServer(testSettings({ dataDir, adminPassword: "bench-password" }), createLogger("silent"));
   const loop = monitorEventLoopDelay({ resolution: 10 });
+  // What the loop was doing when it stalled: printed to stderr beside the table's maxima.
+  const stalls = attributeStalls(40);
   try {
     const base = await server.app.listen({ host: "127.0.0.1", port: 0 });
     let auth: Record<string, string> = {};
@@ -95,6 +98,7 @@ async function measure(nodes: number, withBackups: boolean): Promise<Row & { bac
     const ids: string[] = [];
     const createMs: number[] = [];
     loop.enable();
+    stalls.label = "build";
     const tBuild = performance.now();
     for (let i = 0; i < nodes; i++) {
       const { ms, body } = await api("POST", `${cfg}/nodes`, newNode(i));
@@ -115,6 +119,7 @@ async function measure(nodes: number, withBackups: boolean): Promise<Row & { bac
     };
     const dbMb = (size("svc.db") + size("svc.db-wal")) / 1e6;
     loop.disable();
+    stalls.label = "2 s idle after the build";
     await new Promise((resolve) => setTimeout(resolve, 2000));
     const dbIdleMb = (size("svc.db") + size("svc.db-wal")) / 1e6;
     const loopMaxBuildMs = loop.max / 1e6;
@@ -122,19 +127,26 @@ async function measure(nodes: number, withBackups: boolean): Promise<Row & { bac
 
     loop.enable();
     const removes: number[] = [];
+    stalls.label = "remove";
     for (let i = 0; i < 3; i++) removes.push(await timed(api, "DELETE", `${cfg}/nodes/${ids.pop() ?? ""}`));
     const endpoints: number[] = [];
+    stalls.label = "endpoint change";
     for (let i = 1; i <= 3; i++) endpoints.push(await timed(api, "PATCH", `${cfg}/nodes/${ids[i]}`, { public_address: `198.51.100.${i}`, listen_port: 40000 + i }));
     const pairIds: string[] = [];
+    stalls.label = "pair lookup";
     for (const id of ids.slice(4, 7)) pairIds.push((await api("GET", `${cfg}/mesh-pairs?node_id=${id}&limit=1`)).body.mesh_pairs[0].pair_id);
     const toggles: number[] = [];
+    stalls.label = "pair toggle";
     for (const pairId of pairIds) {
       toggles.push(await timed(api, "PATCH", `${cfg}/mesh-pairs/${pairId}`, { enabled: false }));
       toggles.push(await timed(api, "PATCH", `${cfg}/mesh-pairs/${pairId}`, { enabled: true }));
     }
     const [removeMs, endpointMs, pairToggleMs] = [median(removes), median(endpoints), median(toggles)];
+    stalls.label = "protocol switch";
     const protocolMs = await timed(api, "PATCH", cfg, { tunnel_protocol: "awg_2" });
     loop.disable();
+    stalls.label = "reads and downloads";
+    console.error(`  largest stalls at ${nodes} nodes (build and writes): ${stalls.top(5).join("; ") || "none ≥ 40 ms"}`);
     const loopMaxWritesMs = loop.max / 1e6;
 
     const configGets: number[] = [];
@@ -158,6 +170,7 @@ async function measure(nodes: number, withBackups: boolean): Promise<Row & { bac
     return { backups, nodes, buildS, create100Ms, createNthMs, removeMs, endpointMs, pairToggleMs, protocolMs, loopMaxBuildMs, loopMaxWritesMs, downloadsPerS, configGetMs, pairsGetMs, dbMb, dbIdleMb };
   } finally {
     loop.disable();
+    stalls.stop();
     await server.close();
     rmSync(dataDir, { recursive: true, force: true });
   }

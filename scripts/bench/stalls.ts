@@ -3,7 +3,7 @@
  * its loop, when, and for how long, so that a latency spike can be put on the service or on the
  * load generator.
  */
-import { performance } from "node:perf_hooks";
+import { performance, PerformanceObserver } from "node:perf_hooks";
 
 /** One event-loop stall: [epoch ms when the late tick ran, how late it was (ms)]. */
 export type Stall = [atMs: number, lateMs: number];
@@ -30,4 +30,46 @@ export function maxStall(stalls: readonly Stall[], from: number, to: number): nu
   let max = 0;
   for (const [at, late] of stalls) if (at >= from && at < to && late > max) max = late;
   return max;
+}
+
+/**
+ * Names what was running when the loop stalled: a benchmark sets `label` around each operation,
+ * and every stall of at least `minMs` is kept with the label in effect and the garbage
+ * collection pauses (`PerformanceObserver` "gc" entries) that overlap it. `top(k)` answers the
+ * `k` longest as "260 ms during endpoint change (GC 180 ms)".
+ */
+export function attributeStalls(minMs = 40): { label: string; top(k: number): string[]; stop(): void } {
+  const kept: Array<{ at: number; late: number; label: string }> = [];
+  const gcs: Array<[start: number, end: number]> = [];
+  const observer = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) gcs.push([e.startTime, e.startTime + e.duration]);
+  });
+  observer.observe({ entryTypes: ["gc"] });
+  const state = { label: "between operations" };
+  let last = performance.now();
+  const timer = setInterval(() => {
+    const now = performance.now();
+    const late = now - last - 5;
+    if (late >= minMs) kept.push({ at: now, late, label: state.label });
+    last = now;
+  }, 5);
+  timer.unref();
+  const gcWithin = (from: number, to: number) => gcs.reduce((ms, [s, e]) => ms + Math.max(0, Math.min(e, to) - Math.max(s, from)), 0);
+  return {
+    get label() {
+      return state.label;
+    },
+    set label(value: string) {
+      state.label = value;
+    },
+    top: (k) =>
+      [...kept]
+        .sort((a, b) => b.late - a.late)
+        .slice(0, k)
+        .map((s) => `${s.late.toFixed(0)} ms during ${s.label} (GC ${gcWithin(s.at - s.late, s.at).toFixed(0)} ms)`),
+    stop: () => {
+      clearInterval(timer);
+      observer.disconnect();
+    },
+  };
 }

@@ -51,6 +51,6 @@ describe("supported Node.js versions", () => {
     const ci = read(".ci/run");
     assert.match(ci, /^npm test$/m, "the machine's node");
     assert.match(ci, /\bscripts\/node-lts\.sh npm ci\b/, "the LTS gets node_modules of its own ABI");
-    assert.match(ci, /^scripts\/node-lts\.sh npm test$/m, "the LTS");
+    assert.match(ci, /^scripts\/node-lts\.sh npm test( --ignore-scripts)?$/m, "the LTS");
   });
 });
