@@ -1,4 +1,4 @@
-import { useMemo, useState, type MouseEvent } from "react";
+import { useEffect, useMemo, useRef, useState, type MouseEvent } from "react";
 import { useNavigate } from "react-router";
 import type { LinkState, LinkView, MeshPairView, NodeTransitionView, NodeView } from "../../api/types.js";
 import { IntegrityBadge } from "../../components/integrity-badge.js";
@@ -138,9 +138,20 @@ function Drawing({ nodes, drawn, names, watch, latest, now }: {
   );
   const at = useMemo(() => new Map(layout.nodes.map((p) => [p.id, p])), [layout]);
   const side = layout.half * 2;
+  const canvas = useRef<HTMLDivElement>(null);
+  // A circle wider than the screen (a phone) opens centred in its scrolling frame, and is centred again when the frame changes width.
+  useEffect(() => {
+    const el = canvas.current;
+    if (el === null) return;
+    const centre = () => void (el.scrollLeft = (el.scrollWidth - el.clientWidth) / 2);
+    centre();
+    const watcher = new ResizeObserver(centre);
+    watcher.observe(el);
+    return () => watcher.disconnect();
+  }, [side]);
   return (
     <>
-      <div className="topology-canvas">
+      <div className="topology-canvas" ref={canvas}>
         <svg className="topo-svg" viewBox={`${-layout.half} ${-layout.half} ${side} ${side}`} width={side} height={side} role="group" aria-label={`Mesh drawing: ${nodes.length} nodes, ${drawn.length} pairs`}>
           <g className="topo-edges">
             {drawn.map((d) => (
