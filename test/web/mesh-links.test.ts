@@ -7,7 +7,9 @@
  *
  * The real service in-process (SQLite file, aedes on port 0) and Chromium. The link answers are
  * the contract's shapes (`src/protocol/links.schema.ts`, each fixture parsed by its schema),
- * served with `page.route` until the link-health routes are on this branch.
+ * served with `page.route` so that every state, a refresh with a timed-out host and every kind
+ * of drift are on one page without hosts; `mesh-links-live.test.ts` draws states from the real
+ * backend, fed through MQTT.
  */
 import assert from "node:assert/strict";
 import test from "node:test";
