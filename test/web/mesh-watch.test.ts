@@ -89,7 +89,7 @@ test("spec §3.1, §6.5 rule 7 (the console shows presence as the backend says):
   // The topology colours and labels the nodes the same way.
   await page.getByRole("button", { name: "Topology" }).click();
   const figure = page.getByRole("figure", { name: "Topology" });
-  await expectText(figure, /presence: offline/);
+  await expectText(figure, /edge-a \(offline\)/);
   await figure.getByRole("link", { name: /^Node edge-a .*Last transition .*mqtt\.will/ }).waitFor();
   assert.equal(new URL(page.url()).searchParams.get("watch"), "presence");
   await screenshot(page, "mesh-watch-topology");

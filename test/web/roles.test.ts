@@ -111,12 +111,18 @@ test("a viewer finds no enabled write control on any page, each with the reason;
     ["tokens", "/tokens", "Personal access tokens"],
     ["configs", "/configs", "Configs"],
     ["mesh", mesh, "lab"],
+    ["mesh topology", `${mesh}?view=topology`, "lab"],
     ["static node", `${mesh}/nodes/${fixed.node_id}`, "gate"],
     ["init page", `${mesh}/nodes/${fresh.node_id}`, "fresh"],
     ["control page", `${mesh}/nodes/${edge.node_id}`, "edge"],
     ["backups", "/backups", "Backups"],
     ["settings", "/settings", "Settings"],
   ];
+  // A viewer's open topology never asks the hosts for fresh reports (refreshing is an operator's).
+  const refreshes: string[] = [];
+  page.on("request", (req) => {
+    if (req.url().endsWith("/links/refresh")) refreshes.push(req.url());
+  });
   let gated = 0;
   for (const [where, path, heading] of walk) {
     await page.goto(path);
@@ -125,6 +131,7 @@ test("a viewer finds no enabled write control on any page, each with the reason;
     if (where !== "home") await page.locator("[data-op]").first().waitFor();
     if (where === "mesh") await page.getByRole("checkbox", { name: "Select all shown nodes" }).check();
     if (where === "control page") await page.getByRole("heading", { name: "Control", exact: true }).waitFor();
+    if (where === "mesh topology") await page.getByRole("button", { name: "Check links" }).waitFor();
     gated += await expectNoWriteControl(page, "viewer", where, { reasons: !readOnly });
     if (where === "static node") await expectText(page.locator("[data-role-note='getStagedConfig']"), /^Needs the operator role — you are a viewer: the config text holds the node's private key\.$/);
     if (where === "mesh" || where === "static node") {
@@ -133,6 +140,7 @@ test("a viewer finds no enabled write control on any page, each with the reason;
     }
   }
   assert.ok(gated >= 20, `the walk met ${gated} gated controls`);
+  assert.deepEqual(refreshes, [], "no link refresh by a viewer");
   await page.goto("/users");
   await expectText(page.locator("[data-role-note]"), /^Needs the owner role — you are a viewer/);
   assert.equal(await page.getByRole("table").count(), 0, "no user list for a viewer");

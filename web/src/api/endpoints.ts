@@ -9,6 +9,7 @@
  */
 import { z } from "zod";
 import * as formats from "../../../src/protocol/config-formats.js";
+import * as links from "../../../src/protocol/links.schema.js";
 import * as machine from "../../../src/protocol/machine.schema.js";
 import * as oidc from "../../../src/protocol/oidc.schema.js";
 import * as rest from "../../../src/protocol/rest.schema.js";
@@ -130,6 +131,10 @@ export const ENDPOINTS = {
 
   listAuditEntries: op("GET", "/api/v1/audit", "admin", audit.auditListAnswer, { query: audit.auditListQuery }),
   verifyAuditLog: op("GET", "/api/v1/audit/verify", "admin", audit.auditVerifyAnswer),
+
+  getConfigLinks: op("GET", `${config}/links`, "viewer", links.linkMatrixAnswer),
+  getNodePeers: op("GET", `${node}/peers`, "viewer", links.nodePeersAnswer),
+  refreshConfigLinks: op("POST", `${config}/links/refresh`, "operator", links.linkRefreshAnswer),
 } as const satisfies Record<string, Endpoint>;
 
 export type OperationId = keyof typeof ENDPOINTS;

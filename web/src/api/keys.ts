@@ -43,4 +43,8 @@ export const keys = {
   controlLogLive: (configId: string, nodeId: string) => ["configs", configId, "nodes", nodeId, "control-logs-live"] as const,
   machine: (configId: string, nodeId: string) => ["configs", configId, "nodes", nodeId, "machine"] as const,
   timeline: (configId: string, nodeId: string) => ["configs", configId, "nodes", nodeId, "timeline"] as const,
+  /** A config's measured link matrix and drift (`config.links.updated` invalidates it). */
+  links: (configId: string) => ["links", configId] as const,
+  /** One host's running peers and drift (`config.links.updated` for that node invalidates it). */
+  nodePeers: (configId: string, nodeId: string) => ["peers", configId, nodeId] as const,
 };

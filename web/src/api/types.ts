@@ -84,3 +84,6 @@ export type NodeTransitionView = z.output<MachineSchemas["nodeTransitionViewSche
 
 export type AuditEntry = z.output<typeof auditEntrySchema>;
 export type AuditVerifyAnswer = z.output<typeof auditVerifyAnswer>;
+
+/** Measured link health (docs/links.md): a pair's measured state and both sides' views, one host's running peers, its drift. */
+export type { LinkDirection, LinkMatrixAnswer, LinkRefreshAnswer, LinkState, LinkView, NodeDrift, NodePeersAnswer, PeerStat } from "../../../src/protocol/links.schema.js";

@@ -6,7 +6,7 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { api, ApiError, errorMessage } from "../../api/client.js";
 import { keys } from "../../api/keys.js";
-import type { ConfigDetailView, CreateNodeBody, MeshPairListAnswer, MeshPairView, NodeView, TunnelProtocol } from "../../api/types.js";
+import type { ConfigDetailView, CreateNodeBody, LinkMatrixAnswer, MeshPairListAnswer, MeshPairView, NodeView, TunnelProtocol } from "../../api/types.js";
 
 /** `POST /api/v1/configs/{id}/nodes`; the node joins the cached detail. */
 export function useCreateNode(configId: string) {
@@ -110,5 +110,17 @@ export function useCreatePair(configId: string) {
       queryClient.setQueryData<MeshPairListAnswer>(keys.pairs(configId), (old) =>
         old && !old.mesh_pairs.some((p) => p.pair_id === pair.pair_id) ? { ...old, mesh_pairs: [...old.mesh_pairs, pair] } : old,
       ),
+  });
+}
+
+/**
+ * `POST /api/v1/configs/{id}/links/refresh`: asks every online bound host for its peers and
+ * answers once each reported or timed out; the matrix it holds replaces the cached one.
+ */
+export function useRefreshLinks(configId: string) {
+  const queryClient = useQueryClient();
+  return useMutation({
+    mutationFn: () => api.refreshConfigLinks({ params: { config_id: configId } }),
+    onSuccess: (answer) => queryClient.setQueryData<LinkMatrixAnswer>(keys.links(configId), { config_id: answer.config_id, links: answer.links, drift: answer.drift }),
   });
 }

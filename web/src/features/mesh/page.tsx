@@ -11,10 +11,11 @@ import { AddNodeForm, PackageDownload, ProtocolSwitch } from "./forms.js";
 import { useDeleteNodes, usePushConfigToNodes } from "./mutations.js";
 import { NodesTable } from "./nodes-table.js";
 import { PairsSection, TagsSection } from "./pairs.js";
-import { useConfigDetail, useLatestTransitions, useMeshPairs, useNodeCounts, useNodePages } from "./queries.js";
+import { CheckLinks, useLinkPolling } from "./links.js";
+import { useConfigDetail, useConfigLinks, useLatestTransitions, useMeshPairs, useNodeCounts, useNodePages } from "./queries.js";
 import { WatchSelect, watchRegion, type WatchRegion } from "./watch.js";
 
-/** The topology (xyflow + dagre) is its own chunk, loaded when the view is opened. */
+/** The topology (an SVG circle, `circle-layout.ts`) is its own chunk, loaded when the view is opened. */
 const Topology = lazy(() => import("./topology.js"));
 
 const PRESENCE = ["online", "dropped", "offline"] as const;
@@ -242,16 +243,24 @@ function FilterSelect({ id, label, value, options, onChange }: { id: string; lab
   );
 }
 
+/** The topology with the measured links (drawn as they arrive; the pairs alone until then), "Check links", and a refresh while it is on screen. */
 function TopologyView({ config, watch, latest }: { config: ConfigDetailView; watch: WatchRegion | null; latest: ReadonlyMap<string, NodeTransitionView> | undefined }) {
   const pairs = useMeshPairs(config.config_id);
+  const links = useConfigLinks(config.config_id);
+  useLinkPolling(config.config_id);
+  const names = useMemo(() => new Map(config.nodes.map((n) => [n.node_id, n.name])), [config.nodes]);
   return (
-    <QueryView query={pairs} loadingLabel="Loading pairs…">
-      {(data) => (
-        <Suspense fallback={<Loading label="Loading the topology…" />}>
-          <Topology nodes={config.nodes} pairs={data.mesh_pairs} watch={watch} latest={latest} />
-        </Suspense>
-      )}
-    </QueryView>
+    <>
+      <CheckLinks configId={config.config_id} names={names} />
+      {links.isError && <p role="alert">The measured links could not be read: {links.error.message}</p>}
+      <QueryView query={pairs} loadingLabel="Loading pairs…">
+        {(data) => (
+          <Suspense fallback={<Loading label="Loading the topology…" />}>
+            <Topology nodes={config.nodes} pairs={data.mesh_pairs} links={links.data?.links} watch={watch} latest={latest} />
+          </Suspense>
+        )}
+      </QueryView>
+    </>
   );
 }
 

@@ -61,3 +61,8 @@ export function useLatestTransitions(configId: string) {
     enabled: live,
   });
 }
+
+/** `GET /api/v1/configs/{id}/links`: every configured pair's measured link state and the config's drift (docs/links.md). */
+export function useConfigLinks(configId: string) {
+  return useQuery({ queryKey: keys.links(configId), queryFn: ({ signal }) => api.getConfigLinks({ params: { config_id: configId }, signal }) });
+}

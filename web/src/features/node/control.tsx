@@ -8,6 +8,7 @@ import { RelativeTime } from "../../components/relative-time.js";
 import { QueryView } from "../../components/states.js";
 import { useMakeStatic, useResetClient, useSendControl } from "./mutations.js";
 import { useEndpointStatus, useLiveControlLog } from "./queries.js";
+import { PeersSection } from "./peers.js";
 import { FormError } from "../../components/form-error.js";
 
 /**
@@ -31,6 +32,7 @@ export function NodeControlView({ node }: { node: NodeView }) {
           {(s) => <StatusFacts status={s} />}
         </QueryView>
       </section>
+      <PeersSection configId={configId} nodeId={nodeId} />
       <Controls node={node} rows={log.rows} />
       <WgShowPanel rows={log.rows} />
       <ControlLogTable rows={log.rows} error={log.error} loading={log.loading} />

@@ -113,3 +113,8 @@ export function useNodeTimeline(configId: string, nodeId: string) {
     enabled: live,
   });
 }
+
+/** `GET /api/v1/configs/{id}/nodes/{node}/peers`: the host's running peers as it last reported them, and its drift from the staged config. */
+export function useNodePeers(configId: string, nodeId: string) {
+  return useQuery({ queryKey: keys.nodePeers(configId, nodeId), queryFn: ({ signal }) => api.getNodePeers({ params: { config_id: configId, node_id: nodeId }, signal }) });
+}
