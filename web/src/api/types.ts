@@ -84,3 +84,13 @@ export type NodeTransitionView = z.output<MachineSchemas["nodeTransitionViewSche
 
 export type AuditEntry = z.output<typeof auditEntrySchema>;
 export type AuditVerifyAnswer = z.output<typeof auditVerifyAnswer>;
+
+// ---- alert channels and their deliveries (src/protocol/alerts.schema.ts) ----
+type AlertsSchemas = typeof import("../../../src/protocol/alerts.schema.js");
+export type { ChannelKind, DeliveryStatus } from "../../../src/protocol/alerts.schema.js";
+export type ChannelView = z.output<AlertsSchemas["channelViewSchema"]>;
+export type ChannelListAnswer = z.output<AlertsSchemas["channelListAnswer"]>;
+export type CreateChannelBody = z.input<AlertsSchemas["createChannelBody"]>;
+export type UpdateChannelBody = z.input<AlertsSchemas["updateChannelBody"]>;
+export type DeliveryView = z.output<AlertsSchemas["deliveryViewSchema"]>;
+export type DeliveryAttempt = z.output<AlertsSchemas["deliveryAttemptSchema"]>;
