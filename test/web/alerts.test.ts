@@ -11,11 +11,11 @@ import test from "node:test";
 import { Webhook } from "standardwebhooks";
 import { startReceiver } from "../alerts/harness.js";
 import type { Locator } from "playwright-core";
-import { clipboardText, expectAccessible, expectText, login, screenshot, startConsole, waitLive } from "./harness.js";
+import { clipboardText, expectAccessible, expectText, login, screenshot, startConsole, VIEWPORTS, waitLive } from "./harness.js";
 
 /** Waits until a delivery row's cells from Status on (Status, Attempts, Last HTTP status, Last error, Next attempt) show `expected`. */
 async function expectCells(row: Locator, expected: string[]): Promise<void> {
-  for (const [i, text] of expected.entries()) await expectText(row.getByRole("cell").nth(2 + i), text);
+  for (const [i, text] of expected.entries()) await expectText(row.getByRole("cell").nth(3 + i), text);
 }
 
 test("Alerts page: a webhook channel's secret once, Test against a real receiver (200, then 503 retried live), the delivery log with attempts, filters and pages; email, disable, edit, rotate, delete", { timeout: 60_000 }, async (t) => {
@@ -89,6 +89,13 @@ test("Alerts page: a webhook channel's secret once, Test against a real receiver
 
   await expectAccessible(page, "alerts");
   await screenshot(page, "alerts");
+  // On a phone the tables are stacked cards: nothing scrolls sideways.
+  await page.setViewportSize(VIEWPORTS.phone);
+  const sideways = await page.evaluate<string[]>(
+    `[document.documentElement, ...document.querySelectorAll(".table-wrap")].filter((el) => el.scrollWidth > el.clientWidth + 1).map((el) => el.className || el.tagName)`,
+  );
+  assert.deepEqual(sideways, [], "nothing scrolls sideways at 390 px");
+  await page.setViewportSize(VIEWPORTS.desktop);
 
   // Live: the retry (1 s on the service's clock) finds the receiver answering 200.
   h.clock.advance(1_500);

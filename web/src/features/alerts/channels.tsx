@@ -125,7 +125,9 @@ function ChannelRow({ channel: c, onEdit, onDelete, onRotate }: { channel: Chann
     <tbody>
       <tr>
         <th scope="row">{c.name}</th>
-        <td data-label="Kind">{KIND_LABEL[c.kind]}</td>
+        <td data-label="Kind" className="channel-kind">
+          {KIND_LABEL[c.kind]}
+        </td>
         <td data-label="Target" className="mono break channel-target">
           {targetText(c)}
         </td>

@@ -98,9 +98,9 @@ function DeliveryRow({ delivery: d, channel }: { delivery: DeliveryView; channel
           <RelativeTime iso={d.created_at} />
         </td>
         <td data-label="Channel">{channel}</td>
-        <th scope="row" data-label="Alert" className="mono">
+        <td data-label="Alert" className="mono">
           {d.type}
-        </th>
+        </td>
         <td data-label="Status">
           <DeliveryStatusBadge status={d.status} />
         </td>
