@@ -17,7 +17,7 @@ test("spec §6.5 event table: every one of the twelve event types, settings.serv
   assert.deepEqual(Object.keys(SSE_PAYLOAD_SCHEMAS).sort(), [...SSE_EVENT_TYPES].sort());
 });
 
-test("spec §6.5 frame fields: the twelve event types, settings.server.updated, audit.appended and the alert events, published through the real service paths, each arrive as a frame whose data.payload parses with its schema unchanged, and each payload was plain JSON data when handed to the hub", async (t) => {
+test("spec §6.5 frame fields: the twelve event types, settings.server.updated, audit.appended and the alert events, published through the real service paths (a host's peer report included), each arrive as a frame whose data.payload parses with its schema unchanged, and each payload was plain JSON data when handed to the hub", async (t) => {
   const s = await startSseServer(t);
   // What the publishing points hand the hub: already plain JSON data (so no converter is needed).
   const notPlain: string[] = [];
@@ -70,6 +70,10 @@ test("spec §6.5 frame fields: the twelve event types, settings.server.updated, 
   const msg = await control;
   await agent.publishAsync(p.topics.control_ack!, envelope(p, "ack", { status: "applied", message: "stopped", action: "stop" }, msg.request_id), { qos: 1 });
   await until("control.log.updated", (f) => (f.json.payload as { log: { status: string } }).log.status === "applied");
+  // A host's peer report, the agent's wg_peers event: config.links.updated once it is stored.
+  const peers = { interface_name: "svc0", tunnel_protocol: "wireguard", running: true, host_time: 1_800_000_000, public_key: null, listen_port: 51820, peers: [] };
+  await agent.publishAsync(p.topics.event!, envelope(p, "event", { level: "info", event: "wg_peers", message: "", output: JSON.stringify(peers) }), { qos: 1 });
+  await until("config.links.updated", (f) => (f.json.payload as { node_id: string }).node_id === nodeId);
   // MQTT settings: settings.mqtt.updated.
   const put = await api(s, "PUT", "/api/v1/settings/mqtt", { public_host: "mqtt.example.org" });
   assert.equal(put.status, 200, JSON.stringify(put.json));

@@ -144,6 +144,12 @@ test("a viewer finds no enabled write control on any page, each with the reason;
   await page.goto("/users");
   await expectText(page.locator("[data-role-note]"), /^Needs the owner role — you are a viewer/);
   assert.equal(await page.getByRole("table").count(), 0, "no user list for a viewer");
+  // Alerts (admins): no navigation entry; the page says why it shows no channel, rule or delivery, and offers no control.
+  assert.equal(await nav.getByRole("link", { name: "Alerts" }).count(), 0);
+  await page.goto("/alerts");
+  await expectText(page.locator("[data-role-note='listAlertChannels']"), /^Needs the admin role — you are a viewer: alert channels hold secrets/);
+  assert.equal(await page.getByRole("table").count(), 0, "no channels or deliveries for a viewer");
+  await expectNoWriteControl(page, "viewer", "alerts");
 
   // An operator: control commands yes, edits no.
   const op = await h.newPage();

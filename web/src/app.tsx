@@ -5,6 +5,7 @@ import { AuthProvider, useAuth } from "./api/auth.js";
 import { ApiError } from "./api/client.js";
 import { keys } from "./api/keys.js";
 import { Loading } from "./components/states.js";
+import { AlertsPage } from "./features/alerts/page.js";
 import { AuditPage } from "./features/audit/page.js";
 import { BackupsPage } from "./features/backups/page.js";
 import { ConfigsPage } from "./features/configs/page.js";
@@ -99,6 +100,7 @@ export function App() {
                 <Route path="audit" element={<AuditPage />} />
                 <Route path="tokens" element={<TokensPage />} />
                 <Route path="users" element={<UsersPage />} />
+                <Route path="alerts" element={<AlertsPage />} />
                 <Route path="*" element={<NotFoundPage />} />
               </Route>
             </Routes>

@@ -16,6 +16,7 @@ import * as rest from "../../../src/protocol/rest.schema.js";
 import type { Role } from "../../../src/protocol/roles.js";
 import * as users from "../../../src/protocol/users.schema.js";
 import * as audit from "../../../src/protocol/audit.schema.js";
+import * as alerts from "../../../src/protocol/alerts.schema.js";
 import * as views from "../../../src/protocol/views.schema.js";
 
 export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
@@ -135,6 +136,13 @@ export const ENDPOINTS = {
   getConfigLinks: op("GET", `${config}/links`, "viewer", links.linkMatrixAnswer),
   getNodePeers: op("GET", `${node}/peers`, "viewer", links.nodePeersAnswer),
   refreshConfigLinks: op("POST", `${config}/links/refresh`, "operator", links.linkRefreshAnswer),
+  listAlertChannels: op("GET", "/api/v1/alerts/channels", "admin", alerts.channelListAnswer),
+  createAlertChannel: op("POST", "/api/v1/alerts/channels", "admin", alerts.channelWithSecretSchema, { body: alerts.createChannelBody }),
+  updateAlertChannel: op("PATCH", "/api/v1/alerts/channels/{channel_id}", "admin", alerts.channelWithSecretSchema, { body: alerts.updateChannelBody }),
+  deleteAlertChannel: op("DELETE", "/api/v1/alerts/channels/{channel_id}", "admin", null),
+  testAlertChannel: op("POST", "/api/v1/alerts/channels/{channel_id}/test", "admin", alerts.deliveryViewSchema),
+  rotateAlertChannelSecret: op("POST", "/api/v1/alerts/channels/{channel_id}/rotate-secret", "admin", alerts.channelWithSecretSchema),
+  listAlertDeliveries: op("GET", "/api/v1/alerts/deliveries", "admin", alerts.deliveryListAnswer, { query: alerts.deliveryListQuery }),
 } as const satisfies Record<string, Endpoint>;
 
 export type OperationId = keyof typeof ENDPOINTS;

@@ -25,6 +25,11 @@ export const keys = {
   users: ["users"] as const,
   /** The personal access tokens the caller may see (their own; an owner's: everyone's). */
   accessTokens: ["tokens"] as const,
+  /** The alert channels (admins; no secrets). */
+  alertChannels: ["alerts", "channels"] as const,
+  /** Every page of the alert delivery log, whatever its filters (a prefix: `alert.delivery.updated` invalidates them all). */
+  alertDeliveries: ["alerts", "deliveries"] as const,
+  alertDeliveryPages: (filters: Record<string, string>) => ["alerts", "deliveries", "pages", filters] as const,
   config: (configId: string) => ["configs", configId] as const,
   pairs: (configId: string) => ["configs", configId, "mesh-pairs"] as const,
   latestTransitions: (configId: string) => ["configs", configId, "timeline", "latest"] as const,

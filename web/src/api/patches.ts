@@ -4,7 +4,7 @@
  * the backend's fields, never compute presence, sync or integrity in the browser (spec §6.5
  * rule 7).
  */
-import type { CommandStatus, ConfigListAnswer, ControlLogView, EndpointStatusView, NodeView } from "./types.js";
+import type { ChannelListAnswer, ChannelView, CommandStatus, ConfigListAnswer, ControlLogView, EndpointStatusView, NodeView } from "./types.js";
 
 /**
  * A whole config list as `GET /api/v1/configs` answers it (one page, no next): what an SSE
@@ -77,4 +77,16 @@ export function withLogReport(live: LiveLog, log: ControlLogView): LiveLog {
   const next = new Map(live);
   next.set(log.log_id, { ...log, history: log.status === null || history[history.length - 1] === log.status ? history : [...history, log.status] });
   return next;
+}
+
+/**
+ * The alert channel list with one channel put in its place (by name, then id, as
+ * `GET /api/v1/alerts/channels` orders them: byte order, like SQLite's), or taken out when
+ * `channel` is null (deleted). What `alert.channel.updated` and the channel writes put into the cache.
+ */
+export function withChannel(list: ChannelListAnswer, channelId: string, channel: ChannelView | null): ChannelListAnswer {
+  const rest = list.channels.filter((c) => c.channel_id !== channelId);
+  if (channel === null) return { channels: rest };
+  const byName = (a: ChannelView, b: ChannelView) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.channel_id < b.channel_id ? -1 : a.channel_id > b.channel_id ? 1 : 0);
+  return { channels: [...rest, channel].sort(byName) };
 }

@@ -87,3 +87,12 @@ export type AuditVerifyAnswer = z.output<typeof auditVerifyAnswer>;
 
 /** Measured link health (docs/links.md): a pair's measured state and both sides' views, one host's running peers, its drift. */
 export type { LinkDirection, LinkMatrixAnswer, LinkRefreshAnswer, LinkState, LinkView, NodeDrift, NodePeersAnswer, PeerStat } from "../../../src/protocol/links.schema.js";
+// ---- alert channels and their deliveries (src/protocol/alerts.schema.ts) ----
+type AlertsSchemas = typeof import("../../../src/protocol/alerts.schema.js");
+export type { ChannelKind, DeliveryStatus } from "../../../src/protocol/alerts.schema.js";
+export type ChannelView = z.output<AlertsSchemas["channelViewSchema"]>;
+export type ChannelListAnswer = z.output<AlertsSchemas["channelListAnswer"]>;
+export type CreateChannelBody = z.input<AlertsSchemas["createChannelBody"]>;
+export type UpdateChannelBody = z.input<AlertsSchemas["updateChannelBody"]>;
+export type DeliveryView = z.output<AlertsSchemas["deliveryViewSchema"]>;
+export type DeliveryAttempt = z.output<AlertsSchemas["deliveryAttemptSchema"]>;

@@ -6,7 +6,7 @@ import { useCan, useMe } from "../api/roles.js";
 import { LiveIndicator } from "../components/live-indicator.js";
 import { ThemeToggle } from "../theme.js";
 
-/** The main navigation; an entry with `op` shows only to a role that may call it (Users: owners). */
+/** The main navigation; an entry with `op` shows only to a role that may call it (Users: owners; Audit, Alerts: admins). */
 const NAV: ReadonlyArray<{ to: string; label: string; end: boolean; op?: OperationId }> = [
   { to: "/", label: "Home", end: true },
   { to: "/configs", label: "Configs", end: false },
@@ -15,6 +15,7 @@ const NAV: ReadonlyArray<{ to: string; label: string; end: boolean; op?: Operati
   { to: "/audit", label: "Audit", end: false, op: "listAuditEntries" },
   { to: "/tokens", label: "Tokens", end: false },
   { to: "/users", label: "Users", end: false, op: "listUsers" },
+  { to: "/alerts", label: "Alerts", end: false, op: "listAlertChannels" },
 ];
 
 function NavItem({ to, label, end, op }: (typeof NAV)[number]) {

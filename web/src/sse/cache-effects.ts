@@ -13,8 +13,8 @@
  */
 import type { InfiniteData } from "@tanstack/react-query";
 import { keys } from "../api/keys.js";
-import { configListOf, withEndpointStatus, withLogReport, withNode, type LiveLog } from "../api/patches.js";
-import type { ConfigDetailView, ConfigListAnswer, EndpointStatusView, NodeListAnswer, NodeView, SseEventType, SseWirePayloads } from "../api/types.js";
+import { configListOf, withChannel, withEndpointStatus, withLogReport, withNode, type LiveLog } from "../api/patches.js";
+import type { ChannelListAnswer, ConfigDetailView, ConfigListAnswer, EndpointStatusView, NodeListAnswer, NodeView, SseEventType, SseWirePayloads } from "../api/types.js";
 import { COUNTS_COALESCE_MS, type LiveCache } from "./live-cache.js";
 import type { SseConnection } from "./connection.js";
 
@@ -93,10 +93,16 @@ export const SSE_CACHE_EFFECTS = {
   "system.clock.sync": null,
   /** The Audit page's pages, whatever their filters, read again (coalesced: a burst of writes is one refetch). */
   "audit.appended": (_p, cache) => cache.invalidateSoon(keys.audit, false),
-  /** The alert delivery log: no page caches it yet. */
-  "alert.delivery.updated": null,
-  /** Alert channels: no page caches them yet. */
-  "alert.channel.updated": null,
+  /** The Alerts page's delivery log, whatever its filters, reads again (coalesced: a storm of deliveries is one refetch). */
+  "alert.delivery.updated": (_p, cache) => cache.invalidateSoon(keys.alertDeliveries, false),
+  /**
+   * The channel (created, changed, disabled by the delivery worker) into the Alerts page's list
+   * in its place; a deleted one leaves it, and took its deliveries with it, so the log reads again.
+   */
+  "alert.channel.updated": (p, cache) => {
+    cache.patch<ChannelListAnswer>(keys.alertChannels, (old) => withChannel(old, p.channel_id, p.channel));
+    if (p.channel === null) cache.invalidateSoon(keys.alertDeliveries, false);
+  },
   /** A host's peer report was stored: the config's link matrix and that node's peer table read again (coalesced). */
   "config.links.updated": (p, cache) => {
     cache.invalidateSoon(["links", p.config_id], false);
