@@ -61,6 +61,7 @@ import { registerAuditHooks } from "./audit.hook.js";
 import { auditRoutes } from "./routes/audit.routes.js";
 import { alertsRoutes } from "./routes/alerts.routes.js";
 import type { AlertsService } from "../services/alerts/alerts.service.js";
+import type { AlertRulesService } from "../services/alerts/rules.service.js";
 
 /** Everything the HTTP layer needs, built by `main.ts` (or a test). */
 export interface AppDeps {
@@ -91,6 +92,8 @@ export interface AppDeps {
   audit: AuditService;
   /** Alert channels and the delivery log. */
   alerts: AlertsService;
+  /** Alert rules (docs/alerts.md "Rules"). */
+  alertRules: AlertRulesService;
 }
 
 export type { App, RouteAuth } from "./route-kit.js";
@@ -267,7 +270,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(backupsRoutes, { backups: deps.backups, downloads: deps.downloads, auth: deps.auth });
   await app.register(machinesRoutes, { machines: deps.machines });
   await app.register(auditRoutes, { audit: deps.audit });
-  await app.register(alertsRoutes, { alerts: deps.alerts });
+  await app.register(alertsRoutes, { alerts: deps.alerts, rules: deps.alertRules });
   await app.register(mcpRoutes, {
     backups: deps.backups,
     mesh: deps.mesh,

@@ -13,6 +13,7 @@ import {
   tagViewSchema,
 } from "./views.schema.js";
 import { channelViewSchema, deliveryViewSchema } from "./alerts.schema.js";
+import { alertRuleViewSchema } from "./alert-rules.schema.js";
 
 /**
  * The realtime SSE event types of spec §6.5 and the payload schema of each. The console
@@ -22,7 +23,7 @@ import { channelViewSchema, deliveryViewSchema } from "./alerts.schema.js";
 
 /**
  * Every event type of the spec §6.5 table, in the table's order, with `settings.server.updated`
- * beside `settings.mqtt.updated`; then the alert delivery log's events (docs/alerts.md).
+ * beside `settings.mqtt.updated`; then the alert delivery log's events and the alert rules' (docs/alerts.md).
  */
 export const SSE_EVENT_TYPES = [
   "config.list.updated",
@@ -41,6 +42,7 @@ export const SSE_EVENT_TYPES = [
   "audit.appended",
   "alert.delivery.updated",
   "alert.channel.updated",
+  "alert.rule.updated",
 ] as const;
 
 /** One event type of spec §6.5; it is the SSE `event` field and the `type` inside `data`. */
@@ -120,6 +122,8 @@ export const SSE_PAYLOAD_SCHEMAS = {
   "alert.delivery.updated": z.object({ delivery: deliveryViewSchema }),
   /** An alert channel was created, changed, disabled by the delivery worker, or deleted (`channel` null). */
   "alert.channel.updated": z.object({ channel_id: id, channel: channelViewSchema.nullable() }),
+  /** An alert rule was created, changed or deleted (`rule` null). */
+  "alert.rule.updated": z.object({ rule_id: id, rule: alertRuleViewSchema.nullable() }),
 } as const satisfies Record<SseEventType, z.ZodType>;
 
 /** What a publisher hands the hub for each event type (`z.input` of its schema). */

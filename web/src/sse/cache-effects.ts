@@ -97,6 +97,8 @@ export const SSE_CACHE_EFFECTS = {
   "alert.delivery.updated": null,
   /** Alert channels: no page caches them yet. */
   "alert.channel.updated": null,
+  /** Alert rules: the rules query (key ["alerts", "rules"]) is read again. */
+  "alert.rule.updated": (_p, cache) => cache.invalidateSoon(["alerts", "rules"], false),
 } satisfies { [T in SseEventType]: CacheEffect<T> };
 
 /**
