@@ -187,7 +187,7 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
     const alertRules = new AlertRulesService({ store, clock, hub, engine: alertEngine });
     const consoleDir = overrides.consoleDir === undefined ? {} : { consoleDir: overrides.consoleDir };
     const oidc = new OidcService({ settings: settings.oidc, store, clock, auth, publicUrl: () => publicUrl.current(), log: log.child({ name: "oidc" }) });
-    const audit = new AuditService({ store, clock, log: log.child({ name: "audit" }), hub, retentionDays: settings.auditRetentionDays });
+    const audit = new AuditService({ store, clock, log: log.child({ name: "audit" }), hub, retentionDays: settings.auditRetentionDays, events });
     lifecycle.defer(() => audit.close()); // after HTTP closed: the last requests' entries are written
     audit.start();
     const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, publicUrl, machines, users, accessTokens, oidc, audit, alerts, alertRules, ...consoleDir });
