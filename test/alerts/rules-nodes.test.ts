@@ -127,3 +127,23 @@ test("command.failed: a config push the agent ACKs failed alerts the rule's chan
   assert.equal(failed?.type, "command.failed");
   assert.deepEqual([failed?.data.action, failed?.data.status, failed?.data.message, failed?.data.request_id], ["push_config", "failed", "wg-quick: line 3: bad key", push.request_id]);
 });
+
+test("a node.offline alert while the receiver answers 503, the backend restarted, the receiver back: delivered exactly once with one webhook-id, both attempts in the delivery log", async (t) => {
+  const { rx, s, restart } = await setup(t, { event: "node.offline" });
+  rx.script.push({ status: 503 });
+  const node = await boundAgent(s, t, { online: true });
+  node.agent.stream.destroy();
+  await presence(s, node.configId, node.nodeId, "offline");
+  await until(() => rx.received.length === 1, "the first attempt (503)");
+  const s2 = await restart();
+  await advance(s2, 1_100); // the schedule's first retry, jitter included
+  await until(() => rx.received.length === 2, "the retry after the restart");
+  await advance(s2, 60_000);
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(rx.received.length, 2, "delivered once: never again after the 200");
+  assert.equal(rx.received[0]?.headers["webhook-id"], rx.received[1]?.headers["webhook-id"]);
+  const log = (await api(s2, "GET", "/api/v1/alerts/deliveries")).json.items;
+  assert.equal(log.length, 1);
+  assert.deepEqual([log[0].type, log[0].status, log[0].attempts, log[0].delivery_id], ["node.offline", "delivered", 2, rx.received[0]?.headers["webhook-id"]]);
+  assert.deepEqual(log[0].history.map((a: { http_status: number }) => a.http_status), [503, 200]);
+});
