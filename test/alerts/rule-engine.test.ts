@@ -129,3 +129,34 @@ test("a fault of the engine rolls back its own alerts only: the write it rides o
   assert.equal((sqlite.prepare("SELECT name FROM nodes WHERE node_id = ?").get(edge.nodeId) as { name: string }).name, "renamed");
   assert.ok(h.logs.some((l) => l.includes("the change's alerts were not written")));
 });
+
+test("mesh.pair_broken: a write that leaves a pair with no side able to initiate alerts with the reason; fixed, the resolved message names it", async (t) => {
+  const h = await startAlerts(t);
+  const rx = await startReceiver(t);
+  const cfg = (await h.req("POST", "/api/v1/configs", { name: "pairs", tunnel_protocol: "wireguard", network_cidr: "10.63.0.0/24" })).json.config_id;
+  const a = (await h.req("POST", `/api/v1/configs/${cfg}/nodes`, { name: "gateway", mode: "static", public_address: "192.0.2.10", listen_port: 51820 })).json.node_id;
+  const b = (await h.req("POST", `/api/v1/configs/${cfg}/nodes`, { name: "laptop", mode: "static" })).json.node_id;
+  const ch = await createChannel(h, { name: "mesh", kind: "webhook", url: rx.url });
+  assert.equal((await h.req("POST", "/api/v1/alerts/rules", { name: "pairs", event: "mesh.pair_broken", scope: { config_id: cfg }, channel_ids: [ch.channel_id] })).status, 201);
+  const pairs = (await h.req("GET", `/api/v1/configs/${cfg}/mesh-pairs`)).json.mesh_pairs;
+  assert.equal(pairs.length, 1, "a new node joins the mesh");
+  const pair = { json: pairs[0] };
+  assert.deepEqual([pair.json.node_a, pair.json.node_b].sort(), [a, b].sort());
+  assert.equal(pair.json.integrity.status, "ok");
+  assert.equal((await h.req("PATCH", `/api/v1/configs/${cfg}/nodes/${a}`, { public_address: null })).status, 200);
+  await until(() => rx.received.length === 1, "mesh.pair_broken");
+  const broken = JSON.parse(rx.received[0]?.body ?? "{}");
+  assert.equal(broken.type, "mesh.pair_broken");
+  assert.deepEqual([broken.data.pair_id, broken.data.config_id], [pair.json.pair_id, cfg]);
+  assert.match(broken.data.reason, /neither node has a public address/);
+  assert.deepEqual([broken.data.node_a, broken.data.node_b], [pair.json.node_a, pair.json.node_b]);
+  assert.equal((await h.req("PATCH", `/api/v1/configs/${cfg}/nodes/${a}`, { name: "gateway-2" })).status, 200);
+  await advance(h, WINDOW_MS);
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(rx.received.length, 1, "still broken: no second alert");
+  assert.equal((await h.req("PATCH", `/api/v1/configs/${cfg}/nodes/${a}`, { public_address: "192.0.2.10" })).status, 200);
+  await advance(h, WINDOW_MS);
+  await until(() => rx.received.length === 2, "resolved");
+  const fixed = JSON.parse(rx.received[1]?.body ?? "{}");
+  assert.deepEqual([fixed.type, fixed.data.resolves], ["mesh.pair_broken.resolved", broken.data.alert_id]);
+});

@@ -9,6 +9,8 @@ import { createAlertOutboxStatements, type AlertOutboxStatements } from "../../s
 import type { Store } from "../../store/db.js";
 import type { AlertOpenRow, AlertRuleRow } from "../../store/schema.js";
 import type { AppEvents } from "../app-events.js";
+import type { MeshChange } from "../mesh/mesh-types.js";
+import { pairsOf, type PairIntegrityState } from "./pair-watch.js";
 import { commandFailedMessage, firedMessage, groupedMessage, resolvedMessage, type AlertDetail, type FailedCommand } from "./rule-messages.js";
 
 /** A node whose committed projection changes (the group commit's list; `before` undefined for a node's first: never an alert). */
@@ -23,6 +25,14 @@ interface Batch {
   enqueued: number;
   /** The earliest held alert written, ms. */
   heldDue: number | null;
+}
+
+/** What an alert is about: a node, a mesh pair, the broker link; and which rules cover it. */
+interface Subject {
+  subject: string;
+  configId: string | null;
+  nodeId?: string;
+  covers(rule: AlertRuleRow): boolean;
 }
 
 interface CachedRule {
@@ -85,6 +95,7 @@ export class AlertRuleEngine {
     this.#outbox = createAlertOutboxStatements(deps.store);
     this.reload();
     deps.events.on("broker.connection_changed", () => this.#brokerChanged());
+    deps.events.on("mesh.changed", (change) => this.#meshChanged(change));
   }
 
   /** Re-reads the rules (after a rule or a channel changed). */
@@ -163,28 +174,29 @@ export class AlertRuleEngine {
     const before = c.before as NodeProjection;
     let tags: string[] | undefined;
     const nodeTags = () => (tags ??= this.#q.nodeTags(c.nodeId));
+    const node: Subject = { subject: c.nodeId, configId: c.configId, nodeId: c.nodeId, covers: (rule) => inScope(rule, c.configId, c.nodeId, nodeTags) };
     if (!down(before) && down(c.after)) {
       const event = c.after.presence === "dropped" ? "node.dropped" : "node.offline";
-      this.#open(batch, event, c, nodeTags);
+      this.#open(batch, event, node);
     } else if (down(before) && !down(c.after)) {
       this.#resolve(batch, c.nodeId, NODE_DOWN_EVENTS);
     }
-    if (!syncStuck(before) && syncStuck(c.after)) this.#open(batch, "node.sync_stuck", c, nodeTags);
+    if (!syncStuck(before) && syncStuck(c.after)) this.#open(batch, "node.sync_stuck", node);
     else if (syncStuck(before) && !syncStuck(c.after)) this.#resolve(batch, c.nodeId, ["node.sync_stuck"]);
   }
 
-  /** Opens an alert per rule of `event` covering the node: held for `for_s`, or fired now. */
-  #open(batch: Batch, event: string, c: { configId: string; nodeId: string } | null, nodeTags: () => string[], detail: AlertDetail = {}): void {
+  /** Opens an alert per rule of `event` covering the subject (a node, a pair, the broker link): held for `for_s`, or fired now. */
+  #open(batch: Batch, event: string, s: Subject, detail: AlertDetail = {}): void {
     const rules = this.#byEvent.get(event);
     if (rules === undefined) return;
     let named: AlertDetail | undefined;
     for (const rule of rules) {
-      if (c !== null && !inScope(rule.row, c.configId, c.nodeId, nodeTags)) continue;
-      named ??= c === null ? detail : { node_name: this.#q.nodeName(c.nodeId), ...detail };
+      if (!s.covers(rule.row)) continue;
+      named ??= s.nodeId === undefined ? detail : { node_name: this.#q.nodeName(s.nodeId), ...detail };
       const due = batch.now + rule.row.for_s * 1000;
       const row: AlertOpenRow = {
-        alert_id: newId("alr"), rule_id: rule.row.rule_id, event, subject: c?.nodeId ?? BROKER,
-        config_id: c?.configId ?? null, node_id: c?.nodeId ?? null, since: batch.now, due_at: due,
+        alert_id: newId("alr"), rule_id: rule.row.rule_id, event, subject: s.subject,
+        config_id: s.configId, node_id: s.nodeId ?? null, since: batch.now, due_at: due,
         fired_at: rule.row.for_s === 0 ? batch.now : null, detail: JSON.stringify(named),
       };
       this.#q.insertOpen(row);
@@ -299,6 +311,37 @@ export class AlertRuleEngine {
     });
   }
 
+  /**
+   * After a committed mesh write, when a `mesh.pair_broken` rule exists: the pairs of the nodes it
+   * touched are read with their integrity (derived, never stored) and compared with the open
+   * alerts: broken with none open opens one (with the reason), open and no longer broken resolves.
+   */
+  #meshChanged(change: MeshChange): void {
+    if (!this.#started || this.#stopped || change.rendered === true || change.configDeleted === true || !this.#byEvent.has("mesh.pair_broken")) return;
+    const nodes = new Set([...change.touched, ...(change.paired ?? []), ...(change.unpaired ?? []), ...change.created.map((n) => n.node_id)]);
+    if (nodes.size === 0) return;
+    void pairsOf(this.#d.store, change.configId, nodes)
+      .then((pairs) => this.#background((batch) => this.#pairsChecked(batch, change.configId, pairs)))
+      .catch((err: unknown) => this.#d.log.error({ err, config_id: change.configId }, "alert rules: mesh pairs not checked"));
+  }
+
+  #pairsChecked(batch: Batch, configId: string, pairs: readonly PairIntegrityState[]): void {
+    for (const p of pairs) {
+      const open = this.#q.openOf(p.pair_id).filter((r) => r.event === "mesh.pair_broken");
+      if (p.status !== "broken") {
+        if (open.length > 0) this.#resolve(batch, p.pair_id, ["mesh.pair_broken"]);
+        continue;
+      }
+      if (open.length > 0) continue;
+      const tags = new Map<string, string[]>();
+      const tagsOf = (nodeId: string) => () => tags.get(nodeId) ?? (tags.set(nodeId, this.#q.nodeTags(nodeId)), tags.get(nodeId) ?? []);
+      const label = `${this.#q.nodeName(p.node_a) ?? p.node_a} ↔ ${this.#q.nodeName(p.node_b) ?? p.node_b}`;
+      const detail: AlertDetail = { reason: p.reason ?? "broken", pair: { node_a: p.node_a, node_b: p.node_b, label } };
+      const covers = (rule: AlertRuleRow) => inScope(rule, configId, p.node_a, tagsOf(p.node_a)) || inScope(rule, configId, p.node_b, tagsOf(p.node_b));
+      this.#open(batch, "mesh.pair_broken", { configId, subject: p.pair_id, covers }, detail);
+    }
+  }
+
   /** The backend's broker link went down (alerts `broker.disconnected`) or came back (resolves them). */
   #brokerChanged(): void {
     if (!this.#started || this.#stopped) return;
@@ -307,7 +350,7 @@ export class AlertRuleEngine {
     this.#broker = connected;
     this.#background((batch) => {
       if (connected) this.#resolve(batch, BROKER, ["broker.disconnected"]);
-      else this.#open(batch, "broker.disconnected", null, () => []);
+      else this.#open(batch, "broker.disconnected", { subject: BROKER, configId: null, covers: () => true });
     });
   }
 }

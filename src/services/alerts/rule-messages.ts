@@ -13,6 +13,8 @@ import type { AlertOpenRow, AlertRuleRow } from "../../store/schema.js";
 export interface AlertDetail {
   node_name?: string;
   reason?: string;
+  /** A mesh pair's sides (`mesh.pair_broken`), by name when known. */
+  pair?: { node_a: string; node_b: string; label: string };
 }
 
 /** The alert types that resolve each rule event. */
@@ -30,6 +32,7 @@ export const GROUP_LIST_MAX = 20;
 const clip = (text: string, max: number) => (text.length <= max ? text : `${text.slice(0, max - 1)}…`);
 
 function subjectName(row: AlertOpenRow, detail: AlertDetail): string {
+  if (detail.pair !== undefined) return `mesh pair ${detail.pair.label}`;
   if (row.node_id === null) return "the broker link";
   return `node ${detail.node_name ?? row.node_id}`;
 }
@@ -45,12 +48,15 @@ function firedTitle(row: AlertOpenRow, detail: AlertDetail): string {
       return `${who} has not applied its staged config`;
     case "broker.disconnected":
       return "The backend lost its broker link";
+    case "mesh.pair_broken":
+      return `${who} is broken`;
     default:
       return `${who}: ${row.event}`;
   }
 }
 
 function nodeData(row: AlertOpenRow, detail: AlertDetail): Record<string, unknown> {
+  if (detail.pair !== undefined) return { pair_id: row.subject, config_id: row.config_id, node_a: detail.pair.node_a, node_b: detail.pair.node_b };
   return row.node_id === null ? {} : { node_id: row.node_id, node_name: detail.node_name ?? null, config_id: row.config_id };
 }
 
