@@ -160,3 +160,19 @@ test("mesh.pair_broken: a write that leaves a pair with no side able to initiate
   const fixed = JSON.parse(rx.received[1]?.body ?? "{}");
   assert.deepEqual([fixed.type, fixed.data.resolves], ["mesh.pair_broken.resolved", broken.data.alert_id]);
 });
+
+test("a node deleted while its alert is held: the alert closes without a message", async (t) => {
+  const h = await startAlerts(t);
+  const rx = await startReceiver(t);
+  const { edge, core } = await mesh(h);
+  const ch = await createChannel(h, { name: "gone", kind: "webhook", url: rx.url });
+  assert.equal((await h.req("POST", "/api/v1/alerts/rules", { name: "down", event: "node.offline", for_s: 60, channel_ids: [ch.channel_id] })).status, 201);
+  for (const n of [edge, core]) commit(h, [{ ...n, before: projection({}), after: projection({ presence: "offline" }) }]);
+  assert.equal((await h.req("DELETE", `/api/v1/configs/${edge.configId}/nodes/${edge.nodeId}`)).status, 204);
+  await new Promise((r) => setTimeout(r, 20));
+  await advance(h, 60_000);
+  await until(() => rx.received.length === 1, "the remaining node's alert");
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(rx.received.length, 1);
+  assert.equal(JSON.parse(rx.received[0]?.body ?? "{}").data.node_id, core.nodeId);
+});

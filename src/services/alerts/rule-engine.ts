@@ -312,17 +312,25 @@ export class AlertRuleEngine {
   }
 
   /**
-   * After a committed mesh write, when a `mesh.pair_broken` rule exists: the pairs of the nodes it
-   * touched are read with their integrity (derived, never stored) and compared with the open
-   * alerts: broken with none open opens one (with the reason), open and no longer broken resolves.
+   * After a committed mesh write: a deleted node's open alerts are closed silently; and, when a
+   * `mesh.pair_broken` rule exists, the pairs of the nodes it touched are read with their
+   * integrity (derived, never stored) and compared with the open alerts: broken with none open
+   * opens one (with the reason), open and no longer broken resolves.
    */
   #meshChanged(change: MeshChange): void {
-    if (!this.#started || this.#stopped || change.rendered === true || change.configDeleted === true || !this.#byEvent.has("mesh.pair_broken")) return;
+    if (!this.#started || this.#stopped || change.rendered === true) return;
+    if (change.deleted.length > 0) this.#background(() => this.#forget(change.deleted));
+    if (change.configDeleted === true || !this.#byEvent.has("mesh.pair_broken")) return;
     const nodes = new Set([...change.touched, ...(change.paired ?? []), ...(change.unpaired ?? []), ...change.created.map((n) => n.node_id)]);
     if (nodes.size === 0) return;
     void pairsOf(this.#d.store, change.configId, nodes)
       .then((pairs) => this.#background((batch) => this.#pairsChecked(batch, change.configId, pairs)))
       .catch((err: unknown) => this.#d.log.error({ err, config_id: change.configId }, "alert rules: mesh pairs not checked"));
+  }
+
+  /** Deleted nodes' open alerts close without a message: a held one must not fire for a node that is gone. */
+  #forget(nodeIds: readonly string[]): void {
+    for (const nodeId of nodeIds) for (const row of this.#q.openOf(nodeId)) this.#q.deleteOpen(row.alert_id);
   }
 
   #pairsChecked(batch: Batch, configId: string, pairs: readonly PairIntegrityState[]): void {
