@@ -82,7 +82,7 @@ export async function deleteOpenAlertsOfRule(db: Db, ruleId: string): Promise<vo
 /**
  * The rule engine's statements, prepared once (the engine runs on the hot path: inside the
  * actors' group commit and the command tracker's writes). Every function is synchronous and
- * joins the transaction open on the connection; {@link AlertEngineStatements.transaction} opens
+ * joins the transaction open on the connection; {@link AlertEngineStatements.inTransaction} opens
  * one (a savepoint inside another), so a failing alert rolls back alone.
  */
 export interface AlertEngineStatements {
@@ -106,7 +106,7 @@ export interface AlertEngineStatements {
   /** Channels with notices waiting (left by a previous run). */
   channelsWithNotices(): string[];
   /** Runs `fn` in a transaction (a savepoint inside an open one); rethrows after rolling back. */
-  transaction<T>(fn: () => T): T;
+  inTransaction<T>(fn: () => T): T;
 }
 
 export function createAlertEngineStatements(conn: Connection): AlertEngineStatements {
@@ -149,6 +149,6 @@ export function createAlertEngineStatements(conn: Connection): AlertEngineStatem
       return rows;
     },
     channelsWithNotices: () => q.noticeChannels.all().map((r) => r.channel_id),
-    transaction: <T>(fn: () => T) => tx(fn) as T,
+    inTransaction: <T>(fn: () => T) => tx(fn) as T,
   };
 }

@@ -246,7 +246,7 @@ export class AlertRuleEngine {
   #run(fn: (batch: Batch) => void): (() => void) | undefined {
     const batch: Batch = { now: this.#d.clock.now(), opened: new Set(), enqueued: 0, heldDue: null };
     try {
-      this.#q.transaction(() => fn(batch));
+      this.#q.inTransaction(() => fn(batch));
     } catch (err) {
       this.#d.log.error({ err }, "alert rules: the change's alerts were not written");
       return undefined;
