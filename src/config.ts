@@ -104,6 +104,7 @@ const envSchema = z.object({
   SVC_ALERTS_DISABLE_AFTER_H: z.coerce.number().positive("must be > 0").max(8760, "must be at most 8760 hours").default(24),
   SVC_ALERTS_ALLOW_PRIVATE_TARGETS: boolText.default(false),
   SVC_ALERTS_CONCURRENCY: z.coerce.number().int("must be an integer").min(1, "must be 1..64").max(64, "must be 1..64").default(4),
+  SVC_ALERTS_GROUP_WINDOW_S: z.coerce.number().int("must be an integer").min(1, "must be 1..3600").max(3600, "must be 1..3600").default(30),
 });
 
 /** The parsed, frozen settings object passed down from `main.ts`. */
@@ -254,6 +255,11 @@ export interface Settings {
   readonly alertsAllowPrivateTargets: boolean;
   /** Alert deliveries in flight at once. */
   readonly alertsConcurrency: number;
+  /**
+   * A channel's group window, ms: the first alert of a window goes out at once, the ones after it
+   * go out together in one grouped message when the window ends (docs/alerts.md "Storms").
+   */
+  readonly alertsGroupWindowMs: number;
 }
 
 /** Single sign-on settings (README "Single sign-on (OIDC)"). The client secret is never logged. */
@@ -364,6 +370,7 @@ export function loadSettings(env: Record<string, string | undefined> = process.e
     alertsDisableAfterMs: Math.round(e.SVC_ALERTS_DISABLE_AFTER_H * 3_600_000),
     alertsAllowPrivateTargets: e.SVC_ALERTS_ALLOW_PRIVATE_TARGETS,
     alertsConcurrency: e.SVC_ALERTS_CONCURRENCY,
+    alertsGroupWindowMs: e.SVC_ALERTS_GROUP_WINDOW_S * 1000,
   });
 }
 

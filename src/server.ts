@@ -17,6 +17,8 @@ import { MqttRouter } from "./mqtt/router.js";
 import { AppEvents } from "./services/app-events.js";
 import { AlertsService, type AlertsServiceDeps } from "./services/alerts/alerts.service.js";
 import { LinksService } from "./services/links.service.js";
+import { AlertRuleEngine } from "./services/alerts/rule-engine.js";
+import { AlertRulesService } from "./services/alerts/rules.service.js";
 import { ArtifactsService } from "./services/artifacts.service.js";
 import { AccessTokensService } from "./services/access-tokens.service.js";
 import { UsersService } from "./services/users.service.js";
@@ -123,6 +125,10 @@ export interface AppContext extends ActorParts {
   alerts: AlertsService;
   /** Measured link health: peer reports, the link matrix, drift (docs/links.md). */
   links: LinksService;
+  /** Alert rules' CRUD (docs/alerts.md "Rules"). */
+  alertRules: AlertRulesService;
+  /** The rule engine: state changes into alerts, in the change's transaction. */
+  alertEngine: AlertRuleEngine;
   app: App;
   /** The admin password generated at this start (first start without SVC_ADMIN_PASSWORD), else null. */
   generatedAdminPassword: string | null;
@@ -165,29 +171,34 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
     const accessTokens = new AccessTokensService({ store, clock, auth });
     const downloads = new DownloadsService({ store, clock, tokenTtlMs: settings.downloadTokenTtlMs, events });
     const { mqtt, vault, accounts, authzKey } = await createBrokerLink(core, overrides.brokerAdapters);
-    const actors = createActorParts({ ...core, mqtt });
+    const alertEngine = new AlertRuleEngine({ store, clock, log: log.child({ name: "alerts" }), events, groupWindowMs: settings.alertsGroupWindowMs, brokerConnected: () => mqtt.connected() });
+    const actors = createActorParts({ ...core, mqtt, alertEngine });
     const { registry } = actors;
     const mesh = new MeshService({ store, clock, mqttEnabled: settings.mqttEnabled, log, hooks: meshAfterCommit({ clock, registry, mqtt, events }) });
     lifecycle.defer(() => mesh.settled()); // a large write's after-commit rendering ends before the store closes
     const live = await createLiveServices({ ...core, ...actors, mqtt, vault, auth, mesh, hubOptions: overrides.hub });
     const { hub, status, mqttSettings, publicUrl, control, notifier, metrics, detect } = live;
     await start({ ...core, ...actors, mqtt, mesh, mqttSettings, lifecycle });
+    // Stopped before the broker link closes: a shutdown is no broker outage.
+    lifecycle.defer(() => alertEngine.stop());
+    alertEngine.start();
 
     const artifacts = new ArtifactsService({ settings, store, clock, log: log.child({ name: "artifacts" }), downloads, publicUrl: () => publicUrl.current() });
     const backups = new BackupsService({ settings, store, clock, log: log.child({ name: "backups" }), downloads, mesh, registry, hub, status: countedAfresh(notifier, status) });
     const { detectTimeoutMs, bindTokenTtlMs, onlineTtlMs, timelineMaxPerNode } = settings;
     const machines = new MachinesService({ store, registry, detectTimeoutMs, bindTokenTtlMs, onlineTtlMs, timelineMaxPerNode });
     const internalAuthz = { sharedKey: () => authzKey, resolve: (username: string) => resolveIdentity(accounts, settings, username) };
-    const alerts = new AlertsService({ store, clock, log: log.child({ name: "alerts" }), hub, events, vault, metrics: metrics.registry, settings, ...overrides.alerts });
+    const alerts = new AlertsService({ store, clock, log: log.child({ name: "alerts" }), hub, events, vault, metrics: metrics.registry, settings, rules: alertEngine, ...overrides.alerts });
+    const alertRules = new AlertRulesService({ store, clock, hub, engine: alertEngine });
     const consoleDir = overrides.consoleDir === undefined ? {} : { consoleDir: overrides.consoleDir };
     const oidc = new OidcService({ settings: settings.oidc, store, clock, auth, publicUrl: () => publicUrl.current(), log: log.child({ name: "oidc" }) });
-    const audit = new AuditService({ store, clock, log: log.child({ name: "audit" }), hub, retentionDays: settings.auditRetentionDays });
+    const audit = new AuditService({ store, clock, log: log.child({ name: "audit" }), hub, retentionDays: settings.auditRetentionDays, events });
     lifecycle.defer(() => audit.close()); // after HTTP closed: the last requests' entries are written
     audit.start();
     const refreshTimeout = overrides.linkRefreshTimeoutMs === undefined ? {} : { refreshTimeoutMs: overrides.linkRefreshTimeoutMs };
     const links = new LinksService({ store, clock, log: log.child({ name: "links" }), hub, mesh, registry, sendDetect: detectSender({ ...core, ...actors }), ...refreshTimeout });
     actors.router.peerReports = links;
-    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, publicUrl, machines, users, accessTokens, oidc, audit, alerts, links, ...consoleDir });
+    const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, publicUrl, machines, users, accessTokens, oidc, audit, alerts, links, alertRules, ...consoleDir });
     lifecycle.defer(async () => {
       // First: detects in flight finish while the store, the actors and the broker link are open.
       await detect.stop();
@@ -199,7 +210,7 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
     // left unrecorded and sent again at the next start).
     lifecycle.defer(() => alerts.stop());
     alerts.start();
-    const services = { auth, users, accessTokens, mesh, downloads, mqttSettings, publicUrl, control, notifier, metrics, detect, artifacts, backups, machines, audit, alerts, links };
+    const services = { auth, users, accessTokens, mesh, downloads, mqttSettings, publicUrl, control, notifier, metrics, detect, artifacts, backups, machines, audit, alerts, links, alertRules, alertEngine };
     return { ...core, ...actors, mqtt, hub, ...services, app, generatedAdminPassword, systemStatus: status, close: () => lifecycle.close() };
   } catch (err) {
     await lifecycle.close();
@@ -246,8 +257,8 @@ async function createBrokerLink(core: Core, adapters: Partial<BrokerAdapterFacto
  * retention and the router (not started). What they report after a commit goes out on
  * `events`; broker effects go to `mqtt`, which exists (unopened) before them.
  */
-function createActorParts(deps: Core & { mqtt: BrokerConnection }): ActorParts {
-  const { settings, log, clock, store, events, mqtt } = deps;
+function createActorParts(deps: Core & { mqtt: BrokerConnection; alertEngine: AlertRuleEngine }): ActorParts {
+  const { settings, log, clock, store, events, mqtt, alertEngine } = deps;
   const timelineRetention = new ControlLogRetention({
     store,
     clock,
@@ -275,6 +286,11 @@ function createActorParts(deps: Core & { mqtt: BrokerConnection }): ActorParts {
       if (command.kind === "detect") registry.post(command.configId, command.nodeId, { type: "detect.failed", at: clock.now() });
     },
     onFinal: (command, final) => events.emit("command.finished", command.action, final),
+    // A push, start or stop that failed or timed out: the command.failed rules' alerts commit with it.
+    inFinalWrite: (command, final, message) =>
+      final === "failed" || final === "timed_out"
+        ? alertEngine.commandFinished({ configId: command.configId, nodeId: command.nodeId, action: command.action, requestId: command.requestId, status: final, message })
+        : undefined,
   });
   const eventLog = new EventLog({
     store,
@@ -288,9 +304,9 @@ function createActorParts(deps: Core & { mqtt: BrokerConnection }): ActorParts {
   return { registry, commands, eventLog, controlLogRetention, timelineRetention, router };
 }
 
-/** The node actor registry: its effects on the broker and the app events, and its flight recorder's retention. */
-function createRegistry(deps: Core & { mqtt: BrokerConnection }, timelineRetention: ControlLogRetention): NodeActorRegistry {
-  const { settings, log, clock, store, events, mqtt } = deps;
+/** The node actor registry: its effects on the broker and the app events, its flight recorder's retention, the alert rules in its commits. */
+function createRegistry(deps: Core & { mqtt: BrokerConnection; alertEngine: AlertRuleEngine }, timelineRetention: ControlLogRetention): NodeActorRegistry {
+  const { settings, log, clock, store, events, mqtt, alertEngine } = deps;
   return new NodeActorRegistry({
     store,
     clock,
@@ -305,6 +321,7 @@ function createRegistry(deps: Core & { mqtt: BrokerConnection }, timelineRetenti
       requestConfigPush: (configId, nodeId) => events.emit("node.config_push_requested", configId, nodeId),
     },
     onStatusChanged: (configId, nodeId, projection) => events.emit("node.status_changed", configId, nodeId, projection),
+    inCommit: (changes) => alertEngine.nodeChanges(changes),
     currentRoute,
     commitPaceMs: GROUP_COMMIT_PACE_MS,
     // The registry marks every timelineSlack(cap)-th row of a node and hands retention the

@@ -112,15 +112,16 @@ test("a broker adapter that fails at start-up fails createServer with its error,
   assert.equal(again.generatedAdminPassword, null);
 });
 
-test("every app event has exactly the listeners that react to it (notifier, control, metrics; the broker link also the outage resync), once the server is built", async (t) => {
+test("every app event has exactly the listeners that react to it (notifier, control, metrics; the broker link also the outage resync and the alert rules, mesh changes also the alert rules), once the server is built", async (t) => {
   const settings = loadSettings({ SVC_DATA_DIR: dataDir(t), SVC_ADMIN_PASSWORD: "correct horse battery staple", SVC_ENABLE_MQTT_SERVICES: "false" });
   const server = await createServer(settings, createLogger("silent"), { clock: new ManualClock() });
   t.after(() => server.close());
   const names = ["node.status_changed", "node.config_push_requested", "control.log", "command.finished", "mesh.changed", "broker.connection_changed"] as const;
   assert.deepEqual(
     names.map((name) => [name, server.events.listenerCount(name)]),
-    // The broker link's changes: the notifier (system status) and the outage resync (presence after an outage).
-    names.map((name) => [name, name === "broker.connection_changed" ? 2 : 1]),
+    // The broker link's changes: the notifier (system status), the outage resync (presence after an outage) and the alert rules.
+    // Mesh changes: the notifier and the alert rules (mesh pairs turning broken).
+    names.map((name) => [name, name === "broker.connection_changed" ? 3 : name === "mesh.changed" ? 2 : 1]),
   );
   // metrics counts a closed command from the event alone
   server.events.emit("command.finished", "start", "applied");

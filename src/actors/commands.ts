@@ -94,6 +94,11 @@ export interface CommandTrackerDeps {
   onPublishFailed?(command: OpenCommand, message: string): void;
   /** A command reached its final status (metrics `svc_commands_total`); must not throw. */
   onFinal?(command: OpenCommand, status: FinalCommandStatus): void;
+  /**
+   * Inside the transaction that writes a command's final status (the alert rules: a failed
+   * command's alert commits with it); answers what to run after the commit. Must not throw.
+   */
+  inFinalWrite?(command: OpenCommand, status: FinalCommandStatus, message: string): (() => void) | undefined;
   /** Config pushes published at once at most (a 1,000-node re-stage must not flood the broker); default {@link PUSH_CONCURRENCY}. */
   pushConcurrency?: number;
 }
@@ -399,7 +404,17 @@ export class CommandTracker {
       if (this.#openPush.get(key) === command) this.#openPush.delete(key);
     }
     this.#deps.clock.clearTimeout(command.timer);
-    this.#writeStatus(command, status, message);
+    const inFinalWrite = this.#deps.inFinalWrite;
+    if (inFinalWrite === undefined || command.logId === null) this.#writeStatus(command, status, message);
+    else {
+      const logId = command.logId;
+      const after = this.#logs.inTransaction(() => {
+        this.#logs.writeStatus(logId, status, message, this.#deps.clock.now());
+        return inFinalWrite(command, status, message);
+      });
+      this.#announce(logId);
+      after?.();
+    }
     this.#deps.onFinal?.(command, status);
     this.#releaseAfter(command, status, message);
   }
@@ -423,8 +438,13 @@ export class CommandTracker {
   #writeStatus(command: OpenCommand, status: CommandStatus, message: string): void {
     if (command.logId === null) return;
     this.#logs.writeStatus(command.logId, status, message, this.#deps.clock.now());
+    this.#announce(command.logId);
+  }
+
+  /** After its write: the row as stored now goes out (`control.log.updated`). */
+  #announce(logId: number): void {
     // The row is gone when its node was deleted or a snapshot was restored meanwhile.
-    const row = this.#logs.byId(command.logId) as LogRow | undefined;
+    const row = this.#logs.byId(logId) as LogRow | undefined;
     if (row !== undefined) this.#deps.onLog("updated", controlLogView(row));
   }
 }

@@ -37,6 +37,20 @@ export interface CommitListener {
   onStatusChanged(configId: string, nodeId: string, projection: NodeProjection): void;
 }
 
+/** A node whose projection a commit changes: what was committed before (undefined for its first) and now. */
+export interface CommittedChange {
+  configId: string;
+  nodeId: string;
+  before: NodeProjection | undefined;
+  after: NodeProjection;
+}
+
+/**
+ * Hears the changed projections inside the commit's transaction, so what it writes commits with
+ * them (the alert rules: persist before emit); answers what to run after the commit. Must not throw.
+ */
+export type InCommitHook = (changes: readonly CommittedChange[]) => (() => void) | undefined;
+
 export interface GroupCommitDeps {
   store: Store;
   /** Node time: `updated_at` of the rows written, and the retry timer after a failed commit. */
@@ -52,6 +66,8 @@ export interface GroupCommitDeps {
   coalescer: { deliverHeld(entry: Entry): void };
   /** Told of every projection a commit changed, after the commit (SSE `endpoint.status.updated`). */
   listener: CommitListener;
+  /** Told of them inside the transaction (`RegistryDeps.inCommit`). */
+  inCommit?: InCommitHook;
 }
 
 /**
@@ -181,8 +197,9 @@ export class GroupCommit {
     // What #writeEntry believed written before this attempt: a rolled-back commit restores it.
     const writtenBefore = new Map<Entry, Entry["written"]>();
     let stored: StoredRows;
+    let after: (() => void) | undefined;
     try {
-      stored = this.#write(dirty, recorded, changed, writtenBefore);
+      [stored, after] = this.#write(dirty, recorded, changed, writtenBefore);
     } catch (err) {
       this.#deps.log.error({ err, nodes: dirty.size }, "persisting node state failed; retrying");
       for (const [entry, written] of writtenBefore) entry.written = written;
@@ -192,23 +209,25 @@ export class GroupCommit {
       throw err;
     }
     recorder.committed(stored);
+    after?.();
     this.#emit(changed, effects, waiters);
   }
 
   /**
    * The transaction: the flight recorder's rows, then every dirty state (each node's newest row
    * riding on its state write), then the newest row of nodes that recorded but wrote no state.
-   * @returns what the flight recorder appended
+   * @returns what the flight recorder appended, and what the in-commit hook runs after the commit
    */
   #write(
     dirty: Set<Entry>,
     recorded: NewTransition[],
     changed: Array<{ entry: Entry; projection: NodeProjection }>,
     writtenBefore: Map<Entry, Entry["written"]>,
-  ): StoredRows {
+  ): [StoredRows, (() => void) | undefined] {
     const nodeState = this.#nodeState;
     const now = this.#deps.clock.now();
     let stored: StoredRows = { heads: new Map(), appended: [], rowIds: [] };
+    let after: (() => void) | undefined;
     nodeState.inTransaction(() => {
       // The flight recorder's rows commit with the states they lead to (persist before emit).
       if (recorded.length > 0) stored = this.#recorder.append(recorded);
@@ -220,8 +239,12 @@ export class GroupCommit {
       }
       // Nodes that recorded rows but whose state row this commit did not rewrite.
       for (const [entry, head] of unwritten) nodeState.writeHead(entry.nodeId, head);
+      const hook = this.#deps.inCommit;
+      if (hook !== undefined && changed.length > 0) {
+        after = hook(changed.map(({ entry, projection }) => ({ configId: entry.configId, nodeId: entry.nodeId, before: entry.committed, after: projection })));
+      }
     });
-    return stored;
+    return [stored, after];
   }
 
   /**

@@ -5,7 +5,7 @@ import type { NodeMode } from "../protocol/enums.js";
 import { nodeMachine, type NodeContext } from "../machines/node.machine.js";
 import type { Store } from "../store/db.js";
 import type { NodeActorRow } from "../store/node-client-state.repository.js";
-import { GroupCommit, type CommitTimer } from "./group-commit.js";
+import { GroupCommit, type CommitTimer, type InCommitHook } from "./group-commit.js";
 import { HeartbeatCoalescer } from "./heartbeat-coalescer.js";
 import { NodeEntries, nodeKey, stopActor, type Entry, type PersistedNode } from "./node-entries.js";
 import { PresenceSweep } from "./presence-sweep.js";
@@ -15,7 +15,7 @@ import { RecorderSink } from "./recorder-sink.js";
 import { afterEventsOf, type RoutedNodeEvent, type TransitionOrigin } from "./recorder.js";
 import { Rehydrator } from "./rehydration.js";
 
-export type { CommitTimer } from "./group-commit.js";
+export type { CommitTimer, CommittedChange, InCommitHook } from "./group-commit.js";
 
 /** Effects the machine asks for; each runs after the state that asked for it is committed. */
 export interface RegistryEffects {
@@ -42,6 +42,11 @@ export interface RegistryDeps {
   effects: RegistryEffects;
   /** Called after commit when a node's projection changed (SSE `endpoint.status.updated`). */
   onStatusChanged(configId: string, nodeId: string, projection: NodeProjection): void;
+  /**
+   * Called inside the group commit's transaction with the projections it changes (the alert
+   * rules write their alerts there: persist before emit); answers what to run after the commit.
+   */
+  inCommit?: InCommitHook;
   /**
    * The REST route being served (`METHOD /pattern`), read when an event sent while serving it
    * makes a flight-recorder row (its source `rest`); undefined outside a request.
@@ -141,6 +146,7 @@ export class NodeActorRegistry {
       recorder: this.#recorder,
       coalescer: this.#coalescer,
       listener: deps,
+      ...(deps.inCommit === undefined ? {} : { inCommit: deps.inCommit }),
     });
     const { onlineTtlMs, detectTimeoutMs } = deps;
     this.#rehydrator = new Rehydrator({

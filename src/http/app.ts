@@ -63,6 +63,7 @@ import { alertsRoutes } from "./routes/alerts.routes.js";
 import type { AlertsService } from "../services/alerts/alerts.service.js";
 import { linksRoutes } from "./routes/links.routes.js";
 import type { LinksService } from "../services/links.service.js";
+import type { AlertRulesService } from "../services/alerts/rules.service.js";
 
 /** Everything the HTTP layer needs, built by `main.ts` (or a test). */
 export interface AppDeps {
@@ -95,6 +96,8 @@ export interface AppDeps {
   alerts: AlertsService;
   /** Measured link health (docs/links.md). */
   links: LinksService;
+  /** Alert rules (docs/alerts.md "Rules"). */
+  alertRules: AlertRulesService;
 }
 
 export type { App, RouteAuth } from "./route-kit.js";
@@ -271,7 +274,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(backupsRoutes, { backups: deps.backups, downloads: deps.downloads, auth: deps.auth });
   await app.register(machinesRoutes, { machines: deps.machines });
   await app.register(auditRoutes, { audit: deps.audit });
-  await app.register(alertsRoutes, { alerts: deps.alerts });
+  await app.register(alertsRoutes, { alerts: deps.alerts, rules: deps.alertRules });
   await app.register(linksRoutes, { links: deps.links });
   await app.register(mcpRoutes, {
     backups: deps.backups,

@@ -74,6 +74,9 @@ export const AUDIT_RULES: Readonly<Record<string, AuditRule>> = {
   testAlertChannel: { action: "alert_channel.test" },
   rotateAlertChannelSecret: { action: "alert_channel.rotate_secret" },
   refreshConfigLinks: { action: "links.refresh" },
+  createAlertRule: { action: "alert_rule.create", created: create("alert_rule", "rule_id") },
+  updateAlertRule: { action: "alert_rule.update" },
+  deleteAlertRule: { action: "alert_rule.delete" },
 };
 
 /** Path parameters that name a target, most specific first, with the target's type. */
@@ -87,6 +90,7 @@ const TARGET_PARAMS: ReadonlyArray<readonly [string, string]> = [
   ["artifact_id", "artifact"],
   ["package_id", "package"],
   ["channel_id", "alert_channel"],
+  ["rule_id", "alert_rule"],
   ["config_id", "config"],
 ];
 

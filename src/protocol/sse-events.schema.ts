@@ -13,6 +13,7 @@ import {
   tagViewSchema,
 } from "./views.schema.js";
 import { channelViewSchema, deliveryViewSchema } from "./alerts.schema.js";
+import { alertRuleViewSchema } from "./alert-rules.schema.js";
 
 /**
  * The realtime SSE event types of spec §6.5 and the payload schema of each. The console
@@ -23,7 +24,7 @@ import { channelViewSchema, deliveryViewSchema } from "./alerts.schema.js";
 /**
  * Every event type of the spec §6.5 table, in the table's order, with `settings.server.updated`
  * beside `settings.mqtt.updated`; then the alert delivery log's events (docs/alerts.md), then
- * measured link health's (docs/links.md).
+ * measured link health's (docs/links.md), then the alert rules'.
  */
 export const SSE_EVENT_TYPES = [
   "config.list.updated",
@@ -43,6 +44,7 @@ export const SSE_EVENT_TYPES = [
   "alert.delivery.updated",
   "alert.channel.updated",
   "config.links.updated",
+  "alert.rule.updated",
 ] as const;
 
 /** One event type of spec §6.5; it is the SSE `event` field and the `type` inside `data`. */
@@ -124,6 +126,8 @@ export const SSE_PAYLOAD_SCHEMAS = {
   "alert.channel.updated": z.object({ channel_id: id, channel: channelViewSchema.nullable() }),
   /** A node's host reported its peers and the report is stored (docs/links.md): the config's link matrix and that node's peer table read again. */
   "config.links.updated": z.object({ config_id: id, node_id: id }),
+  /** An alert rule was created, changed or deleted (`rule` null). */
+  "alert.rule.updated": z.object({ rule_id: id, rule: alertRuleViewSchema.nullable() }),
 } as const satisfies Record<SseEventType, z.ZodType>;
 
 /** What a publisher hands the hub for each event type (`z.input` of its schema). */

@@ -29,6 +29,8 @@ export interface AppEventMap {
   "broker.connection_changed": [];
   /** The delivery worker disabled an alert channel (410 Gone, or failing too long; docs/alerts.md). */
   "alert.channel_disabled": [channelId: string, reason: string];
+  /** The alert rules wrote deliveries to the outbox (committed): the delivery worker looks for due ones. */
+  "alert.enqueued": [];
 }
 
 /**

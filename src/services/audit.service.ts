@@ -6,6 +6,7 @@ import { auditBoundary, auditRowsAfter, listAuditRows, pruneAuditThrough, type A
 import type { Store } from "../store/db.js";
 import type { AuditRow } from "../store/schema.js";
 import { checkAuditRows, GENESIS_HASH } from "./audit-chain.js";
+import type { AppEvents } from "./app-events.js";
 import { AuditWriter, type PendingAuditRow } from "./audit-writer.js";
 import { decodeCursor, encodeCursor } from "./list-cursor.js";
 
@@ -25,6 +26,8 @@ export interface AuditServiceDeps {
   retentionDays: number;
   /** How often retention runs, ms; default 1 h. */
   pruneIntervalMs?: number;
+  /** What the service does on its own that the log records (an alert channel the delivery worker disabled). */
+  events?: Pick<AppEvents, "on">;
 }
 
 /** An entry as recorders hand it in: `at` defaults to the clock's now. */
@@ -53,6 +56,10 @@ export class AuditService {
       onAppended: (rows) => {
         for (const row of rows) deps.hub.publish("audit.appended", { audit_id: row.audit_id, action: row.action });
       },
+    });
+    // The service itself disabled a channel (410 Gone, or failing too long): who stopped the alerts is on record.
+    deps.events?.on("alert.channel_disabled", (channelId, reason) => {
+      this.record({ ...SYSTEM_ACTOR, target_type: "alert_channel", target_id: channelId, action: "alert.channel_disabled", outcome: "ok", changes: JSON.stringify({ reason }) });
     });
   }
 
@@ -194,7 +201,7 @@ export class AuditService {
   }
 }
 
-/** The service itself as an actor (retention). */
+/** The service itself as an actor (retention, a channel it disabled). */
 const SYSTEM_ACTOR = {
   actor_kind: "system",
   actor_id: null,

@@ -113,6 +113,8 @@ export interface CommandLogStatements {
   writeStatus(logId: number, status: CommandStatus, message: string, at: number): void;
   /** The control log row with this id; undefined when it is gone (its node deleted, a snapshot restored). */
   byId(logId: number): ControlLogRow | undefined;
+  /** Runs `fn` in one transaction (a savepoint inside an open one): a final status and the alerts it causes commit together. */
+  inTransaction<T>(fn: () => T): T;
 }
 
 /**
@@ -123,10 +125,12 @@ export function createCommandLogStatements(conn: Connection): CommandLogStatemen
   const sqlite = sqliteOf(conn);
   const update = sqlite.prepare("UPDATE control_logs SET status = ?, message = ?, updated_at = ? WHERE log_id = ?");
   const select = sqlite.prepare<[number], ControlLogRow>("SELECT * FROM control_logs WHERE log_id = ?");
+  const transaction = sqlite.transaction((fn: () => unknown) => fn());
   return {
     writeStatus(logId, status, message, at) {
       update.run(status, message, at, logId);
     },
     byId: (logId) => select.get(logId),
+    inTransaction: <T>(fn: () => T) => transaction(fn) as T,
   };
 }

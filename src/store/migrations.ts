@@ -3,6 +3,7 @@ import { meshPairPolicy } from "./migration-0016.js";
 import { auditLog } from "./migration-0019.js";
 import { oidcLinks } from "./migration-0020.js";
 import { alertChannels } from "./migration-0021.js";
+import { alertRules } from "./migration-0022.js";
 import { nodePeerReports } from "./migration-0023.js";
 
 /**
@@ -497,6 +498,8 @@ export const migrations: Record<string, Migration> = {
   "0020_oidc_links": oidcLinks,
   // Alert channels and the outbox of their deliveries: src/store/migration-0021.ts.
   "0021_alerts": alertChannels,
+  // Alert rules, open alerts and the notices waiting for a group window: src/store/migration-0022.ts.
+  "0022_alert_rules": alertRules,
   // The latest peer report of each node's host: src/store/migration-0023.ts.
   "0023_node_peer_reports": nodePeerReports,
 };

@@ -305,6 +305,59 @@ export interface AlertDeliveryAttemptsTable {
 }
 export type AlertDeliveryAttemptRow = Selectable<AlertDeliveryAttemptsTable>;
 
+/** An alert rule (docs/alerts.md "Rules"): which state change, for which nodes, after how long. */
+export interface AlertRulesTable {
+  rule_id: string;
+  name: string;
+  event: "node.offline" | "node.dropped" | "node.sync_stuck" | "command.failed" | "mesh.pair_broken" | "broker.disconnected";
+  /** Seconds the condition must hold before the alert is sent. */
+  for_s: number;
+  scope_config_id: string | null;
+  scope_tag: string | null;
+  scope_node_id: string | null;
+  enabled: number;
+  created_at: number;
+  updated_at: number;
+}
+export type AlertRuleRow = Selectable<AlertRulesTable>;
+
+/** The channels a rule sends to, in the order given. */
+export interface AlertRuleChannelsTable {
+  rule_id: string;
+  channel_id: string;
+  position: number;
+}
+
+/** An open alert: a rule's condition holding for one subject, held until `due_at`, then fired. */
+export interface AlertOpenTable {
+  /** `alr-…`: what the resolving message names (`data.resolves`). */
+  alert_id: string;
+  rule_id: string;
+  event: string;
+  /** The node id, or `broker` for the backend's broker link. */
+  subject: string;
+  config_id: string | null;
+  node_id: string | null;
+  /** When the condition started, ms. */
+  since: number;
+  /** `since` + the rule's `for_s`: when the alert fires if the condition still holds, ms. */
+  due_at: number;
+  /** When it fired (its message went to the outbox or a notice); null while held. */
+  fired_at: number | null;
+  /** JSON of what the message says about the cause (reason, node name). */
+  detail: string;
+}
+export type AlertOpenRow = Selectable<AlertOpenTable>;
+
+/** A message waiting for its channel's group window to close (grouped with the others then). */
+export interface AlertNoticesTable {
+  notice_id: Generated<number>;
+  channel_id: string;
+  /** JSON of the message it would have been alone (src/protocol/alerts.schema.ts `alertMessageSchema`). */
+  message: string;
+  created_at: number;
+}
+
 export interface Database {
   broker_credentials: BrokerCredentialsTable;
   settings_kv: SettingsKvTable;
@@ -329,6 +382,10 @@ export interface Database {
   alert_channels: AlertChannelsTable;
   alert_deliveries: AlertDeliveriesTable;
   alert_delivery_attempts: AlertDeliveryAttemptsTable;
+  alert_rules: AlertRulesTable;
+  alert_rule_channels: AlertRuleChannelsTable;
+  alert_open: AlertOpenTable;
+  alert_notices: AlertNoticesTable;
   node_peer_reports: NodePeerReportsTable;
 }
 

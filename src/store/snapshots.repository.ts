@@ -55,7 +55,8 @@ export const DATA_TABLE_SINCE: Readonly<Partial<Record<(typeof DATA_TABLES)[numb
  * `audit_log` and `audit_chain` are this installation's history (README "Audit log"): a restore
  * must not rewrite who did what here, and the restore itself is an entry of the live log.
  * Alert channels (their secrets sealed under this installation's key file) and their deliveries
- * belong to this installation too: a copy elsewhere must not start alerting someone's receivers.
+ * belong to this installation too: a copy elsewhere must not start alerting someone's receivers;
+ * so do the alert rules that name them, their open alerts and the notices waiting to be grouped.
  * `node_peer_reports` are measurements of hosts as they ran then, not part of the mesh.
  */
 export const SCRUBBED_TABLES = [
@@ -72,6 +73,10 @@ export const SCRUBBED_TABLES = [
   "node_config_downloads",
   "audit_log",
   "audit_chain",
+  "alert_notices",
+  "alert_open",
+  "alert_rule_channels",
+  "alert_rules",
   "alert_delivery_attempts",
   "alert_deliveries",
   "alert_channels",

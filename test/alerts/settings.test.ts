@@ -1,6 +1,6 @@
 /**
  * The alert settings (docs/alerts.md "Settings"): the retry schedule in seconds, the disable
- * window in hours, the private-targets switch, the concurrency; a bad value stops start-up in one line.
+ * window in hours, the private-targets switch, the concurrency, the group window; a bad value stops start-up in one line.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -12,7 +12,9 @@ test("alert settings: Standard Webhooks' schedule and 24 h by default; SVC_ALERT
   assert.equal(d.alertsDisableAfterMs, 24 * 3_600_000);
   assert.equal(d.alertsAllowPrivateTargets, false);
   assert.equal(d.alertsConcurrency, 4);
-  const s = loadSettings({ SVC_ALERTS_RETRY_SCHEDULE_S: "1,2,5", SVC_ALERTS_DISABLE_AFTER_H: "0.5", SVC_ALERTS_ALLOW_PRIVATE_TARGETS: "true" });
+  assert.equal(d.alertsGroupWindowMs, 30_000);
+  const s = loadSettings({ SVC_ALERTS_RETRY_SCHEDULE_S: "1,2,5", SVC_ALERTS_DISABLE_AFTER_H: "0.5", SVC_ALERTS_ALLOW_PRIVATE_TARGETS: "true", SVC_ALERTS_GROUP_WINDOW_S: "5" });
+  assert.equal(s.alertsGroupWindowMs, 5_000);
   assert.deepEqual(s.alertsRetryScheduleMs, [1000, 2000, 5000]);
   assert.equal(s.alertsDisableAfterMs, 1_800_000);
   assert.equal(s.alertsAllowPrivateTargets, true);
@@ -21,6 +23,8 @@ test("alert settings: Standard Webhooks' schedule and 24 h by default; SVC_ALERT
     [{ SVC_ALERTS_RETRY_SCHEDULE_S: "-1" }, "SVC_ALERTS_RETRY_SCHEDULE_S"],
     [{ SVC_ALERTS_DISABLE_AFTER_H: "0" }, "SVC_ALERTS_DISABLE_AFTER_H"],
     [{ SVC_ALERTS_CONCURRENCY: "0" }, "SVC_ALERTS_CONCURRENCY"],
+    [{ SVC_ALERTS_GROUP_WINDOW_S: "0" }, "SVC_ALERTS_GROUP_WINDOW_S"],
+    [{ SVC_ALERTS_GROUP_WINDOW_S: "1.5" }, "SVC_ALERTS_GROUP_WINDOW_S"],
   ] as const) {
     assert.throws(() => loadSettings(env), (err: unknown) => err instanceof SettingsError && err.message.startsWith(`invalid setting ${name}: `), JSON.stringify(env));
   }

@@ -141,7 +141,7 @@ test("429 with Retry-After: the next attempt waits what the receiver asked, not 
   await until(async () => (await deliveryOf(h, ch.channel_id)).status === "delivered", "delivered");
 });
 
-test("410 Gone disables the channel (why and when on the channel, an app event, the metric); a disabled channel's test is refused; enabling it again clears the reason", async (t) => {
+test("410 Gone disables the channel (why and when on the channel, an app event, the metric, an audit entry by the service); a disabled channel's test is refused; enabling it again clears the reason", async (t) => {
   const rx = await startReceiver(t);
   const h = await startAlerts(t);
   const disabled: string[] = [];
@@ -157,6 +157,10 @@ test("410 Gone disables the channel (why and when on the channel, an app event, 
   assert.ok(view.disabled_at);
   assert.equal(disabled.length, 1);
   assert.match(await h.server.metrics.render(), new RegExp(`svc_alert_channels_disabled_total\\{channel_id="${ch.channel_id}"\\} 1`));
+  const audit = (await h.req("GET", "/api/v1/audit?action=alert.channel_disabled")).json.items;
+  assert.equal(audit.length, 1);
+  assert.deepEqual([audit[0].actor.kind, audit[0].target, audit[0].outcome], ["system", { type: "alert_channel", id: ch.channel_id, config_id: null }, "ok"]);
+  assert.match(audit[0].changes.reason, /410 Gone/);
   assert.equal((await h.req("POST", `/api/v1/alerts/channels/${ch.channel_id}/test`)).status, 409);
   const enabled = await h.req("PATCH", `/api/v1/alerts/channels/${ch.channel_id}`, { enabled: true });
   assert.equal(enabled.json.enabled, true);

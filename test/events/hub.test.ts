@@ -40,10 +40,11 @@ async function bareHub(t: TestContext, overrides: Partial<EventHubOptions> = {},
   return { clock, hub, url, timers, open: (headers: Record<string, string> = {}) => openStream(url, headers) };
 }
 
-test("the event types are the twelve of the spec §6.5 table, settings.server.updated, audit.appended, the two of the alert delivery log and config.links.updated", () => {
-  assert.equal(SSE_EVENT_TYPES.length, 17);
-  assert.equal(new Set(SSE_EVENT_TYPES).size, 17);
+test("the event types are the twelve of the spec §6.5 table, settings.server.updated, audit.appended, the two of the alert delivery log, config.links.updated and the alert rules' one", () => {
+  assert.equal(SSE_EVENT_TYPES.length, 18);
+  assert.equal(new Set(SSE_EVENT_TYPES).size, 18);
   assert.ok(isSseEventType("config.links.updated"));
+  assert.ok(isSseEventType("alert.rule.updated"));
   assert.ok(isSseEventType("alert.delivery.updated"));
   assert.ok(isSseEventType("settings.server.updated"));
   assert.ok(isSseEventType("node.apply.updated"));

@@ -10,14 +10,17 @@ import {
   deliveryViewSchema,
   updateChannelBody,
 } from "../../protocol/alerts.schema.js";
+import { alertRuleListAnswer, alertRuleParams, alertRuleViewSchema, createAlertRuleBody, updateAlertRuleBody } from "../../protocol/alert-rules.schema.js";
 import type { AlertsService } from "../../services/alerts/alerts.service.js";
+import type { AlertRulesService } from "../../services/alerts/rules.service.js";
 import type { App } from "../route-kit.js";
 import { errorResponses } from "../schemas.js";
 
-/** Alert channels and the delivery log (docs/alerts.md). Channels hold secrets and send outside: admin only. */
-export async function alertsRoutes(app: App, opts: { alerts: AlertsService }): Promise<void> {
+/** Alert channels, rules and the delivery log (docs/alerts.md). Channels hold secrets and send outside: admin only. */
+export async function alertsRoutes(app: App, opts: { alerts: AlertsService; rules: AlertRulesService }): Promise<void> {
   channelRoutes(app, opts.alerts);
   channelActionRoutes(app, opts.alerts);
+  ruleRoutes(app, opts.rules);
   app.get(
     "/api/v1/alerts/deliveries",
     {
@@ -104,5 +107,53 @@ function channelActionRoutes(app: App, alerts: AlertsService): void {
       },
     },
     async (req) => alerts.updateChannel(req.params.channel_id, { rotate_secret: true }),
+  );
+}
+
+/** Alert rules: they decide what is sent to which channel, so admin only like the channels. */
+function ruleRoutes(app: App, rules: AlertRulesService): void {
+  const tags = ["alerts"];
+  app.get(
+    "/api/v1/alerts/rules",
+    { schema: { operationId: "listAlertRules", "x-min-role": "admin", tags, summary: "Every alert rule, by name", response: { 200: alertRuleListAnswer, ...errorResponses() } } },
+    async () => ({ rules: await rules.list() }),
+  );
+  app.post(
+    "/api/v1/alerts/rules",
+    {
+      schema: {
+        operationId: "createAlertRule", "x-min-role": "admin", tags,
+        summary: "Create a rule: which event, for which nodes (scope), after how long (for_s), through which channels",
+        body: createAlertRuleBody,
+        response: { 201: alertRuleViewSchema, ...errorResponses(409) },
+      },
+    },
+    async (req, reply) => reply.status(201).send(await rules.create(req.body)),
+  );
+  app.get(
+    "/api/v1/alerts/rules/:rule_id",
+    { schema: { operationId: "getAlertRule", "x-min-role": "admin", tags, summary: "One alert rule", params: alertRuleParams, response: { 200: alertRuleViewSchema, ...errorResponses(404) } } },
+    async (req) => rules.get(req.params.rule_id),
+  );
+  app.patch(
+    "/api/v1/alerts/rules/:rule_id",
+    {
+      schema: {
+        operationId: "updateAlertRule", "x-min-role": "admin", tags,
+        summary: "Change a rule; a new event, scope or for_s closes its open alerts without a message",
+        params: alertRuleParams,
+        body: updateAlertRuleBody,
+        response: { 200: alertRuleViewSchema, ...errorResponses(404, 409) },
+      },
+    },
+    async (req) => rules.update(req.params.rule_id, req.body),
+  );
+  app.delete(
+    "/api/v1/alerts/rules/:rule_id",
+    { schema: { operationId: "deleteAlertRule", "x-min-role": "admin", tags, summary: "Delete a rule and its open alerts", params: alertRuleParams, response: { 204: z.null(), ...errorResponses(404) } } },
+    async (req, reply) => {
+      await rules.delete(req.params.rule_id);
+      return reply.status(204).send(null);
+    },
   );
 }

@@ -43,6 +43,8 @@ export interface AlertsServiceDeps {
   timeoutMs?: number;
   /** [0, 1) for the retry jitter. */
   random?: () => number;
+  /** The alert rules' cache, re-read when a channel is deleted (it leaves every rule it was in). */
+  rules?: { reload(): void };
 }
 
 /** Per attempt: the Standard Webhooks recommendation. */
@@ -81,6 +83,7 @@ export class AlertsService {
       },
       onRecorded: (delivery, channel) => void this.#recorded(delivery, channel),
     });
+    deps.events.on("alert.enqueued", () => this.#worker.kick());
   }
 
   /** Starts the delivery worker: deliveries a previous run left pending go out (same ids). */
@@ -201,7 +204,10 @@ export class AlertsService {
   async deleteChannel(channelId: string): Promise<void> {
     await this.#d.store.transaction(async (trx, afterCommit) => {
       if (!(await repo.deleteAlertChannel(trx, channelId))) throw new AppError("NOT_FOUND", `no alert channel ${channelId}`);
-      afterCommit(() => this.#d.hub.publish("alert.channel.updated", { channel_id: channelId, channel: null }));
+      afterCommit(() => {
+        this.#d.rules?.reload();
+        this.#d.hub.publish("alert.channel.updated", { channel_id: channelId, channel: null });
+      });
     });
   }
 

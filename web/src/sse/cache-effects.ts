@@ -108,6 +108,8 @@ export const SSE_CACHE_EFFECTS = {
     cache.invalidateSoon(["links", p.config_id], false);
     cache.invalidateSoon(["peers", p.config_id, p.node_id], false);
   },
+  /** Alert rules: the rules query (key ["alerts", "rules"]) is read again. */
+  "alert.rule.updated": (_p, cache) => cache.invalidateSoon(["alerts", "rules"], false),
 } satisfies { [T in SseEventType]: CacheEffect<T> };
 
 /**
