@@ -195,8 +195,7 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
     const audit = new AuditService({ store, clock, log: log.child({ name: "audit" }), hub, retentionDays: settings.auditRetentionDays, events });
     lifecycle.defer(() => audit.close()); // after HTTP closed: the last requests' entries are written
     audit.start();
-    const refreshTimeout = overrides.linkRefreshTimeoutMs === undefined ? {} : { refreshTimeoutMs: overrides.linkRefreshTimeoutMs };
-    const links = new LinksService({ store, clock, log: log.child({ name: "links" }), hub, mesh, registry, sendDetect: detectSender({ ...core, ...actors }), ...refreshTimeout });
+    const links = new LinksService({ store, clock, log: log.child({ name: "links" }), hub, mesh, registry, sendDetect: detectSender({ ...core, ...actors }), ...(overrides.linkRefreshTimeoutMs === undefined ? {} : { refreshTimeoutMs: overrides.linkRefreshTimeoutMs }) });
     actors.router.peerReports = links;
     const app = await buildApp({ settings, log, clock, auth, mesh, downloads, control, hub, status, internalAuthz, artifacts, backups, metrics, mqttSettings, publicUrl, machines, users, accessTokens, oidc, audit, alerts, links, alertRules, ...consoleDir });
     lifecycle.defer(async () => {

@@ -96,6 +96,10 @@ test("spec §6.5 frame fields: the twelve event types, settings.server.updated, 
   const tested = await api(s, "POST", `/api/v1/alerts/channels/${channel.json.channel_id}/test`);
   assert.equal(tested.status, 200, JSON.stringify(tested.json));
   await until("alert.delivery.updated", (f) => (f.json.payload as { delivery: { attempts: number } }).delivery.attempts === 1);
+  // A rule naming that channel: alert.rule.updated.
+  const rule = await api(s, "POST", "/api/v1/alerts/rules", { name: "down", event: "node.offline", channel_ids: [channel.json.channel_id] });
+  assert.equal(rule.status, 201, JSON.stringify(rule.json));
+  await until("alert.rule.updated");
   // The 15 s clock sync, timer-driven (rule 2).
   s.clock.advance(15_000);
   await until("system.clock.sync", (f) => f.json.payload !== undefined && (seen.get("system.clock.sync")?.length ?? 0) >= 2);
