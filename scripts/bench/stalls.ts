@@ -39,36 +39,33 @@ export function maxStall(stalls: readonly Stall[], from: number, to: number): nu
  * `k` longest as "260 ms during endpoint change (GC 180 ms)".
  */
 export function attributeStalls(minMs = 40): { label: string; top(k: number): string[]; stop(): void } {
-  const kept: Array<{ at: number; late: number; label: string }> = [];
+  const recorder = recordStalls(minMs);
   const gcs: Array<[start: number, end: number]> = [];
   const observer = new PerformanceObserver((list) => {
     for (const e of list.getEntries()) gcs.push([e.startTime, e.startTime + e.duration]);
   });
   observer.observe({ entryTypes: ["gc"] });
-  const state = { label: "between operations" };
-  let last = performance.now();
-  const timer = setInterval(() => {
-    const now = performance.now();
-    const late = now - last - 5;
-    if (late >= minMs) kept.push({ at: now, late, label: state.label });
-    last = now;
-  }, 5);
-  timer.unref();
+  // The labels in effect from each time on (epoch ms, as the recorder's stalls are stamped).
+  const labels: Array<[since: number, label: string]> = [[0, "between operations"]];
+  const labelAt = (at: number) => labels.findLast(([since]) => since <= at)?.[1] ?? "between operations";
   const gcWithin = (from: number, to: number) => gcs.reduce((ms, [s, e]) => ms + Math.max(0, Math.min(e, to) - Math.max(s, from)), 0);
   return {
     get label() {
-      return state.label;
+      return labels[labels.length - 1]?.[1] ?? "between operations";
     },
     set label(value: string) {
-      state.label = value;
+      labels.push([performance.timeOrigin + performance.now(), value]);
     },
     top: (k) =>
-      [...kept]
-        .sort((a, b) => b.late - a.late)
+      [...recorder.stalls]
+        .sort((a, b) => b[1] - a[1])
         .slice(0, k)
-        .map((s) => `${s.late.toFixed(0)} ms during ${s.label} (GC ${gcWithin(s.at - s.late, s.at).toFixed(0)} ms)`),
+        .map(([at, late]) => {
+          const end = at - performance.timeOrigin;
+          return `${late.toFixed(0)} ms during ${labelAt(at)} (GC ${gcWithin(end - late, end).toFixed(0)} ms)`;
+        }),
     stop: () => {
-      clearInterval(timer);
+      recorder.stop();
       observer.disconnect();
     },
   };
