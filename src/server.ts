@@ -45,9 +45,10 @@ import { findDetectTarget } from "./store/nodes.repository.js";
  * each given what it needs through its constructor:
  *
  *   settings → store → app events → admin account, download tokens → broker link (unopened)
- *   → actors → mesh service (its after-commit hooks) → SSE hub, MQTT settings, control,
- *   notifier, metrics, detect → start (actors, then the broker link) → artifacts, backups,
- *   machines → HTTP app
+ *   → alert rule engine (it writes inside the actors' commits) → actors → mesh service (its
+ *   after-commit hooks) → SSE hub, MQTT settings, control, notifier, metrics, detect → start
+ *   (actors, then the broker link, then the rule engine's timers) → artifacts, backups,
+ *   machines, alerts and alert rules → HTTP app
  *
  * Nothing is assigned later. The actors, the broker link and the mesh service report what
  * committed on {@link AppEvents}; the services that react (notifier, control, metrics) subscribe
