@@ -3,6 +3,7 @@ import { meshPairPolicy } from "./migration-0016.js";
 import { auditLog } from "./migration-0019.js";
 import { oidcLinks } from "./migration-0020.js";
 import { alertChannels } from "./migration-0021.js";
+import { configApplyMode } from "./migration-0024.js";
 
 /**
  * In-code migrations, applied in name order at start. A released migration is frozen: change
@@ -496,4 +497,6 @@ export const migrations: Record<string, Migration> = {
   "0020_oidc_links": oidcLinks,
   // Alert channels and the outbox of their deliveries: src/store/migration-0021.ts.
   "0021_alerts": alertChannels,
+  // How a config's pushes are applied on a running host: src/store/migration-0024.ts.
+  "0024_config_apply_mode": configApplyMode,
 };
