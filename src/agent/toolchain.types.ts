@@ -29,6 +29,14 @@ export interface Toolchain {
   down(interfaceName: string): Promise<void>;
   /** Raw diagnostics (`wg show <iface>` / `awg show <iface>`); output is for `command_output` events only. */
   show(interfaceName: string): Promise<CommandResult>;
+  /**
+   * Gives the running interface the peers (and key and port) of its config file without taking
+   * it down: `wg-quick strip <configPath>` into a private temp file, then `wg syncconf <iface>
+   * <temp>` (`awg-quick` / `awg` for awg_2) — wg-quick(8)'s `wg syncconf <iface> <(wg-quick strip
+   * <iface>)`, with no shell. Absent where the platform has no `strip` (Windows).
+   * @throws ToolchainCommandError with the failing tool's exit code and output
+   */
+  syncPeers?(interfaceName: string): Promise<void>;
 }
 
 /** Picks the toolchain for a message's `tunnel_protocol` (the client uses the current message's value, spec §2.6). */

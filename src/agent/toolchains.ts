@@ -1,3 +1,5 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { posix, win32 } from "node:path";
 import { interfaceNameSchema, type TunnelProtocol } from "../protocol/envelope.schema.js";
 import type { CommandResult, CommandRunner, Toolchain, ToolchainFor } from "./toolchain.types.js";
@@ -10,7 +12,9 @@ import type { CommandResult, CommandRunner, Toolchain, ToolchainFor } from "./to
  * `<iface>.conf` is always passed, never the bare name: wg-quick accepts a path and takes the
  * interface name from the file name (wireguard-tools `src/wg-quick/linux.bash` and
  * `darwin.bash`, `parse_options`), so tests and several agents on one host can each use their
- * own directory.
+ * own directory. Peers of a running interface change with `wg-quick strip <configPath>` and
+ * `wg syncconf <iface> <stripped file>` (`awg-quick` / `awg`; wg-quick(8) "strip"), the stripped
+ * text passed through a private temp file instead of a shell's process substitution.
  *
  * Default config directories:
  * - `wireguard` on Linux: `/etc/wireguard` (wg-quick's first search path).
@@ -187,6 +191,12 @@ function unixToolchain(ctx: BuildContext): Toolchain {
     assertInterfaceName(iface, ctx.platform);
     return ctx.run(tool(names.status), ["show", iface], { timeoutMs: ctx.statusMs });
   };
+  const syncPeers = async (iface: string) => {
+    const path = configPath(iface);
+    const stripped = await ctx.run(tool(names.quick), ["strip", path], { timeoutMs: ctx.statusMs });
+    if (stripped.code !== 0) throw new ToolchainCommandError(`${tool(names.quick)} strip ${path}`, stripped);
+    await withPrivateFile(stripped.stdout, (file) => mustSucceed(ctx.run, tool(names.status), ["syncconf", iface, file], ctx.upDownMs));
+  };
   return {
     protocol: ctx.protocol,
     configPath,
@@ -194,7 +204,24 @@ function unixToolchain(ctx: BuildContext): Toolchain {
     up: (iface) => quick("up", iface),
     down: (iface) => quick("down", iface),
     show,
+    syncPeers,
   };
+}
+
+/**
+ * Runs `use` on a file holding `text` in a fresh directory of the temp dir (mode 0700, the file
+ * 0600: the stripped config holds the interface's private key), removed afterwards whatever
+ * `use` did.
+ */
+async function withPrivateFile(text: string, use: (file: string) => Promise<void>): Promise<void> {
+  const dir = await mkdtemp(posix.join(tmpdir(), "svc-syncconf-"));
+  try {
+    const file = posix.join(dir, "peers.conf");
+    await writeFile(file, text, { mode: 0o600, flag: "wx" });
+    await use(file);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 function windowsToolchain(ctx: BuildContext): Toolchain {
