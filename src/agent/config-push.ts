@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { writeFileAtomic } from "../lib/atomic-write.js";
 import { configPushPayloadSchema, type AckStatus, type ConfigPushPayload, type TunnelProtocol } from "../protocol/envelope.schema.js";
+import type { PeerChanges } from "./peer-delta.js";
 import type { Toolchain, ToolchainFor } from "./toolchain.types.js";
 
 /**
@@ -28,11 +29,12 @@ import type { Toolchain, ToolchainFor } from "./toolchain.types.js";
  * "Hitless peer updates"): when the protocol is unchanged, the interface runs under it, the
  * toolchain can change peers in place ({@link Toolchain.syncPeers}) and the `[Interface]` section
  * of the file on disk equals the new one's ({@link interfaceSection}), step 2 is skipped: the file
- * is written atomically as in step 3 and the running interface takes its peers from it (`wg
- * syncconf`), so the tunnels to unchanged peers never drop. The interface's Address holds the
- * config's whole network, so every peer's AllowedIPs is already routed through it: no route is
- * added. Anything else, including a failed `syncconf`, runs steps 1-5; the ACK's message says
- * which path ran and, after a fallback, why.
+ * is written atomically as in step 3 and the running interface takes from it the peers that
+ * differ (added, changed, removed; `wg addconf` and `wg set`, src/agent/peer-delta.ts), so the
+ * interface and the tunnels to unchanged peers are never touched. The interface's Address holds
+ * the config's whole network, so every peer's AllowedIPs is already routed through it: no route
+ * is added. Anything else, including a failed peer update, runs steps 1-5; the ACK's message
+ * says which path ran and, after a fallback, why.
  *
  * Nothing here throws: every outcome is a result for the ACK (spec §3.4: `failed` carries why).
  */
@@ -116,44 +118,47 @@ async function applyHitless(
 ): Promise<{ applied: ConfigPushResult } | { why: string }> {
   const iface = push.interface_name;
   const chain = tools.targetChain;
-  const blocker = await hitlessBlocker(push, tools);
-  if (blocker !== null) {
-    if (blocker !== "") log(`config push v${push.config_version} for ${iface}: not hitless (${blocker}); stop, write, start`);
-    return { why: blocker };
+  const check = await hitlessBlocker(push, tools);
+  if ("blocker" in check) {
+    if (check.blocker !== "") log(`config push v${push.config_version} for ${iface}: not hitless (${check.blocker}); stop, write, start`);
+    return { why: check.blocker };
   }
   await writePushed(push, tools.targetPath, `; ${iface} keeps running with its previous peers`, write, log);
-  const tool = `${push.tunnel_protocol === "awg_2" ? "awg" : "wg"} syncconf`;
+  const tool = push.tunnel_protocol === "awg_2" ? "awg" : "wg";
+  let changes: PeerChanges;
   try {
-    await chain.syncPeers?.(iface);
+    if (chain.syncPeers === undefined) throw new Error("no peer update on this platform");
+    changes = await chain.syncPeers(iface, check.previous);
   } catch (err) {
-    log(`${tool} on ${iface} failed: ${cause(err)}; stop, write, start`);
-    return { why: `${tool} failed: ${cause(err)}` };
+    log(`updating the peers of ${iface} in place failed: ${cause(err)}; stop, write, start`);
+    return { why: `the peer update failed: ${cause(err)}` };
   }
-  log(`applied the peers of config v${push.config_version} to the running ${iface} (${tool})`);
-  return { applied: { status: "applied", message: `config v${push.config_version} written to ${tools.targetPath}; applied without restart (${tool}) to the running ${iface}` } };
+  const what = `${tool}: peers ${changes.added} added, ${changes.changed} changed, ${changes.removed} removed`;
+  log(`applied config v${push.config_version} to the running ${iface} (${what})`);
+  return { applied: { status: "applied", message: `config v${push.config_version} written to ${tools.targetPath}; applied without restart (${what}) to the running ${iface}` } };
 }
 
 /**
- * Why the push cannot be applied in place: "" when the interface is not running (nothing to keep
- * up), a reason for the ACK otherwise, null when it can. An inspection that fails is a reason:
- * the spec's sequence inspects again and reports it.
+ * Why the push cannot be applied in place (`blocker`: "" when the interface is not running,
+ * nothing to keep up; a reason for the ACK otherwise), or the file the interface runs from when
+ * it can. An inspection that fails is a reason: the spec's sequence inspects again and reports it.
  */
-async function hitlessBlocker(push: ConfigPushPayload, tools: PushToolchains): Promise<string | null> {
-  if (push.previous_tunnel_protocol !== push.tunnel_protocol) return "the tunnel protocol changed";
-  if (tools.targetChain.syncPeers === undefined) return "this platform's toolchain cannot change peers in place";
+async function hitlessBlocker(push: ConfigPushPayload, tools: PushToolchains): Promise<{ blocker: string } | { previous: string }> {
+  if (push.previous_tunnel_protocol !== push.tunnel_protocol) return { blocker: "the tunnel protocol changed" };
+  if (tools.targetChain.syncPeers === undefined) return { blocker: "this platform's toolchain cannot change peers in place" };
   try {
-    if (!(await tools.targetChain.isRunning(push.interface_name))) return "";
+    if (!(await tools.targetChain.isRunning(push.interface_name))) return { blocker: "" };
   } catch (err) {
-    return `inspecting ${push.interface_name} failed: ${cause(err)}`;
+    return { blocker: `inspecting ${push.interface_name} failed: ${cause(err)}` };
   }
   let previous: string;
   try {
     previous = await readFile(tools.targetPath, "utf8");
   } catch (err) {
-    return `the previous config cannot be read: ${cause(err)}`;
+    return { blocker: `the previous config cannot be read: ${cause(err)}` };
   }
   const before = interfaceSection(previous);
-  return before !== null && before === interfaceSection(push.config_text) ? null : "the [Interface] section changed";
+  return before !== null && before === interfaceSection(push.config_text) ? { previous } : { blocker: "the [Interface] section changed" };
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { TunnelProtocol } from "../protocol/envelope.schema.js";
+import type { PeerChanges } from "./peer-delta.js";
 
 /**
  * The seam between the agent and the tunnel tools (spec §6.3 "Toolchains by tunnel_protocol"):
@@ -30,13 +31,15 @@ export interface Toolchain {
   /** Raw diagnostics (`wg show <iface>` / `awg show <iface>`); output is for `command_output` events only. */
   show(interfaceName: string): Promise<CommandResult>;
   /**
-   * Gives the running interface the peers (and key and port) of its config file without taking
-   * it down: `wg-quick strip <configPath>` into a private temp file, then `wg syncconf <iface>
-   * <temp>` (`awg-quick` / `awg` for awg_2) — wg-quick(8)'s `wg syncconf <iface> <(wg-quick strip
-   * <iface>)`, with no shell. Absent where the platform has no `strip` (Windows).
+   * Gives the running interface the peers of its (already written) config file without taking it
+   * down, touching only the peers that differ (src/agent/peer-delta.ts): `wg-quick strip
+   * <configPath>` and `wg show <iface> peers`, then `wg addconf <iface> <private temp file>` for
+   * peers added or changed and `wg set <iface> peer <key> remove …` for peers gone (`awg-quick` /
+   * `awg` for awg_2). Absent where the platform has no `strip` (Windows).
+   * @param previousText the config file the interface was running from
    * @throws ToolchainCommandError with the failing tool's exit code and output
    */
-  syncPeers?(interfaceName: string): Promise<void>;
+  syncPeers?(interfaceName: string, previousText: string): Promise<PeerChanges>;
 }
 
 /** Picks the toolchain for a message's `tunnel_protocol` (the client uses the current message's value, spec §2.6). */

@@ -29,6 +29,8 @@ interface Host {
   toolchains: ToolchainFor;
   writeConfig: (path: string, text: string) => Promise<void>;
   writeFailure?: string;
+  /** The previous config text each syncPeers call was given. */
+  previousSeen: string[];
 }
 
 async function host(t: TestContext, running: Partial<Record<TunnelProtocol, boolean>>, opts: { syncPeers?: boolean } = {}): Promise<Host> {
@@ -44,6 +46,7 @@ async function host(t: TestContext, running: Partial<Record<TunnelProtocol, bool
     calls: [],
     running: { wireguard: running.wireguard ?? false, awg_2: running.awg_2 ?? false },
     failures: new Map(),
+    previousSeen: [],
     toolchains: () => assert.fail("replaced below"),
     writeConfig: async (path, text) => {
       h.calls.push(`write ${path}`);
@@ -65,7 +68,12 @@ async function host(t: TestContext, running: Partial<Record<TunnelProtocol, bool
       up: async () => (step("up"), void (h.running[protocol] = true)),
       show: async () => ({ code: 0, stdout: "", stderr: "" }),
     };
-    return opts.syncPeers === false ? base : { ...base, syncPeers: async () => step("syncPeers") };
+    const syncPeers = async (_iface: string, previous: string) => {
+      step("syncPeers");
+      h.previousSeen.push(previous);
+      return { added: 1, changed: 0, removed: 0 };
+    };
+    return opts.syncPeers === false ? base : { ...base, syncPeers };
   };
   const chains = { wireguard: chain("wireguard"), awg_2: chain("awg_2") };
   h.toolchains = (protocol) => chains[protocol];
@@ -88,13 +96,14 @@ function payload(previous: TunnelProtocol, target: TunnelProtocol, text = NEW_TE
 
 const push = (h: Host, p: ConfigPushPayload) => applyConfigPush(p, { toolchains: h.toolchains, writeConfig: h.writeConfig });
 
-test("hitless, only peers changed, interface running: written atomically, then the peers applied in place; never stopped", async (t) => {
-  for (const [protocol, tool] of [["wireguard", "wg syncconf"], ["awg_2", "awg syncconf"]] as const) {
+test("hitless, only peers changed, interface running: written atomically, then the peers that differ applied in place; never stopped", async (t) => {
+  for (const [protocol, tool] of [["wireguard", "wg"], ["awg_2", "awg"]] as const) {
     const h = await host(t, { [protocol]: true });
     const r = await push(h, payload(protocol, protocol));
     assert.equal(r.status, "applied", r.message);
     assert.deepEqual(h.calls, [`isRunning ${protocol}`, `write ${h.paths[protocol]}`, `syncPeers ${protocol}`]);
-    assert.equal(r.message, `config v9 written to ${h.paths[protocol]}; applied without restart (${tool}) to the running svc0`);
+    assert.equal(r.message, `config v9 written to ${h.paths[protocol]}; applied without restart (${tool}: peers 1 added, 0 changed, 0 removed) to the running svc0`);
+    assert.deepEqual(h.previousSeen, [OLD_TEXT], "the peers are compared with the file the interface ran from");
     assert.equal(await readFile(h.paths[protocol], "utf8"), NEW_TEXT);
     assert.equal(h.running[protocol], true);
   }
@@ -110,9 +119,9 @@ test("hitless, the [Interface] section changed: the spec's sequence (stop, write
   assert.equal(await readFile(h.paths.wireguard, "utf8"), text);
 });
 
-test("hitless, syncconf fails: falls back to the spec's sequence from the written file, and the ACK quotes the failure", async (t) => {
+test("hitless, the peer update fails: falls back to the spec's sequence from the written file, and the ACK quotes the failure", async (t) => {
   const h = await host(t, { wireguard: true });
-  h.failures.set("syncPeers:wireguard", "`wg syncconf svc0 /tmp/x` failed (exit 1): Unable to modify interface");
+  h.failures.set("syncPeers:wireguard", "`wg addconf svc0 /tmp/x` failed (exit 1): Unable to modify interface");
   const r = await push(h, payload("wireguard", "wireguard"));
   assert.equal(r.status, "applied", r.message);
   assert.deepEqual(h.calls, [
@@ -124,10 +133,10 @@ test("hitless, syncconf fails: falls back to the spec's sequence from the writte
     `write ${h.paths.wireguard}`,
     "up wireguard",
   ]);
-  assert.match(r.message, /restarted with the wireguard toolchain \(not applied without restart: wg syncconf failed: .*Unable to modify interface\)$/);
+  assert.match(r.message, /restarted with the wireguard toolchain \(not applied without restart: the peer update failed: .*Unable to modify interface\)$/);
 });
 
-test("hitless with the interface down: only written, never started (spec §3.8 step 4), no syncconf", async (t) => {
+test("hitless with the interface down: only written, never started (spec §3.8 step 4), no peer update", async (t) => {
   const h = await host(t, {});
   const r = await push(h, payload("wireguard", "wireguard"));
   assert.equal(r.status, "applied", r.message);
@@ -135,7 +144,7 @@ test("hitless with the interface down: only written, never started (spec §3.8 s
   assert.match(r.message, /svc0 was not running and was not started$/);
 });
 
-test("hitless with a protocol switch, or a toolchain without syncconf, or no previous file: the spec's sequence, with the reason", async (t) => {
+test("hitless with a protocol switch, or a toolchain without in-place peer updates, or no previous file: the spec's sequence, with the reason", async (t) => {
   const switched = await host(t, { wireguard: true });
   let r = await push(switched, payload("wireguard", "awg_2"));
   assert.equal(r.status, "applied", r.message);
