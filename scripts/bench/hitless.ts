@@ -94,6 +94,8 @@ function assertLab(): never {
 
 async function main(): Promise<void> {
   if (process.getuid?.() !== 0) throw new Error("run as root: the benchmark builds network namespaces");
+  // Each ping and agent process registers an exit hook that ends its group (test/helpers/agent.ts).
+  process.setMaxListeners(200);
   const nodes = Number(argValue("--nodes") ?? "8");
   const modes = (argValue("--modes") ?? "restart,hitless").split(",") as ApplyMode[];
   const results: ModeResult[] = [];
