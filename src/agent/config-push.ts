@@ -1,6 +1,8 @@
 import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
 import { writeFileAtomic } from "../lib/atomic-write.js";
 import { configPushPayloadSchema, type AckStatus, type ConfigPushPayload, type TunnelProtocol } from "../protocol/envelope.schema.js";
+import type { PeerChanges } from "./peer-delta.js";
 import type { Toolchain, ToolchainFor } from "./toolchain.types.js";
 
 /**
@@ -22,6 +24,17 @@ import type { Toolchain, ToolchainFor } from "./toolchain.types.js";
  *    otherwise only write, never start.
  * 5. `applied` only when every step completed. A failed inspection, write or restart is
  *    `failed` with a message saying what state the interface was left in.
+ *
+ * Hitless (a payload with `apply_mode: "hitless"`, an extension of §6.3; docs/decisions.md
+ * "Hitless peer updates"): when the protocol is unchanged, the interface runs under it, the
+ * toolchain can change peers in place ({@link Toolchain.syncPeers}) and the `[Interface]` section
+ * of the file on disk equals the new one's ({@link interfaceSection}), step 2 is skipped: the file
+ * is written atomically as in step 3 and the running interface takes from it the peers that
+ * differ (added, changed, removed; `wg addconf` and `wg set`, src/agent/peer-delta.ts), so the
+ * interface and the tunnels to unchanged peers are never touched. The interface's Address holds
+ * the config's whole network, so every peer's AllowedIPs is already routed through it: no route
+ * is added. Anything else, including a failed peer update, runs steps 1-5; the ACK's message
+ * says which path ran and, after a fallback, why.
  *
  * Nothing here throws: every outcome is a result for the ACK (spec §3.4: `failed` carries why).
  */
@@ -50,31 +63,123 @@ const MAX_MESSAGE = 4000;
  */
 export async function applyConfigPush(payload: ConfigPushPayload, deps: ConfigPushDeps): Promise<ConfigPushResult> {
   const log = deps.log ?? (() => {});
+  const write = deps.writeConfig ?? atomicWriteFile;
   try {
     const push = checkedPush(payload);
-    const iface = push.interface_name;
-    const target = push.tunnel_protocol;
-    const { chains, targetChain, targetPath } = pushToolchains(push, deps.toolchains);
-    const running = await runningUnder(iface, chains);
-    log(`config push v${push.config_version} for ${iface}: running under [${running.join(", ")}], target ${target}`);
-    const stopped = await stopAll(iface, running, chains, log);
-    await writePushed(push, targetPath, stopped, deps.writeConfig ?? atomicWriteFile, log);
-    if (running.length === 0) {
-      return { status: "applied", message: `config v${push.config_version} written to ${targetPath}; ${iface} was not running and was not started` };
+    const tools = pushToolchains(push, deps.toolchains);
+    let why = "";
+    if (push.apply_mode === "hitless") {
+      const hitless = await applyHitless(push, tools, write, log);
+      if ("applied" in hitless) return hitless.applied;
+      why = hitless.why;
     }
-    try {
-      await targetChain.up(iface);
-    } catch (err) {
-      throw new PushFailed(`config v${push.config_version} written to ${targetPath}, but starting ${iface} with the ${target} toolchain failed: ${cause(err)}`);
-    }
-    log(`started ${iface} (${target})`);
-    return { status: "applied", message: `config v${push.config_version} written to ${targetPath}; ${iface} restarted with the ${target} toolchain` };
+    return await restartSequence(push, tools, write, log, why);
   } catch (err) {
     if (!(err instanceof PushFailed)) throw err;
     const message = err.message.length > MAX_MESSAGE ? `${err.message.slice(0, MAX_MESSAGE)}…` : err.message;
     log(`config push failed: ${message}`);
     return { status: "failed", message };
   }
+}
+
+/** Steps 1-5 of the spec's sequence; `why` says, after a hitless fallback, why it was not hitless. */
+async function restartSequence(push: ConfigPushPayload, tools: PushToolchains, write: WriteConfig, log: (msg: string) => void, why: string): Promise<ConfigPushResult> {
+  const iface = push.interface_name;
+  const target = push.tunnel_protocol;
+  const { chains, targetChain, targetPath } = tools;
+  const running = await runningUnder(iface, chains);
+  log(`config push v${push.config_version} for ${iface}: running under [${running.join(", ")}], target ${target}`);
+  const stopped = await stopAll(iface, running, chains, log);
+  const left = stopped.length === 0 ? "" : `; ${iface} was stopped (${stopped.join(", ")}) and is left stopped`;
+  await writePushed(push, targetPath, left, write, log);
+  if (running.length === 0) {
+    return { status: "applied", message: `config v${push.config_version} written to ${targetPath}; ${iface} was not running and was not started` };
+  }
+  try {
+    await targetChain.up(iface);
+  } catch (err) {
+    throw new PushFailed(`config v${push.config_version} written to ${targetPath}, but starting ${iface} with the ${target} toolchain failed: ${cause(err)}`);
+  }
+  log(`started ${iface} (${target})`);
+  const note = why === "" ? "" : ` (not applied without restart: ${why})`;
+  return { status: "applied", message: `config v${push.config_version} written to ${targetPath}; ${iface} restarted with the ${target} toolchain${note}` };
+}
+
+/**
+ * The hitless path (module comment): `applied` when the running interface took the new peers in
+ * place, else why not (empty when the interface is not running: the spec's sequence then only
+ * writes, and nothing restarts). @throws PushFailed when the file cannot be written
+ */
+async function applyHitless(
+  push: ConfigPushPayload,
+  tools: PushToolchains,
+  write: WriteConfig,
+  log: (msg: string) => void,
+): Promise<{ applied: ConfigPushResult } | { why: string }> {
+  const iface = push.interface_name;
+  const chain = tools.targetChain;
+  const check = await hitlessBlocker(push, tools);
+  if ("blocker" in check) {
+    if (check.blocker !== "") log(`config push v${push.config_version} for ${iface}: not hitless (${check.blocker}); stop, write, start`);
+    return { why: check.blocker };
+  }
+  await writePushed(push, tools.targetPath, `; ${iface} keeps running with its previous peers`, write, log);
+  const tool = push.tunnel_protocol === "awg_2" ? "awg" : "wg";
+  let changes: PeerChanges;
+  try {
+    if (chain.syncPeers === undefined) throw new Error("no peer update on this platform");
+    changes = await chain.syncPeers(iface, check.previous);
+  } catch (err) {
+    log(`updating the peers of ${iface} in place failed: ${cause(err)}; stop, write, start`);
+    return { why: `the peer update failed: ${cause(err)}` };
+  }
+  const what = `${tool}: peers ${changes.added} added, ${changes.changed} changed, ${changes.removed} removed`;
+  log(`applied config v${push.config_version} to the running ${iface} (${what})`);
+  return { applied: { status: "applied", message: `config v${push.config_version} written to ${tools.targetPath}; applied without restart (${what}) to the running ${iface}` } };
+}
+
+/**
+ * Why the push cannot be applied in place (`blocker`: "" when the interface is not running,
+ * nothing to keep up; a reason for the ACK otherwise), or the file the interface runs from when
+ * it can. An inspection that fails is a reason: the spec's sequence inspects again and reports it.
+ */
+async function hitlessBlocker(push: ConfigPushPayload, tools: PushToolchains): Promise<{ blocker: string } | { previous: string }> {
+  if (push.previous_tunnel_protocol !== push.tunnel_protocol) return { blocker: "the tunnel protocol changed" };
+  if (tools.targetChain.syncPeers === undefined) return { blocker: "this platform's toolchain cannot change peers in place" };
+  try {
+    if (!(await tools.targetChain.isRunning(push.interface_name))) return { blocker: "" };
+  } catch (err) {
+    return { blocker: `inspecting ${push.interface_name} failed: ${cause(err)}` };
+  }
+  let previous: string;
+  try {
+    previous = await readFile(tools.targetPath, "utf8");
+  } catch (err) {
+    return { blocker: `the previous config cannot be read: ${cause(err)}` };
+  }
+  const before = interfaceSection(previous);
+  return before !== null && before === interfaceSection(push.config_text) ? { previous } : { blocker: "the [Interface] section changed" };
+}
+
+/**
+ * The `[Interface]` section of a config text, for comparison: its lines trimmed, without blank
+ * lines and whole-line comments, in order. Null when the text has no `[Interface]` section or
+ * more than one (wg-quick would refuse it; it is never equal to anything).
+ */
+export function interfaceSection(text: string): string | null {
+  let section: string[] | null = null;
+  let inInterface = false;
+  for (const raw of text.split(/\r?\n/)) {
+    const line = raw.trim();
+    if (line.startsWith("[")) {
+      inInterface = /^\[interface\]$/i.test(line);
+      if (inInterface && section !== null) return null;
+      if (inInterface) section = [];
+      continue;
+    }
+    if (inInterface && line !== "" && !line.startsWith("#")) section?.push(line);
+  }
+  return section === null ? null : section.join("\n");
 }
 
 /** A step of the sequence failed; the message is the ACK's (cut to {@link MAX_MESSAGE}). */
@@ -98,11 +203,17 @@ function checkedPush(payload: ConfigPushPayload): ConfigPushPayload {
   return push;
 }
 
+/** The toolchains of one push (see {@link pushToolchains}). */
+interface PushToolchains {
+  chains: Map<TunnelProtocol, Toolchain>;
+  targetChain: Toolchain;
+  targetPath: string;
+}
+
+type WriteConfig = (path: string, text: string) => Promise<void>;
+
 /** The toolchain of each protocol involved (previous first), the target's, and its config path. */
-function pushToolchains(
-  push: ConfigPushPayload,
-  toolchains: ToolchainFor,
-): { chains: Map<TunnelProtocol, Toolchain>; targetChain: Toolchain; targetPath: string } {
+function pushToolchains(push: ConfigPushPayload, toolchains: ToolchainFor): PushToolchains {
   const target = push.tunnel_protocol;
   const protocols: TunnelProtocol[] = push.previous_tunnel_protocol === target ? [target] : [push.previous_tunnel_protocol, target];
   const chains = new Map<TunnelProtocol, Toolchain>();
@@ -146,19 +257,12 @@ async function stopAll(iface: string, running: TunnelProtocol[], chains: Map<Tun
   return stopped;
 }
 
-/** Step 3: writes the config at the target toolchain's path. */
-async function writePushed(
-  push: ConfigPushPayload,
-  targetPath: string,
-  stopped: TunnelProtocol[],
-  write: (path: string, text: string) => Promise<void>,
-  log: (msg: string) => void,
-): Promise<void> {
+/** Step 3: writes the config at the target toolchain's path; `left` says, on failure, the interface's state. */
+async function writePushed(push: ConfigPushPayload, targetPath: string, left: string, write: WriteConfig, log: (msg: string) => void): Promise<void> {
   try {
     await write(targetPath, push.config_text);
     log(`wrote config v${push.config_version} to ${targetPath}`);
   } catch (err) {
-    const left = stopped.length === 0 ? "" : `; ${push.interface_name} was stopped (${stopped.join(", ")}) and is left stopped`;
     throw new PushFailed(`writing ${targetPath} failed: ${cause(err)}${left}`);
   }
 }

@@ -1,4 +1,5 @@
 import type { TunnelProtocol } from "../protocol/envelope.schema.js";
+import type { PeerChanges } from "./peer-delta.js";
 
 /**
  * The seam between the agent and the tunnel tools (spec §6.3 "Toolchains by tunnel_protocol"):
@@ -31,6 +32,16 @@ export interface Toolchain {
   show(interfaceName: string): Promise<CommandResult>;
   /** The machine-readable dump (`wg show <iface> dump` / `awg show <iface> dump`), parsed by src/protocol/wg-dump.ts; absent on a toolchain that cannot give one. */
   dump?(interfaceName: string): Promise<CommandResult>;
+  /**
+   * Gives the running interface the peers of its (already written) config file without taking it
+   * down, touching only the peers that differ (src/agent/peer-delta.ts): `wg-quick strip
+   * <configPath>` and `wg show <iface> peers`, then `wg addconf <iface> <private temp file>` for
+   * peers added or changed and `wg set <iface> peer <key> remove …` for peers gone (`awg-quick` /
+   * `awg` for awg_2). Absent where the platform has no `strip` (Windows).
+   * @param previousText the config file the interface was running from
+   * @throws ToolchainCommandError with the failing tool's exit code and output
+   */
+  syncPeers?(interfaceName: string, previousText: string): Promise<PeerChanges>;
 }
 
 /** Picks the toolchain for a message's `tunnel_protocol` (the client uses the current message's value, spec §2.6). */

@@ -1,4 +1,7 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { posix, win32 } from "node:path";
+import { peerDelta, type PeerChanges } from "./peer-delta.js";
 import { interfaceNameSchema, type TunnelProtocol } from "../protocol/envelope.schema.js";
 import type { CommandResult, CommandRunner, Toolchain, ToolchainFor } from "./toolchain.types.js";
 
@@ -10,7 +13,9 @@ import type { CommandResult, CommandRunner, Toolchain, ToolchainFor } from "./to
  * `<iface>.conf` is always passed, never the bare name: wg-quick accepts a path and takes the
  * interface name from the file name (wireguard-tools `src/wg-quick/linux.bash` and
  * `darwin.bash`, `parse_options`), so tests and several agents on one host can each use their
- * own directory.
+ * own directory. Peers of a running interface change in place with `wg-quick strip <configPath>`,
+ * `wg show <iface> peers`, `wg addconf <iface> <file>` and `wg set <iface> peer <key> remove`
+ * (`awg-quick` / `awg`), the text passed through a private temp file instead of a shell.
  *
  * Default config directories:
  * - `wireguard` on Linux: `/etc/wireguard` (wg-quick's first search path).
@@ -191,6 +196,23 @@ function unixToolchain(ctx: BuildContext): Toolchain {
     assertInterfaceName(iface, ctx.platform);
     return ctx.run(tool(names.status), ["show", iface, "dump"], { timeoutMs: ctx.statusMs });
   };
+  const checked = async (file: string, args: string[]): Promise<string> => {
+    const result = await ctx.run(file, args, { timeoutMs: ctx.statusMs });
+    if (result.code !== 0) throw new ToolchainCommandError([file, ...args].join(" "), result);
+    return result.stdout;
+  };
+  const syncPeers = async (iface: string, previousText: string): Promise<PeerChanges> => {
+    const stripped = await checked(tool(names.quick), ["strip", configPath(iface)]);
+    const running = (await checked(tool(names.status), ["show", iface, "peers"])).split("\n").map((line) => line.trim()).filter((line) => line !== "");
+    const delta = peerDelta(previousText, stripped, running);
+    if (delta.addconf !== null) {
+      await withPrivateFile(delta.addconf, (file) => mustSucceed(ctx.run, tool(names.status), ["addconf", iface, file], ctx.upDownMs));
+    }
+    if (delta.remove.length > 0) {
+      await mustSucceed(ctx.run, tool(names.status), ["set", iface, ...delta.remove.flatMap((key) => ["peer", key, "remove"])], ctx.upDownMs);
+    }
+    return { added: delta.added, changed: delta.changed, removed: delta.removed };
+  };
   return {
     protocol: ctx.protocol,
     configPath,
@@ -199,7 +221,23 @@ function unixToolchain(ctx: BuildContext): Toolchain {
     down: (iface) => quick("down", iface),
     show,
     dump,
+    syncPeers,
   };
+}
+
+/**
+ * Runs `use` on a file holding `text` in a fresh directory of the temp dir (mode 0700, the file
+ * 0600: a peer's preshared key is a secret), removed afterwards whatever `use` did.
+ */
+async function withPrivateFile(text: string, use: (file: string) => Promise<void>): Promise<void> {
+  const dir = await mkdtemp(posix.join(tmpdir(), "svc-peers-"));
+  try {
+    const file = posix.join(dir, "peers.conf");
+    await writeFile(file, text, { mode: 0o600, flag: "wx" });
+    await use(file);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 function windowsToolchain(ctx: BuildContext): Toolchain {

@@ -53,3 +53,12 @@ export type ControlAction = z.output<typeof controlActionSchema>;
 export const CONTROL_LOG_KINDS = ["command", "output", "event"] as const;
 export const controlLogKindSchema = z.enum(CONTROL_LOG_KINDS);
 export type ControlLogKind = z.output<typeof controlLogKindSchema>;
+
+/**
+ * How a config's pushes are applied on a host whose interface runs: `restart` is the spec's push
+ * sequence (§3.8: stop, write, start); `hitless` changes the peers of the running interface when
+ * only peers changed, and falls back to §3.8 otherwise (docs/decisions.md "Hitless peer updates").
+ */
+export const APPLY_MODES = ["restart", "hitless"] as const;
+export const applyModeSchema = z.enum(APPLY_MODES);
+export type ApplyMode = z.output<typeof applyModeSchema>;

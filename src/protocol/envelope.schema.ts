@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { ackStatusSchema, controlActionSchema, tunnelProtocolSchema } from "./enums.js";
+import { ackStatusSchema, applyModeSchema, controlActionSchema, tunnelProtocolSchema } from "./enums.js";
 import { interfaceNameSchema } from "./fields.js";
 import { ID_PATTERN } from "./ids.js";
 
@@ -45,7 +45,11 @@ export type Envelope = z.infer<typeof envelopeSchema>;
 
 // ---- downstream payloads ----------------------------------------------------------------
 
-/** Topic config/push (spec §6.3). */
+/**
+ * Topic config/push (spec §6.3). `apply_mode` is an extension beyond the spec's table, sent only
+ * for a config whose pushes are `hitless` (docs/decisions.md "Hitless peer updates"): an agent
+ * that does not know it drops it and runs the spec's sequence (§3.8); absent means `restart`.
+ */
 export const configPushPayloadSchema = z.object({
   action: z.literal("push_config"),
   tunnel_protocol: tunnelProtocolSchema,
@@ -54,6 +58,7 @@ export const configPushPayloadSchema = z.object({
   config_version: z.number().int().nonnegative(),
   config_sha256: z.string().regex(/^[0-9a-f]{64}$/),
   config_text: text(128 * 1024),
+  apply_mode: applyModeSchema.optional(),
 });
 export type ConfigPushPayload = z.infer<typeof configPushPayloadSchema>;
 

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { CLIENT_GOARCH, CLIENT_GOOS } from "./client-targets.js";
-import { commandStatusSchema, controlActionSchema, nodeModeSchema, presenceStateSchema } from "./enums.js";
+import { applyModeSchema, commandStatusSchema, controlActionSchema, nodeModeSchema, presenceStateSchema } from "./enums.js";
 import { interfaceNameSchema, forwardTargetSchema, ipv4Schema, queryInt, nameSchema, networkCidrSchema, portSchema, publicAddressSchema, publicUrlSchema, tagSchema, tunnelProtocolSchema } from "./fields.js";
 import { configIdSchema, nodeIdSchema } from "./ids.js";
 import {
@@ -29,11 +29,15 @@ export const loginBody = z.strictObject({
   password: z.string().min(1).max(1024),
 });
 
+const APPLY_MODE_DESCRIPTION =
+  "how pushes are applied on a running host: restart (default, spec §3.8: stop, write, start; every tunnel of the host drops briefly) or hitless (peers changed on the running interface when only peers changed, else restart)";
+
 /** `POST /api/v1/configs` */
 export const createConfigBody = z.strictObject({
   name: nameSchema,
   tunnel_protocol: tunnelProtocolSchema,
   network_cidr: networkCidrSchema,
+  apply_mode: applyModeSchema.optional().describe(APPLY_MODE_DESCRIPTION),
 });
 
 /** `PATCH /api/v1/configs/{config_id}` */
@@ -41,6 +45,7 @@ export const updateConfigBody = z.strictObject({
   name: nameSchema.optional(),
   tunnel_protocol: tunnelProtocolSchema.optional(),
   network_cidr: networkCidrSchema.optional(),
+  apply_mode: applyModeSchema.optional().describe(APPLY_MODE_DESCRIPTION),
 });
 
 /** `POST /api/v1/configs/{config_id}/nodes` */

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import {
+  applyModeSchema,
   commandStatusSchema,
   configVersionStateSchema,
   controlLogKindSchema,
@@ -49,6 +50,7 @@ export const configViewSchema = z.object({
   awg: awgParamsViewSchema.nullable(),
   created_at: isoTime,
   updated_at: isoTime,
+  apply_mode: applyModeSchema.describe("how pushes are applied on a running host: restart (spec §3.8) or hitless (peers changed on the running interface)"),
 });
 
 /** A node's client state as the backend stores and computes it (spec §2.7). */

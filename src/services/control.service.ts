@@ -16,7 +16,7 @@ import type { endpointStatusViewSchema } from "../protocol/views.schema.js";
 import type { Logger } from "../logger.js";
 import { claimBindToken, findBindToken, insertBindToken, invalidateBindTokensOf } from "../store/bind-tokens.repository.js";
 import { deleteBrokerCredential, deleteBrokerCredentialsOfNode, putBrokerCredential } from "../store/broker-credentials.repository.js";
-import { getConfigTunnelProtocol } from "../store/configs.repository.js";
+import { getConfigApplyMode, getConfigTunnelProtocol } from "../store/configs.repository.js";
 import { listControlLogs } from "../store/control-logs.repository.js";
 import type { Db, Store } from "../store/db.js";
 import { clearClientState, recordClientBound } from "../store/node-client-state.repository.js";
@@ -339,6 +339,8 @@ export class ControlService {
     const staged = await materializeStaged(this.#d.store.db, node);
     if (staged === null) throw new AppError("CONFLICT", "the node has no staged config");
     const { config_version: version, config_sha256: sha, config_text: text } = staged;
+    // Only a hitless config names its mode: the default push is exactly the spec's payload.
+    const hitless = (await getConfigApplyMode(this.#d.store.db, node.config_id)) === "hitless";
     const p = this.#d.registry.projection(node.config_id, node.node_id);
     if (p !== undefined && (p.stagedVersion !== version || p.stagedSha !== sha)) {
       await this.#d.registry.send(node.config_id, node.node_id, { type: "config.staged", at: this.#d.clock.now(), version, sha });
@@ -356,6 +358,7 @@ export class ControlService {
         config_version: version,
         config_sha256: sha,
         config_text: text,
+        ...(hitless ? { apply_mode: "hitless" as const } : {}),
       },
       pushed: { version, sha, protocol },
     };

@@ -2,7 +2,6 @@ import { setImmediate as nextTurn } from "node:timers/promises";
 import type { Clock } from "../lib/clock.js";
 import type { Logger } from "../logger.js";
 import { parseConfigNetwork } from "../domain/address-pool.js";
-import { generateAwgParams } from "../domain/awg.js";
 import { AppError } from "../errors.js";
 import { newId } from "../protocol/ids.js";
 import type { NodeMode, TunnelProtocol } from "../protocol/enums.js";
@@ -33,7 +32,7 @@ import {
   type UpdateConfigInput,
   type UpdateNodeInput,
 } from "./mesh/mesh-types.js";
-import { checkedAddress, newNodeRow, newPortForwardRow, patchedPortForward, requireHubEndpoint } from "./mesh/mesh-rows.js";
+import { checkedAddress, newConfigRow, newNodeRow, newPortForwardRow, patchedPortForward, requireHubEndpoint } from "./mesh/mesh-rows.js";
 import { configNodeViews, nodeViewOf, pairPage, tagViews } from "./mesh/mesh-views.js";
 import { changedByHubs, changedByNodeCreated, changedByNodeDeleted, changedByNodeUpdated, changedByPair, pairWrite } from "./mesh/staged-changes.js";
 import { HubGraph } from "../domain/render.js";
@@ -118,17 +117,7 @@ export class MeshService {
       if (await configsRepo.findConfigByName(trx, input.name)) {
         throw new AppError("CONFLICT", `a config named "${input.name}" already exists`, { field: "name" });
       }
-      const row: ConfigRow = {
-        config_id: newId("cfg"),
-        name: input.name,
-        tunnel_protocol: input.tunnel_protocol,
-        network_cidr: cidr,
-        // Generated once per config, so every peer of the mesh agrees (DESIGN §3 awg_2); kept
-        // even while the config runs plain WireGuard, so switching back and forth is stable.
-        awg_params: JSON.stringify(generateAwgParams()),
-        created_at: now,
-        updated_at: now,
-      };
+      const row = newConfigRow(input, cidr, now);
       await configsRepo.insertConfig(trx, row);
       afterCommit(() => this.#hooks?.afterCommit({ configId: row.config_id, created: [], deleted: [], modeChanged: [], staged: [], touched: [] }));
       return configView(row);
@@ -148,6 +137,8 @@ export class MeshService {
         patch.name = input.name;
       }
       if (input.tunnel_protocol !== undefined) patch.tunnel_protocol = input.tunnel_protocol;
+      // The apply mode reaches no text: it only says how the next pushes are applied.
+      if (input.apply_mode !== undefined) patch.apply_mode = input.apply_mode;
       if (input.network_cidr !== undefined) {
         const { cidr } = parseConfigNetwork(input.network_cidr);
         if (cidr !== config.network_cidr) {

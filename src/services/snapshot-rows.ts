@@ -17,6 +17,7 @@ import {
   tunnelProtocolSchema,
 } from "../protocol/fields.js";
 import {
+  applyModeSchema,
   commandStatusSchema,
   controlLogKindSchema,
   nodeModeSchema,
@@ -94,6 +95,8 @@ export const SNAPSHOT_ROW_SCHEMAS = {
       awg_params: awgParamsText.nullable(),
       created_at: epochMs,
       updated_at: epochMs,
+      // migration 0024: how pushes are applied (an older snapshot gets the default, restart).
+      apply_mode: applyModeSchema,
     })
     .superRefine((row, ctx) => {
       if (row.tunnel_protocol === "awg_2" && row.awg_params === null) {

@@ -51,6 +51,7 @@ export function configView(row: ConfigRow): ConfigView {
     awg: row.awg_params === null ? null : (JSON.parse(row.awg_params) as AwgParams),
     created_at: isoTime(row.created_at),
     updated_at: isoTime(row.updated_at),
+    apply_mode: row.apply_mode,
   };
 }
 

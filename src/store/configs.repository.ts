@@ -39,6 +39,15 @@ export async function getConfigTunnelProtocol(db: Db, configId: string): Promise
 }
 
 /**
+ * How a config's pushes are applied on a running host (migration 0024).
+ * @throws NoResultError (Kysely) when the config does not exist
+ */
+export async function getConfigApplyMode(db: Db, configId: string): Promise<ConfigRow["apply_mode"]> {
+  const row = await db.selectFrom("configs").select("apply_mode").where("config_id", "=", configId).executeTakeFirstOrThrow();
+  return row.apply_mode;
+}
+
+/**
  * One page of configs in `(created_at, config_id)` order (index `configs_created`, migration
  * 0008), after `after` (exclusive; undefined for the first page), whose name contains `q`
  * (case-insensitive; absent or "" for all): a page costs the rows it reads, not an OFFSET walk.

@@ -5,6 +5,7 @@ import { oidcLinks } from "./migration-0020.js";
 import { alertChannels } from "./migration-0021.js";
 import { alertRules } from "./migration-0022.js";
 import { nodePeerReports } from "./migration-0023.js";
+import { configApplyMode } from "./migration-0024.js";
 
 /**
  * In-code migrations, applied in name order at start. A released migration is frozen: change
@@ -502,4 +503,6 @@ export const migrations: Record<string, Migration> = {
   "0022_alert_rules": alertRules,
   // The latest peer report of each node's host: src/store/migration-0023.ts.
   "0023_node_peer_reports": nodePeerReports,
+  // How a config's pushes are applied on a running host: src/store/migration-0024.ts.
+  "0024_config_apply_mode": configApplyMode,
 };

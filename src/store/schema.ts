@@ -1,6 +1,6 @@
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from "kysely";
 import type { DownloadTokenKind } from "../protocol/download-tokens.js";
-import type { CommandStatus, NodeMode, PresenceState, RuntimeState, TunnelProtocol } from "../protocol/enums.js";
+import type { ApplyMode, CommandStatus, NodeMode, PresenceState, RuntimeState, TunnelProtocol } from "../protocol/enums.js";
 
 /**
  * Kysely table types of the SQLite store. Times are INTEGER milliseconds since the epoch;
@@ -71,6 +71,8 @@ export interface ConfigsTable {
   awg_params: string | null;
   created_at: number;
   updated_at: number;
+  /** How pushes are applied on a running host (migration 0024; default `restart`, spec §3.8). */
+  apply_mode: Generated<ApplyMode>;
 }
 
 export interface NodesTable {

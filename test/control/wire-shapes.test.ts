@@ -74,6 +74,16 @@ test("spec §6.2, §6.3, §2.6 note: control, config push, detect and info envel
   assert.deepEqual(Object.keys(env.payload).sort(), ["action", "config_sha256", "config_text", "config_version", "interface_name", "previous_tunnel_protocol", "tunnel_protocol"]);
   assert.ok(configPushPayloadSchema.safeParse(env.payload).success);
 
+  // A hitless config's push names its mode (an extension an agent may ignore); nothing else changes.
+  assert.equal((await api(s, "PATCH", `/api/v1/configs/${configId}`, { apply_mode: "hitless" })).status, 200);
+  const restartPayload = env.payload;
+  next = nextEnvelope(agent, p.topics.config_push!);
+  await api(s, "POST", `${base}/control`, { action: "push_config" });
+  env = await next;
+  assert.deepEqual(env.payload, { ...restartPayload, apply_mode: "hitless" });
+  assert.equal(configPushPayloadSchema.parse(env.payload).apply_mode, "hitless");
+  assert.equal((await api(s, "PATCH", `/api/v1/configs/${configId}`, { apply_mode: "restart" })).status, 200);
+
   // info
   next = nextEnvelope(agent, p.topics.info!);
   sent = await api(s, "POST", `${base}/control`, { action: "wg_show" });

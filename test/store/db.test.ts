@@ -35,7 +35,7 @@ test("foreign keys cascade: deleting a config removes its nodes, pairs, client s
   const store = await Store.open(join(tempDir(t, "svc-store-"), "svc.db"), log);
   t.after(() => store.close());
   const db = sqliteOf(store);
-  db.prepare("INSERT INTO configs VALUES ('c1', 'n', 'wireguard', '10.0.0.0/24', NULL, 0, 0)").run();
+  db.prepare("INSERT INTO configs (config_id, name, tunnel_protocol, network_cidr, awg_params, created_at, updated_at) VALUES ('c1', 'n', 'wireguard', '10.0.0.0/24', NULL, 0, 0)").run();
   for (const [id, addr] of [["n1", "10.0.0.1"], ["n2", "10.0.0.2"]]) {
     db.prepare("INSERT INTO nodes (node_id, config_id, name, mode, interface_name, address, private_key, public_key, created_at, updated_at) VALUES (?, 'c1', ?, 'static', 'svc0', ?, 'k', 'p', 0, 0)").run(id, id, addr);
     db.prepare("INSERT INTO node_client_state (node_id, updated_at) VALUES (?, 0)").run(id);

@@ -1,11 +1,31 @@
 /** The rows a mesh write inserts or patches, built from its validated input. */
 import { allocateAddress, isHostAddress } from "../../domain/address-pool.js";
+import { generateAwgParams } from "../../domain/awg.js";
 import { generateKeyPair } from "../../domain/keys.js";
 import { AppError } from "../../errors.js";
 import { newId } from "../../protocol/ids.js";
 import type { ConfigRow, NodeRow, PortForwardRow } from "../../store/schema.js";
 import { newNodeId } from "./mesh-ids.js";
-import { DEFAULT_INTERFACE_NAME, DEFAULT_LISTEN_PORT, type CreateNodeInput, type PortForwardInput } from "./mesh-types.js";
+import { DEFAULT_INTERFACE_NAME, DEFAULT_LISTEN_PORT, type CreateConfigInput, type CreateNodeInput, type PortForwardInput } from "./mesh-types.js";
+
+/**
+ * A new config: a fresh id, the normalized network `cidr`, AmneziaWG parameters, and pushes
+ * applied by the spec's restart sequence (§3.8) unless `apply_mode` says `hitless`.
+ */
+export function newConfigRow(input: CreateConfigInput, cidr: string, now: number): ConfigRow {
+  return {
+    config_id: newId("cfg"),
+    name: input.name,
+    tunnel_protocol: input.tunnel_protocol,
+    network_cidr: cidr,
+    // Generated once per config, so every peer of the mesh agrees (DESIGN §3 awg_2); kept
+    // even while the config runs plain WireGuard, so switching back and forth is stable.
+    awg_params: JSON.stringify(generateAwgParams()),
+    created_at: now,
+    updated_at: now,
+    apply_mode: input.apply_mode ?? "restart",
+  };
+}
 
 /**
  * A new node of `config`: the address asked for (a free host address of the config's network)

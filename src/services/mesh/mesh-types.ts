@@ -2,7 +2,7 @@
 import type { z } from "zod";
 import type { Clock } from "../../lib/clock.js";
 import type { Logger } from "../../logger.js";
-import type { NodeMode, TunnelProtocol } from "../../protocol/enums.js";
+import type { ApplyMode, NodeMode, TunnelProtocol } from "../../protocol/enums.js";
 import type { meshPairListQuery } from "../../protocol/rest.schema.js";
 import type { configDetailViewSchema, tagViewSchema } from "../../protocol/views.schema.js";
 import type { Store } from "../../store/db.js";
@@ -18,12 +18,15 @@ export interface CreateConfigInput {
   name: string;
   tunnel_protocol: TunnelProtocol;
   network_cidr: string;
+  /** Default `restart` (spec §3.8). */
+  apply_mode?: ApplyMode | undefined;
 }
 
 export interface UpdateConfigInput {
   name?: string | undefined;
   tunnel_protocol?: TunnelProtocol | undefined;
   network_cidr?: string | undefined;
+  apply_mode?: ApplyMode | undefined;
 }
 
 export interface CreateNodeInput {

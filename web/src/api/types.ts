@@ -24,6 +24,7 @@ import type { auditEntrySchema, auditVerifyAnswer } from "../../../src/protocol/
 
 export type { SseEventType, SseWirePayloads } from "../../../src/protocol/sse-events.schema.js";
 export type {
+  ApplyMode,
   ControlAction,
   NodeMode,
   PresenceState,
@@ -45,6 +46,7 @@ export type SnapshotEntry = z.output<typeof snapshotEntrySchema>;
 
 // ---- REST bodies (what the console sends: `z.input`) and answers (`z.output`), DESIGN §5 ----
 export type CreateConfigBody = z.input<typeof rest.createConfigBody>;
+export type UpdateConfigBody = z.input<typeof rest.updateConfigBody>;
 export type CreateNodeBody = z.input<typeof rest.createNodeBody>;
 export type CreatePortForwardBody = z.input<typeof rest.createPortForwardBody>;
 export type UpdateNodeBody = z.input<typeof rest.updateNodeBody>;

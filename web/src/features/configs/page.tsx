@@ -2,17 +2,19 @@ import { useState, type FormEvent } from "react";
 import { Link, useNavigate, useSearchParams } from "react-router";
 import { nameSchema } from "../../../../src/protocol/fields.js";
 import { RoleNote, useCan, useGate } from "../../api/roles.js";
-import type { ConfigView, TunnelProtocol } from "../../api/types.js";
+import type { ApplyMode, ConfigView, TunnelProtocol } from "../../api/types.js";
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
 import { FormError, invalidProps } from "../../components/form-error.js";
 import { RelativeTime } from "../../components/relative-time.js";
 import { QueryView } from "../../components/states.js";
+import { ApplyModeSelect, ApplyModeWhy, EditConfigDialog } from "./apply-mode.js";
 import { useCreateConfig, useDeleteConfig } from "./mutations.js";
 import { useConfigs } from "./queries.js";
 
 /**
- * Configs: the list with a search kept in the URL (`?q=`), create (name, protocol,
- * CIDR; an error names the field by its label) and delete with a confirmation. Live through
+ * Configs: the list with a search kept in the URL (`?q=`), create (name, protocol, CIDR, how
+ * pushes are applied; an error names the field by its label), edit (name, how pushes are applied)
+ * and delete with a confirmation. Live through
  * `config.list.updated` (spec §6.5 table: "home config cards, sidebar list"). At narrow widths
  * the table's rows are stacked cards (`stack-table`, as on the backups page).
  */
@@ -20,12 +22,13 @@ export function ConfigsPage() {
   const query = useConfigs();
   const [q, setQ] = useUrlSearch();
   const [deleting, setDeleting] = useState<ConfigView | null>(null);
+  const [editing, setEditing] = useState<ConfigView | null>(null);
 
   return (
     <section aria-labelledby="configs-title">
       <h1 id="configs-title">Configs</h1>
       <CreateConfigForm />
-      <RoleNote can={useCan("deleteConfig")} what="configs are deleted by admins" />
+      <RoleNote can={useCan("deleteConfig")} what="configs are edited and deleted by admins" />
       <section className="card" aria-labelledby="config-list-title">
         <div className="toolbar">
           <h2 id="config-list-title">All configs</h2>
@@ -40,11 +43,12 @@ export function ConfigsPage() {
           {(data) => {
             const rows = matchingConfigs(data.configs, q);
             if (rows.length === 0) return <p className="state state-empty">No config matches “{q}”.</p>;
-            return <ConfigsTable rows={rows} onDelete={setDeleting} />;
+            return <ConfigsTable rows={rows} onEdit={setEditing} onDelete={setDeleting} />;
           }}
         </QueryView>
       </section>
       <DeleteConfigDialog config={deleting} onClose={() => setDeleting(null)} />
+      <EditConfigDialog config={editing} onClose={() => setEditing(null)} />
     </section>
   );
 }
@@ -68,8 +72,9 @@ function matchingConfigs(configs: ConfigView[], q: string): ConfigView[] {
   );
 }
 
-function ConfigsTable({ rows, onDelete }: { rows: ConfigView[]; onDelete: (config: ConfigView) => void }) {
+function ConfigsTable({ rows, onEdit, onDelete }: { rows: ConfigView[]; onEdit: (config: ConfigView) => void; onDelete: (config: ConfigView) => void }) {
   const canDelete = useCan("deleteConfig").allowed;
+  const canEdit = useCan("updateConfig").allowed;
   return (
     <div className="table-wrap">
       <table className="table stack-table">
@@ -79,6 +84,7 @@ function ConfigsTable({ rows, onDelete }: { rows: ConfigView[]; onDelete: (confi
             <th scope="col">Name</th>
             <th scope="col">Protocol</th>
             <th scope="col">Network</th>
+            <th scope="col">Pushes</th>
             <th scope="col">Updated</th>
             <th scope="col">
               <span className="visually-hidden">Actions</span>
@@ -95,10 +101,16 @@ function ConfigsTable({ rows, onDelete }: { rows: ConfigView[]; onDelete: (confi
               <td data-label="Network" className="mono">
                 {c.network_cidr}
               </td>
+              <td data-label="Pushes">{c.apply_mode}</td>
               <td data-label="Updated">
                 <RelativeTime iso={c.updated_at} />
               </td>
               <td className="actions">
+                {canEdit && (
+                  <button type="button" data-op="updateConfig" aria-label={`Edit config ${c.name}`} onClick={() => onEdit(c)}>
+                    Edit
+                  </button>
+                )}
                 {canDelete && (
                   <button type="button" className="danger-outline" data-op="deleteConfig" aria-label={`Delete config ${c.name}`} onClick={() => onDelete(c)}>
                     Delete
@@ -136,7 +148,7 @@ function DeleteConfigDialog({ config, onClose }: { config: ConfigView | null; on
 }
 
 /** The create form's labels by wire field: how an error names the field. */
-const CONFIG_LABELS = { name: "Name", tunnel_protocol: "Protocol", network_cidr: "Network CIDR" } as const;
+const CONFIG_LABELS = { name: "Name", tunnel_protocol: "Protocol", network_cidr: "Network CIDR", apply_mode: "Apply pushes" } as const;
 
 /**
  * What the mesh page is told after a create whose network the service normalised (a host
@@ -148,7 +160,8 @@ export interface NetworkNormalised {
 }
 
 /**
- * New config: name (at most the protocol's length), protocol, network. An edit clears the error
+ * New config: name (at most the protocol's length), protocol, network, how pushes are applied
+ * (restart, the spec's default, unless chosen otherwise). An edit clears the error
  * of the last try (it no longer describes the form); on success the mesh page opens, told when
  * the network was saved other than as typed.
  */
@@ -156,6 +169,7 @@ function CreateConfigForm() {
   const [name, setName] = useState("");
   const [protocol, setProtocol] = useState<TunnelProtocol>("wireguard");
   const [cidr, setCidr] = useState("10.0.0.0/24");
+  const [applyMode, setApplyMode] = useState<ApplyMode>("restart");
   const navigate = useNavigate();
   const create = useCreateConfig();
   const edited = <T,>(set: (v: T) => void) => (v: T) => {
@@ -166,7 +180,7 @@ function CreateConfigForm() {
     e.preventDefault();
     const asked = cidr.trim();
     create.mutate(
-      { name: name.trim(), tunnel_protocol: protocol, network_cidr: asked },
+      { name: name.trim(), tunnel_protocol: protocol, network_cidr: asked, apply_mode: applyMode },
       {
         onSuccess: (config) => {
           setName("");
@@ -197,12 +211,14 @@ function CreateConfigForm() {
           <label htmlFor="config-cidr">Network CIDR</label>
           <input id="config-cidr" className="mono" value={cidr} onChange={(e) => edited(setCidr)(e.target.value)} required {...invalid("network_cidr")} />
         </div>
+        <ApplyModeSelect value={applyMode} onChange={edited(setApplyMode)} whyId="create-config-why" />
         <div className="form-row-action">
           <button type="submit" className="primary" {...gate.props} disabled={gate.disabled || create.isPending || name.trim() === ""}>
             Create config
           </button>
           {gate.reason}
         </div>
+        <ApplyModeWhy mode={applyMode} id="create-config-why" className="form-row-note" />
       </fieldset>
       <FormError error={create.error} labels={CONFIG_LABELS} id="create-config-error" />
     </form>
