@@ -129,7 +129,9 @@ test("start within 100 ms of the bind, and start before the first automatic push
   await bindNode(a);
   const boundAt = performance.now();
   runAgent(a);
-  const startA = (await admin.post(`${a.path}/control`, { action: "start" })) as { request_id: string; log: { status: string; message: string } };
+  const startA = (await admin.post(`${a.path}/control`, { action: "start" }).catch((err: unknown) => {
+    throw new Error(`node a: the start right after the bind was refused\n${context(a)()}`, { cause: err });
+  })) as { request_id: string; log: { status: string; message: string } };
   assert.ok(performance.now() - boundAt < 100, `the start was sent ${Math.round(performance.now() - boundAt)} ms after the bind`);
   assert.equal(startA.log.status, "pending");
   assert.match(startA.log.message, /^waiting for the first config/);
