@@ -4,7 +4,8 @@
  * receiver's answer; a receiver answering 503 shows a pending delivery with the failed attempt
  * in the log, which turns delivered live when the retry succeeds; email channels show their
  * SMTP target without the password; disable, edit, rotate, delete; the log's filters live in the
- * URL and older deliveries load by cursor. What a viewer sees is walked by roles.test.ts.
+ * URL and older deliveries load by cursor; rules (event in words, hold-off, scope, channels by
+ * name) made here or elsewhere show live, a taken name is refused in words, edit, disable, delete. What a viewer sees is walked by roles.test.ts.
  */
 import assert from "node:assert/strict";
 import test from "node:test";
@@ -18,7 +19,7 @@ async function expectCells(row: Locator, expected: string[]): Promise<void> {
   for (const [i, text] of expected.entries()) await expectText(row.getByRole("cell").nth(3 + i), text);
 }
 
-test("Alerts page: a webhook channel's secret once, Test against a real receiver (200, then 503 retried live), the delivery log with attempts, filters and pages; email, disable, edit, rotate, delete", { timeout: 60_000 }, async (t) => {
+test("Alerts page: a webhook channel's secret once, Test against a real receiver (200, then 503 retried live), the delivery log with attempts, filters and pages; email, disable, edit, rotate, delete; rules made, shown live, edited, disabled, deleted", { timeout: 60_000 }, async (t) => {
   const ok = await startReceiver(t);
   const flaky = await startReceiver(t);
   const h = await startConsole(t, { alertsAllowPrivateTargets: true, alertsRetryScheduleMs: [1000, 2000, 5000] });
@@ -87,6 +88,32 @@ test("Alerts page: a webhook channel's secret once, Test against a real receiver
   await page.getByRole("button", { name: "Disable on-call mail" }).click();
   await expectText(row("on-call mail").getByRole("cell").nth(2), /^disabled disabled by an admin \(since (just now|\d+ seconds? ago)\)$/);
 
+  // Rules: one made here (event, hold-off, scope, channels), one made elsewhere appears live.
+  const cfg = await h.api("POST", "/api/v1/configs", { name: "lab", tunnel_protocol: "wireguard", network_cidr: "10.77.0.0/24" });
+  const rules = page.getByRole("table", { name: "Alert rules" });
+  const rule = (name: string) => rules.getByRole("row").filter({ has: page.getByRole("rowheader", { name, exact: true }) });
+  const cells = async (name: string, expected: string[]) => {
+    for (const [i, text] of expected.entries()) await expectText(rule(name).getByRole("cell").nth(i), text);
+  };
+  await page.getByText("No rules yet").waitFor();
+  await page.getByLabel("Rule name").fill("lab nodes down");
+  await page.getByLabel("When", { exact: true }).selectOption("node.offline");
+  await page.getByLabel("Hold-off (seconds)").fill("30");
+  await page.getByLabel("Config", { exact: true }).selectOption({ label: "lab" });
+  await page.getByLabel("Tag", { exact: true }).fill("edge");
+  await page.getByRole("group", { name: "Send to" }).getByLabel("ops hook").check();
+  await page.getByRole("group", { name: "Send to" }).getByLabel("flaky hook").check();
+  await page.getByRole("button", { name: "Create rule" }).click();
+  await cells("lab nodes down", ["a node goes offline (node.offline)", "30 s", "config lab, tag edge", "ops hook, flaky hook", "enabled"]);
+  const channelIds = new Map(((await h.api("GET", "/api/v1/alerts/channels")).channels as Array<{ channel_id: string; name: string }>).map((c) => [c.name, c.channel_id]));
+  const made = ((await h.api("GET", "/api/v1/alerts/rules")).rules as Array<Record<string, unknown>>)[0];
+  assert.deepEqual([made?.["event"], made?.["for_s"], made?.["scope"], made?.["channel_ids"]], ["node.offline", 30, { config_id: cfg.config_id, tag: "edge" }, [channelIds.get("ops hook"), channelIds.get("flaky hook")]]);
+  const opsId = channelIds.get("ops hook");
+  assert.ok(opsId);
+  await h.api("POST", "/api/v1/alerts/rules", { name: "broker link lost", event: "broker.disconnected", channel_ids: [opsId] });
+  await cells("broker link lost", ["the service loses its MQTT broker (broker.disconnected)", "none", "the service's broker link", "ops hook", "enabled"]);
+  await expectText(rules.getByRole("rowheader").first(), "broker link lost");
+
   await expectAccessible(page, "alerts");
   await screenshot(page, "alerts");
   // On a phone the tables are stacked cards: nothing scrolls sideways.
@@ -122,6 +149,7 @@ test("Alerts page: a webhook channel's secret once, Test against a real receiver
   await page.getByLabel("Name", { exact: true }).fill("flaky receiver");
   await page.getByRole("button", { name: "Save channel" }).click();
   await row("flaky receiver").waitFor();
+  await expectText(rule("lab nodes down").getByRole("cell").nth(3), "ops hook, flaky receiver");
   await page.getByRole("button", { name: "Rotate the secret of ops hook" }).click();
   await page.getByRole("dialog", { name: "Rotate the signing secret of ops hook?" }).getByRole("button", { name: "Rotate secret" }).click();
   await expectText(shown, /^whsec_/);
@@ -133,9 +161,34 @@ test("Alerts page: a webhook channel's secret once, Test against a real receiver
   await row("flaky receiver").waitFor({ state: "detached" });
   await delivery("flaky receiver").waitFor({ state: "detached" });
 
+  // A rule names its channels by their names, live: renamed, then deleted (it leaves the rule).
+  await expectText(rule("lab nodes down").getByRole("cell").nth(3), "ops hook");
+
+  // A taken name is refused next to the form, in words; editing the name clears it.
+  await page.getByLabel("Rule name").fill("broker link lost");
+  await page.getByRole("group", { name: "Send to" }).getByLabel("ops hook").check();
+  await page.getByRole("button", { name: "Create rule" }).click();
+  const refusal = page.getByRole("form", { name: "New rule" }).getByRole("alert");
+  await expectText(refusal, "An alert rule named broker link lost exists");
+  await page.getByLabel("Rule name").fill("broker link lost again");
+  await refusal.waitFor({ state: "detached" });
+
+  // Edit (the form fills with the rule), disable, delete.
+  await page.getByRole("button", { name: "Edit rule lab nodes down" }).click();
+  await expectText(page.getByRole("heading", { name: /^Edit rule/ }), "Edit rule “lab nodes down”");
+  assert.equal(await page.getByLabel("Tag", { exact: true }).inputValue(), "edge");
+  await page.getByLabel("Hold-off (seconds)").fill("120");
+  await page.getByRole("button", { name: "Save rule" }).click();
+  await expectText(rule("lab nodes down").getByRole("cell").nth(1), "120 s");
+  await page.getByRole("heading", { name: "New rule" }).waitFor();
+  await page.getByRole("button", { name: "Disable rule lab nodes down" }).click();
+  await expectText(rule("lab nodes down").getByRole("cell").nth(4), "disabled");
+  await page.getByRole("button", { name: "Delete rule lab nodes down" }).click();
+  await page.getByRole("dialog", { name: "Delete rule lab nodes down?" }).getByRole("button", { name: "Delete rule" }).click();
+  await rule("lab nodes down").waitFor({ state: "detached" });
+  assert.deepEqual(((await h.api("GET", "/api/v1/alerts/rules")).rules as Array<{ name: string }>).map((r) => r.name), ["broker link lost"]);
+
   // Older deliveries load by cursor: 50 a page.
-  const opsId = ((await h.api("GET", "/api/v1/alerts/channels")).channels as Array<{ channel_id: string; name: string }>).find((c) => c.name === "ops hook")?.channel_id;
-  assert.ok(opsId);
   for (let i = 0; i < 50; i++) await h.api("POST", `/api/v1/alerts/channels/${opsId}/test`);
   await page.getByRole("button", { name: "Load older deliveries" }).click();
   await expectText(log.getByRole("row").nth(51), /ops hook/);

@@ -17,6 +17,7 @@ import type { Role } from "../../../src/protocol/roles.js";
 import * as users from "../../../src/protocol/users.schema.js";
 import * as audit from "../../../src/protocol/audit.schema.js";
 import * as alerts from "../../../src/protocol/alerts.schema.js";
+import * as alertRules from "../../../src/protocol/alert-rules.schema.js";
 import * as views from "../../../src/protocol/views.schema.js";
 
 export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
@@ -142,6 +143,10 @@ export const ENDPOINTS = {
   deleteAlertChannel: op("DELETE", "/api/v1/alerts/channels/{channel_id}", "admin", null),
   testAlertChannel: op("POST", "/api/v1/alerts/channels/{channel_id}/test", "admin", alerts.deliveryViewSchema),
   rotateAlertChannelSecret: op("POST", "/api/v1/alerts/channels/{channel_id}/rotate-secret", "admin", alerts.channelWithSecretSchema),
+  listAlertRules: op("GET", "/api/v1/alerts/rules", "admin", alertRules.alertRuleListAnswer),
+  createAlertRule: op("POST", "/api/v1/alerts/rules", "admin", alertRules.alertRuleViewSchema, { body: alertRules.createAlertRuleBody }),
+  updateAlertRule: op("PATCH", "/api/v1/alerts/rules/{rule_id}", "admin", alertRules.alertRuleViewSchema, { body: alertRules.updateAlertRuleBody }),
+  deleteAlertRule: op("DELETE", "/api/v1/alerts/rules/{rule_id}", "admin", null),
   listAlertDeliveries: op("GET", "/api/v1/alerts/deliveries", "admin", alerts.deliveryListAnswer, { query: alerts.deliveryListQuery }),
 } as const satisfies Record<string, Endpoint>;
 

@@ -27,6 +27,8 @@ export const keys = {
   accessTokens: ["tokens"] as const,
   /** The alert channels (admins; no secrets). */
   alertChannels: ["alerts", "channels"] as const,
+  /** The alert rules (admins). */
+  alertRules: ["alerts", "rules"] as const,
   /** Every page of the alert delivery log, whatever its filters (a prefix: `alert.delivery.updated` invalidates them all). */
   alertDeliveries: ["alerts", "deliveries"] as const,
   alertDeliveryPages: (filters: Record<string, string>) => ["alerts", "deliveries", "pages", filters] as const,

@@ -5,6 +5,7 @@
  * rule 7).
  */
 import type { ChannelListAnswer, ChannelView, CommandStatus, ConfigListAnswer, ControlLogView, EndpointStatusView, NodeView } from "./types.js";
+import type { AlertRuleListAnswer, AlertRuleView } from "./types.js";
 
 /**
  * A whole config list as `GET /api/v1/configs` answers it (one page, no next): what an SSE
@@ -89,4 +90,16 @@ export function withChannel(list: ChannelListAnswer, channelId: string, channel:
   if (channel === null) return { channels: rest };
   const byName = (a: ChannelView, b: ChannelView) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.channel_id < b.channel_id ? -1 : a.channel_id > b.channel_id ? 1 : 0);
   return { channels: [...rest, channel].sort(byName) };
+}
+
+/**
+ * The alert rule list with one rule put in its place (by name, then id, as
+ * `GET /api/v1/alerts/rules` orders them), or taken out when `rule` is null (deleted). What
+ * `alert.rule.updated` and the rule writes put into the cache.
+ */
+export function withRule(list: AlertRuleListAnswer, ruleId: string, rule: AlertRuleView | null): AlertRuleListAnswer {
+  const rest = list.rules.filter((r) => r.rule_id !== ruleId);
+  if (rule === null) return { rules: rest };
+  const byName = (a: AlertRuleView, b: AlertRuleView) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.rule_id < b.rule_id ? -1 : a.rule_id > b.rule_id ? 1 : 0);
+  return { rules: [...rest, rule].sort(byName) };
 }

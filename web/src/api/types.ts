@@ -98,3 +98,11 @@ export type CreateChannelBody = z.input<AlertsSchemas["createChannelBody"]>;
 export type UpdateChannelBody = z.input<AlertsSchemas["updateChannelBody"]>;
 export type DeliveryView = z.output<AlertsSchemas["deliveryViewSchema"]>;
 export type DeliveryAttempt = z.output<AlertsSchemas["deliveryAttemptSchema"]>;
+
+// ---- alert rules (src/protocol/alert-rules.schema.ts) ----
+type AlertRulesSchemas = typeof import("../../../src/protocol/alert-rules.schema.js");
+export type { AlertRuleEvent } from "../../../src/protocol/alert-rules.schema.js";
+export type AlertRuleView = z.output<AlertRulesSchemas["alertRuleViewSchema"]>;
+export type AlertRuleListAnswer = z.output<AlertRulesSchemas["alertRuleListAnswer"]>;
+export type CreateAlertRuleBody = z.input<AlertRulesSchemas["createAlertRuleBody"]>;
+export type UpdateAlertRuleBody = z.input<AlertRulesSchemas["updateAlertRuleBody"]>;

@@ -13,8 +13,8 @@
  */
 import type { InfiniteData } from "@tanstack/react-query";
 import { keys } from "../api/keys.js";
-import { configListOf, withChannel, withEndpointStatus, withLogReport, withNode, type LiveLog } from "../api/patches.js";
-import type { ChannelListAnswer, ConfigDetailView, ConfigListAnswer, EndpointStatusView, NodeListAnswer, NodeView, SseEventType, SseWirePayloads } from "../api/types.js";
+import { configListOf, withChannel, withEndpointStatus, withLogReport, withNode, withRule, type LiveLog } from "../api/patches.js";
+import type { AlertRuleListAnswer, ChannelListAnswer, ConfigDetailView, ConfigListAnswer, EndpointStatusView, NodeListAnswer, NodeView, SseEventType, SseWirePayloads } from "../api/types.js";
 import { COUNTS_COALESCE_MS, type LiveCache } from "./live-cache.js";
 import type { SseConnection } from "./connection.js";
 
@@ -97,19 +97,23 @@ export const SSE_CACHE_EFFECTS = {
   "alert.delivery.updated": (_p, cache) => cache.invalidateSoon(keys.alertDeliveries, false),
   /**
    * The channel (created, changed, disabled by the delivery worker) into the Alerts page's list
-   * in its place; a deleted one leaves it, and took its deliveries with it, so the log reads again.
+   * in its place; a deleted one leaves it, and took its deliveries with it, so the log reads again,
+   * and left every rule that named it (no rule event of its own), so the rules read again.
    */
   "alert.channel.updated": (p, cache) => {
     cache.patch<ChannelListAnswer>(keys.alertChannels, (old) => withChannel(old, p.channel_id, p.channel));
-    if (p.channel === null) cache.invalidateSoon(keys.alertDeliveries, false);
+    if (p.channel === null) {
+      cache.invalidateSoon(keys.alertDeliveries, false);
+      cache.invalidateSoon(keys.alertRules, false);
+    }
   },
   /** A host's peer report was stored: the config's link matrix and that node's peer table read again (coalesced). */
   "config.links.updated": (p, cache) => {
     cache.invalidateSoon(["links", p.config_id], false);
     cache.invalidateSoon(["peers", p.config_id, p.node_id], false);
   },
-  /** Alert rules: the rules query (key ["alerts", "rules"]) is read again. */
-  "alert.rule.updated": (_p, cache) => cache.invalidateSoon(["alerts", "rules"], false),
+  /** The rule (created or changed) into the Alerts page's rule list in its place; a deleted one leaves it. */
+  "alert.rule.updated": (p, cache) => cache.patch<AlertRuleListAnswer>(keys.alertRules, (old) => withRule(old, p.rule_id, p.rule)),
 } satisfies { [T in SseEventType]: CacheEffect<T> };
 
 /**

@@ -3,6 +3,7 @@ import { useGate } from "../../api/roles.js";
 import type { ChannelView, DeliveryView } from "../../api/types.js";
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
 import { CopyButton } from "../../components/copy-button.js";
+import { DeleteDialog } from "../../components/delete-dialog.js";
 import { FormError } from "../../components/form-error.js";
 import { RelativeTime } from "../../components/relative-time.js";
 import { QueryView } from "../../components/states.js";
@@ -28,6 +29,7 @@ export function ChannelsSection({ query }: { query: ReturnType<typeof useAlertCh
   const [secret, setSecret] = useState<FreshSecret | null>(null);
   const [deleting, setDeleting] = useState<ChannelView | null>(null);
   const [rotating, setRotating] = useState<ChannelView | null>(null);
+  const remove = useDeleteChannel();
   const onCreated = (c: ChannelView & { secret?: string | undefined }) => {
     if (c.secret !== undefined) setSecret({ name: c.name, secret: c.secret, rotated: false });
   };
@@ -41,7 +43,9 @@ export function ChannelsSection({ query }: { query: ReturnType<typeof useAlertCh
           {(data) => <ChannelsTable channels={data.channels} onEdit={setEditing} onDelete={setDeleting} onRotate={setRotating} />}
         </QueryView>
       </section>
-      <DeleteChannelDialog channel={deleting} onClose={() => setDeleting(null)} />
+      <DeleteDialog item={deleting} what="channel" nameOf={(c) => c.name} remove={remove} onClose={() => setDeleting(null)}>
+        <p>Its delivery log goes with it, and its waiting deliveries are never sent. Rules that name it stop sending to it.</p>
+      </DeleteDialog>
       <RotateSecretDialog channel={rotating} onClose={() => setRotating(null)} onRotated={(c) => setSecret({ name: c.name, secret: c.secret, rotated: true })} />
     </>
   );
@@ -214,21 +218,6 @@ function TestRefused({ name, error }: { name: string; error: unknown }) {
     <p className="form-error" role="alert" aria-label={`Test of ${name}`}>
       Test refused: {errorMessage(error)}
     </p>
-  );
-}
-
-/** Confirms deleting `channel`: it and its delivery log go; rules naming it stop sending to it. */
-function DeleteChannelDialog({ channel, onClose }: { channel: ChannelView | null; onClose: () => void }) {
-  const remove = useDeleteChannel();
-  const close = () => {
-    onClose();
-    remove.reset();
-  };
-  return (
-    <ConfirmDialog open={channel !== null} title={`Delete channel ${channel?.name ?? ""}?`} confirmLabel="Delete channel" danger busy={remove.isPending} onConfirm={() => channel && remove.mutate(channel, { onSuccess: close })} onCancel={close}>
-      <p>Its delivery log goes with it, and its waiting deliveries are never sent.</p>
-      <FormError error={remove.error} />
-    </ConfirmDialog>
   );
 }
 

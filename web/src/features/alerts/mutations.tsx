@@ -1,13 +1,13 @@
 /**
- * The writes on alert channels. Each answer goes into the cached list at once (the SSE event
- * `alert.channel.updated` brings the same to other tabs); a secret an answer carries (a new or
+ * The writes on alert channels and rules. Each answer goes into the cached list at once (the SSE events
+ * `alert.channel.updated` and `alert.rule.updated` bring the same to other tabs); a secret an answer carries (a new or
  * rotated webhook's) stays in the mutation's result for the page to show once, never in the cache.
  */
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { api } from "../../api/client.js";
 import { keys } from "../../api/keys.js";
-import { withChannel } from "../../api/patches.js";
-import type { ChannelListAnswer, ChannelView, CreateChannelBody, UpdateChannelBody } from "../../api/types.js";
+import { withChannel, withRule } from "../../api/patches.js";
+import type { AlertRuleListAnswer, AlertRuleView, ChannelListAnswer, ChannelView, CreateAlertRuleBody, CreateChannelBody, UpdateAlertRuleBody, UpdateChannelBody } from "../../api/types.js";
 
 /** Puts a channel answer (its secret left out) into the cached list. */
 function useKeepChannel() {
@@ -55,4 +55,31 @@ export function useDeleteChannel() {
  */
 export function useTestChannel() {
   return useMutation({ mutationFn: (channel: ChannelView) => api.testAlertChannel({ params: { channel_id: channel.channel_id } }) });
+}
+
+/** Puts a rule answer into the cached list in its place, or takes it out (`null`: deleted). */
+function useKeepRule() {
+  const queryClient = useQueryClient();
+  return (ruleId: string, rule: AlertRuleView | null) => queryClient.setQueryData<AlertRuleListAnswer>(keys.alertRules, (old) => old && withRule(old, ruleId, rule));
+}
+
+/** `POST /api/v1/alerts/rules`. */
+export function useCreateRule() {
+  const keep = useKeepRule();
+  return useMutation({ mutationFn: (body: CreateAlertRuleBody) => api.createAlertRule({ body }), onSuccess: (rule) => keep(rule.rule_id, rule) });
+}
+
+/** `PATCH /api/v1/alerts/rules/{rule_id}`. */
+export function useUpdateRule() {
+  const keep = useKeepRule();
+  return useMutation({
+    mutationFn: ({ rule, body }: { rule: AlertRuleView; body: UpdateAlertRuleBody }) => api.updateAlertRule({ params: { rule_id: rule.rule_id }, body }),
+    onSuccess: (rule) => keep(rule.rule_id, rule),
+  });
+}
+
+/** `DELETE /api/v1/alerts/rules/{rule_id}`. */
+export function useDeleteRule() {
+  const keep = useKeepRule();
+  return useMutation({ mutationFn: (rule: AlertRuleView) => api.deleteAlertRule({ params: { rule_id: rule.rule_id } }), onSuccess: (_v, rule) => keep(rule.rule_id, null) });
 }

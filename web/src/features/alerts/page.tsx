@@ -2,12 +2,13 @@ import { RoleNote, useCan } from "../../api/roles.js";
 import { usePageTitle } from "../../page-title.js";
 import { ChannelsSection } from "./channels.js";
 import { DeliveryLog } from "./deliveries.js";
+import { RulesSection } from "./rules.js";
 import { useAlertChannels } from "./queries.js";
 
 /**
  * Alerts (docs/alerts.md; admins and owners: a channel holds secrets and makes the service send
  * requests to addresses of the admin's choosing, so every alert route needs the admin role):
- * the channels with a Test button, and the delivery log, both live over SSE
+ * the channels with a Test button, the rules that send to them, and the delivery log, live over SSE
  * (`alert.channel.updated`, `alert.delivery.updated`).
  */
 export function AlertsPage() {
@@ -25,6 +26,7 @@ export function AlertsPage() {
       {can.allowed && (
         <>
           <ChannelsSection query={channels} />
+          <RulesSection channels={channels.data?.channels ?? []} />
           <DeliveryLog channels={channels.data?.channels ?? []} />
         </>
       )}

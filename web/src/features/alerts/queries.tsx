@@ -1,4 +1,4 @@
-/** The Alerts page's reads (docs/alerts.md "Visible"): the channels and the delivery log, admins only. */
+/** The Alerts page's reads (docs/alerts.md): the channels, the rules and the delivery log, admins only. */
 import { useInfiniteQuery, useQuery } from "@tanstack/react-query";
 import { api } from "../../api/client.js";
 import { keys } from "../../api/keys.js";
@@ -9,6 +9,11 @@ export const DELIVERY_PAGE = 50;
 /** `GET /api/v1/alerts/channels`, by name, without secrets; `alert.channel.updated` puts each change in. */
 export function useAlertChannels(enabled: boolean) {
   return useQuery({ queryKey: keys.alertChannels, queryFn: ({ signal }) => api.listAlertChannels({ signal }), enabled });
+}
+
+/** `GET /api/v1/alerts/rules`. */
+export function useAlertRules(enabled: boolean) {
+  return useQuery({ queryKey: keys.alertRules, queryFn: ({ signal }) => api.listAlertRules({ signal }), enabled });
 }
 
 /** The log's filters as the URL holds them (empty: not set). */
