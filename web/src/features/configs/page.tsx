@@ -3,7 +3,7 @@ import { Link, useNavigate, useSearchParams } from "react-router";
 import { nameSchema } from "../../../../src/protocol/fields.js";
 import { RoleNote, useCan, useGate } from "../../api/roles.js";
 import type { ApplyMode, ConfigView, TunnelProtocol } from "../../api/types.js";
-import { ConfirmDialog } from "../../components/confirm-dialog.js";
+import { DeleteDialog } from "../../components/delete-dialog.js";
 import { FormError, invalidProps } from "../../components/form-error.js";
 import { RelativeTime } from "../../components/relative-time.js";
 import { QueryView } from "../../components/states.js";
@@ -127,23 +127,10 @@ function ConfigsTable({ rows, onEdit, onDelete }: { rows: ConfigView[]; onEdit: 
 
 /** Confirms deleting `config` (open while it is set); the API's error stays in the dialog. */
 function DeleteConfigDialog({ config, onClose }: { config: ConfigView | null; onClose: () => void }) {
-  const remove = useDeleteConfig();
   return (
-    <ConfirmDialog
-      open={config !== null}
-      title={`Delete config ${config?.name ?? ""}?`}
-      confirmLabel="Delete config"
-      danger
-      busy={remove.isPending}
-      onConfirm={() => config && remove.mutate(config, { onSuccess: onClose })}
-      onCancel={() => {
-        onClose();
-        remove.reset();
-      }}
-    >
+    <DeleteDialog item={config} what="config" nameOf={(c) => c.name} remove={useDeleteConfig()} onClose={onClose}>
       <p>Its nodes, pairs and port forwards are deleted with it. Bound clients lose their access.</p>
-      <FormError error={remove.error} />
-    </ConfirmDialog>
+    </DeleteDialog>
   );
 }
 

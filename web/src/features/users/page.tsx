@@ -4,6 +4,7 @@ import { ROLES } from "../../../../src/protocol/roles.js";
 import { RoleNote, useCan, useMe } from "../../api/roles.js";
 import type { Role, UserView } from "../../api/types.js";
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
+import { DeleteDialog } from "../../components/delete-dialog.js";
 import { FormError, humanError, invalidProps } from "../../components/form-error.js";
 import { RelativeTime } from "../../components/relative-time.js";
 import { QueryView } from "../../components/states.js";
@@ -238,22 +239,9 @@ function ResetPasswordDialog({ user, onClose }: { user: UserView | null; onClose
 
 /** Confirms deleting `user`: their sessions, tokens and open streams end at once. */
 function DeleteUserDialog({ user, onClose }: { user: UserView | null; onClose: () => void }) {
-  const remove = useDeleteUser();
   return (
-    <ConfirmDialog
-      open={user !== null}
-      title={`Delete user ${user?.username ?? ""}?`}
-      confirmLabel="Delete user"
-      danger
-      busy={remove.isPending}
-      onConfirm={() => user && remove.mutate(user, { onSuccess: onClose })}
-      onCancel={() => {
-        onClose();
-        remove.reset();
-      }}
-    >
+    <DeleteDialog item={user} what="user" nameOf={(u) => u.username} remove={useDeleteUser()} onClose={onClose} labels={USER_LABELS}>
       <p>Their sessions, personal access tokens and open streams end at once. What they changed stays.</p>
-      <FormError error={remove.error} labels={USER_LABELS} />
-    </ConfirmDialog>
+    </DeleteDialog>
   );
 }
