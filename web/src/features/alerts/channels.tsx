@@ -12,6 +12,7 @@ import { ChannelForm, KIND_LABEL } from "./channel-form.js";
 import { DeliveryStatusBadge } from "./deliveries.js";
 import { useDeleteChannel, useRotateChannelSecret, useTestChannel, useUpdateChannel } from "./mutations.js";
 import type { useAlertChannels } from "./queries.js";
+import { TableHead } from "../../components/table-head.js";
 
 /** A webhook's signing secret just answered (creation or rotation): shown this once. */
 interface FreshSecret {
@@ -88,18 +89,7 @@ function ChannelsTable({ channels, ...actions }: { channels: ChannelView[] } & R
     <div className="table-wrap">
       <table className="table stack-table channels-table">
         <caption className="visually-hidden">Alert channels</caption>
-        <thead>
-          <tr>
-            <th scope="col">Name</th>
-            <th scope="col">Kind</th>
-            <th scope="col">Target</th>
-            <th scope="col">State</th>
-            <th scope="col">Failing since</th>
-            <th scope="col">
-              <span className="visually-hidden">Actions</span>
-            </th>
-          </tr>
-        </thead>
+        <TableHead columns={["Name", "Kind", "Target", "State", "Failing since"]} hidden="Actions" />
         {channels.map((c) => (
           <ChannelRow key={c.channel_id} channel={c} {...actions} />
         ))}

@@ -5,6 +5,7 @@ import { RelativeTime } from "../../components/relative-time.js";
 import { Empty, ErrorState, Loading } from "../../components/states.js";
 import { useUrlState } from "../../url-state.js";
 import { useAlertDeliveries, type DeliveryFilters } from "./queries.js";
+import { TableHead } from "../../components/table-head.js";
 
 /** A delivery's status as the API says it, as a badge with its word (never colour alone). */
 export function DeliveryStatusBadge({ status }: { status: DeliveryStatus }) {
@@ -64,15 +65,7 @@ function DeliveryTable({ filters, names }: { filters: DeliveryFilters; names: Ma
       <div className="table-wrap">
         <table className="table stack-table delivery-table">
           <caption className="visually-hidden">Alert deliveries, newest first</caption>
-          <thead>
-            <tr>
-              {["Created", "Channel", "Alert", "Status", "Attempts", "Last HTTP status", "Last error", "Next attempt", "History"].map((h) => (
-                <th key={h} scope="col">
-                  {h === "History" ? <span className="visually-hidden">{h}</span> : h}
-                </th>
-              ))}
-            </tr>
-          </thead>
+          <TableHead columns={["Created", "Channel", "Alert", "Status", "Attempts", "Last HTTP status", "Last error", "Next attempt"]} hidden="History" />
           {items.map((d) => (
             <DeliveryRow key={d.delivery_id} delivery={d} channel={names.get(d.channel_id) ?? d.channel_id} />
           ))}

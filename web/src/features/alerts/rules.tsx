@@ -8,6 +8,7 @@ import { useConfigs } from "../configs/queries.js";
 import { useDeleteRule, useUpdateRule } from "./mutations.js";
 import { useAlertRules } from "./queries.js";
 import { EVENT_LABEL, RuleForm } from "./rule-form.js";
+import { TableHead } from "../../components/table-head.js";
 
 /**
  * The rules part of the Alerts page (docs/alerts.md "Rules"): the new-rule form (or the edit of
@@ -63,19 +64,7 @@ function RulesTable({ rules, names, ...actions }: { rules: AlertRuleView[]; name
     <div className="table-wrap">
       <table className="table stack-table rules-table">
         <caption className="visually-hidden">Alert rules</caption>
-        <thead>
-          <tr>
-            <th scope="col">Name</th>
-            <th scope="col">When</th>
-            <th scope="col">Hold-off</th>
-            <th scope="col">Scope</th>
-            <th scope="col">Send to</th>
-            <th scope="col">State</th>
-            <th scope="col">
-              <span className="visually-hidden">Actions</span>
-            </th>
-          </tr>
-        </thead>
+        <TableHead columns={["Name", "When", "Hold-off", "Scope", "Send to", "State"]} hidden="Actions" />
         <tbody>
           {rules.map((r) => (
             <RuleRow key={r.rule_id} rule={r} names={names} {...actions} />

@@ -10,6 +10,7 @@ import { QueryView } from "../../components/states.js";
 import { ApplyModeSelect, ApplyModeWhy, EditConfigDialog } from "./apply-mode.js";
 import { useCreateConfig, useDeleteConfig } from "./mutations.js";
 import { useConfigs } from "./queries.js";
+import { TableHead } from "../../components/table-head.js";
 
 /**
  * Configs: the list with a search kept in the URL (`?q=`), create (name, protocol, CIDR, how
@@ -79,18 +80,7 @@ function ConfigsTable({ rows, onEdit, onDelete }: { rows: ConfigView[]; onEdit: 
     <div className="table-wrap">
       <table className="table stack-table">
         <caption className="visually-hidden">Configs</caption>
-        <thead>
-          <tr>
-            <th scope="col">Name</th>
-            <th scope="col">Protocol</th>
-            <th scope="col">Network</th>
-            <th scope="col">Pushes</th>
-            <th scope="col">Updated</th>
-            <th scope="col">
-              <span className="visually-hidden">Actions</span>
-            </th>
-          </tr>
-        </thead>
+        <TableHead columns={["Name", "Protocol", "Network", "Pushes", "Updated"]} hidden="Actions" />
         <tbody>
           {rows.map((c) => (
             <tr key={c.config_id}>

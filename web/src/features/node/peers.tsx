@@ -12,6 +12,7 @@ import { useServerOffset } from "../../sse/provider.js";
 import { ageText, bytesText } from "../mesh/link-text.js";
 import { useConfigDetail } from "../mesh/queries.js";
 import { useNodePeers } from "./queries.js";
+import { TableHead } from "../../components/table-head.js";
 
 /** A key as people compare them: its first 8 characters and an ellipsis. */
 function shortKey(key: string): string {
@@ -81,17 +82,7 @@ function PeerTable({ peers }: { peers: PeerStat[] }) {
     <div className="table-wrap">
       <table className="table stack-table peer-table">
         <caption className="visually-hidden">Running peers</caption>
-        <thead>
-          <tr>
-            <th scope="col">Peer</th>
-            <th scope="col">Endpoint</th>
-            <th scope="col">Allowed IPs</th>
-            <th scope="col">Last handshake</th>
-            <th scope="col">Received</th>
-            <th scope="col">Sent</th>
-            <th scope="col">Keepalive</th>
-          </tr>
-        </thead>
+        <TableHead columns={["Peer", "Endpoint", "Allowed IPs", "Last handshake", "Received", "Sent", "Keepalive"]} />
         <tbody>
           {peers.map((p) => (
             <tr key={p.public_key}>

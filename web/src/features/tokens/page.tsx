@@ -11,6 +11,7 @@ import { QueryView } from "../../components/states.js";
 import { usePageTitle } from "../../page-title.js";
 import { useCreateAccessToken, useRevokeAccessToken } from "./mutations.js";
 import { useAccessTokens } from "./queries.js";
+import { TableHead } from "../../components/table-head.js";
 
 const TOKEN_LABELS = { name: "Name", role: "Role", expires_in_days: "Expires in (days)" } as const;
 
@@ -121,19 +122,7 @@ function TokensTable({ tokens, showUser, onRevoke }: { tokens: AccessTokenView[]
     <div className="table-wrap">
       <table className="table stack-table">
         <caption className="visually-hidden">Personal access tokens</caption>
-        <thead>
-          <tr>
-            <th scope="col">Name</th>
-            {showUser && <th scope="col">User</th>}
-            <th scope="col">Role</th>
-            <th scope="col">Created</th>
-            <th scope="col">Expires</th>
-            <th scope="col">Last used</th>
-            <th scope="col">
-              <span className="visually-hidden">Actions</span>
-            </th>
-          </tr>
-        </thead>
+        <TableHead columns={["Name", showUser && "User", "Role", "Created", "Expires", "Last used"]} hidden="Actions" />
         <tbody>
           {tokens.map((t) => (
             <tr key={t.token_id}>

@@ -11,6 +11,7 @@ import { QueryView } from "../../components/states.js";
 import { usePageTitle } from "../../page-title.js";
 import { useCreateUser, useDeleteUser, useUpdateUser } from "./mutations.js";
 import { useUsers } from "./queries.js";
+import { TableHead } from "../../components/table-head.js";
 
 /** The labels of the users' fields by wire name: how an API error names the field. */
 const USER_LABELS = { username: "Username", password: "Password", role: "Role", disabled: "Disabled" } as const;
@@ -145,17 +146,7 @@ function UsersTable({ users }: { users: UserView[] }) {
       <div className="table-wrap">
         <table className="table stack-table">
           <caption className="visually-hidden">Users</caption>
-          <thead>
-            <tr>
-              <th scope="col">Username</th>
-              <th scope="col">Role</th>
-              <th scope="col">State</th>
-              <th scope="col">Created</th>
-              <th scope="col">
-                <span className="visually-hidden">Actions</span>
-              </th>
-            </tr>
-          </thead>
+          <TableHead columns={["Username", "Role", "State", "Created"]} hidden="Actions" />
           <tbody>
             {users.map((u) => (
               <UserRow key={u.user_id} user={u} me={u.user_id === myId} busy={update.isPending} onChange={(body) => change(u, body)} onReset={() => setResetting(u)} onDelete={() => setDeleting(u)} />
