@@ -44,6 +44,15 @@ export function hasPublicEndpoint<T extends { public_address: string | null; lis
 }
 
 /**
+ * Whether a pair is direct: enabled, and a side can initiate (the other has a public endpoint).
+ * Exactly {@link checkPairIntegrity}'s route `direct` (what renders each side as the other's
+ * `[Peer]`), without building its answer: mesh writes ask it for every peer of a node.
+ */
+export function isDirectPair(a: PairSide, b: PairSide, enabled: boolean): boolean {
+  return enabled && (hasPublicEndpoint(a) || hasPublicEndpoint(b));
+}
+
+/**
  * Checks whether a mesh pair can establish a tunnel, and how.
  *
  * A side can initiate toward the other when the OTHER side has both a public address and a

@@ -31,7 +31,7 @@ import {
   type RenderPortForward,
 } from "./render-input.js";
 
-export { checkPairIntegrity, hasPublicEndpoint, HubGraph, NO_INITIATOR_REASON, type PairIntegrity, type PairSide } from "./pair-integrity.js";
+export { checkPairIntegrity, hasPublicEndpoint, HubGraph, isDirectPair, NO_INITIATOR_REASON, type PairIntegrity, type PairSide } from "./pair-integrity.js";
 export type { RenderCommon, RenderInput, RenderPeer, RenderPortForward } from "./render-input.js";
 
 /** Tunnel protocol of a config (spec §6.3 `tunnel_protocol`); declared in src/protocol/enums.ts. */

@@ -8,7 +8,7 @@
 import { performance } from "node:perf_hooks";
 import PQueue from "p-queue";
 import type { AwgParams } from "../domain/awg.js";
-import { checkPairIntegrity, ConfigRenderer, hasPublicEndpoint, HubGraph, stageConfig, type RenderCommon, type RenderInput, type RenderPeer } from "../domain/render.js";
+import { ConfigRenderer, hasPublicEndpoint, HubGraph, isDirectPair, stageConfig, type RenderCommon, type RenderInput, type RenderPeer } from "../domain/render.js";
 // The next turn of a background task: one background step per loop iteration.
 import { backgroundTurn as nextTurn } from "../lib/background-turn.js";
 import { findConfig } from "./configs.repository.js";
@@ -31,7 +31,7 @@ export type SelfSide = RenderSide & Pick<NodeRow, "private_key">;
 
 /** True when the pair `(a, b)` is rendered in both configs as each other's peer: enabled, and one side can initiate. */
 export function isPairRendered(a: RenderSide, b: RenderSide, enabled: boolean): boolean {
-  return checkPairIntegrity(a, b, enabled).status === "ok";
+  return isDirectPair(a, b, enabled);
 }
 
 /**

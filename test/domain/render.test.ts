@@ -5,10 +5,12 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import fc from "fast-check";
 import { isAppError } from "../../src/errors.js";
 import { awgParamsSchema, type AwgParams } from "../../src/domain/awg.js";
 import {
   checkPairIntegrity,
+  isDirectPair,
   HubGraph,
   NO_INITIATOR_REASON,
   renderNodeConfig,
@@ -448,4 +450,16 @@ test("checkPairIntegrity: a disabled pair is disabled whatever the endpoints", (
       hub_node_id: null,
     });
   }
+});
+
+test("isDirectPair is exactly checkPairIntegrity's direct route, for every pair of sides and either state", () => {
+  const endpoint = fc.record({ public_address: fc.constantFrom(null, "", "198.51.100.7", "vpn.example.org"), listen_port: fc.constantFrom(null, 51820) });
+  fc.assert(
+    fc.property(endpoint, endpoint, fc.boolean(), (ea, eb, enabled) => {
+      const a = { node_id: "node-a", ...ea };
+      const b = { node_id: "node-b", ...eb };
+      assert.equal(isDirectPair(a, b, enabled), checkPairIntegrity(a, b, enabled).route === "direct");
+    }),
+    { numRuns: 200 },
+  );
 });

@@ -37,8 +37,15 @@ export async function changedByNodeCreated(db: Db, node: RenderSide, hubs: HubGr
   const pairs = await listPairsOfNode(db, node.node_id, () => nextTurn());
   // A turn between reading a full mesh's pairs and working through them (each ~O(nodes) of CPU).
   await nextTurn();
-  const rendered = pairs.filter((p) => isPairRendered(node, p.peer, p.enabled === 1)).map((p) => p.peer.node_id);
-  return [node.node_id, ...rendered, ...routedPeerIds(node, pairs, hubs)];
+  // One pass, no intermediate arrays: a full mesh's create asks this of every node of the config.
+  const rendered = [node.node_id];
+  const routed: string[] = [];
+  for (const p of pairs) {
+    const enabled = p.enabled === 1;
+    if (isPairRendered(node, p.peer, enabled)) rendered.push(p.peer.node_id);
+    else if (viaHub(node, p.peer, enabled, hubs) !== null) routed.push(p.peer.node_id);
+  }
+  return [...rendered, ...routed];
 }
 
 /** The part of a node's `[Peer]` block in other configs that depends on the node (keepalive does not). */
