@@ -1,6 +1,6 @@
 import { sql } from "kysely";
 import type { Db } from "./connection.js";
-import { insertRemoval, isRemoved, parsePolicyPairId, policyCovers, policyNodesByIds, policyNodesBySeq, policyPage, policyPairId, policyRow } from "./mesh-policy.js";
+import { insertRemoval, isRemoved, parsePolicyPairId, policyCovers, policyNodesByIds, policyNodesBySeq, policyPage, policyPairIdsOf, policyRow } from "./mesh-policy.js";
 import type { MeshPairRow, NodeRow } from "./schema.js";
 
 /**
@@ -186,6 +186,7 @@ export async function listPairsOfNode(db: Db, nodeId: string, between?: () => Pr
     UNION ALL SELECT node_a AS other FROM mesh_pair_removals WHERE node_b = ${nodeId}`.execute(db);
   for (const r of removed) taken.add(r.other);
   type PolicyRow = PairOfNode["peer"] & { seq: number; own: number };
+  let pairIdWith: ((other: number) => string) | undefined;
   for (let after = Number.MIN_SAFE_INTEGER; ; ) {
     const { rows: policy } = await sql<PolicyRow>`
       SELECT n.node_id, n.name, n.public_key, n.address, n.public_address, n.listen_port, n.mode, n.hub, n.mesh_seq AS seq, v.mesh_seq AS own
@@ -193,7 +194,8 @@ export async function listPairsOfNode(db: Db, nodeId: string, between?: () => Pr
       WHERE v.node_id = ${nodeId} AND n.mesh_seq > ${after} AND ((n.mesh_seq < v.mesh_seq AND v.auto_pair = 1) OR (n.mesh_seq > v.mesh_seq AND n.auto_pair = 1))
       ORDER BY n.mesh_seq LIMIT ${POLICY_PAGE}`.execute(db);
     for (const { seq, own, ...peer } of policy) {
-      if (!taken.has(peer.node_id)) out.push({ pair_id: seq < own ? policyPairId(seq, own) : policyPairId(own, seq), enabled: 1, peer });
+      pairIdWith ??= policyPairIdsOf(own);
+      if (!taken.has(peer.node_id)) out.push({ pair_id: pairIdWith(seq), enabled: 1, peer });
     }
     const last = policy[policy.length - 1];
     if (policy.length < POLICY_PAGE || last === undefined) return out;

@@ -33,6 +33,15 @@ export function policyPairId(earlier: number, later: number): string {
   return `pair-${String(earlier).padStart(SEQ_DIGITS, "0")}-${String(later).padStart(SEQ_DIGITS, "0")}`;
 }
 
+/**
+ * {@link policyPairId} of `own` with each other node, `own`'s digits padded once: a node's
+ * pair list names a pair with every node of its config.
+ */
+export function policyPairIdsOf(own: number): (other: number) => string {
+  const mine = String(own).padStart(SEQ_DIGITS, "0");
+  return (other) => (other < own ? `pair-${String(other).padStart(SEQ_DIGITS, "0")}-${mine}` : `pair-${mine}-${String(other).padStart(SEQ_DIGITS, "0")}`);
+}
+
 /** The two `mesh_seq`s of a policy pair id, or null for any other id. */
 export function parsePolicyPairId(pairId: string): [earlier: number, later: number] | null {
   const m = POLICY_ID.exec(pairId);

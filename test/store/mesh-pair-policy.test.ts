@@ -10,6 +10,7 @@ import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
+import fc from "fast-check";
 import { Kysely, Migrator, SqliteDialect } from "kysely";
 import SQLite from "better-sqlite3";
 import { createLogger } from "../../src/logger.js";
@@ -17,6 +18,7 @@ import { Store } from "../../src/store/db.js";
 import { sqliteOf } from "../../src/store/connection.js";
 import { listPairs } from "../../src/store/mesh-pairs.repository.js";
 import { migrations } from "../../src/store/migrations.js";
+import { parsePolicyPairId, policyPairId, policyPairIdsOf } from "../../src/store/mesh-policy.js";
 import { countStore } from "../../src/store/summary.repository.js";
 
 function tempFile(t: { after(fn: () => void): void }): string {
@@ -104,4 +106,16 @@ test("migration 0016 converts a full mesh of rows to the policy: every pair is k
   assert.equal(countStore(store).mesh_pairs, old.length, "the system status counts the same pairs");
   const newTrees = treesOf(sqlite) - treesBefore;
   assert.ok(statSync(file).size < sizeBefore + newTrees * pageSize, `the file was compacted (${statSync(file).size} < ${sizeBefore} bytes + ${newTrees} new empty tables and indexes)`);
+});
+
+test("a node's policy pair ids padded once are the pair ids of the two sequence numbers in order, and parse back", () => {
+  fc.assert(
+    fc.property(fc.integer({ min: 1, max: 99_999_999 }), fc.integer({ min: 1, max: 99_999_999 }), (own, other) => {
+      fc.pre(own !== other);
+      const id = policyPairIdsOf(own)(other);
+      assert.equal(id, policyPairId(Math.min(own, other), Math.max(own, other)));
+      assert.deepEqual(parsePolicyPairId(id), [Math.min(own, other), Math.max(own, other)]);
+    }),
+    { numRuns: 300 },
+  );
 });
