@@ -36,6 +36,18 @@ export async function findAlertRule(db: Db, ruleId: string): Promise<AlertRuleWi
   return row === undefined ? undefined : (await withChannels(db, [row]))[0];
 }
 
+/** The rules that send through a channel (read before the channel is deleted: its links go with it). */
+export async function alertRuleIdsOfChannel(db: Db, channelId: string): Promise<string[]> {
+  const rows = await db.selectFrom("alert_rule_channels").select("rule_id").where("channel_id", "=", channelId).orderBy("rule_id").execute();
+  return rows.map((r) => r.rule_id);
+}
+
+/** The given rules with their channels, by name (an id naming no rule is left out). */
+export async function findAlertRules(db: Db, ruleIds: readonly string[]): Promise<AlertRuleWithChannels[]> {
+  if (ruleIds.length === 0) return [];
+  return withChannels(db, await db.selectFrom("alert_rules").selectAll().where("rule_id", "in", [...ruleIds]).orderBy("name").orderBy("rule_id").execute());
+}
+
 /** Whether another rule has `name` (without regard to case). */
 export async function alertRuleNameTaken(db: Db, name: string, exceptId?: string): Promise<boolean> {
   let q = db.selectFrom("alert_rules").select("rule_id").where("name", "=", name);
