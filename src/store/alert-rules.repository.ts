@@ -102,8 +102,14 @@ export interface AlertEngineStatements {
   rules(): AlertRuleRow[];
   ruleChannels(): Array<{ rule_id: string; channel_id: string }>;
   insertOpen(row: AlertOpenRow): void;
-  /** The open alerts of a subject (a node id, `broker`). */
+  /** The open alerts of a subject (a node id, a pair id, `broker`). */
   openOf(subject: string): AlertOpenRow[];
+  /** The open alerts of a config's nodes and pairs. */
+  openOfConfig(configId: string): AlertOpenRow[];
+  /** Every open alert of a node or a pair (all but the broker link's). */
+  openOfMesh(): AlertOpenRow[];
+  /** Whether any alert is open or held (a mesh write with none costs one statement). */
+  anyOpen(): boolean;
   deleteOpen(alertId: string): void;
   /** Held alerts due at `now`, oldest first. */
   dueHeld(now: number): AlertOpenRow[];
@@ -131,6 +137,9 @@ export function createAlertEngineStatements(conn: Connection): AlertEngineStatem
        VALUES (@alert_id, @rule_id, @event, @subject, @config_id, @node_id, @since, @due_at, @fired_at, @detail)`,
     ),
     openOf: sqlite.prepare<[string], AlertOpenRow>("SELECT * FROM alert_open WHERE subject = ? ORDER BY alert_id"),
+    openOfConfig: sqlite.prepare<[string], AlertOpenRow>("SELECT * FROM alert_open WHERE config_id = ? ORDER BY alert_id"),
+    openOfMesh: sqlite.prepare<[], AlertOpenRow>("SELECT * FROM alert_open WHERE config_id IS NOT NULL ORDER BY alert_id"),
+    anyOpen: sqlite.prepare<[], { one: number }>("SELECT 1 AS one FROM alert_open LIMIT 1"),
     deleteOpen: sqlite.prepare<[string]>("DELETE FROM alert_open WHERE alert_id = ?"),
     dueHeld: sqlite.prepare<[number], AlertOpenRow>("SELECT * FROM alert_open WHERE fired_at IS NULL AND due_at <= ? ORDER BY due_at, alert_id"),
     nextHeld: sqlite.prepare<[], { due: number | null }>("SELECT MIN(due_at) AS due FROM alert_open WHERE fired_at IS NULL"),
@@ -148,6 +157,9 @@ export function createAlertEngineStatements(conn: Connection): AlertEngineStatem
     ruleChannels: () => q.links.all(),
     insertOpen: (row) => void q.insertOpen.run(row),
     openOf: (subject) => q.openOf.all(subject),
+    openOfConfig: (configId) => q.openOfConfig.all(configId),
+    openOfMesh: () => q.openOfMesh.all(),
+    anyOpen: () => q.anyOpen.get() !== undefined,
     deleteOpen: (alertId) => void q.deleteOpen.run(alertId),
     dueHeld: (now) => q.dueHeld.all(now),
     nextHeldDue: () => q.nextHeld.get()?.due ?? null,

@@ -11,7 +11,7 @@ import type { AlertOpenRow, AlertRuleRow } from "../../store/schema.js";
 import type { AppEvents } from "../app-events.js";
 import type { MeshChange } from "../mesh/mesh-types.js";
 import { pairsOf, type PairIntegrityState } from "./pair-watch.js";
-import { commandFailedMessage, firedMessage, groupedMessage, resolvedMessage, type AlertDetail, type FailedCommand } from "./rule-messages.js";
+import { commandFailedMessage, firedMessage, groupedMessage, removedMessage, resolvedMessage, type AlertDetail, type FailedCommand } from "./rule-messages.js";
 
 /** A node whose committed projection changes (the group commit's list; `before` undefined for a node's first: never an alert). */
 export type NodeChange = CommittedChange;
@@ -170,6 +170,45 @@ export class AlertRuleEngine {
     });
   }
 
+  /**
+   * Inside a mesh write's transaction: the open alerts of the nodes it deleted, of their pairs
+   * and, when the config goes, of all its nodes and pairs close (held ones silently, fired ones
+   * with `alert.subject_removed`). A write that deletes nothing costs no statement.
+   * @returns what to run after the commit (undefined when nothing was written)
+   */
+  meshWritten(change: MeshChange): (() => void) | undefined {
+    if (this.#stopped || change.rendered === true || (change.deleted.length === 0 && change.configDeleted !== true)) return undefined;
+    if (!this.#q.anyOpen()) return undefined;
+    const gone = new Set(change.deleted);
+    return this.#run((batch) => {
+      for (const row of this.#q.openOfConfig(change.configId)) {
+        const pair = row.event === "mesh.pair_broken" ? (JSON.parse(row.detail) as AlertDetail).pair : undefined;
+        const removed = change.configDeleted === true || (row.node_id !== null && gone.has(row.node_id)) || (pair !== undefined && (gone.has(pair.node_a) || gone.has(pair.node_b)));
+        if (removed) this.#close(batch, row, "deleted");
+      }
+    });
+  }
+
+  /**
+   * Inside a snapshot restore's transaction: every node and pair was replaced (restored nodes
+   * start afresh, so nothing would ever resolve what was open), so their open alerts close as
+   * {@link meshWritten} closes a deleted node's; the broker link's stay.
+   * @returns what to run after the commit
+   */
+  restored(): (() => void) | undefined {
+    if (this.#stopped) return undefined;
+    return this.#run((batch) => {
+      for (const row of this.#q.openOfMesh()) this.#close(batch, row, "restored");
+    });
+  }
+
+  /** Closes one open alert whose subject is gone: a held one silently, a fired one with its removal message. */
+  #close(batch: Batch, row: AlertOpenRow, removed: "deleted" | "restored"): void {
+    this.#q.deleteOpen(row.alert_id);
+    const channels = this.#byId.get(row.rule_id)?.channels;
+    if (row.fired_at !== null && channels !== undefined) this.#dispatch(batch, channels, removedMessage(row, removed, batch.now));
+  }
+
   #nodeChanged(batch: Batch, c: NodeChange): void {
     const before = c.before as NodeProjection;
     let tags: string[] | undefined;
@@ -312,25 +351,19 @@ export class AlertRuleEngine {
   }
 
   /**
-   * After a committed mesh write: a deleted node's open alerts are closed silently; and, when a
-   * `mesh.pair_broken` rule exists, the pairs of the nodes it touched are read with their
+   * After a committed mesh write (a deleted node's alerts closed in its transaction:
+   * {@link meshWritten}): when a `mesh.pair_broken` rule exists, the pairs of the nodes it touched are read with their
    * integrity (derived, never stored) and compared with the open alerts: broken with none open
    * opens one (with the reason), open and no longer broken resolves.
    */
   #meshChanged(change: MeshChange): void {
     if (!this.#started || this.#stopped || change.rendered === true) return;
-    if (change.deleted.length > 0) this.#background(() => this.#forget(change.deleted));
     if (change.configDeleted === true || !this.#byEvent.has("mesh.pair_broken")) return;
     const nodes = new Set([...change.touched, ...(change.paired ?? []), ...(change.unpaired ?? []), ...change.created.map((n) => n.node_id)]);
     if (nodes.size === 0) return;
     void pairsOf(this.#d.store, change.configId, nodes)
       .then((pairs) => this.#background((batch) => this.#pairsChecked(batch, change.configId, pairs)))
       .catch((err: unknown) => this.#d.log.error({ err, config_id: change.configId }, "alert rules: mesh pairs not checked"));
-  }
-
-  /** Deleted nodes' open alerts close without a message: a held one must not fire for a node that is gone. */
-  #forget(nodeIds: readonly string[]): void {
-    for (const nodeId of nodeIds) for (const row of this.#q.openOf(nodeId)) this.#q.deleteOpen(row.alert_id);
   }
 
   #pairsChecked(batch: Batch, configId: string, pairs: readonly PairIntegrityState[]): void {
