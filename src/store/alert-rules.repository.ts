@@ -123,6 +123,11 @@ export interface AlertEngineStatements {
   takeNotices(channelId: string): string[];
   /** Channels with notices waiting (left by a previous run). */
   channelsWithNotices(): string[];
+  /**
+   * When the group window a channel's waiting notices belong to opened, ms: the channel's last
+   * alert delivered at once (not a channel test) before its oldest notice, else that notice's time.
+   */
+  windowOpenedAt(channelId: string): number | null;
   /** Runs `fn` in a transaction (a savepoint inside an open one); rethrows after rolling back. */
   inTransaction<T>(fn: () => T): T;
 }
@@ -150,6 +155,11 @@ export function createAlertEngineStatements(conn: Connection): AlertEngineStatem
     notices: sqlite.prepare<[string], { message: string }>("SELECT message FROM alert_notices WHERE channel_id = ? ORDER BY notice_id"),
     dropNotices: sqlite.prepare<[string]>("DELETE FROM alert_notices WHERE channel_id = ?"),
     noticeChannels: sqlite.prepare<[], { channel_id: string }>("SELECT DISTINCT channel_id FROM alert_notices"),
+    windowOpened: sqlite.prepare<{ c: string }, { at: number | null }>(
+      `SELECT COALESCE((SELECT MAX(d.created_at) FROM alert_deliveries d
+         WHERE d.channel_id = @c AND d.created_at <= n.first AND d.type != 'alert.test'), n.first) AS at
+       FROM (SELECT MIN(created_at) AS first FROM alert_notices WHERE channel_id = @c) n`,
+    ),
   };
   const tx = sqlite.transaction((fn: () => unknown) => fn());
   return {
@@ -173,6 +183,7 @@ export function createAlertEngineStatements(conn: Connection): AlertEngineStatem
       return rows;
     },
     channelsWithNotices: () => q.noticeChannels.all().map((r) => r.channel_id),
+    windowOpenedAt: (channelId) => q.windowOpened.get({ c: channelId })?.at ?? null,
     inTransaction: <T>(fn: () => T) => tx(fn) as T,
   };
 }

@@ -94,6 +94,9 @@ export class AlertRuleEngine {
     this.#q = createAlertEngineStatements(deps.store);
     this.#outbox = createAlertOutboxStatements(deps.store);
     this.reload();
+    // A window a previous run left open (its notices stored) stays open: what comes before
+    // start() waits behind those notices, never ahead of them.
+    for (const channelId of this.#q.channelsWithNotices()) this.#windows.set(channelId, undefined);
     deps.events.on("broker.connection_changed", () => this.#brokerChanged());
     deps.events.on("mesh.changed", (change) => this.#meshChanged(change));
   }
@@ -115,22 +118,33 @@ export class AlertRuleEngine {
     this.#nodeRules = [...byId.values()].some((r) => NODE_EVENTS.has(r.row.event));
   }
 
-  /** Arms the hold-off timer and sends what a previous run left waiting for a group window. */
+  /**
+   * Arms the hold-off timer, and the group windows a previous run left open: their notices leave
+   * when the window ends, at once when it ended while the service was down.
+   */
   start(): void {
     this.#started = true;
     this.#broker = this.#d.brokerConnected();
     this.#armHeld(this.#q.nextHeldDue());
-    for (const channelId of this.#q.channelsWithNotices()) this.#openWindow(channelId, 0);
+    const now = this.#d.clock.now();
+    for (const channelId of this.#q.channelsWithNotices()) {
+      const left = (this.#q.windowOpenedAt(channelId) ?? now) + this.#d.groupWindowMs - now;
+      if (left > 0) this.#openWindow(channelId, left);
+      else this.#closeWindow(channelId);
+    }
     // The link came back while this process was down: what was left open resolves now.
     if (this.#broker) this.#background((batch) => this.#resolve(batch, BROKER, ["broker.disconnected"]));
   }
 
-  /** Stops the timers; what is open or waiting stays stored for the next start. */
+  /**
+   * Stops the timers; what is open or waiting stays stored for the next start. The hooks keep
+   * writing (the actors' last group commit comes after): an open window's alerts still wait as
+   * notices, which the next start sends.
+   */
   stop(): void {
     this.#stopped = true;
     this.#d.clock.clearTimeout(this.#heldTimer);
     for (const t of this.#windows.values()) this.#d.clock.clearTimeout(t);
-    this.#windows.clear();
   }
 
   /**
@@ -139,7 +153,7 @@ export class AlertRuleEngine {
    * @returns what to run after the commit (undefined when nothing was written)
    */
   nodeChanges(changes: readonly NodeChange[]): (() => void) | undefined {
-    if (!this.#nodeRules || this.#stopped) return undefined;
+    if (!this.#nodeRules) return undefined;
     let relevant: NodeChange[] | undefined;
     for (const c of changes) {
       const b = c.before;
@@ -159,7 +173,7 @@ export class AlertRuleEngine {
    */
   commandFinished(c: Omit<FailedCommand, "nodeName">): (() => void) | undefined {
     const rules = this.#byEvent.get("command.failed");
-    if (rules === undefined || this.#stopped || !["push_config", "start", "stop"].includes(c.action)) return undefined;
+    if (rules === undefined || !["push_config", "start", "stop"].includes(c.action)) return undefined;
     return this.#run((batch) => {
       let tags: string[] | undefined;
       const nodeTags = () => (tags ??= this.#q.nodeTags(c.nodeId));
@@ -177,7 +191,7 @@ export class AlertRuleEngine {
    * @returns what to run after the commit (undefined when nothing was written)
    */
   meshWritten(change: MeshChange): (() => void) | undefined {
-    if (this.#stopped || change.rendered === true || (change.deleted.length === 0 && change.configDeleted !== true)) return undefined;
+    if (change.rendered === true || (change.deleted.length === 0 && change.configDeleted !== true)) return undefined;
     if (!this.#q.anyOpen()) return undefined;
     const gone = new Set(change.deleted);
     return this.#run((batch) => {
@@ -196,7 +210,6 @@ export class AlertRuleEngine {
    * @returns what to run after the commit
    */
   restored(): (() => void) | undefined {
-    if (this.#stopped) return undefined;
     return this.#run((batch) => {
       for (const row of this.#q.openOfMesh()) this.#close(batch, row, "restored");
     });
