@@ -110,6 +110,10 @@ export interface AlertEngineStatements {
   openOfMesh(): AlertOpenRow[];
   /** Whether any alert is open or held (a mesh write with none costs one statement). */
   anyOpen(): boolean;
+  /** The open `mesh.pair_broken` alerts. */
+  openPairAlerts(): AlertOpenRow[];
+  /** Every node without a public endpoint (address and listen port), by config: only two such can make a broken pair. */
+  privateNodes(): Array<{ config_id: string; node_id: string }>;
   deleteOpen(alertId: string): void;
   /** Held alerts due at `now`, oldest first. */
   dueHeld(now: number): AlertOpenRow[];
@@ -145,6 +149,8 @@ export function createAlertEngineStatements(conn: Connection): AlertEngineStatem
     openOfConfig: sqlite.prepare<[string], AlertOpenRow>("SELECT * FROM alert_open WHERE config_id = ? ORDER BY alert_id"),
     openOfMesh: sqlite.prepare<[], AlertOpenRow>("SELECT * FROM alert_open WHERE config_id IS NOT NULL ORDER BY alert_id"),
     anyOpen: sqlite.prepare<[], { one: number }>("SELECT 1 AS one FROM alert_open LIMIT 1"),
+    openPairs: sqlite.prepare<[], AlertOpenRow>("SELECT * FROM alert_open WHERE event = 'mesh.pair_broken' ORDER BY alert_id"),
+    privateNodes: sqlite.prepare<[], { config_id: string; node_id: string }>("SELECT config_id, node_id FROM nodes WHERE public_address IS NULL OR public_address = '' OR listen_port IS NULL"),
     deleteOpen: sqlite.prepare<[string]>("DELETE FROM alert_open WHERE alert_id = ?"),
     dueHeld: sqlite.prepare<[number], AlertOpenRow>("SELECT * FROM alert_open WHERE fired_at IS NULL AND due_at <= ? ORDER BY due_at, alert_id"),
     nextHeld: sqlite.prepare<[], { due: number | null }>("SELECT MIN(due_at) AS due FROM alert_open WHERE fired_at IS NULL"),
@@ -170,6 +176,8 @@ export function createAlertEngineStatements(conn: Connection): AlertEngineStatem
     openOfConfig: (configId) => q.openOfConfig.all(configId),
     openOfMesh: () => q.openOfMesh.all(),
     anyOpen: () => q.anyOpen.get() !== undefined,
+    openPairAlerts: () => q.openPairs.all(),
+    privateNodes: () => q.privateNodes.all(),
     deleteOpen: (alertId) => void q.deleteOpen.run(alertId),
     dueHeld: (now) => q.dueHeld.all(now),
     nextHeldDue: () => q.nextHeld.get()?.due ?? null,

@@ -6,7 +6,9 @@
  * the rule is created or enabled.
  */
 import assert from "node:assert/strict";
+import { join } from "node:path";
 import { test } from "node:test";
+import SQLite from "better-sqlite3";
 import type { NodeProjection } from "../../src/actors/projection.js";
 import type { AlertMessage } from "../../src/protocol/alerts.schema.js";
 import { sqliteOf } from "../../src/store/connection.js";
@@ -25,7 +27,7 @@ function goes(h: AlertsHarness, n: { configId: string; nodeId: string }, presenc
 /** Every message the engine wrote for a channel, in order: its deliveries (a grouped one as what it lists), then the notices waiting for its window. */
 function said(h: AlertsHarness, channelId: string): AlertMessage[] {
   const sqlite = sqliteOf(h.server.store);
-  const sent = sqlite.prepare("SELECT message FROM alert_deliveries WHERE channel_id = ? ORDER BY created_at, delivery_id").all(channelId) as Array<{ message: string }>;
+  const sent = sqlite.prepare("SELECT message FROM alert_deliveries WHERE channel_id = ? ORDER BY created_at, rowid").all(channelId) as Array<{ message: string }>;
   const waiting = sqlite.prepare("SELECT message FROM alert_notices WHERE channel_id = ? ORDER BY notice_id").all(channelId) as Array<{ message: string }>;
   return [...sent, ...waiting].flatMap((r) => {
     const m = JSON.parse(r.message) as AlertMessage;
@@ -89,4 +91,38 @@ test("a removed subject's open alerts close with the removal: fired ones with al
   assert.equal((await h.req("POST", `/api/v1/backups/${snap.json.snapshot_id}/restore`)).status, 200);
   assert.deepEqual(open(h), []);
   assert.deepEqual(said(h, ch).slice(5).map((m) => [m.type, m.data.node_id, m.data.removed]), [["alert.subject_removed", gw.nodeId, "restored"]]);
+});
+
+test("pairs broken before their rule, or healed and broken while the backend was down, are rechecked: on the rule's creation and at start-up", async (t) => {
+  let h = await startAlerts(t);
+  const a = await config(h, "a", "10.67.0.0/24");
+  const gw = await node(h, a, "gw", true);
+  const lap = await node(h, a, "lap", false);
+  await node(h, a, "pub", true);
+  const ch = (await createChannel(h, { name: "ops", kind: "webhook", url: "http://127.0.0.1:9/hook" })).channel_id as string;
+  assert.equal((await h.req("PATCH", `/api/v1/configs/${a}/nodes/${gw.nodeId}`, { public_address: null })).status, 200);
+  assert.deepEqual(open(h), [], "no rule yet");
+
+  const rule = await h.req("POST", "/api/v1/alerts/rules", { name: "pairs", event: "mesh.pair_broken", channel_ids: [ch] });
+  assert.equal(rule.status, 201);
+  await until(() => open(h).length === 1, "the pair broken before the rule");
+  assert.deepEqual(said(h, ch).map((m) => [m.type, [m.data.node_a, m.data.node_b].sort()]), [["mesh.pair_broken", [gw.nodeId, lap.nodeId].sort()]]);
+
+  // Healed while the backend is down: resolved at start-up.
+  const file = join(h.dataDir, "svc.db");
+  const write = (sql: string) => {
+    const db = new SQLite(file);
+    db.prepare(sql).run(gw.nodeId);
+    db.close();
+  };
+  await h.server.close();
+  write("UPDATE nodes SET public_address = '192.0.2.10' WHERE node_id = ?");
+  h = await startAlerts(t, {}, {}, { dataDir: h.dataDir, clock: h.clock, logs: h.logs });
+  await until(() => open(h).length === 0, "resolved at start-up");
+  // Broken again while down: alerted at start-up.
+  await h.server.close();
+  write("UPDATE nodes SET public_address = NULL WHERE node_id = ?");
+  h = await startAlerts(t, {}, {}, { dataDir: h.dataDir, clock: h.clock, logs: h.logs });
+  await until(() => open(h).length === 1, "alerted at start-up");
+  assert.deepEqual(said(h, ch).map((m) => m.type), ["mesh.pair_broken", "mesh.pair_broken.resolved", "mesh.pair_broken"]);
 });

@@ -10,7 +10,7 @@ import type { Store } from "../../store/db.js";
 import type { AlertOpenRow, AlertRuleRow } from "../../store/schema.js";
 import type { AppEvents } from "../app-events.js";
 import type { MeshChange } from "../mesh/mesh-types.js";
-import { pairsOf, type PairIntegrityState } from "./pair-watch.js";
+import { pairsOf, pairsToRecheck, type PairIntegrityState } from "./pair-watch.js";
 import { commandFailedMessage, firedMessage, groupedMessage, removedMessage, resolvedMessage, type AlertDetail, type FailedCommand } from "./rule-messages.js";
 
 /** A node whose committed projection changes (the group commit's list; `before` undefined for a node's first: never an alert). */
@@ -81,6 +81,8 @@ export class AlertRuleEngine {
   /** Every rule by id, disabled ones too (their fired alerts' resolutions still go out). */
   #byId = new Map<string, CachedRule>();
   #nodeRules = false;
+  /** The `mesh.pair_broken` rules that count (enabled, with a channel). */
+  #pairRules = new Set<string>();
   /** Open group windows by channel: the timer that closes each. */
   readonly #windows = new Map<string, unknown>();
   #heldTimer: unknown;
@@ -112,8 +114,12 @@ export class AlertRuleEngine {
       byId.set(row.rule_id, rule);
       if (row.enabled === 1 && rule.channels.length > 0) byEvent.set(row.event, [...(byEvent.get(row.event) ?? []), rule]);
     }
+    const pairRulesBefore = this.#pairRules;
+    this.#pairRules = new Set((byEvent.get("mesh.pair_broken") ?? []).map((r) => r.row.rule_id));
     this.#byEvent = byEvent;
     this.#byId = byId;
+    // A pair rule that starts to count sees the pairs broken before it.
+    if (this.#started && !this.#stopped && [...this.#pairRules].some((id) => !pairRulesBefore.has(id))) this.#recheckPairs();
     // A disabled rule's fired alerts are still resolved: the hot path looks while any node rule exists.
     this.#nodeRules = [...byId.values()].some((r) => NODE_EVENTS.has(r.row.event));
   }
@@ -132,6 +138,7 @@ export class AlertRuleEngine {
       if (left > 0) this.#openWindow(channelId, left);
       else this.#closeWindow(channelId);
     }
+    if (this.#pairRules.size > 0) this.#recheckPairs();
     // The link came back while this process was down: what was left open resolves now.
     if (this.#broker) this.#background((batch) => this.#resolve(batch, BROKER, ["broker.disconnected"]));
   }
@@ -379,6 +386,36 @@ export class AlertRuleEngine {
       .catch((err: unknown) => this.#d.log.error({ err, config_id: change.configId }, "alert rules: mesh pairs not checked"));
   }
 
+  /**
+   * A full check of the pairs against the open pair alerts: at start-up (a pair may have broken
+   * or healed while the service was down) and when a pair rule starts to count (created, enabled,
+   * given a channel: pairs broken before it). Per config, the pairs {@link pairsToRecheck} reads;
+   * an open alert whose pair is no longer among them (deleted meanwhile) closes as deleted.
+   */
+  #recheckPairs(): void {
+    void this.#d.store
+      .whenIdle(() => ({ open: this.#q.openPairAlerts(), priv: this.#q.privateNodes() }))
+      .then(async ({ open, priv }) => {
+        const configs = new Map<string, { priv: string[]; sides: string[] }>();
+        const of = (configId: string) => configs.get(configId) ?? configs.set(configId, { priv: [], sides: [] }).get(configId) ?? { priv: [], sides: [] };
+        for (const n of priv) of(n.config_id).priv.push(n.node_id);
+        for (const row of open) {
+          const pair = (JSON.parse(row.detail) as AlertDetail).pair;
+          if (row.config_id !== null && pair !== undefined) of(row.config_id).sides.push(pair.node_a, pair.node_b);
+        }
+        for (const [configId, c] of configs) {
+          const pairs = await pairsToRecheck(this.#d.store, configId, c.priv, c.sides);
+          this.#background((batch) => {
+            this.#pairsChecked(batch, configId, pairs);
+            const seen = new Set(pairs.map((p) => p.pair_id));
+            for (const row of this.#q.openOfConfig(configId)) if (row.event === "mesh.pair_broken" && !seen.has(row.subject)) this.#close(batch, row, "deleted");
+          });
+        }
+      })
+      .catch((err: unknown) => this.#d.log.error({ err }, "alert rules: mesh pairs not rechecked"));
+  }
+
+  /** Compares pairs with their open alerts: broken opens one per covering rule that has none (with the reason); no longer broken resolves. */
   #pairsChecked(batch: Batch, configId: string, pairs: readonly PairIntegrityState[]): void {
     for (const p of pairs) {
       const open = this.#q.openOf(p.pair_id).filter((r) => r.event === "mesh.pair_broken");
@@ -386,12 +423,12 @@ export class AlertRuleEngine {
         if (open.length > 0) this.#resolve(batch, p.pair_id, ["mesh.pair_broken"]);
         continue;
       }
-      if (open.length > 0) continue;
+      const alerted = new Set(open.map((r) => r.rule_id));
       const tags = new Map<string, string[]>();
       const tagsOf = (nodeId: string) => () => tags.get(nodeId) ?? (tags.set(nodeId, this.#q.nodeTags(nodeId)), tags.get(nodeId) ?? []);
       const label = `${this.#q.nodeName(p.node_a) ?? p.node_a} ↔ ${this.#q.nodeName(p.node_b) ?? p.node_b}`;
       const detail: AlertDetail = { reason: p.reason ?? "broken", pair: { node_a: p.node_a, node_b: p.node_b, label } };
-      const covers = (rule: AlertRuleRow) => inScope(rule, configId, p.node_a, tagsOf(p.node_a)) || inScope(rule, configId, p.node_b, tagsOf(p.node_b));
+      const covers = (rule: AlertRuleRow) => !alerted.has(rule.rule_id) && (inScope(rule, configId, p.node_a, tagsOf(p.node_a)) || inScope(rule, configId, p.node_b, tagsOf(p.node_b)));
       this.#open(batch, "mesh.pair_broken", { configId, subject: p.pair_id, covers }, detail);
     }
   }
