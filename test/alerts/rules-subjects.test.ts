@@ -3,7 +3,7 @@
  * its config deleted, and a snapshot restore, close their open alerts in the same transaction
  * (fired ones with `alert.subject_removed`, held ones silently and never firing later); a pair
  * that broke while the backend was down, or before its rule existed, alerts at start-up and when
- * the rule is created or enabled.
+ * the rule is created or enabled. Fired and resolved alerts are counted by event (`/metrics`).
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
@@ -91,6 +91,15 @@ test("a removed subject's open alerts close with the removal: fired ones with al
   assert.equal((await h.req("POST", `/api/v1/backups/${snap.json.snapshot_id}/restore`)).status, 200);
   assert.deepEqual(open(h), []);
   assert.deepEqual(said(h, ch).slice(5).map((m) => [m.type, m.data.node_id, m.data.removed]), [["alert.subject_removed", gw.nodeId, "restored"]]);
+
+  // Counted by rule event: each fired once and resolved once (held ones that never fired: neither).
+  const counts = async (name: string) => {
+    const values = (await h.server.metrics.registry.getSingleMetric(name)?.get())?.values ?? [];
+    return Object.fromEntries(values.map((v) => [String(v.labels.event), v.value]));
+  };
+  const each = { "mesh.pair_broken": 1, "node.dropped": 1, "node.offline": 1 };
+  assert.deepEqual(await counts("svc_alert_fired_total"), each);
+  assert.deepEqual(await counts("svc_alert_resolved_total"), each);
 });
 
 test("pairs broken before their rule, or healed and broken while the backend was down, are rechecked: on the rule's creation and at start-up", async (t) => {

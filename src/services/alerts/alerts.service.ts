@@ -45,8 +45,11 @@ export interface AlertsServiceDeps {
   timeoutMs?: number;
   /** [0, 1) for the retry jitter. */
   random?: () => number;
-  /** The alert rules' cache, re-read when a channel is deleted (it leaves every rule it was in). */
-  rules?: { reload(): void };
+  /**
+   * The alert rules' cache, re-read when a channel is deleted (it leaves every rule it was in);
+   * its counters join the delivery counters in `metrics`.
+   */
+  rules?: { reload(): void; registerMetrics?(registry: Registry): void };
 }
 
 /** Per attempt: the Standard Webhooks recommendation. */
@@ -69,6 +72,7 @@ export class AlertsService {
     const registers = [deps.metrics];
     this.#attempts = new Counter({ name: "svc_alert_delivery_attempts_total", help: "Alert delivery attempts by channel and result (delivered, retrying, failed: no retry left)", labelNames: ["channel_id", "status"] as const, registers });
     this.#disabled = new Counter({ name: "svc_alert_channels_disabled_total", help: "Alert channels the delivery worker disabled (410 Gone, or failing for SVC_ALERTS_DISABLE_AFTER_H)", labelNames: ["channel_id"] as const, registers });
+    deps.rules?.registerMetrics?.(deps.metrics);
     const ctx = { clock: deps.clock, timeoutMs: deps.timeoutMs ?? ATTEMPT_TIMEOUT_MS, allowPrivate: deps.settings.alertsAllowPrivateTargets, lookup: deps.lookup ?? systemLookup };
     this.#worker = new DeliveryWorker({
       store: deps.store,

@@ -1,3 +1,4 @@
+import { Counter, type Registry } from "prom-client";
 import type { NodeProjection } from "../../actors/projection.js";
 import type { CommittedChange } from "../../actors/registry.js";
 import type { Clock } from "../../lib/clock.js";
@@ -25,6 +26,9 @@ interface Batch {
   enqueued: number;
   /** The earliest held alert written, ms. */
   heldDue: number | null;
+  /** Events of the alerts fired and resolved (counted after the commit). */
+  fired: string[];
+  resolved: string[];
 }
 
 /** What an alert is about: a node, a mesh pair, the broker link; and which rules cover it. */
@@ -90,6 +94,8 @@ export class AlertRuleEngine {
   #broker: boolean | undefined;
   #started = false;
   #stopped = false;
+  readonly #fired = new Counter({ name: "svc_alert_fired_total", help: "Alerts the rules fired (held for their for_s, or at once), by rule event", labelNames: ["event"] as const, registers: [] });
+  readonly #resolved = new Counter({ name: "svc_alert_resolved_total", help: "Fired alerts resolved (their condition cleared, or their subject removed), by rule event", labelNames: ["event"] as const, registers: [] });
 
   constructor(deps: AlertRuleEngineDeps) {
     this.#d = deps;
@@ -101,6 +107,12 @@ export class AlertRuleEngine {
     for (const channelId of this.#q.channelsWithNotices()) this.#windows.set(channelId, undefined);
     deps.events.on("broker.connection_changed", () => this.#brokerChanged());
     deps.events.on("mesh.changed", (change) => this.#meshChanged(change));
+  }
+
+  /** Adds the engine's counters (`svc_alert_fired_total`, `svc_alert_resolved_total`) to the registry `/metrics` renders. */
+  registerMetrics(registry: Registry): void {
+    registry.registerMetric(this.#fired);
+    registry.registerMetric(this.#resolved);
   }
 
   /** Re-reads the rules (after a rule or a channel changed). */
@@ -186,7 +198,9 @@ export class AlertRuleEngine {
       const nodeTags = () => (tags ??= this.#q.nodeTags(c.nodeId));
       const failed = { ...c, nodeName: this.#q.nodeName(c.nodeId) };
       for (const rule of rules) {
-        if (inScope(rule.row, c.configId, c.nodeId, nodeTags)) this.#dispatch(batch, rule.channels, commandFailedMessage(failed, rule.row, batch.now));
+        if (!inScope(rule.row, c.configId, c.nodeId, nodeTags)) continue;
+        this.#dispatch(batch, rule.channels, commandFailedMessage(failed, rule.row, batch.now));
+        batch.fired.push("command.failed");
       }
     });
   }
@@ -227,6 +241,12 @@ export class AlertRuleEngine {
     this.#q.deleteOpen(row.alert_id);
     const channels = this.#byId.get(row.rule_id)?.channels;
     if (row.fired_at !== null && channels !== undefined) this.#dispatch(batch, channels, removedMessage(row, removed, batch.now));
+    if (row.fired_at !== null) batch.resolved.push(row.event);
+  }
+
+  #fire(batch: Batch, rule: CachedRule, row: AlertOpenRow): void {
+    this.#dispatch(batch, rule.channels, firedMessage(row, rule.row, batch.now));
+    batch.fired.push(row.event);
   }
 
   #nodeChanged(batch: Batch, c: NodeChange): void {
@@ -259,7 +279,7 @@ export class AlertRuleEngine {
         fired_at: rule.row.for_s === 0 ? batch.now : null, detail: JSON.stringify(named),
       };
       this.#q.insertOpen(row);
-      if (row.fired_at !== null) this.#dispatch(batch, rule.channels, firedMessage(row, rule.row, batch.now));
+      if (row.fired_at !== null) this.#fire(batch, rule, row);
       else batch.heldDue = Math.min(batch.heldDue ?? due, due);
     }
   }
@@ -271,6 +291,7 @@ export class AlertRuleEngine {
       this.#q.deleteOpen(row.alert_id);
       const channels = this.#byId.get(row.rule_id)?.channels;
       if (row.fired_at !== null && channels !== undefined) this.#dispatch(batch, channels, resolvedMessage(row, batch.now));
+      if (row.fired_at !== null) batch.resolved.push(row.event);
     }
   }
 
@@ -303,7 +324,7 @@ export class AlertRuleEngine {
    * @returns what applies the batch to memory, to run after the commit
    */
   #run(fn: (batch: Batch) => void): (() => void) | undefined {
-    const batch: Batch = { now: this.#d.clock.now(), opened: new Set(), enqueued: 0, heldDue: null };
+    const batch: Batch = { now: this.#d.clock.now(), opened: new Set(), enqueued: 0, heldDue: null, fired: [], resolved: [] };
     try {
       this.#q.inTransaction(() => fn(batch));
     } catch (err) {
@@ -314,6 +335,8 @@ export class AlertRuleEngine {
   }
 
   #applied(batch: Batch): void {
+    for (const event of batch.fired) this.#fired.inc({ event });
+    for (const event of batch.resolved) this.#resolved.inc({ event });
     if (this.#stopped) return;
     for (const channelId of batch.opened) this.#openWindow(channelId, this.#d.groupWindowMs);
     if (batch.heldDue !== null) this.#armHeld(batch.heldDue);
@@ -364,7 +387,7 @@ export class AlertRuleEngine {
           continue;
         }
         this.#q.markFired(row.alert_id, batch.now);
-        this.#dispatch(batch, rule.channels, firedMessage(row, rule.row, batch.now));
+        this.#fire(batch, rule, row);
       }
       batch.heldDue = this.#q.nextHeldDue();
     });
