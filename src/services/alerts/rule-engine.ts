@@ -420,18 +420,25 @@ export class AlertRuleEngine {
       .whenIdle(() => ({ open: this.#q.openPairAlerts(), priv: this.#q.privateNodes() }))
       .then(async ({ open, priv }) => {
         const configs = new Map<string, { priv: string[]; sides: string[] }>();
-        const of = (configId: string) => configs.get(configId) ?? configs.set(configId, { priv: [], sides: [] }).get(configId) ?? { priv: [], sides: [] };
+        const of = (configId: string) => {
+          let c = configs.get(configId);
+          if (c === undefined) configs.set(configId, (c = { priv: [], sides: [] }));
+          return c;
+        };
         for (const n of priv) of(n.config_id).priv.push(n.node_id);
         for (const row of open) {
           const pair = (JSON.parse(row.detail) as AlertDetail).pair;
           if (row.config_id !== null && pair !== undefined) of(row.config_id).sides.push(pair.node_a, pair.node_b);
         }
+        const wasOpen = new Set(open.map((r) => r.alert_id)); // an alert opened since was checked by its own write
         for (const [configId, c] of configs) {
           const pairs = await pairsToRecheck(this.#d.store, configId, c.priv, c.sides);
+          const seen = new Set(pairs.map((p) => p.pair_id));
           this.#background((batch) => {
             this.#pairsChecked(batch, configId, pairs);
-            const seen = new Set(pairs.map((p) => p.pair_id));
-            for (const row of this.#q.openOfConfig(configId)) if (row.event === "mesh.pair_broken" && !seen.has(row.subject)) this.#close(batch, row, "deleted");
+            for (const row of this.#q.openOfConfig(configId)) {
+              if (row.event === "mesh.pair_broken" && wasOpen.has(row.alert_id) && !seen.has(row.subject)) this.#close(batch, row, "deleted");
+            }
           });
         }
       })
