@@ -102,7 +102,7 @@ test("a removed subject's open alerts close with the removal: fired ones with al
   assert.deepEqual(await counts("svc_alert_resolved_total"), each);
 });
 
-test("pairs broken before their rule, or healed and broken while the backend was down, are rechecked: on the rule's creation and at start-up", async (t) => {
+test("pairs broken before their rule, or healed and broken while the backend was down, are rechecked: on the rule's creation and at start-up; a deleted pair's alert closes", async (t) => {
   let h = await startAlerts(t);
   const a = await config(h, "a", "10.67.0.0/24");
   const gw = await node(h, a, "gw", true);
@@ -134,4 +134,10 @@ test("pairs broken before their rule, or healed and broken while the backend was
   h = await startAlerts(t, {}, {}, { dataDir: h.dataDir, clock: h.clock, logs: h.logs });
   await until(() => open(h).length === 1, "alerted at start-up");
   assert.deepEqual(said(h, ch).map((m) => m.type), ["mesh.pair_broken", "mesh.pair_broken.resolved", "mesh.pair_broken"]);
+
+  // The pair deleted: its alert closes as deleted.
+  const pairId = open(h)[0]?.subject;
+  assert.equal((await h.req("DELETE", `/api/v1/configs/${a}/mesh-pairs/${pairId}`)).status, 204);
+  await until(() => open(h).length === 0, "the deleted pair's alert closed");
+  assert.deepEqual(said(h, ch).slice(3).map((m) => [m.type, m.data.pair_id, m.data.removed]), [["alert.subject_removed", pairId, "deleted"]]);
 });

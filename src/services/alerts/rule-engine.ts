@@ -404,8 +404,14 @@ export class AlertRuleEngine {
     if (change.configDeleted === true || !this.#byEvent.has("mesh.pair_broken")) return;
     const nodes = new Set([...change.touched, ...(change.paired ?? []), ...(change.unpaired ?? []), ...change.created.map((n) => n.node_id)]);
     if (nodes.size === 0) return;
+    const readAt = this.#d.clock.now();
     void pairsOf(this.#d.store, change.configId, nodes)
-      .then((pairs) => this.#background((batch) => this.#pairsChecked(batch, change.configId, pairs)))
+      .then((pairs) =>
+        this.#background((batch) => {
+          this.#pairsChecked(batch, change.configId, pairs);
+          if (change.paired !== undefined) this.#pairGone(batch, change.configId, change.paired, pairs, readAt);
+        }),
+      )
       .catch((err: unknown) => this.#d.log.error({ err, config_id: change.configId }, "alert rules: mesh pairs not checked"));
   }
 
@@ -443,6 +449,15 @@ export class AlertRuleEngine {
         }
       })
       .catch((err: unknown) => this.#d.log.error({ err }, "alert rules: mesh pairs not rechecked"));
+  }
+
+  /** A pair this write deleted (its two sides, no longer among `pairs`): its alerts open when they were read close as deleted. */
+  #pairGone(batch: Batch, configId: string, sides: readonly string[], pairs: readonly PairIntegrityState[], readAt: number): void {
+    const seen = new Set(pairs.map((p) => p.pair_id));
+    for (const row of this.#q.openOfConfig(configId)) {
+      const pair = row.event === "mesh.pair_broken" && row.since <= readAt && !seen.has(row.subject) ? (JSON.parse(row.detail) as AlertDetail).pair : undefined;
+      if (pair !== undefined && sides.includes(pair.node_a) && sides.includes(pair.node_b)) this.#close(batch, row, "deleted");
+    }
   }
 
   /** Compares pairs with their open alerts: broken opens one per covering rule that has none (with the reason); no longer broken resolves. */
