@@ -175,7 +175,7 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
     const alertEngine = new AlertRuleEngine({ store, clock, log: log.child({ name: "alerts" }), events, groupWindowMs: settings.alertsGroupWindowMs, brokerConnected: () => mqtt.connected() });
     const actors = createActorParts({ ...core, mqtt, alertEngine });
     const { registry } = actors;
-    const mesh = new MeshService({ store, clock, mqttEnabled: settings.mqttEnabled, log, hooks: meshAfterCommit({ clock, registry, mqtt, events }) });
+    const mesh = new MeshService({ store, clock, mqttEnabled: settings.mqttEnabled, log, hooks: { ...meshAfterCommit({ clock, registry, mqtt, events }), inCommit: (change) => alertEngine.meshWritten(change) } });
     lifecycle.defer(() => mesh.settled()); // a large write's after-commit rendering ends before the store closes
     const live = await createLiveServices({ ...core, ...actors, mqtt, vault, auth, mesh, hubOptions: overrides.hub });
     const { hub, status, mqttSettings, publicUrl, control, notifier, metrics, detect } = live;
@@ -185,7 +185,7 @@ export async function createServer(settings: Settings, log: Logger, overrides: S
     alertEngine.start();
 
     const artifacts = new ArtifactsService({ settings, store, clock, log: log.child({ name: "artifacts" }), downloads, publicUrl: () => publicUrl.current() });
-    const backups = new BackupsService({ settings, store, clock, log: log.child({ name: "backups" }), downloads, mesh, registry, hub, status: countedAfresh(notifier, status) });
+    const backups = new BackupsService({ settings, store, clock, log: log.child({ name: "backups" }), downloads, mesh, registry, hub, status: countedAfresh(notifier, status), inRestore: () => alertEngine.restored() });
     const { detectTimeoutMs, bindTokenTtlMs, onlineTtlMs, timelineMaxPerNode } = settings;
     const machines = new MachinesService({ store, registry, detectTimeoutMs, bindTokenTtlMs, onlineTtlMs, timelineMaxPerNode });
     const internalAuthz = { sharedKey: () => authzKey, resolve: (username: string) => resolveIdentity(accounts, settings, username) };

@@ -88,6 +88,11 @@ export interface BackupsServiceDeps {
    * restore changes the whole mesh). Optional: without it a restore publishes the config list only.
    */
   status?: () => Promise<SystemStatus>;
+  /**
+   * Runs inside a restore's replacing transaction (the alert rules close the replaced nodes' and
+   * pairs' open alerts with it); what it answers runs after the commit.
+   */
+  inRestore?: () => (() => void) | undefined;
 }
 
 /**
@@ -256,7 +261,8 @@ export class BackupsService {
    *    nodes start fresh, dynamic ones re-bind) and every node config is re-rendered
    *    ({@link sanitizeSnapshotDatabase});
    * 4. ONE transaction on the live connection replaces every data table ({@link DATA_TABLES})
-   *    with the copy's rows, drops every bind token and revokes node config download tokens;
+   *    with the copy's rows, drops every bind token, revokes node config download tokens and
+   *    closes the open alerts of the nodes and pairs it replaced (`inRestore`);
    * 5. every node actor is rehydrated from the store (a node that cannot be is quarantined,
    *    never a failure), clients that were bound are revoked at the broker, and the console is
    *    told (snapshot list, config list, system status).
@@ -283,9 +289,12 @@ export class BackupsService {
         let reloading: Promise<number> | undefined;
         // On the read path's hold: no request transaction is open while the tables change.
         await store.read((conn) => {
-          replaceDataFromSnapshot(conn, dbFile, (table) => invalidSnapshot(`table ${table} differs from this server's schema`));
+          let applied: (() => void) | undefined;
+          const inRestore = () => void (applied = this.deps.inRestore?.());
+          replaceDataFromSnapshot(conn, dbFile, (table) => invalidSnapshot(`table ${table} differs from this server's schema`), inRestore);
           // Synchronously after the commit: no queued write of an old actor can land in between.
           reloading = registry.reload();
+          applied?.();
         });
         const actors = await reloading;
         log.info({ snapshot_id: snapshotId, actors, ...restored }, "snapshot restored");

@@ -167,10 +167,9 @@ export class MeshService {
         await tokensRepo.deleteDownloadTokensOf(trx, "node_config", `${configId}/${node.node_id}`);
       }
       await configsRepo.deleteConfig(trx, configId);
-      const deleted = nodes.map((n) => n.node_id);
-      afterCommit(() =>
-        this.#hooks?.afterCommit({ configId, configDeleted: true, created: [], deleted, modeChanged: [], staged: [], touched: [] }),
-      );
+      const change: MeshChange = { configId, configDeleted: true, created: [], deleted: nodes.map((n) => n.node_id), modeChanged: [], staged: [], touched: [] };
+      const applied = this.#hooks?.inCommit?.(change);
+      afterCommit(() => (applied?.(), this.#hooks?.afterCommit(change)));
     });
   }
 
@@ -442,7 +441,9 @@ export class MeshService {
       ...(extra.paired === undefined ? {} : { paired: extra.paired }),
       ...(extra.unpaired === undefined ? {} : { unpaired: extra.unpaired }),
     };
+    const applied = this.#hooks?.inCommit?.(change);
     afterCommit(() => {
+      applied?.();
       const settled = this.#hooks?.afterCommit(change);
       if (deferred.length > 0) this.#rendering().afterCommit(configId, deferred);
       return settled;

@@ -36,6 +36,18 @@ export async function findAlertRule(db: Db, ruleId: string): Promise<AlertRuleWi
   return row === undefined ? undefined : (await withChannels(db, [row]))[0];
 }
 
+/** The rules that send through a channel (read before the channel is deleted: its links go with it). */
+export async function alertRuleIdsOfChannel(db: Db, channelId: string): Promise<string[]> {
+  const rows = await db.selectFrom("alert_rule_channels").select("rule_id").where("channel_id", "=", channelId).orderBy("rule_id").execute();
+  return rows.map((r) => r.rule_id);
+}
+
+/** The given rules with their channels, by name (an id naming no rule is left out). */
+export async function findAlertRules(db: Db, ruleIds: readonly string[]): Promise<AlertRuleWithChannels[]> {
+  if (ruleIds.length === 0) return [];
+  return withChannels(db, await db.selectFrom("alert_rules").selectAll().where("rule_id", "in", [...ruleIds]).orderBy("name").orderBy("rule_id").execute());
+}
+
 /** Whether another rule has `name` (without regard to case). */
 export async function alertRuleNameTaken(db: Db, name: string, exceptId?: string): Promise<boolean> {
   let q = db.selectFrom("alert_rules").select("rule_id").where("name", "=", name);
@@ -90,8 +102,18 @@ export interface AlertEngineStatements {
   rules(): AlertRuleRow[];
   ruleChannels(): Array<{ rule_id: string; channel_id: string }>;
   insertOpen(row: AlertOpenRow): void;
-  /** The open alerts of a subject (a node id, `broker`). */
+  /** The open alerts of a subject (a node id, a pair id, `broker`). */
   openOf(subject: string): AlertOpenRow[];
+  /** The open alerts of a config's nodes and pairs. */
+  openOfConfig(configId: string): AlertOpenRow[];
+  /** Every open alert of a node or a pair (all but the broker link's). */
+  openOfMesh(): AlertOpenRow[];
+  /** Whether any alert is open or held (a mesh write with none costs one statement). */
+  anyOpen(): boolean;
+  /** The open `mesh.pair_broken` alerts. */
+  openPairAlerts(): AlertOpenRow[];
+  /** Every node without a public endpoint (address and listen port), by config: only two such can make a broken pair. */
+  privateNodes(): Array<{ config_id: string; node_id: string }>;
   deleteOpen(alertId: string): void;
   /** Held alerts due at `now`, oldest first. */
   dueHeld(now: number): AlertOpenRow[];
@@ -105,6 +127,11 @@ export interface AlertEngineStatements {
   takeNotices(channelId: string): string[];
   /** Channels with notices waiting (left by a previous run). */
   channelsWithNotices(): string[];
+  /**
+   * When the group window a channel's waiting notices belong to opened, ms: the channel's last
+   * alert delivered at once (not a channel test) before its oldest notice, else that notice's time.
+   */
+  windowOpenedAt(channelId: string): number | null;
   /** Runs `fn` in a transaction (a savepoint inside an open one); rethrows after rolling back. */
   inTransaction<T>(fn: () => T): T;
 }
@@ -119,6 +146,11 @@ export function createAlertEngineStatements(conn: Connection): AlertEngineStatem
        VALUES (@alert_id, @rule_id, @event, @subject, @config_id, @node_id, @since, @due_at, @fired_at, @detail)`,
     ),
     openOf: sqlite.prepare<[string], AlertOpenRow>("SELECT * FROM alert_open WHERE subject = ? ORDER BY alert_id"),
+    openOfConfig: sqlite.prepare<[string], AlertOpenRow>("SELECT * FROM alert_open WHERE config_id = ? ORDER BY alert_id"),
+    openOfMesh: sqlite.prepare<[], AlertOpenRow>("SELECT * FROM alert_open WHERE config_id IS NOT NULL ORDER BY alert_id"),
+    anyOpen: sqlite.prepare<[], { one: number }>("SELECT 1 AS one FROM alert_open LIMIT 1"),
+    openPairs: sqlite.prepare<[], AlertOpenRow>("SELECT * FROM alert_open WHERE event = 'mesh.pair_broken' ORDER BY alert_id"),
+    privateNodes: sqlite.prepare<[], { config_id: string; node_id: string }>("SELECT config_id, node_id FROM nodes WHERE public_address IS NULL OR public_address = '' OR listen_port IS NULL"),
     deleteOpen: sqlite.prepare<[string]>("DELETE FROM alert_open WHERE alert_id = ?"),
     dueHeld: sqlite.prepare<[number], AlertOpenRow>("SELECT * FROM alert_open WHERE fired_at IS NULL AND due_at <= ? ORDER BY due_at, alert_id"),
     nextHeld: sqlite.prepare<[], { due: number | null }>("SELECT MIN(due_at) AS due FROM alert_open WHERE fired_at IS NULL"),
@@ -129,6 +161,11 @@ export function createAlertEngineStatements(conn: Connection): AlertEngineStatem
     notices: sqlite.prepare<[string], { message: string }>("SELECT message FROM alert_notices WHERE channel_id = ? ORDER BY notice_id"),
     dropNotices: sqlite.prepare<[string]>("DELETE FROM alert_notices WHERE channel_id = ?"),
     noticeChannels: sqlite.prepare<[], { channel_id: string }>("SELECT DISTINCT channel_id FROM alert_notices"),
+    windowOpened: sqlite.prepare<{ c: string }, { at: number | null }>(
+      `SELECT COALESCE((SELECT MAX(d.created_at) FROM alert_deliveries d
+         WHERE d.channel_id = @c AND d.created_at <= n.first AND d.type != 'alert.test'), n.first) AS at
+       FROM (SELECT MIN(created_at) AS first FROM alert_notices WHERE channel_id = @c) n`,
+    ),
   };
   const tx = sqlite.transaction((fn: () => unknown) => fn());
   return {
@@ -136,6 +173,11 @@ export function createAlertEngineStatements(conn: Connection): AlertEngineStatem
     ruleChannels: () => q.links.all(),
     insertOpen: (row) => void q.insertOpen.run(row),
     openOf: (subject) => q.openOf.all(subject),
+    openOfConfig: (configId) => q.openOfConfig.all(configId),
+    openOfMesh: () => q.openOfMesh.all(),
+    anyOpen: () => q.anyOpen.get() !== undefined,
+    openPairAlerts: () => q.openPairs.all(),
+    privateNodes: () => q.privateNodes.all(),
     deleteOpen: (alertId) => void q.deleteOpen.run(alertId),
     dueHeld: (now) => q.dueHeld.all(now),
     nextHeldDue: () => q.nextHeld.get()?.due ?? null,
@@ -149,6 +191,7 @@ export function createAlertEngineStatements(conn: Connection): AlertEngineStatem
       return rows;
     },
     channelsWithNotices: () => q.noticeChannels.all().map((r) => r.channel_id),
+    windowOpenedAt: (channelId) => q.windowOpened.get({ c: channelId })?.at ?? null,
     inTransaction: <T>(fn: () => T) => tx(fn) as T,
   };
 }

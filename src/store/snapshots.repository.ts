@@ -255,8 +255,9 @@ export function listStagedConfigs(conn: Connection): Array<{ node_id: string; t:
  * commit). ATTACH and DETACH sit outside it, as SQLite requires for DETACH. A failure rolls
  * back and leaves the live database as it was.
  * @param schemaMismatch builds the error thrown when a table's definition differs (named)
+ * @param inTransaction runs last inside the replacing transaction (what must commit with it)
  */
-export function replaceDataFromSnapshot(conn: Connection, dbFile: string, schemaMismatch: (table: string) => Error): void {
+export function replaceDataFromSnapshot(conn: Connection, dbFile: string, schemaMismatch: (table: string) => Error, inTransaction?: () => void): void {
   const sqlite = sqliteOf(conn);
   sqlite.prepare("ATTACH DATABASE ? AS snap").run(dbFile);
   try {
@@ -280,6 +281,7 @@ export function replaceDataFromSnapshot(conn: Connection, dbFile: string, schema
             const cols = columns(table);
             sqlite.prepare(`INSERT INTO main."${table}" (${cols}) SELECT ${cols} FROM snap."${table}"`).run();
           }
+          inTransaction?.();
         })
         .immediate();
     } catch (err) {

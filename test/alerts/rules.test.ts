@@ -1,7 +1,7 @@
 /**
  * Alert rules' CRUD (docs/alerts.md "Rules"): the REST contract of src/protocol/alert-rules.schema.ts,
- * unknown channels refused, names unique, a deleted channel leaving every rule it was in, each
- * change announced as `alert.rule.updated`.
+ * unknown channels refused, names unique, a deleted channel leaving every rule it was in (each
+ * such rule announced too), each change announced as `alert.rule.updated`.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -51,6 +51,7 @@ test("rules: create, list, get, patch, delete; unknown channels and taken names 
   // A deleted channel leaves every rule it was in.
   assert.equal((await h.req("DELETE", `/api/v1/alerts/channels/${b.channel_id}`)).status, 204);
   assert.deepEqual((await h.req("GET", `/api/v1/alerts/rules/${rule.rule_id}`)).json.channel_ids, []);
+  assert.deepEqual((published.at(-1)?.rule as { channel_ids?: string[] } | undefined)?.channel_ids, [], "announced with its channels now");
 
   assert.equal((await h.req("DELETE", `/api/v1/alerts/rules/${rule.rule_id}`)).status, 204);
   assert.equal((await h.req("DELETE", `/api/v1/alerts/rules/${rule.rule_id}`)).status, 404);
@@ -58,6 +59,7 @@ test("rules: create, list, get, patch, delete; unknown channels and taken names 
     [rule.rule_id, false],
     [defaults.json.rule_id, false],
     [rule.rule_id, false],
+    [rule.rule_id, false], // the deleted channel left it
     [rule.rule_id, true],
   ]);
 });

@@ -15,6 +15,7 @@ import {
   type UpdateChannelBody,
 } from "../../protocol/alerts.schema.js";
 import { newId } from "../../protocol/ids.js";
+import * as rulesRepo from "../../store/alert-rules.repository.js";
 import * as repo from "../../store/alerts.repository.js";
 import type { AfterCommit, Trx } from "../../store/connection.js";
 import type { Store } from "../../store/db.js";
@@ -24,6 +25,7 @@ import { decodeCursor, encodeCursor } from "../list-cursor.js";
 import { sendToChannel } from "./channel-kinds.js";
 import { channelSettings, channelView, mergedFields, newWebhookSecret, openChannel, SECRET_GRACE_MS, vaultName, type SecretVault } from "./channels.js";
 import { DeliveryWorker } from "./delivery-worker.js";
+import { ruleView } from "./rules.service.js";
 import { systemLookup, type AddressLookup } from "./safe-target.js";
 
 export interface AlertsServiceDeps {
@@ -43,8 +45,11 @@ export interface AlertsServiceDeps {
   timeoutMs?: number;
   /** [0, 1) for the retry jitter. */
   random?: () => number;
-  /** The alert rules' cache, re-read when a channel is deleted (it leaves every rule it was in). */
-  rules?: { reload(): void };
+  /**
+   * The alert rules' cache, re-read when a channel is deleted (it leaves every rule it was in);
+   * its counters join the delivery counters in `metrics`.
+   */
+  rules?: { reload(): void; registerMetrics?(registry: Registry): void };
 }
 
 /** Per attempt: the Standard Webhooks recommendation. */
@@ -67,6 +72,7 @@ export class AlertsService {
     const registers = [deps.metrics];
     this.#attempts = new Counter({ name: "svc_alert_delivery_attempts_total", help: "Alert delivery attempts by channel and result (delivered, retrying, failed: no retry left)", labelNames: ["channel_id", "status"] as const, registers });
     this.#disabled = new Counter({ name: "svc_alert_channels_disabled_total", help: "Alert channels the delivery worker disabled (410 Gone, or failing for SVC_ALERTS_DISABLE_AFTER_H)", labelNames: ["channel_id"] as const, registers });
+    deps.rules?.registerMetrics?.(deps.metrics);
     const ctx = { clock: deps.clock, timeoutMs: deps.timeoutMs ?? ATTEMPT_TIMEOUT_MS, allowPrivate: deps.settings.alertsAllowPrivateTargets, lookup: deps.lookup ?? systemLookup };
     this.#worker = new DeliveryWorker({
       store: deps.store,
@@ -200,13 +206,20 @@ export class AlertsService {
     return { ...channelView(row, now), ...(fresh === undefined ? {} : { secret: fresh }) };
   }
 
-  /** Deletes a channel and its deliveries. @throws AppError NOT_FOUND */
+  /**
+   * Deletes a channel and its deliveries; it leaves every rule it was in, and each such rule goes
+   * out as `alert.rule.updated` with its channels now (read in the transaction, sent after it).
+   * @throws AppError NOT_FOUND
+   */
   async deleteChannel(channelId: string): Promise<void> {
     await this.#d.store.transaction(async (trx, afterCommit) => {
+      const ruleIds = await rulesRepo.alertRuleIdsOfChannel(trx, channelId);
       if (!(await repo.deleteAlertChannel(trx, channelId))) throw new AppError("NOT_FOUND", `no alert channel ${channelId}`);
+      const rules = (await rulesRepo.findAlertRules(trx, ruleIds)).map(ruleView);
       afterCommit(() => {
         this.#d.rules?.reload();
         this.#d.hub.publish("alert.channel.updated", { channel_id: channelId, channel: null });
+        for (const rule of rules) this.#d.hub.publish("alert.rule.updated", { rule_id: rule.rule_id, rule });
       });
     });
   }

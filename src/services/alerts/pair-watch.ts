@@ -1,6 +1,7 @@
 import { AppError } from "../../errors.js";
 import { PAIR_PAGE_LIMIT_MAX } from "../../protocol/rest.schema.js";
 import type { Store } from "../../store/db.js";
+import { hubPartners } from "../../store/mesh-pairs.repository.js";
 import { pairPage } from "../mesh/mesh-views.js";
 
 /** A mesh pair's integrity now (spec §6.5 `workspace.connections[*]`), as the alert rules compare it. */
@@ -33,4 +34,22 @@ export async function pairsOf(store: Store, configId: string, nodes: ReadonlySet
     } while (cursor !== undefined);
   }
   return [...seen.values()];
+}
+
+/**
+ * Every pair of a config that can be broken now, and the pairs of the nodes named in `alsoOf`
+ * (the sides of its open pair alerts), with their integrity: what a full check compares with the
+ * open alerts (at start-up, when a pair rule starts to count). Only a pair of two nodes without a
+ * public endpoint can be broken, so only those nodes' pairs are read (`privateNodes`, from one
+ * statement over the nodes); none when there are fewer than two, or when one hub is paired with
+ * all of them (it forwards between any two): a mesh of public nodes, or of NAT'd nodes behind a
+ * hub, costs O(nodes + hubs × nodes), never its n²/2 pairs.
+ */
+export async function pairsToRecheck(store: Store, configId: string, privateNodes: readonly string[], alsoOf: readonly string[]): Promise<PairIntegrityState[]> {
+  const pairedWithAll = (partners: readonly string[]) => {
+    const set = new Set(partners);
+    return privateNodes.every((n) => set.has(n));
+  };
+  const canBreak = privateNodes.length >= 2 && !(await hubPartners(store.db, configId)).some(([, partners]) => pairedWithAll(partners));
+  return pairsOf(store, configId, new Set([...(canBreak ? privateNodes : []), ...alsoOf]));
 }

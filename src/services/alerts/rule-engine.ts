@@ -1,3 +1,4 @@
+import { Counter, type Registry } from "prom-client";
 import type { NodeProjection } from "../../actors/projection.js";
 import type { CommittedChange } from "../../actors/registry.js";
 import type { Clock } from "../../lib/clock.js";
@@ -10,8 +11,8 @@ import type { Store } from "../../store/db.js";
 import type { AlertOpenRow, AlertRuleRow } from "../../store/schema.js";
 import type { AppEvents } from "../app-events.js";
 import type { MeshChange } from "../mesh/mesh-types.js";
-import { pairsOf, type PairIntegrityState } from "./pair-watch.js";
-import { commandFailedMessage, firedMessage, groupedMessage, resolvedMessage, type AlertDetail, type FailedCommand } from "./rule-messages.js";
+import { pairsOf, pairsToRecheck, type PairIntegrityState } from "./pair-watch.js";
+import { commandFailedMessage, firedMessage, groupedMessage, removedMessage, resolvedMessage, type AlertDetail, type FailedCommand } from "./rule-messages.js";
 
 /** A node whose committed projection changes (the group commit's list; `before` undefined for a node's first: never an alert). */
 export type NodeChange = CommittedChange;
@@ -25,6 +26,9 @@ interface Batch {
   enqueued: number;
   /** The earliest held alert written, ms. */
   heldDue: number | null;
+  /** Events of the alerts fired and resolved (counted after the commit). */
+  fired: string[];
+  resolved: string[];
 }
 
 /** What an alert is about: a node, a mesh pair, the broker link; and which rules cover it. */
@@ -81,6 +85,8 @@ export class AlertRuleEngine {
   /** Every rule by id, disabled ones too (their fired alerts' resolutions still go out). */
   #byId = new Map<string, CachedRule>();
   #nodeRules = false;
+  /** The `mesh.pair_broken` rules that count (enabled, with a channel). */
+  #pairRules = new Set<string>();
   /** Open group windows by channel: the timer that closes each. */
   readonly #windows = new Map<string, unknown>();
   #heldTimer: unknown;
@@ -88,14 +94,25 @@ export class AlertRuleEngine {
   #broker: boolean | undefined;
   #started = false;
   #stopped = false;
+  readonly #fired = new Counter({ name: "svc_alert_fired_total", help: "Alerts the rules fired (held for their for_s, or at once), by rule event", labelNames: ["event"] as const, registers: [] });
+  readonly #resolved = new Counter({ name: "svc_alert_resolved_total", help: "Fired alerts resolved (their condition cleared, or their subject removed), by rule event", labelNames: ["event"] as const, registers: [] });
 
   constructor(deps: AlertRuleEngineDeps) {
     this.#d = deps;
     this.#q = createAlertEngineStatements(deps.store);
     this.#outbox = createAlertOutboxStatements(deps.store);
     this.reload();
+    // A window a previous run left open (its notices stored) stays open: what comes before
+    // start() waits behind those notices, never ahead of them.
+    for (const channelId of this.#q.channelsWithNotices()) this.#windows.set(channelId, undefined);
     deps.events.on("broker.connection_changed", () => this.#brokerChanged());
     deps.events.on("mesh.changed", (change) => this.#meshChanged(change));
+  }
+
+  /** Adds the engine's counters (`svc_alert_fired_total`, `svc_alert_resolved_total`) to the registry `/metrics` renders. */
+  registerMetrics(registry: Registry): void {
+    registry.registerMetric(this.#fired);
+    registry.registerMetric(this.#resolved);
   }
 
   /** Re-reads the rules (after a rule or a channel changed). */
@@ -109,28 +126,44 @@ export class AlertRuleEngine {
       byId.set(row.rule_id, rule);
       if (row.enabled === 1 && rule.channels.length > 0) byEvent.set(row.event, [...(byEvent.get(row.event) ?? []), rule]);
     }
+    const pairRulesBefore = this.#pairRules;
+    this.#pairRules = new Set((byEvent.get("mesh.pair_broken") ?? []).map((r) => r.row.rule_id));
     this.#byEvent = byEvent;
     this.#byId = byId;
+    // A pair rule that starts to count sees the pairs broken before it.
+    if (this.#started && !this.#stopped && [...this.#pairRules].some((id) => !pairRulesBefore.has(id))) this.#recheckPairs();
     // A disabled rule's fired alerts are still resolved: the hot path looks while any node rule exists.
     this.#nodeRules = [...byId.values()].some((r) => NODE_EVENTS.has(r.row.event));
   }
 
-  /** Arms the hold-off timer and sends what a previous run left waiting for a group window. */
+  /**
+   * Arms the hold-off timer, and the group windows a previous run left open: their notices leave
+   * when the window ends, at once when it ended while the service was down.
+   */
   start(): void {
     this.#started = true;
     this.#broker = this.#d.brokerConnected();
     this.#armHeld(this.#q.nextHeldDue());
-    for (const channelId of this.#q.channelsWithNotices()) this.#openWindow(channelId, 0);
+    const now = this.#d.clock.now();
+    for (const channelId of this.#q.channelsWithNotices()) {
+      const left = (this.#q.windowOpenedAt(channelId) ?? now) + this.#d.groupWindowMs - now;
+      if (left > 0) this.#openWindow(channelId, left);
+      else this.#closeWindow(channelId);
+    }
+    if (this.#pairRules.size > 0) this.#recheckPairs();
     // The link came back while this process was down: what was left open resolves now.
     if (this.#broker) this.#background((batch) => this.#resolve(batch, BROKER, ["broker.disconnected"]));
   }
 
-  /** Stops the timers; what is open or waiting stays stored for the next start. */
+  /**
+   * Stops the timers; what is open or waiting stays stored for the next start. The hooks keep
+   * writing (the actors' last group commit comes after): an open window's alerts still wait as
+   * notices, which the next start sends.
+   */
   stop(): void {
     this.#stopped = true;
     this.#d.clock.clearTimeout(this.#heldTimer);
     for (const t of this.#windows.values()) this.#d.clock.clearTimeout(t);
-    this.#windows.clear();
   }
 
   /**
@@ -139,7 +172,7 @@ export class AlertRuleEngine {
    * @returns what to run after the commit (undefined when nothing was written)
    */
   nodeChanges(changes: readonly NodeChange[]): (() => void) | undefined {
-    if (!this.#nodeRules || this.#stopped) return undefined;
+    if (!this.#nodeRules) return undefined;
     let relevant: NodeChange[] | undefined;
     for (const c of changes) {
       const b = c.before;
@@ -159,15 +192,61 @@ export class AlertRuleEngine {
    */
   commandFinished(c: Omit<FailedCommand, "nodeName">): (() => void) | undefined {
     const rules = this.#byEvent.get("command.failed");
-    if (rules === undefined || this.#stopped || !["push_config", "start", "stop"].includes(c.action)) return undefined;
+    if (rules === undefined || !["push_config", "start", "stop"].includes(c.action)) return undefined;
     return this.#run((batch) => {
       let tags: string[] | undefined;
       const nodeTags = () => (tags ??= this.#q.nodeTags(c.nodeId));
       const failed = { ...c, nodeName: this.#q.nodeName(c.nodeId) };
       for (const rule of rules) {
-        if (inScope(rule.row, c.configId, c.nodeId, nodeTags)) this.#dispatch(batch, rule.channels, commandFailedMessage(failed, rule.row, batch.now));
+        if (!inScope(rule.row, c.configId, c.nodeId, nodeTags)) continue;
+        this.#dispatch(batch, rule.channels, commandFailedMessage(failed, rule.row, batch.now));
+        batch.fired.push("command.failed");
       }
     });
+  }
+
+  /**
+   * Inside a mesh write's transaction: the open alerts of the nodes it deleted, of their pairs
+   * and, when the config goes, of all its nodes and pairs close (held ones silently, fired ones
+   * with `alert.subject_removed`). A write that deletes nothing costs no statement.
+   * @returns what to run after the commit (undefined when nothing was written)
+   */
+  meshWritten(change: MeshChange): (() => void) | undefined {
+    if (change.rendered === true || (change.deleted.length === 0 && change.configDeleted !== true)) return undefined;
+    if (!this.#q.anyOpen()) return undefined;
+    const gone = new Set(change.deleted);
+    return this.#run((batch) => {
+      for (const row of this.#q.openOfConfig(change.configId)) {
+        const pair = row.event === "mesh.pair_broken" ? (JSON.parse(row.detail) as AlertDetail).pair : undefined;
+        const removed = change.configDeleted === true || (row.node_id !== null && gone.has(row.node_id)) || (pair !== undefined && (gone.has(pair.node_a) || gone.has(pair.node_b)));
+        if (removed) this.#close(batch, row, "deleted");
+      }
+    });
+  }
+
+  /**
+   * Inside a snapshot restore's transaction: every node and pair was replaced (restored nodes
+   * start afresh, so nothing would ever resolve what was open), so their open alerts close as
+   * {@link meshWritten} closes a deleted node's; the broker link's stay.
+   * @returns what to run after the commit
+   */
+  restored(): (() => void) | undefined {
+    return this.#run((batch) => {
+      for (const row of this.#q.openOfMesh()) this.#close(batch, row, "restored");
+    });
+  }
+
+  /** Closes one open alert whose subject is gone: a held one silently, a fired one with its removal message. */
+  #close(batch: Batch, row: AlertOpenRow, removed: "deleted" | "restored"): void {
+    this.#q.deleteOpen(row.alert_id);
+    const channels = this.#byId.get(row.rule_id)?.channels;
+    if (row.fired_at !== null && channels !== undefined) this.#dispatch(batch, channels, removedMessage(row, removed, batch.now));
+    if (row.fired_at !== null) batch.resolved.push(row.event);
+  }
+
+  #fire(batch: Batch, rule: CachedRule, row: AlertOpenRow): void {
+    this.#dispatch(batch, rule.channels, firedMessage(row, rule.row, batch.now));
+    batch.fired.push(row.event);
   }
 
   #nodeChanged(batch: Batch, c: NodeChange): void {
@@ -200,7 +279,7 @@ export class AlertRuleEngine {
         fired_at: rule.row.for_s === 0 ? batch.now : null, detail: JSON.stringify(named),
       };
       this.#q.insertOpen(row);
-      if (row.fired_at !== null) this.#dispatch(batch, rule.channels, firedMessage(row, rule.row, batch.now));
+      if (row.fired_at !== null) this.#fire(batch, rule, row);
       else batch.heldDue = Math.min(batch.heldDue ?? due, due);
     }
   }
@@ -212,6 +291,7 @@ export class AlertRuleEngine {
       this.#q.deleteOpen(row.alert_id);
       const channels = this.#byId.get(row.rule_id)?.channels;
       if (row.fired_at !== null && channels !== undefined) this.#dispatch(batch, channels, resolvedMessage(row, batch.now));
+      if (row.fired_at !== null) batch.resolved.push(row.event);
     }
   }
 
@@ -244,7 +324,7 @@ export class AlertRuleEngine {
    * @returns what applies the batch to memory, to run after the commit
    */
   #run(fn: (batch: Batch) => void): (() => void) | undefined {
-    const batch: Batch = { now: this.#d.clock.now(), opened: new Set(), enqueued: 0, heldDue: null };
+    const batch: Batch = { now: this.#d.clock.now(), opened: new Set(), enqueued: 0, heldDue: null, fired: [], resolved: [] };
     try {
       this.#q.inTransaction(() => fn(batch));
     } catch (err) {
@@ -255,6 +335,8 @@ export class AlertRuleEngine {
   }
 
   #applied(batch: Batch): void {
+    for (const event of batch.fired) this.#fired.inc({ event });
+    for (const event of batch.resolved) this.#resolved.inc({ event });
     if (this.#stopped) return;
     for (const channelId of batch.opened) this.#openWindow(channelId, this.#d.groupWindowMs);
     if (batch.heldDue !== null) this.#armHeld(batch.heldDue);
@@ -305,34 +387,80 @@ export class AlertRuleEngine {
           continue;
         }
         this.#q.markFired(row.alert_id, batch.now);
-        this.#dispatch(batch, rule.channels, firedMessage(row, rule.row, batch.now));
+        this.#fire(batch, rule, row);
       }
       batch.heldDue = this.#q.nextHeldDue();
     });
   }
 
   /**
-   * After a committed mesh write: a deleted node's open alerts are closed silently; and, when a
-   * `mesh.pair_broken` rule exists, the pairs of the nodes it touched are read with their
+   * After a committed mesh write (a deleted node's alerts closed in its transaction:
+   * {@link meshWritten}): when a `mesh.pair_broken` rule exists, the pairs of the nodes it touched are read with their
    * integrity (derived, never stored) and compared with the open alerts: broken with none open
    * opens one (with the reason), open and no longer broken resolves.
    */
   #meshChanged(change: MeshChange): void {
     if (!this.#started || this.#stopped || change.rendered === true) return;
-    if (change.deleted.length > 0) this.#background(() => this.#forget(change.deleted));
     if (change.configDeleted === true || !this.#byEvent.has("mesh.pair_broken")) return;
     const nodes = new Set([...change.touched, ...(change.paired ?? []), ...(change.unpaired ?? []), ...change.created.map((n) => n.node_id)]);
     if (nodes.size === 0) return;
+    const readAt = this.#d.clock.now();
     void pairsOf(this.#d.store, change.configId, nodes)
-      .then((pairs) => this.#background((batch) => this.#pairsChecked(batch, change.configId, pairs)))
+      .then((pairs) =>
+        this.#background((batch) => {
+          this.#pairsChecked(batch, change.configId, pairs);
+          if (change.paired !== undefined) this.#pairGone(batch, change.configId, change.paired, pairs, readAt);
+        }),
+      )
       .catch((err: unknown) => this.#d.log.error({ err, config_id: change.configId }, "alert rules: mesh pairs not checked"));
   }
 
-  /** Deleted nodes' open alerts close without a message: a held one must not fire for a node that is gone. */
-  #forget(nodeIds: readonly string[]): void {
-    for (const nodeId of nodeIds) for (const row of this.#q.openOf(nodeId)) this.#q.deleteOpen(row.alert_id);
+  /**
+   * A full check of the pairs against the open pair alerts: at start-up (a pair may have broken
+   * or healed while the service was down) and when a pair rule starts to count (created, enabled,
+   * given a channel: pairs broken before it). Per config, the pairs {@link pairsToRecheck} reads;
+   * an open alert whose pair is no longer among them (deleted meanwhile) closes as deleted.
+   */
+  #recheckPairs(): void {
+    void this.#d.store
+      .whenIdle(() => ({ open: this.#q.openPairAlerts(), priv: this.#q.privateNodes() }))
+      .then(async ({ open, priv }) => {
+        const configs = new Map<string, { priv: string[]; sides: string[] }>();
+        const of = (configId: string) => {
+          let c = configs.get(configId);
+          if (c === undefined) configs.set(configId, (c = { priv: [], sides: [] }));
+          return c;
+        };
+        for (const n of priv) of(n.config_id).priv.push(n.node_id);
+        for (const row of open) {
+          const pair = (JSON.parse(row.detail) as AlertDetail).pair;
+          if (row.config_id !== null && pair !== undefined) of(row.config_id).sides.push(pair.node_a, pair.node_b);
+        }
+        const wasOpen = new Set(open.map((r) => r.alert_id)); // an alert opened since was checked by its own write
+        for (const [configId, c] of configs) {
+          const pairs = await pairsToRecheck(this.#d.store, configId, c.priv, c.sides);
+          const seen = new Set(pairs.map((p) => p.pair_id));
+          this.#background((batch) => {
+            this.#pairsChecked(batch, configId, pairs);
+            for (const row of this.#q.openOfConfig(configId)) {
+              if (row.event === "mesh.pair_broken" && wasOpen.has(row.alert_id) && !seen.has(row.subject)) this.#close(batch, row, "deleted");
+            }
+          });
+        }
+      })
+      .catch((err: unknown) => this.#d.log.error({ err }, "alert rules: mesh pairs not rechecked"));
   }
 
+  /** A pair this write deleted (its two sides, no longer among `pairs`): its alerts open when they were read close as deleted. */
+  #pairGone(batch: Batch, configId: string, sides: readonly string[], pairs: readonly PairIntegrityState[], readAt: number): void {
+    const seen = new Set(pairs.map((p) => p.pair_id));
+    for (const row of this.#q.openOfConfig(configId)) {
+      const pair = row.event === "mesh.pair_broken" && row.since <= readAt && !seen.has(row.subject) ? (JSON.parse(row.detail) as AlertDetail).pair : undefined;
+      if (pair !== undefined && sides.includes(pair.node_a) && sides.includes(pair.node_b)) this.#close(batch, row, "deleted");
+    }
+  }
+
+  /** Compares pairs with their open alerts: broken opens one per covering rule that has none (with the reason); no longer broken resolves. */
   #pairsChecked(batch: Batch, configId: string, pairs: readonly PairIntegrityState[]): void {
     for (const p of pairs) {
       const open = this.#q.openOf(p.pair_id).filter((r) => r.event === "mesh.pair_broken");
@@ -340,12 +468,12 @@ export class AlertRuleEngine {
         if (open.length > 0) this.#resolve(batch, p.pair_id, ["mesh.pair_broken"]);
         continue;
       }
-      if (open.length > 0) continue;
+      const alerted = new Set(open.map((r) => r.rule_id));
       const tags = new Map<string, string[]>();
       const tagsOf = (nodeId: string) => () => tags.get(nodeId) ?? (tags.set(nodeId, this.#q.nodeTags(nodeId)), tags.get(nodeId) ?? []);
       const label = `${this.#q.nodeName(p.node_a) ?? p.node_a} ↔ ${this.#q.nodeName(p.node_b) ?? p.node_b}`;
       const detail: AlertDetail = { reason: p.reason ?? "broken", pair: { node_a: p.node_a, node_b: p.node_b, label } };
-      const covers = (rule: AlertRuleRow) => inScope(rule, configId, p.node_a, tagsOf(p.node_a)) || inScope(rule, configId, p.node_b, tagsOf(p.node_b));
+      const covers = (rule: AlertRuleRow) => !alerted.has(rule.rule_id) && (inScope(rule, configId, p.node_a, tagsOf(p.node_a)) || inScope(rule, configId, p.node_b, tagsOf(p.node_b)));
       this.#open(batch, "mesh.pair_broken", { configId, subject: p.pair_id, covers }, detail);
     }
   }

@@ -92,6 +92,26 @@ export function resolvedMessage(row: AlertOpenRow, now: number): AlertMessage {
   };
 }
 
+/**
+ * The message that closes a fired alert whose subject is gone (a node or pair deleted, the mesh
+ * replaced by a snapshot restore): type `alert.subject_removed`, `data.resolves` its `alert_id`
+ * and `data.removed` how it went. Not the event's own resolution: a deleted node did not come back.
+ */
+export function removedMessage(row: AlertOpenRow, removed: "deleted" | "restored", now: number): AlertMessage {
+  const detail = JSON.parse(row.detail) as AlertDetail;
+  const how = removed === "deleted" ? "was deleted" : "was replaced by a snapshot restore";
+  const title = `Resolved: ${subjectName(row, detail)} ${how}`;
+  const lasted = Math.round((now - row.since) / 1000);
+  return {
+    type: "alert.subject_removed",
+    timestamp: isoTime(now),
+    title: clip(title, 200),
+    text: clip(`${title} after ${lasted} s. It closes alert ${row.alert_id} (${row.event} since ${isoTime(row.since)}); nothing more will be said of it.`, 4000),
+    severity: "resolved",
+    data: { resolves: row.alert_id, resolves_type: row.event, rule_id: row.rule_id, ...nodeData(row, detail), since: isoTime(row.since), lasted_s: lasted, removed },
+  };
+}
+
 /** A command that ended failed or timed out, with the agent's message. */
 export interface FailedCommand {
   configId: string;

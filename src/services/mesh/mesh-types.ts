@@ -98,6 +98,11 @@ export interface MeshChange {
 export interface MeshHooks {
   /** May return a promise: the write's caller waits for it (actors settled before the answer). */
   afterCommit(change: MeshChange): void | Promise<unknown>;
+  /**
+   * Told of the change inside the write's transaction (the alert rules close a deleted node's
+   * open alerts with it); what it answers runs after the commit, before `afterCommit`.
+   */
+  inCommit?(change: MeshChange): (() => void) | undefined;
 }
 
 export interface MeshServiceDeps {
