@@ -2,7 +2,6 @@ import { useState } from "react";
 import { useGate } from "../../api/roles.js";
 import type { ChannelView, DeliveryView } from "../../api/types.js";
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
-import { CopyButton } from "../../components/copy-button.js";
 import { DeleteDialog } from "../../components/delete-dialog.js";
 import { FormError } from "../../components/form-error.js";
 import { RelativeTime } from "../../components/relative-time.js";
@@ -13,6 +12,7 @@ import { DeliveryStatusBadge } from "./deliveries.js";
 import { useDeleteChannel, useRotateChannelSecret, useTestChannel, useUpdateChannel } from "./mutations.js";
 import type { useAlertChannels } from "./queries.js";
 import { TableHead } from "../../components/table-head.js";
+import { SecretOnce } from "../../components/secret-once.js";
 
 /** A webhook's signing secret just answered (creation or rotation): shown this once. */
 interface FreshSecret {
@@ -54,27 +54,12 @@ export function ChannelsSection({ query }: { query: ReturnType<typeof useAlertCh
 
 /** The signing secret of a webhook channel just made or rotated: shown this once, with Copy; Done forgets it. */
 function NewSecret({ fresh, onDone }: { fresh: FreshSecret; onDone: () => void }) {
+  const title = `${fresh.rotated ? "New signing secret" : "Signing secret"} of “${fresh.name}”`;
   return (
-    <section className="card token-secret" aria-labelledby="channel-secret-title">
-      <h2 id="channel-secret-title">
-        {fresh.rotated ? "New signing secret" : "Signing secret"} of “{fresh.name}”
-      </h2>
-      <p className="notice" role="status">
-        <strong>Copy it now: you will not see it again.</strong> The receiver verifies each request’s <code>webhook-signature</code> with it
-        {fresh.rotated ? "; the previous secret keeps signing beside it for 24 hours" : ""}.
-      </p>
-      <div className="command">
-        <code className="mono break" aria-label="Webhook signing secret">
-          {fresh.secret}
-        </code>
-        <CopyButton text={fresh.secret} label="signing secret" />
-      </div>
-      <div className="form-actions">
-        <button type="button" className="primary" onClick={onDone}>
-          Done, I have copied it
-        </button>
-      </div>
-    </section>
+    <SecretOnce id="channel-secret-title" title={title} secret={fresh.secret} secretLabel="Webhook signing secret" copyLabel="signing secret" onDone={onDone}>
+      The receiver verifies each request’s <code>webhook-signature</code> with it
+      {fresh.rotated ? "; the previous secret keeps signing beside it for 24 hours" : ""}.
+    </SecretOnce>
   );
 }
 

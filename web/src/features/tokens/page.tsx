@@ -4,7 +4,6 @@ import { ROLES, roleAtLeast } from "../../../../src/protocol/roles.js";
 import { useMe } from "../../api/roles.js";
 import type { AccessTokenView, Role } from "../../api/types.js";
 import { ConfirmDialog } from "../../components/confirm-dialog.js";
-import { CopyButton } from "../../components/copy-button.js";
 import { FormError, invalidProps } from "../../components/form-error.js";
 import { RelativeTime } from "../../components/relative-time.js";
 import { QueryView } from "../../components/states.js";
@@ -12,6 +11,7 @@ import { usePageTitle } from "../../page-title.js";
 import { useCreateAccessToken, useRevokeAccessToken } from "./mutations.js";
 import { useAccessTokens } from "./queries.js";
 import { TableHead } from "../../components/table-head.js";
+import { SecretOnce } from "../../components/secret-once.js";
 
 const TOKEN_LABELS = { name: "Name", role: "Role", expires_in_days: "Expires in (days)" } as const;
 
@@ -97,23 +97,9 @@ function CreateTokenForm({ role: myRole }: { role: Role }) {
 /** The secret of a token just made: shown this once, with Copy; Done forgets it. */
 function NewTokenSecret({ name, secret, onDone }: { name: string; secret: string; onDone: () => void }) {
   return (
-    <section className="card token-secret" aria-labelledby="token-secret-title">
-      <h2 id="token-secret-title">Token “{name}” created</h2>
-      <p className="notice" role="status">
-        <strong>Copy it now: you will not see it again.</strong> The service keeps only its hash; a lost token is revoked and replaced.
-      </p>
-      <div className="command">
-        <code className="mono break" aria-label="New token secret">
-          {secret}
-        </code>
-        <CopyButton text={secret} label="token" />
-      </div>
-      <div className="form-actions">
-        <button type="button" className="primary" onClick={onDone}>
-          Done, I have copied it
-        </button>
-      </div>
-    </section>
+    <SecretOnce id="token-secret-title" title={`Token “${name}” created`} secret={secret} secretLabel="New token secret" copyLabel="token" onDone={onDone}>
+      The service keeps only its hash; a lost token is revoked and replaced.
+    </SecretOnce>
   );
 }
 
