@@ -29,7 +29,7 @@ import { testSettings } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { createAlertRuleBody } from "../../src/protocol/alert-rules.schema.js";
 import { createServer, type AppContext } from "../../src/server.js";
-import { awaitQuiet, fmt, percentile, seedStore, type FromAgents, type ToAgents } from "./ingest-lib.js";
+import { awaitQuiet, fmt, seedStore, SwitchedSlices, type FromAgents, type SliceSummary, type ToAgents } from "./ingest-lib.js";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = resolve(HERE, "../..");
@@ -79,20 +79,9 @@ async function addRules(server: AppContext, configId: string, channelId: string)
   return ids;
 }
 
-interface Slices {
-  rulesUs: number;
-  noneUs: number;
-  slices: number;
-  pairedMedian: number;
-  pairedQ1: number;
-  pairedQ3: number;
-  msgsPerS: number;
-}
-
 /** One measured window: rules and none alternating every slice, CPU per message summed per state. */
-async function alternate(server: AppContext, configId: string, channelId: string): Promise<Slices> {
-  const sum = { rules: { cpu: 0, msgs: 0 }, none: { cpu: 0, msgs: 0 } };
-  const perSlice: Array<{ on: boolean; us: number }> = [];
+async function alternate(server: AppContext, configId: string, channelId: string): Promise<SliceSummary> {
+  const slices = new SwitchedSlices(server.router);
   let ruleIds: string[] = [];
   const t0 = performance.now();
   // ABBA: rules, none, none, rules, … so that neither state always follows the switch's writes.
@@ -101,32 +90,10 @@ async function alternate(server: AppContext, configId: string, channelId: string
     if (on && ruleIds.length === 0) ruleIds = await addRules(server, configId, channelId);
     if (!on) for (const id of ruleIds.splice(0)) await server.alertRules.delete(id);
     await sleep(20); // the switch's own writes settle outside the slice
-    const cpu0 = process.cpuUsage();
-    const r0 = server.router.received;
-    await sleep(SLICE_MS);
-    const cpu = process.cpuUsage(cpu0);
-    const msgs = server.router.received - r0;
-    const acc = on ? sum.rules : sum.none;
-    acc.cpu += cpu.user + cpu.system;
-    acc.msgs += msgs;
-    perSlice.push({ on, us: (cpu.user + cpu.system) / Math.max(1, msgs) });
+    await slices.slice(on, SLICE_MS);
   }
   for (const id of ruleIds) await server.alertRules.delete(id);
-  const ratios: number[] = [];
-  for (let i = 0; i + 1 < perSlice.length; i += 2) {
-    const [x, y] = [perSlice[i], perSlice[i + 1]];
-    if (x !== undefined && y !== undefined) ratios.push(x.on ? x.us / y.us : y.us / x.us);
-  }
-  ratios.sort((a, b) => a - b);
-  return {
-    rulesUs: sum.rules.cpu / Math.max(1, sum.rules.msgs),
-    noneUs: sum.none.cpu / Math.max(1, sum.none.msgs),
-    slices: perSlice.length,
-    pairedMedian: percentile(ratios, 50),
-    pairedQ1: percentile(ratios, 25),
-    pairedQ3: percentile(ratios, 75),
-    msgsPerS: (sum.rules.msgs + sum.none.msgs) / ((perSlice.length * SLICE_MS) / 1000),
-  };
+  return slices.summary();
 }
 
 async function main(): Promise<void> {
@@ -148,7 +115,7 @@ async function main(): Promise<void> {
     credit = setInterval(() => send({ op: "credit", handled: router.received }), 5);
     send({ op: "flood", window: Math.min(10_000, Math.max(4_000, NODES)), qos: 1, toggle: true });
     await sleep(5_000); // warm: every node online, the JIT settled
-    const rows: Slices[] = [];
+    const rows: SliceSummary[] = [];
     for (let round = 1; round <= ROUNDS; round++) {
       await awaitQuiet(0.35, 5_000);
       rows.push(await alternate(server, configId, channel.channel_id));
@@ -157,10 +124,10 @@ async function main(): Promise<void> {
     console.log("| round | msgs/s | µs/msg, 5 rules | µs/msg, none | rules ÷ none | paired median (Q1–Q3) | slices |");
     console.log("|---|---|---|---|---|---|---|");
     rows.forEach((r, i) =>
-      console.log(`| ${i + 1} | ${fmt(r.msgsPerS)} | ${fmt(r.rulesUs, 1)} | ${fmt(r.noneUs, 1)} | ${fmt(((r.rulesUs / r.noneUs) - 1) * 100, 1)} % | ${fmt((r.pairedMedian - 1) * 100, 1)} % (${fmt((r.pairedQ1 - 1) * 100, 1)} – ${fmt((r.pairedQ3 - 1) * 100, 1)} %) | ${r.slices} |`),
+      console.log(`| ${i + 1} | ${fmt(r.msgsPerS)} | ${fmt(r.onUs, 1)} | ${fmt(r.offUs, 1)} | ${fmt(((r.onUs / r.offUs) - 1) * 100, 1)} % | ${fmt((r.pairedMedian - 1) * 100, 1)} % (${fmt((r.pairedQ1 - 1) * 100, 1)} – ${fmt((r.pairedQ3 - 1) * 100, 1)} %) | ${r.slices} |`),
     );
-    const rules = rows.reduce((a, r) => a + r.rulesUs, 0) / rows.length;
-    const none = rows.reduce((a, r) => a + r.noneUs, 0) / rows.length;
+    const rules = rows.reduce((a, r) => a + r.onUs, 0) / rows.length;
+    const none = rows.reduce((a, r) => a + r.offUs, 0) / rows.length;
     console.log(`\nMean: ${fmt(rules, 1)} µs/msg with 5 rules, ${fmt(none, 1)} µs/msg with none: ${fmt(((rules / none) - 1) * 100, 1)} % (target ≤ 5 %).`);
   } finally {
     if (credit) clearInterval(credit);

@@ -314,6 +314,68 @@ export function percentile(sorted: number[], p: number): number {
   return sorted[i] ?? Number.NaN;
 }
 
+/** What {@link SwitchedSlices} measured: µs of CPU per message in each state, and the paired ratio. */
+export interface SliceSummary {
+  onUs: number;
+  offUs: number;
+  slices: number;
+  msgsPerS: number;
+  pairedMedian: number;
+  pairedQ1: number;
+  pairedQ3: number;
+}
+
+/**
+ * This process's CPU time per router message in two states switched slice by slice (`on` and
+ * off: the flight recorder, alert rules), summed per state, and each adjacent pair of slices'
+ * on ÷ off ratio: the machine's drift cancels within a pair, and the paired median and
+ * quartiles say how steady the difference is.
+ */
+export class SwitchedSlices {
+  readonly #sum = { on: { cpu: 0, msgs: 0 }, off: { cpu: 0, msgs: 0 } };
+  readonly #perSlice: Array<{ on: boolean; us: number }> = [];
+  #ms = 0;
+  readonly #router: { readonly received: number };
+
+  constructor(router: { readonly received: number }) {
+    this.#router = router;
+  }
+
+  /** Measures one slice of `ms` in state `on`. */
+  async slice(on: boolean, ms: number): Promise<void> {
+    const cpu0 = process.cpuUsage();
+    const r0 = this.#router.received;
+    await new Promise((resolve) => setTimeout(resolve, ms));
+    const cpu = process.cpuUsage(cpu0);
+    const msgs = this.#router.received - r0;
+    const acc = on ? this.#sum.on : this.#sum.off;
+    acc.cpu += cpu.user + cpu.system;
+    acc.msgs += msgs;
+    this.#ms += ms;
+    this.#perSlice.push({ on, us: (cpu.user + cpu.system) / Math.max(1, msgs) });
+  }
+
+  /** µs per message in each state, slices, messages per second, and the paired on ÷ off ratio's median and quartiles. */
+  summary(): SliceSummary {
+    const ratios: number[] = [];
+    for (let i = 0; i + 1 < this.#perSlice.length; i += 2) {
+      const [x, y] = [this.#perSlice[i], this.#perSlice[i + 1]];
+      if (x !== undefined && y !== undefined) ratios.push(x.on ? x.us / y.us : y.us / x.us);
+    }
+    ratios.sort((a, b) => a - b);
+    const { on, off } = this.#sum;
+    return {
+      onUs: on.cpu / Math.max(1, on.msgs),
+      offUs: off.cpu / Math.max(1, off.msgs),
+      slices: this.#perSlice.length,
+      msgsPerS: (on.msgs + off.msgs) / (this.#ms / 1000),
+      pairedMedian: percentile(ratios, 50),
+      pairedQ1: percentile(ratios, 25),
+      pairedQ3: percentile(ratios, 75),
+    };
+  }
+}
+
 export function fmt(n: number | undefined, digits = 0): string {
   if (n === undefined || !Number.isFinite(n)) return "n/a";
   return n.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });

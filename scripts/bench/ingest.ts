@@ -70,6 +70,8 @@ import {
   percentile,
   SEED_PER_CONFIG,
   seedStore,
+  SwitchedSlices,
+  type SliceSummary,
   type FromAgents,
   type LatencySummary,
   type SnapshotKind,
@@ -342,44 +344,18 @@ interface UpstreamResult extends UpstreamParams {
  * this process's CPU time and the router's messages summed per state.
  */
 async function alternateRecorder(server: AppContext, ms: number): Promise<AbResult> {
-  const sum = { on: { cpu: 0, msgs: 0 }, off: { cpu: 0, msgs: 0 } };
+  const slices = new SwitchedSlices(server.router);
   const end = performance.now() + ms;
-  const perSlice: number[] = [];
   for (let on = true; performance.now() < end || !on; on = !on) {
     server.registry.recording = on;
-    const cpu0 = process.cpuUsage();
-    const r0 = server.router.received;
-    await sleep(AB_SLICE_MS);
-    const cpu = process.cpuUsage(cpu0);
-    const msgs = server.router.received - r0;
-    const acc = on ? sum.on : sum.off;
-    acc.cpu += cpu.user + cpu.system;
-    acc.msgs += msgs;
-    perSlice.push((cpu.user + cpu.system) / Math.max(1, msgs));
+    await slices.slice(on, AB_SLICE_MS);
   }
   server.registry.recording = true;
-  const ratios: number[] = [];
-  for (let i = 0; i + 1 < perSlice.length; i += 2) ratios.push((perSlice[i] as number) / (perSlice[i + 1] as number));
-  ratios.sort((a, b) => a - b);
-  return {
-    onUs: sum.on.cpu / Math.max(1, sum.on.msgs),
-    offUs: sum.off.cpu / Math.max(1, sum.off.msgs),
-    slices: perSlice.length,
-    pairedMedian: percentile(ratios, 50),
-    pairedQ1: percentile(ratios, 25),
-    pairedQ3: percentile(ratios, 75),
-  };
+  return slices.summary();
 }
 
 /** What the `ab` mode measured (see {@link alternateRecorder}). */
-interface AbResult {
-  onUs: number;
-  offUs: number;
-  slices: number;
-  pairedMedian: number;
-  pairedQ1: number;
-  pairedQ3: number;
-}
+type AbResult = SliceSummary;
 
 async function upstreamPhase(p: UpstreamParams): Promise<UpstreamResult> {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-bench-ingest-"));
