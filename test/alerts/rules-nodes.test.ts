@@ -135,6 +135,8 @@ test("a node.offline alert while the receiver answers 503, the backend restarted
   node.agent.stream.destroy();
   await presence(s, node.configId, node.nodeId, "offline");
   await until(() => rx.received.length === 1, "the first attempt (503)");
+  // Stopping aborts an attempt still in flight, unrecorded (sent again at start): restart once the 503 is recorded.
+  await until(async () => (await api(s, "GET", "/api/v1/alerts/deliveries")).json.items[0]?.attempts === 1, "the 503 recorded");
   const s2 = await restart();
   await advance(s2, 1_100); // the schedule's first retry, jitter included
   await until(() => rx.received.length === 2, "the retry after the restart");

@@ -25,6 +25,12 @@ const goes = (engine: AlertRuleEngine, n: Node, from: NodeProjection["presence"]
   engine.nodeChanges([{ ...n, before: projection(from), after: projection(to) }])?.();
 
 const settle = () => new Promise((r) => setTimeout(r, 60));
+/**
+ * Waits until `n` deliveries are recorded as delivered: stopping aborts an attempt still in
+ * flight, unrecorded, and the next start sends it again.
+ */
+const delivered = (h: AlertsHarness, n: number) =>
+  until(async () => ((await h.req("GET", "/api/v1/alerts/deliveries")).json.items as Array<{ status: string }>).filter((d) => d.status === "delivered").length === n, `${n} deliveries recorded`);
 
 test("a group window's notices survive a restart: sent once when the window ends, in order; a window that ended while down sends at start", async (t) => {
   const h = await startAlerts(t);
@@ -39,6 +45,7 @@ test("a group window's notices survive a restart: sent once when the window ends
 
   goes(h.server.alertEngine, n1, "online", "offline"); // opens the window at T0
   await until(() => rx.received.length === 1, "the window's first alert");
+  await delivered(h, 1);
   await advance(h, 10_000);
   goes(h.server.alertEngine, n2, "online", "offline");
   // Shutting down: the engine stops before the actors' last group commit, which still alerts.
@@ -60,6 +67,7 @@ test("a group window's notices survive a restart: sent once when the window ends
   assert.equal(grouped?.type, "alert.grouped");
   const listed = (grouped?.data.first as AlertMessage[]).map((m) => [m.type, m.data.node_id]);
   assert.deepEqual(listed, [["node.offline", n2.nodeId], ["node.offline", n3.nodeId], ["node.online", n2.nodeId]]);
+  await delivered(h2, 2);
 
   // A window that ends while the service is down: its notices leave as the next run starts.
   goes(h2.server.alertEngine, n1, "offline", "online"); // a notice of the window the grouped message opened
